@@ -1,0 +1,81 @@
+//! The Candor outcome contract.
+//!
+//! A tool call ends in exactly one of four classes — [`OutcomeClass::Success`],
+//! [`OutcomeClass::Empty`], [`OutcomeClass::Partial`] or [`OutcomeClass::AccessFailure`] — and
+//! this crate holds everything that adapters, the collector and readers must agree on:
+//! the closed vocabularies ([`vocab`]), the result [`Envelope`], the wire names of the span
+//! event, counter and Kafka topics ([`names`]), credential redaction ([`redact`]) and the MCP
+//! rendering ([`mcp`]). It does no I/O.
+//!
+//! ```
+//! use std::{sync::Arc, time::SystemTime};
+//! use candor_schema::*;
+//!
+//! let now = Timestamp::new(SystemTime::now());
+//! let envelope: Envelope<serde_json::Value> = Envelope::new(EnvelopeParts {
+//!     tool: Arc::from("search"),
+//!     target: Arc::from("https://search.example/v1"),
+//!     outcome: Outcome::AccessFailure {
+//!         failure: Failure {
+//!             kind: AccessFailureKind::Timeout,
+//!             retryable: true,
+//!             message: "no response within 2s".into(),
+//!             status: None,
+//!             error_type: Some("timeout".into()),
+//!             retry_after_ms: None,
+//!         },
+//!     },
+//!     authority: None,
+//!     provenance: Provenance {
+//!         source_system: Arc::from("search.example"),
+//!         actor: None,
+//!         adapter: Arc::from("candor-adapter/0.1.0"),
+//!         started_at: now,
+//!         finished_at: now,
+//!     },
+//!     evidence: None,
+//!     attempts: vec![],
+//!     lifecycle: None,
+//! });
+//! // A consumer branches on all four classes; there is no fifth.
+//! let verdict = match envelope.class() {
+//!     OutcomeClass::Success => "use it",
+//!     OutcomeClass::Empty => "report a verified absence",
+//!     OutcomeClass::Partial => "use what arrived, never as the whole",
+//!     OutcomeClass::AccessFailure => "conclude nothing; retry or report upward",
+//! };
+//! assert_eq!(verdict, "conclude nothing; retry or report upward");
+//! assert!(!envelope.summary().contains("no results"));
+//! assert_eq!(envelope.next_actions(), [NextAction::Retry, NextAction::Escalate]);
+//! ```
+
+pub mod envelope;
+pub mod mcp;
+pub mod names;
+pub mod redact;
+pub mod time;
+pub mod vocab;
+
+pub use envelope::{
+    Attempt, Authority, ENVELOPE_SCHEMA_VERSION, Envelope, EnvelopeParts, Evidence, Extent,
+    Failure, InvalidEnvelope, Lifecycle, Operation, Outcome, Provenance, Truncation,
+    legal_next_actions,
+};
+pub use time::Timestamp;
+pub use vocab::{
+    AccessFailureKind, EvidenceKind, FailureKind, LifecycleState, NextAction, OutcomeClass,
+    PartialKind, RetryAction, UnknownValue,
+};
+
+/// The `$id` of the committed envelope schema.
+pub const ENVELOPE_SCHEMA_ID: &str = "https://candor.dev/schema/envelope.v1.schema.json";
+
+/// The JSON Schema of [`Envelope`] with a JSON payload, as committed at
+/// `schema/json/envelope.v1.schema.json`.
+pub fn envelope_json_schema() -> serde_json::Value {
+    let mut schema = schemars::schema_for!(Envelope<serde_json::Value>).to_value();
+    if let Some(object) = schema.as_object_mut() {
+        object.insert("$id".into(), ENVELOPE_SCHEMA_ID.into());
+    }
+    schema
+}

@@ -1,0 +1,251 @@
+//! Removing credentials from strings before they are recorded anywhere.
+//!
+//! Targets are URLs more often than not, and URLs carry secrets: user-info
+//! (`https://user:pass@host`), signed-URL parameters (`sig=`, `X-Amz-Signature=`) and tokens
+//! (`?access_token=`). Everything that becomes an attribute, a record or a log line passes
+//! through [`redact_url`] or [`redact_text`] first.
+
+use std::borrow::Cow;
+
+/// What a removed secret is replaced with.
+pub const REDACTED: &str = "REDACTED";
+
+/// Parameter names (lower case, `-` read as `_`) that always hold a secret.
+const SECRET_PARAMS: &[&str] = &[
+    "sig",
+    "signature",
+    "token",
+    "key",
+    "apikey",
+    "api_key",
+    "auth",
+    "authorization",
+    "password",
+    "passwd",
+    "pwd",
+    "secret",
+    "code",
+    "jwt",
+    "session",
+    "sessionid",
+    "x_amz_credential",
+    "x_goog_credential",
+];
+
+/// Fragments that mark a parameter name as secret wherever they appear in it.
+const SECRET_FRAGMENTS: &[&str] = &[
+    "token",
+    "secret",
+    "password",
+    "signature",
+    "api_key",
+    "apikey",
+    "credential",
+];
+
+/// Whether a query parameter with this name holds a secret.
+pub fn is_secret_param(name: &str) -> bool {
+    let normalised = name.to_ascii_lowercase().replace('-', "_");
+    SECRET_PARAMS.contains(&normalised.as_str())
+        || SECRET_FRAGMENTS
+            .iter()
+            .any(|fragment| normalised.contains(fragment))
+}
+
+/// Removes user-info and secret query or fragment parameters from a URL.
+///
+/// Strings that are not URLs pass through unchanged unless they carry a query string.
+///
+/// ```
+/// use candor_schema::redact::redact_url;
+/// assert_eq!(
+///     redact_url("https://bob:hunter2@api.example.com/v1/search?q=cats&access_token=abc#x"),
+///     "https://REDACTED@api.example.com/v1/search?q=cats&access_token=REDACTED#x",
+/// );
+/// ```
+pub fn redact_url(raw: &str) -> Cow<'_, str> {
+    let (before_fragment, fragment) = split_once_keep(raw, '#');
+    let (before_query, query) = split_once_keep(before_fragment, '?');
+    let (scheme, rest) = match before_query.find("://") {
+        Some(at) => before_query.split_at(at + 3),
+        None => ("", before_query),
+    };
+    let authority_end = rest.find('/').unwrap_or(rest.len());
+    let (authority, path) = rest.split_at(authority_end);
+    let host = match authority.rfind('@') {
+        Some(at) if !scheme.is_empty() => Some(&authority[at + 1..]),
+        _ => None,
+    };
+    let query_redacted = query.map(redact_params);
+    let fragment_redacted = fragment.map(redact_params);
+    let changed = host.is_some()
+        || matches!(&query_redacted, Some(Cow::Owned(_)))
+        || matches!(&fragment_redacted, Some(Cow::Owned(_)));
+    if !changed {
+        return Cow::Borrowed(raw);
+    }
+    let mut out = String::with_capacity(raw.len());
+    out.push_str(scheme);
+    match host {
+        Some(host) => {
+            out.push_str(REDACTED);
+            out.push('@');
+            out.push_str(host);
+        }
+        None => out.push_str(authority),
+    }
+    out.push_str(path);
+    if let Some(query) = query_redacted {
+        out.push('?');
+        out.push_str(&query);
+    }
+    if let Some(fragment) = fragment_redacted {
+        out.push('#');
+        out.push_str(&fragment);
+    }
+    Cow::Owned(out)
+}
+
+/// Redacts every URL and every `Bearer`/`Basic` credential inside free text, such as an error
+/// message that quotes the request it failed on.
+pub fn redact_text(raw: &str) -> Cow<'_, str> {
+    let mut changed = false;
+    let mut out = String::with_capacity(raw.len());
+    let mut hide_next = false;
+    for (index, word) in raw.split(' ').enumerate() {
+        if index > 0 {
+            out.push(' ');
+        }
+        if hide_next && !word.is_empty() {
+            out.push_str(REDACTED);
+            changed = true;
+            hide_next = false;
+            continue;
+        }
+        let lower = word.to_ascii_lowercase();
+        if lower == "bearer" || lower == "basic" {
+            hide_next = true;
+        }
+        let redacted = if word.contains("://") || word.contains('?') {
+            redact_url(word)
+        } else {
+            Cow::Borrowed(word)
+        };
+        if let Cow::Owned(_) = redacted {
+            changed = true;
+        }
+        out.push_str(&redacted);
+    }
+    if changed {
+        Cow::Owned(out)
+    } else {
+        Cow::Borrowed(raw)
+    }
+}
+
+fn split_once_keep(raw: &str, separator: char) -> (&str, Option<&str>) {
+    match raw.split_once(separator) {
+        Some((head, tail)) => (head, Some(tail)),
+        None => (raw, None),
+    }
+}
+
+fn redact_params(params: &str) -> Cow<'_, str> {
+    let secret = |pair: &str| {
+        pair.split_once('=')
+            .is_some_and(|(name, _)| is_secret_param(&percent_decode_lossy(name)))
+    };
+    if !params.split('&').any(secret) {
+        return Cow::Borrowed(params);
+    }
+    let pairs: Vec<String> = params
+        .split('&')
+        .map(|pair| match pair.split_once('=') {
+            Some((name, _)) if secret(pair) => format!("{name}={REDACTED}"),
+            _ => pair.to_owned(),
+        })
+        .collect();
+    Cow::Owned(pairs.join("&"))
+}
+
+/// Decodes `%XX` escapes so that `X%2DAmz%2DSignature` is recognised; invalid escapes stay as
+/// they are.
+fn percent_decode_lossy(raw: &str) -> String {
+    let bytes = raw.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut at = 0;
+    while at < bytes.len() {
+        let escaped = (bytes[at] == b'%')
+            .then(|| bytes.get(at + 1..at + 3))
+            .flatten()
+            .and_then(|hex| std::str::from_utf8(hex).ok())
+            .and_then(|hex| u8::from_str_radix(hex, 16).ok());
+        match escaped {
+            Some(byte) => {
+                out.push(byte);
+                at += 3;
+            }
+            None => {
+                out.push(bytes[at]);
+                at += 1;
+            }
+        }
+    }
+    String::from_utf8_lossy(&out).into_owned()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn removes_every_planted_secret() {
+        let cases = [
+            (
+                "https://user:pass@host.example/a",
+                "https://REDACTED@host.example/a",
+            ),
+            (
+                "https://s3.example/b/k?X-Amz-Signature=abc&X-Amz-Credential=AK%2F1&x=1",
+                "https://s3.example/b/k?X-Amz-Signature=REDACTED&X-Amz-Credential=REDACTED&x=1",
+            ),
+            (
+                "https://blob.example/c?sv=2020&sig=zzz",
+                "https://blob.example/c?sv=2020&sig=REDACTED",
+            ),
+            (
+                "http://h/p?api_key=k1&q=ok#access_token=t2",
+                "http://h/p?api_key=REDACTED&q=ok#access_token=REDACTED",
+            ),
+            (
+                "http://h/p?X%2DAmz%2DSignature=s",
+                "http://h/p?X%2DAmz%2DSignature=REDACTED",
+            ),
+        ];
+        for (raw, want) in cases {
+            assert_eq!(redact_url(raw), want, "{raw}");
+        }
+    }
+
+    #[test]
+    fn leaves_clean_urls_and_plain_names_untouched() {
+        for raw in [
+            "https://api.example.com/v1/search?q=cats&page=2",
+            "search-index",
+            "../../etc/passwd",
+            "mailto:someone@example.com",
+        ] {
+            assert!(matches!(redact_url(raw), Cow::Borrowed(_)), "{raw}");
+        }
+    }
+
+    #[test]
+    fn redacts_credentials_inside_free_text() {
+        let text = "request to http://u:p@h/x?token=abc failed; sent Bearer eyJhbGci and gave up";
+        let redacted = redact_text(text);
+        assert!(!redacted.contains("abc"), "{redacted}");
+        assert!(!redacted.contains("eyJhbGci"), "{redacted}");
+        assert!(!redacted.contains("u:p"), "{redacted}");
+        assert!(redacted.contains("gave up"));
+    }
+}

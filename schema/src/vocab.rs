@@ -1,0 +1,376 @@
+//! The closed vocabularies of the contract.
+//!
+//! Every value has exactly one wire spelling. Parsing is exact: an unknown or differently-cased
+//! value is an [`UnknownValue`] error that names the vocabulary and the value, never a default.
+
+use std::borrow::Cow;
+use std::fmt;
+use std::str::FromStr;
+
+use schemars::{JsonSchema, Schema, SchemaGenerator, json_schema};
+use serde::{Deserialize, Deserializer, Serialize, Serializer};
+
+/// The longest part of a rejected value that an error message repeats.
+const MAX_ECHO_CHARS: usize = 64;
+
+/// A value that is not a member of a closed vocabulary.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("unknown {vocabulary} {value:?}; expected one of: {expected}")]
+pub struct UnknownValue {
+    /// Which vocabulary was asked for, e.g. `outcome class`.
+    pub vocabulary: &'static str,
+    /// The rejected value, cut to a bounded length so that a hostile value cannot flood a log.
+    pub value: String,
+    /// The accepted spellings, comma separated.
+    pub expected: &'static str,
+}
+
+impl UnknownValue {
+    fn new(vocabulary: &'static str, value: &str, expected: &'static str) -> Self {
+        let mut echoed: String = value.chars().take(MAX_ECHO_CHARS).collect();
+        if value.chars().count() > MAX_ECHO_CHARS {
+            echoed.push('…');
+        }
+        Self {
+            vocabulary,
+            value: echoed,
+            expected,
+        }
+    }
+}
+
+/// Declares a closed vocabulary: the enum, its wire spellings, parsing, serde and JSON Schema.
+macro_rules! vocabulary {
+    (
+        $(#[$meta:meta])*
+        $name:ident, $what:literal {
+            $( $(#[$vmeta:meta])* $variant:ident => $wire:literal ),+ $(,)?
+        }
+    ) => {
+        $(#[$meta])*
+        #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+        pub enum $name {
+            $( $(#[$vmeta])* $variant ),+
+        }
+
+        impl $name {
+            /// Every member, in declaration order.
+            pub const ALL: &'static [$name] = &[$($name::$variant),+];
+
+            /// The accepted wire spellings, comma separated (for error messages).
+            const EXPECTED: &'static str = concat!($($wire, " "),+);
+
+            /// The wire spelling.
+            pub const fn as_str(self) -> &'static str {
+                match self {
+                    $($name::$variant => $wire),+
+                }
+            }
+        }
+
+        impl FromStr for $name {
+            type Err = UnknownValue;
+
+            fn from_str(value: &str) -> Result<Self, Self::Err> {
+                match value {
+                    $($wire => Ok($name::$variant),)+
+                    other => Err(UnknownValue::new($what, other, Self::EXPECTED.trim_end())),
+                }
+            }
+        }
+
+        impl fmt::Display for $name {
+            fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str(self.as_str())
+            }
+        }
+
+        impl Serialize for $name {
+            fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+                serializer.serialize_str(self.as_str())
+            }
+        }
+
+        impl<'de> Deserialize<'de> for $name {
+            fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+                let raw = Cow::<'de, str>::deserialize(deserializer)?;
+                raw.parse().map_err(serde::de::Error::custom)
+            }
+        }
+
+        impl JsonSchema for $name {
+            fn schema_name() -> Cow<'static, str> {
+                Cow::Borrowed(stringify!($name))
+            }
+
+            fn json_schema(_: &mut SchemaGenerator) -> Schema {
+                json_schema!({
+                    "type": "string",
+                    "enum": [$($wire),+],
+                })
+            }
+        }
+    };
+}
+
+vocabulary! {
+    /// The outcome of a tool call: exactly one of four, with no catch-all.
+    ///
+    /// Deliberately not `#[non_exhaustive]`: a consumer's `match` must list all four.
+    OutcomeClass, "outcome class" {
+        /// Contact made, complete answer: use it.
+        Success => "success",
+        /// Contact made, the source verified that nothing matches: a real absence, never retried.
+        Empty => "empty",
+        /// Contact made, the answer was cut off: use what arrived, never as the whole.
+        Partial => "partial",
+        /// No usable contact: conclude nothing about the source.
+        AccessFailure => "access_failure",
+    }
+}
+
+vocabulary! {
+    /// Why an attempt was not a complete answer: the `tool.failure.kind` attribute.
+    FailureKind, "failure kind" {
+        /// No status arrived within the attempt's time (or the server answered 408).
+        Timeout => "timeout",
+        /// The connection could not be made or was reset.
+        Connect => "connect",
+        /// The server answered 5xx.
+        ServerError => "server_error",
+        /// The server answered 429.
+        RateLimited => "rate_limited",
+        /// The server answered 401 or 403.
+        Auth => "auth",
+        /// The server answered another 4xx.
+        ClientError => "client_error",
+        /// The response could not be understood.
+        Protocol => "protocol",
+        /// The answer hit a size cap.
+        SizeCap => "size_cap",
+        /// The source declared a total larger than what it returned.
+        DeclaredTotal => "declared_total",
+        /// The source marked its answer as truncated.
+        TruncationMarker => "truncation_marker",
+        /// The answer broke off while it was being received.
+        MidStream => "mid_stream",
+        /// The call's overall deadline ran out.
+        Deadline => "deadline",
+    }
+}
+
+vocabulary! {
+    /// Why an attempt made no usable contact: the failure kinds an AccessFailure can carry.
+    AccessFailureKind, "access failure kind" {
+        /// No status arrived within the attempt's time (or the server answered 408).
+        Timeout => "timeout",
+        /// The connection could not be made or was reset.
+        Connect => "connect",
+        /// The server answered 5xx.
+        ServerError => "server_error",
+        /// The server answered 429.
+        RateLimited => "rate_limited",
+        /// The server answered 401 or 403.
+        Auth => "auth",
+        /// The server answered another 4xx (including a 404 declared as "could not reach").
+        ClientError => "client_error",
+        /// The response could not be understood.
+        Protocol => "protocol",
+        /// The call's overall deadline ran out before any answer.
+        Deadline => "deadline",
+    }
+}
+
+vocabulary! {
+    /// How an answer was cut off: the failure kinds a Partial can carry.
+    PartialKind, "partial kind" {
+        /// The answer hit a size cap.
+        SizeCap => "size_cap",
+        /// The source declared a total larger than what it returned.
+        DeclaredTotal => "declared_total",
+        /// The source marked its answer as truncated.
+        TruncationMarker => "truncation_marker",
+        /// The answer broke off while it was being received.
+        MidStream => "mid_stream",
+        /// The overall deadline ran out while the answer was arriving.
+        Deadline => "deadline",
+    }
+}
+
+impl From<AccessFailureKind> for FailureKind {
+    fn from(kind: AccessFailureKind) -> Self {
+        match kind {
+            AccessFailureKind::Timeout => FailureKind::Timeout,
+            AccessFailureKind::Connect => FailureKind::Connect,
+            AccessFailureKind::ServerError => FailureKind::ServerError,
+            AccessFailureKind::RateLimited => FailureKind::RateLimited,
+            AccessFailureKind::Auth => FailureKind::Auth,
+            AccessFailureKind::ClientError => FailureKind::ClientError,
+            AccessFailureKind::Protocol => FailureKind::Protocol,
+            AccessFailureKind::Deadline => FailureKind::Deadline,
+        }
+    }
+}
+
+impl From<PartialKind> for FailureKind {
+    fn from(kind: PartialKind) -> Self {
+        match kind {
+            PartialKind::SizeCap => FailureKind::SizeCap,
+            PartialKind::DeclaredTotal => FailureKind::DeclaredTotal,
+            PartialKind::TruncationMarker => FailureKind::TruncationMarker,
+            PartialKind::MidStream => FailureKind::MidStream,
+            PartialKind::Deadline => FailureKind::Deadline,
+        }
+    }
+}
+
+vocabulary! {
+    /// What the retry policy did after an attempt: the `tool.retry.action` attribute.
+    RetryAction, "retry action" {
+        /// Another attempt follows after a backoff.
+        Retry => "retry",
+        /// The failure was transient but the budget (attempts, elapsed time, deadline) ran out.
+        Exhausted => "exhausted",
+        /// The failure will not change by asking again; no retry.
+        Permanent => "permanent",
+        /// A partial answer was accepted as it is.
+        AcceptPartial => "accept_partial",
+    }
+}
+
+vocabulary! {
+    /// Where an asynchronous operation stands. A 202-style acceptance is `accepted`, never
+    /// `completed`.
+    LifecycleState, "lifecycle state" {
+        /// The request was accepted for processing; nothing has been done yet.
+        Accepted => "accepted",
+        /// Waiting to run.
+        Queued => "queued",
+        /// Running.
+        Running => "running",
+        /// Finished with part of the work done.
+        Partial => "partial",
+        /// Finished, and the completion was verified by a read independent of the acceptance.
+        Completed => "completed",
+        /// Stopped before finishing, on request.
+        Cancelled => "cancelled",
+        /// Stopped before finishing, by an error.
+        Failed => "failed",
+    }
+}
+
+impl LifecycleState {
+    /// Whether the operation can still change state.
+    pub const fn is_terminal(self) -> bool {
+        matches!(
+            self,
+            LifecycleState::Partial
+                | LifecycleState::Completed
+                | LifecycleState::Cancelled
+                | LifecycleState::Failed
+        )
+    }
+}
+
+vocabulary! {
+    /// What a consumer may legally do next with an envelope.
+    NextAction, "next action" {
+        /// Ask again (the failure was transient).
+        Retry => "retry",
+        /// Read the status of an asynchronous operation again.
+        Poll => "poll",
+        /// Undo or repair what partly happened.
+        Compensate => "compensate",
+        /// Report upward: a person or a higher layer has to decide.
+        Escalate => "escalate",
+        /// Use the answer as it stands.
+        Finish => "finish",
+    }
+}
+
+vocabulary! {
+    /// What kind of handle verifies an outcome independently of the call that produced it.
+    EvidenceKind, "evidence kind" {
+        /// The request id the source assigned (e.g. an `X-Request-Id` response header).
+        RequestId => "request_id",
+        /// A receipt the source issued.
+        Receipt => "receipt",
+        /// The id of an asynchronous job whose status can be read.
+        JobId => "job_id",
+        /// A query that re-checks the outcome against the source.
+        Query => "query",
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn round_trips<T>(all: &[T])
+    where
+        T: Copy + FromStr<Err = UnknownValue> + fmt::Display + PartialEq + fmt::Debug,
+    {
+        for value in all {
+            let parsed: T = value.to_string().parse().unwrap();
+            assert_eq!(parsed, *value);
+        }
+    }
+
+    #[test]
+    fn every_vocabulary_round_trips_its_wire_spelling() {
+        round_trips(OutcomeClass::ALL);
+        round_trips(FailureKind::ALL);
+        round_trips(AccessFailureKind::ALL);
+        round_trips(PartialKind::ALL);
+        round_trips(RetryAction::ALL);
+        round_trips(LifecycleState::ALL);
+        round_trips(NextAction::ALL);
+        round_trips(EvidenceKind::ALL);
+    }
+
+    #[test]
+    fn outcome_class_spellings_are_the_contract() {
+        let spelled: Vec<&str> = OutcomeClass::ALL.iter().map(|c| c.as_str()).collect();
+        assert_eq!(spelled, ["success", "empty", "partial", "access_failure"]);
+    }
+
+    #[test]
+    fn unknown_and_differently_cased_values_are_errors_that_name_the_value() {
+        for bad in [
+            "Success",
+            "SUCCESS",
+            "unknown",
+            "",
+            " success",
+            "access-failure",
+        ] {
+            let err = bad.parse::<OutcomeClass>().unwrap_err();
+            assert_eq!(err.value, bad);
+            assert!(err.to_string().contains("outcome class"), "{err}");
+            assert!(err.to_string().contains(&format!("{bad:?}")), "{err}");
+        }
+    }
+
+    #[test]
+    fn a_huge_unknown_value_is_echoed_only_in_part() {
+        let huge = "x".repeat(10_000);
+        let err = huge.parse::<FailureKind>().unwrap_err();
+        assert!(err.to_string().len() < 400, "{}", err.to_string().len());
+    }
+
+    #[test]
+    fn serde_rejects_unknown_values_by_name() {
+        let err = serde_json::from_str::<RetryAction>("\"give_up\"").unwrap_err();
+        assert!(err.to_string().contains("give_up"), "{err}");
+    }
+
+    #[test]
+    fn every_access_and_partial_kind_maps_to_the_same_wire_kind() {
+        for kind in AccessFailureKind::ALL {
+            assert_eq!(FailureKind::from(*kind).as_str(), kind.as_str());
+        }
+        for kind in PartialKind::ALL {
+            assert_eq!(FailureKind::from(*kind).as_str(), kind.as_str());
+        }
+    }
+}

@@ -1,0 +1,295 @@
+//! The adapter's telemetry: one `tool.outcome` span event per AccessFailure attempt and per
+//! Partial, on a `tool.call` span; one increment of `tool.outcomes` per call; a `tracing`
+//! mirror of each event for local logs.
+//!
+//! Everything is derived from the finished [`Envelope`], after the call, with the real
+//! timestamps: a Success or an Empty costs one counter increment and no span, unless the author
+//! asked for every call to be traced.
+
+use std::borrow::Cow;
+use std::sync::Arc;
+use std::time::Duration;
+
+use candor_schema::names::{self, attr};
+use candor_schema::{Envelope, OutcomeClass, RetryAction};
+use opentelemetry::global::{self, BoxedTracer};
+use opentelemetry::metrics::{Counter, Meter, MeterProvider};
+use opentelemetry::trace::{
+    Event, Span as _, SpanBuilder, SpanKind, Status, Tracer as _, TracerProvider,
+};
+use opentelemetry::{Context, InstrumentationScope, KeyValue, Value};
+
+/// The counter of failure spans that the host's sampler dropped (the host did not install
+/// [`crate::KeepToolFailures`]); the events are still in the local log mirror.
+pub const UNRECORDED_SPANS_COUNTER: &str = "candor.adapter.unrecorded_spans";
+
+/// The `tracing` target of the local mirror of each `tool.outcome` event.
+pub const MIRROR_TARGET: &str = "candor_adapter::outcome";
+
+/// The instrumentation scope the adapter reports under.
+pub fn scope() -> InstrumentationScope {
+    InstrumentationScope::builder(env!("CARGO_PKG_NAME"))
+        .with_version(env!("CARGO_PKG_VERSION"))
+        .build()
+}
+
+/// Where the adapter's spans and counters go.
+pub(crate) struct Telemetry {
+    tracer: BoxedTracer,
+    outcomes: Counter<u64>,
+    unrecorded: Counter<u64>,
+    /// The counter's attribute set for each class, in [`OutcomeClass::ALL`] order, built once.
+    class_attributes: [Vec<KeyValue>; 4],
+    /// `tool.name`, `tool.target` and, when known, `tool.authority`.
+    identity: Vec<KeyValue>,
+    trace_every_call: bool,
+}
+
+/// Where the adapter should send telemetry; the global providers unless told otherwise.
+#[derive(Default)]
+pub(crate) struct TelemetryConfig {
+    pub tracer: Option<BoxedTracer>,
+    pub meter: Option<Meter>,
+    pub trace_every_call: bool,
+}
+
+impl TelemetryConfig {
+    pub(crate) fn tracer_provider<P>(&mut self, provider: &P)
+    where
+        P: TracerProvider,
+        P::Tracer: Send + Sync + 'static,
+        <P::Tracer as opentelemetry::trace::Tracer>::Span: Send + Sync + 'static,
+    {
+        self.tracer = Some(BoxedTracer::new(Box::new(provider.tracer_with_scope(scope()))));
+    }
+
+    pub(crate) fn meter_provider(&mut self, provider: &dyn MeterProvider) {
+        self.meter = Some(provider.meter_with_scope(scope()));
+    }
+}
+
+impl Telemetry {
+    pub(crate) fn new(
+        config: TelemetryConfig,
+        tool: &Arc<str>,
+        target: &Arc<str>,
+        authority: Option<String>,
+    ) -> Self {
+        let tracer = config
+            .tracer
+            .unwrap_or_else(|| global::tracer_with_scope(scope()));
+        let meter = config
+            .meter
+            .unwrap_or_else(|| global::meter_with_scope(scope()));
+        let outcomes = meter
+            .u64_counter(names::OUTCOMES_COUNTER)
+            .with_unit(names::OUTCOMES_COUNTER_UNIT)
+            .with_description("Tool calls by final outcome class")
+            .build();
+        let unrecorded = meter
+            .u64_counter(UNRECORDED_SPANS_COUNTER)
+            .with_description("Failure spans the host's sampler dropped")
+            .build();
+        let name = KeyValue::new(attr::TOOL_NAME, Value::String(tool.clone().into()));
+        let target = KeyValue::new(attr::TOOL_TARGET, Value::String(target.clone().into()));
+        let class_attributes = CLASSES.map(|class| {
+            vec![
+                name.clone(),
+                target.clone(),
+                KeyValue::new(attr::OUTCOME_CLASS, class.as_str()),
+            ]
+        });
+        let mut identity = vec![name, target];
+        if let Some(authority) = authority {
+            identity.push(KeyValue::new(attr::AUTHORITY, authority));
+        }
+        Self {
+            tracer,
+            outcomes,
+            unrecorded,
+            class_attributes,
+            identity,
+            trace_every_call: config.trace_every_call,
+        }
+    }
+
+    /// Records a finished call: the counter always, the span and events when something went
+    /// wrong (or every call was asked for).
+    pub(crate) fn record<P>(&self, envelope: &Envelope<P>, max_attempts: u32) {
+        let class = envelope.class();
+        self.outcomes.add(1, &self.class_attributes[class_index(class)]);
+        let eventful = envelope
+            .attempts()
+            .iter()
+            .any(|attempt| is_eventful(attempt.class));
+        if eventful || self.trace_every_call {
+            self.emit_span(envelope, max_attempts);
+        }
+    }
+
+    fn emit_span<P>(&self, envelope: &Envelope<P>, max_attempts: u32) {
+        let class = envelope.class();
+        let provenance = envelope.provenance();
+        let mut events = Vec::new();
+        for attempt in envelope.attempts().iter().filter(|a| is_eventful(a.class)) {
+            let attributes = self.event_attributes(envelope, attempt, max_attempts);
+            mirror(envelope, attempt);
+            let at = attempt.started_at.system_time() + Duration::from_millis(attempt.duration_ms);
+            events.push(Event::new(names::OUTCOME_EVENT, at, attributes, 0));
+        }
+        let mut attributes = self.identity.clone();
+        attributes.push(KeyValue::new(attr::OUTCOME_CLASS, class.as_str()));
+        // The kind of the last failed attempt marks the span as a failure span for samplers
+        // (see `KeepToolFailures`), even when a retry later succeeded.
+        if let Some(kind) = envelope.attempts().iter().rev().find_map(|a| a.failure_kind) {
+            attributes.push(KeyValue::new(attr::FAILURE_KIND, kind.as_str()));
+        }
+        let builder = SpanBuilder {
+            name: Cow::Borrowed(names::TOOL_CALL_SPAN),
+            span_kind: Some(SpanKind::Client),
+            start_time: Some(provenance.started_at.system_time()),
+            attributes: Some(attributes),
+            events: Some(events),
+            links: None,
+        };
+        let mut span = self.tracer.build_with_context(builder, &parent_context());
+        if !span.is_recording() {
+            self.unrecorded.add(1, &self.class_attributes[class_index(class)]);
+            tracing::warn!(
+                target: MIRROR_TARGET,
+                parent: None,
+                tool = envelope.tool(),
+                "the host's sampler dropped a tool failure span; install KeepToolFailures"
+            );
+        }
+        if class == OutcomeClass::AccessFailure {
+            span.set_status(Status::error(envelope.summary()));
+        }
+        span.end_with_timestamp(provenance.finished_at.system_time());
+    }
+
+    fn event_attributes<P>(
+        &self,
+        envelope: &Envelope<P>,
+        attempt: &candor_schema::Attempt,
+        max_attempts: u32,
+    ) -> Vec<KeyValue> {
+        let mut attributes = self.identity.clone();
+        attributes.push(KeyValue::new(attr::OUTCOME_CLASS, attempt.class.as_str()));
+        if let Some(kind) = attempt.failure_kind {
+            attributes.push(KeyValue::new(attr::FAILURE_KIND, kind.as_str()));
+        }
+        if let Some(action) = attempt.retry_action {
+            attributes.push(KeyValue::new(attr::RETRY_ACTION, action.as_str()));
+        }
+        attributes.push(KeyValue::new(attr::RETRY_ATTEMPT, i64::from(attempt.number)));
+        attributes.push(KeyValue::new(attr::RETRY_MAX_ATTEMPTS, i64::from(max_attempts)));
+        if attempt.retry_action == Some(RetryAction::Retry) {
+            let backoff = attempt.backoff_ms.unwrap_or(0);
+            attributes.push(KeyValue::new(
+                attr::RETRY_BACKOFF_MS,
+                i64::try_from(backoff).unwrap_or(i64::MAX),
+            ));
+        }
+        if let Some(status) = attempt.status {
+            attributes.push(KeyValue::new(attr::HTTP_STATUS_CODE, i64::from(status)));
+        }
+        if let Some(error_type) = &attempt.error_type {
+            attributes.push(KeyValue::new(attr::ERROR_TYPE, error_type.clone()));
+        }
+        if attempt.class == OutcomeClass::Partial
+            && let candor_schema::Outcome::Partial { truncation, .. } = envelope.outcome()
+        {
+            if let Some(returned) = truncation.returned {
+                let returned = i64::try_from(returned).unwrap_or(i64::MAX);
+                attributes.push(KeyValue::new(attr::PARTIAL_RETURNED, returned));
+            }
+            if let Some(expected) = truncation.expected {
+                let expected = i64::try_from(expected).unwrap_or(i64::MAX);
+                attributes.push(KeyValue::new(attr::PARTIAL_EXPECTED, expected));
+            }
+            attributes.push(KeyValue::new(attr::COVERAGE, truncation.covered.clone()));
+            attributes.push(KeyValue::new(attr::DROPPED, truncation.dropped.clone()));
+        }
+        attributes
+    }
+}
+
+fn is_eventful(class: OutcomeClass) -> bool {
+    matches!(class, OutcomeClass::AccessFailure | OutcomeClass::Partial)
+}
+
+/// The classes in the order of [`Telemetry::class_attributes`].
+const CLASSES: [OutcomeClass; 4] = [
+    OutcomeClass::Success,
+    OutcomeClass::Empty,
+    OutcomeClass::Partial,
+    OutcomeClass::AccessFailure,
+];
+
+fn class_index(class: OutcomeClass) -> usize {
+    match class {
+        OutcomeClass::Success => 0,
+        OutcomeClass::Empty => 1,
+        OutcomeClass::Partial => 2,
+        OutcomeClass::AccessFailure => 3,
+    }
+}
+
+/// The context the `tool.call` span is a child of: the current `tracing` span's OpenTelemetry
+/// context when the host uses `tracing` (feature `tracing-context`), else the current
+/// OpenTelemetry context.
+fn parent_context() -> Context {
+    #[cfg(feature = "tracing-context")]
+    {
+        use opentelemetry::trace::TraceContextExt as _;
+        use tracing_opentelemetry::OpenTelemetrySpanExt as _;
+        let current = tracing::Span::current();
+        if !current.is_none() {
+            let context = current.context();
+            if context.span().span_context().is_valid() {
+                return context;
+            }
+        }
+    }
+    Context::current()
+}
+
+/// Logs one `tool.outcome` event through `tracing` for local logs.
+///
+/// The event is a root event (`parent: None`): a host that bridges `tracing` into OpenTelemetry
+/// must not receive it as a second span event next to the real one.
+fn mirror<P>(envelope: &Envelope<P>, attempt: &candor_schema::Attempt) {
+    let class = attempt.class.as_str();
+    let kind = attempt.failure_kind.map(|kind| kind.as_str()).unwrap_or("");
+    let action = attempt.retry_action.map(|a| a.as_str()).unwrap_or("");
+    let status = attempt.status.unwrap_or(0);
+    if attempt.retry_action == Some(RetryAction::Retry) {
+        tracing::info!(
+            target: MIRROR_TARGET,
+            parent: None,
+            tool = envelope.tool(),
+            tool_target = envelope.target(),
+            class,
+            kind,
+            action,
+            attempt = attempt.number,
+            status,
+            backoff_ms = attempt.backoff_ms.unwrap_or(0),
+            "tool attempt failed; retrying"
+        );
+    } else {
+        tracing::warn!(
+            target: MIRROR_TARGET,
+            parent: None,
+            tool = envelope.tool(),
+            tool_target = envelope.target(),
+            class,
+            kind,
+            action,
+            attempt = attempt.number,
+            status,
+            "tool call ended without a complete answer"
+        );
+    }
+}

@@ -1,0 +1,72 @@
+#!/usr/bin/env bash
+# The project's single test command: formatting, lints, the test suites and the doc tests.
+# Runs on a fresh Debian machine as root, in a fresh clone; installs only what is missing.
+set -euo pipefail
+
+cd "$(dirname "${BASH_SOURCE[0]}")/.."
+
+# Builds outlive the clone: a fresh clone reuses the compiled dependencies of the last run.
+export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$HOME/.cache/candor-target}"
+export RUST_BACKTRACE=1
+# CI logs are read as plain text; colour codes only get in the way there.
+if [[ "${CI:-}" == "true" ]]; then
+    export CARGO_TERM_COLOR=never
+fi
+# A login shell may not have put rustup's bin directory on PATH yet.
+if ! command -v cargo >/dev/null && [[ -f "$HOME/.cargo/env" ]]; then
+    # shellcheck source=/dev/null
+    source "$HOME/.cargo/env"
+fi
+
+banner() {
+    echo "==> [${SECONDS}s] $*"
+}
+
+# System packages the build needs. Nothing beyond the base machine today; the pipeline crates
+# will list theirs here. apt-get update runs only when something is actually missing.
+install_debian_packages() {
+    local missing=() package
+    for package in "$@"; do
+        dpkg -s "$package" >/dev/null 2>&1 || missing+=("$package")
+    done
+    if ((${#missing[@]} == 0)); then
+        return 0
+    fi
+    banner "apt-get install ${missing[*]}"
+    apt-get update
+    DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends "${missing[@]}"
+}
+
+# Rust tools the stages below call. Each is installed only when absent, so reruns cost nothing.
+ensure_tools() {
+    if ! command -v cargo-nextest >/dev/null; then
+        banner "cargo install cargo-nextest"
+        cargo install cargo-nextest --locked
+    fi
+    local component
+    for component in rustfmt clippy; do
+        if ! rustup component list --installed | grep -Eq "^${component}(-|$)"; then
+            banner "rustup component add ${component}"
+            rustup component add "${component}"
+        fi
+    done
+}
+
+install_debian_packages # no system packages needed yet
+ensure_tools
+
+banner "cargo fmt --check"
+cargo fmt --all -- --check
+
+banner "cargo clippy"
+cargo clippy --workspace --all-targets --all-features --locked -- -D warnings
+
+# --no-fail-fast: one run reports every failing test, not just the first.
+banner "cargo nextest run"
+cargo nextest run --workspace --all-features --locked --no-fail-fast
+
+# nextest does not run doc tests; the crate-root examples are part of the contract.
+banner "cargo test --doc"
+cargo test --workspace --all-features --locked --doc
+
+banner "all stages passed"

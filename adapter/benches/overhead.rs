@@ -1,1 +1,162 @@
-fn main() {}
+//! What the adapter adds to a call, against the raw operation and against emitting the same
+//! event through `tracing` + `tracing-opentelemetry`.
+//!
+//! Every provider exports to a no-op exporter, so the figures are the adapter's own cost (plus
+//! the SDK's span and counter bookkeeping), not the network's.
+//!
+//! `cargo bench -p candor-adapter --bench overhead`
+
+use std::future::Future;
+use std::hint::black_box;
+use std::pin::pin;
+use std::task::{Context, Poll, Waker};
+use std::time::Duration;
+
+use candor_adapter::{Adapter, FnClassifier, KeepToolFailures, RetryPolicy};
+use candor_schema::{AccessFailureKind, Extent, Failure, Outcome};
+use criterion::{Criterion, criterion_group, criterion_main};
+use opentelemetry::KeyValue;
+use opentelemetry::trace::TracerProvider as _;
+use opentelemetry_sdk::error::OTelSdkResult;
+use opentelemetry_sdk::metrics::{InMemoryMetricExporter, PeriodicReader, SdkMeterProvider};
+use opentelemetry_sdk::trace::{Sampler, SdkTracerProvider, SpanData, SpanExporter};
+use tracing_subscriber::layer::SubscriberExt as _;
+
+/// Drops every span.
+#[derive(Debug)]
+struct NoopExporter;
+
+impl SpanExporter for NoopExporter {
+    async fn export(&self, batch: Vec<SpanData>) -> OTelSdkResult {
+        black_box(batch);
+        Ok(())
+    }
+}
+
+fn providers() -> (SdkTracerProvider, SdkMeterProvider) {
+    let tracer = SdkTracerProvider::builder()
+        .with_simple_exporter(NoopExporter)
+        .with_sampler(KeepToolFailures::new(Sampler::AlwaysOn))
+        .build();
+    let meter = SdkMeterProvider::builder()
+        // Aggregates like any SDK meter; exports once an hour, i.e. never during a run.
+        .with_reader(
+            PeriodicReader::builder(InMemoryMetricExporter::default())
+                .with_interval(Duration::from_secs(3600))
+                .build(),
+        )
+        .build();
+    (tracer, meter)
+}
+
+/// Polls a future that is ready at once (every operation here is).
+fn now<F: Future>(future: F) -> F::Output {
+    let mut future = pin!(future);
+    match future
+        .as_mut()
+        .poll(&mut Context::from_waker(Waker::noop()))
+    {
+        Poll::Ready(output) => output,
+        Poll::Pending => unreachable!("benchmark operations complete on the first poll"),
+    }
+}
+
+fn failure() -> Outcome<u64> {
+    Outcome::AccessFailure {
+        failure: Failure {
+            kind: AccessFailureKind::ServerError,
+            retryable: false,
+            message: "HTTP 500 Internal Server Error".into(),
+            status: Some(500),
+            error_type: Some("500".into()),
+            retry_after_ms: None,
+        },
+    }
+}
+
+fn benches(c: &mut Criterion) {
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_time()
+        .build()
+        .unwrap();
+    let _entered = runtime.enter();
+    let (tracer_provider, meter_provider) = providers();
+    let adapter = |fail: bool| {
+        Adapter::builder("search", "http://search.internal/v1/items")
+            .classifier(FnClassifier::new(move |value: u64| {
+                if fail {
+                    failure()
+                } else {
+                    Outcome::Success {
+                        payload: value,
+                        extent: Extent::default(),
+                    }
+                }
+            }))
+            .retry(RetryPolicy::no_retry())
+            .attempt_timeout(Duration::from_secs(5))
+            .tracer_provider(&tracer_provider)
+            .meter_provider(&meter_provider)
+            .build()
+            .unwrap()
+    };
+    let succeeding = adapter(false);
+    let failing = adapter(true);
+
+    let mut group = c.benchmark_group("success_path");
+    group.bench_function("raw_operation", |b| {
+        b.iter(|| now(async { black_box(7u64) }))
+    });
+    group.bench_function("adapter_call", |b| {
+        b.iter(|| black_box(now(succeeding.call(|_| async { black_box(7u64) }))))
+    });
+    group.finish();
+
+    let mut group = c.benchmark_group("failure_attempt");
+    group.bench_function("adapter_call_with_span_event", |b| {
+        b.iter(|| black_box(now(failing.call(|_| async { black_box(7u64) }))))
+    });
+    group.bench_function("sdk_span_with_one_event", |b| {
+        use opentelemetry::trace::{Span as _, Tracer as _};
+        let tracer = tracer_provider.tracer("bench");
+        b.iter(|| {
+            let mut span = tracer.start("tool.call.reference");
+            span.add_event(
+                "reference.event",
+                vec![
+                    KeyValue::new("kind", "server_error"),
+                    KeyValue::new("attempt", 1),
+                    KeyValue::new("status", 500),
+                ],
+            );
+            span.end();
+        })
+    });
+    group.bench_function("tracing_opentelemetry_event", |b| {
+        let layer =
+            tracing_opentelemetry::layer().with_tracer(tracer_provider.tracer("tracing-bench"));
+        let subscriber = tracing_subscriber::registry().with(layer);
+        tracing::subscriber::with_default(subscriber, || {
+            b.iter(|| {
+                let span = tracing::info_span!("tool_call", tool = "search");
+                let _entered = span.enter();
+                tracing::warn!(
+                    tool = "search",
+                    target_url = "http://search.internal/v1/items",
+                    class = "access_failure",
+                    kind = "server_error",
+                    action = "permanent",
+                    attempt = 1,
+                    max_attempts = 1,
+                    status = 500,
+                    error_type = "500",
+                    "tool outcome"
+                );
+            })
+        });
+    });
+    group.finish();
+}
+
+criterion_group!(overhead, benches);
+criterion_main!(overhead);

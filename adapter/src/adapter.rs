@@ -310,9 +310,12 @@ impl<C, K: Clock> Adapter<C, K> {
             };
             let now = self.clock.now();
             let elapsed = now - started;
-            let mut decision =
-                self.policy
-                    .decide(number, elapsed, &classification.outcome, self.jitter.next_fraction());
+            let mut decision = self.policy.decide(
+                number,
+                elapsed,
+                &classification.outcome,
+                self.jitter.next_fraction(),
+            );
             if let Decision::Retry { after } = decision
                 && elapsed.saturating_add(after) >= self.deadline
             {

@@ -15,7 +15,9 @@ use hyper_util::client::legacy::Client;
 use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::rt::TokioExecutor;
 
-use crate::classify::http::{BodyEnd, HttpExchange, HttpResponse, TransportError, TransportErrorKind};
+use crate::classify::http::{
+    BodyEnd, HttpExchange, HttpResponse, TransportError, TransportErrorKind,
+};
 
 /// The default cap on a response body: 8 MiB.
 pub const DEFAULT_MAX_BODY_BYTES: usize = 8 << 20;

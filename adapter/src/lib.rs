@@ -46,7 +46,9 @@ pub mod telemetry;
 #[cfg(feature = "testing")]
 pub mod testing;
 
-pub use adapter::{ADAPTER_VERSION, Adapter, AdapterBuilder, AttemptContext, BuildError, NoClassifier};
+pub use adapter::{
+    ADAPTER_VERSION, Adapter, AdapterBuilder, AttemptContext, BuildError, NoClassifier,
+};
 pub use classify::http::{HttpClassifier, NotFound};
 pub use classify::{Classification, Classify, FnClassifier};
 pub use retry::{Decision, Jitter, RetryPolicy};

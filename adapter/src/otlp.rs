@@ -20,7 +20,7 @@ use std::time::Duration;
 
 use candor_schema::names::resource;
 use opentelemetry::KeyValue;
-use opentelemetry_otlp::{WithExportConfig, MetricExporter, SpanExporter};
+use opentelemetry_otlp::{MetricExporter, SpanExporter, WithExportConfig};
 use opentelemetry_sdk::Resource;
 use opentelemetry_sdk::error::OTelSdkResult;
 use opentelemetry_sdk::metrics::{PeriodicReader, SdkMeterProvider};

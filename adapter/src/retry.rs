@@ -112,7 +112,11 @@ impl RetryPolicy {
     }
 
     /// Sets the first and the largest backoff ceiling.
-    pub fn with_backoff(self, initial: Duration, max: Duration) -> Result<Self, InvalidRetryPolicy> {
+    pub fn with_backoff(
+        self,
+        initial: Duration,
+        max: Duration,
+    ) -> Result<Self, InvalidRetryPolicy> {
         if initial.is_zero() || initial > max {
             return Err(InvalidRetryPolicy::Backoff { initial, max });
         }
@@ -179,7 +183,9 @@ impl RetryPolicy {
         if attempt >= self.max_attempts.get() {
             return exhausted;
         }
-        let mut wait = self.backoff_ceiling(attempt).mul_f64(jitter.clamp(0.0, 1.0));
+        let mut wait = self
+            .backoff_ceiling(attempt)
+            .mul_f64(jitter.clamp(0.0, 1.0));
         if let Some(retry_after) = failure.retry_after_ms.map(Duration::from_millis) {
             if retry_after > self.retry_after_cap {
                 return exhausted;
@@ -270,7 +276,10 @@ mod tests {
             },
             partial.clone(),
         ] {
-            assert_eq!(policy.decide(1, Duration::ZERO, &outcome, 0.5), Decision::Done);
+            assert_eq!(
+                policy.decide(1, Duration::ZERO, &outcome, 0.5),
+                Decision::Done
+            );
         }
         assert_eq!(
             Decision::Done.action(&partial),
@@ -294,17 +303,35 @@ mod tests {
         let policy = RetryPolicy::default()
             .with_backoff(Duration::from_millis(100), Duration::from_millis(700))
             .unwrap();
-        let ceilings: Vec<u128> = (1..=5).map(|a| policy.backoff_ceiling(a).as_millis()).collect();
+        let ceilings: Vec<u128> = (1..=5)
+            .map(|a| policy.backoff_ceiling(a).as_millis())
+            .collect();
         assert_eq!(ceilings, [100, 200, 400, 700, 700]);
     }
 
     #[test]
     fn full_jitter_scales_the_ceiling() {
         let policy = RetryPolicy::default().with_max_attempts(5).unwrap();
-        let decide = |attempt, jitter| policy.decide(attempt, Duration::ZERO, &failure(true, None), jitter);
-        assert_eq!(decide(1, 0.0), Decision::Retry { after: Duration::ZERO });
-        assert_eq!(decide(2, 0.5), Decision::Retry { after: Duration::from_millis(100) });
-        assert_eq!(decide(3, 0.25), Decision::Retry { after: Duration::from_millis(100) });
+        let decide =
+            |attempt, jitter| policy.decide(attempt, Duration::ZERO, &failure(true, None), jitter);
+        assert_eq!(
+            decide(1, 0.0),
+            Decision::Retry {
+                after: Duration::ZERO
+            }
+        );
+        assert_eq!(
+            decide(2, 0.5),
+            Decision::Retry {
+                after: Duration::from_millis(100)
+            }
+        );
+        assert_eq!(
+            decide(3, 0.25),
+            Decision::Retry {
+                after: Duration::from_millis(100)
+            }
+        );
     }
 
     #[test]
@@ -323,11 +350,15 @@ mod tests {
         let policy = RetryPolicy::default().with_retry_after_cap(Duration::from_secs(10));
         assert_eq!(
             policy.decide(1, Duration::ZERO, &failure(true, Some(2_000)), 0.5),
-            Decision::Retry { after: Duration::from_secs(2) }
+            Decision::Retry {
+                after: Duration::from_secs(2)
+            }
         );
         assert_eq!(
             policy.decide(1, Duration::ZERO, &failure(true, Some(11_000)), 0.5),
-            Decision::GiveUp { action: RetryAction::Exhausted }
+            Decision::GiveUp {
+                action: RetryAction::Exhausted
+            }
         );
     }
 
@@ -336,14 +367,19 @@ mod tests {
         let policy = RetryPolicy::default().with_max_elapsed(Duration::from_secs(1));
         assert_eq!(
             policy.decide(1, Duration::from_millis(990), &failure(true, Some(20)), 0.0),
-            Decision::GiveUp { action: RetryAction::Exhausted }
+            Decision::GiveUp {
+                action: RetryAction::Exhausted
+            }
         );
     }
 
     #[test]
     fn invalid_settings_are_refused_by_name() {
         assert_eq!(
-            RetryPolicy::default().with_max_attempts(0).unwrap_err().to_string(),
+            RetryPolicy::default()
+                .with_max_attempts(0)
+                .unwrap_err()
+                .to_string(),
             "retry max_attempts must be at least 1, got 0"
         );
         let err = RetryPolicy::default()

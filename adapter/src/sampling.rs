@@ -1,7 +1,7 @@
 //! A sampler wrapper that keeps the adapter's failure spans whatever the host's sampler says.
 
-use candor_schema::names::{self, attr};
 use candor_schema::OutcomeClass;
+use candor_schema::names::{self, attr};
 use opentelemetry::trace::{Link, SpanKind, TraceContextExt, TraceId};
 use opentelemetry::{Context, KeyValue};
 use opentelemetry_sdk::trace::{SamplingDecision, SamplingResult, ShouldSample};

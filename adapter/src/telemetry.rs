@@ -60,7 +60,9 @@ impl TelemetryConfig {
         P::Tracer: Send + Sync + 'static,
         <P::Tracer as opentelemetry::trace::Tracer>::Span: Send + Sync + 'static,
     {
-        self.tracer = Some(BoxedTracer::new(Box::new(provider.tracer_with_scope(scope()))));
+        self.tracer = Some(BoxedTracer::new(Box::new(
+            provider.tracer_with_scope(scope()),
+        )));
     }
 
     pub(crate) fn meter_provider(&mut self, provider: &dyn MeterProvider) {
@@ -117,7 +119,8 @@ impl Telemetry {
     /// wrong (or every call was asked for).
     pub(crate) fn record<P>(&self, envelope: &Envelope<P>, max_attempts: u32) {
         let class = envelope.class();
-        self.outcomes.add(1, &self.class_attributes[class_index(class)]);
+        self.outcomes
+            .add(1, &self.class_attributes[class_index(class)]);
         let eventful = envelope
             .attempts()
             .iter()
@@ -141,7 +144,12 @@ impl Telemetry {
         attributes.push(KeyValue::new(attr::OUTCOME_CLASS, class.as_str()));
         // The kind of the last failed attempt marks the span as a failure span for samplers
         // (see `KeepToolFailures`), even when a retry later succeeded.
-        if let Some(kind) = envelope.attempts().iter().rev().find_map(|a| a.failure_kind) {
+        if let Some(kind) = envelope
+            .attempts()
+            .iter()
+            .rev()
+            .find_map(|a| a.failure_kind)
+        {
             attributes.push(KeyValue::new(attr::FAILURE_KIND, kind.as_str()));
         }
         let builder = SpanBuilder {
@@ -154,7 +162,8 @@ impl Telemetry {
         };
         let mut span = self.tracer.build_with_context(builder, &parent_context());
         if !span.is_recording() {
-            self.unrecorded.add(1, &self.class_attributes[class_index(class)]);
+            self.unrecorded
+                .add(1, &self.class_attributes[class_index(class)]);
             tracing::warn!(
                 target: MIRROR_TARGET,
                 parent: None,
@@ -162,8 +171,8 @@ impl Telemetry {
                 "the host's sampler dropped a tool failure span; install KeepToolFailures"
             );
         }
-        if class == OutcomeClass::AccessFailure {
-            span.set_status(Status::error(envelope.summary()));
+        if let candor_schema::Outcome::AccessFailure { failure } = envelope.outcome() {
+            span.set_status(Status::error(failure.message.clone()));
         }
         span.end_with_timestamp(provenance.finished_at.system_time());
     }
@@ -182,8 +191,14 @@ impl Telemetry {
         if let Some(action) = attempt.retry_action {
             attributes.push(KeyValue::new(attr::RETRY_ACTION, action.as_str()));
         }
-        attributes.push(KeyValue::new(attr::RETRY_ATTEMPT, i64::from(attempt.number)));
-        attributes.push(KeyValue::new(attr::RETRY_MAX_ATTEMPTS, i64::from(max_attempts)));
+        attributes.push(KeyValue::new(
+            attr::RETRY_ATTEMPT,
+            i64::from(attempt.number),
+        ));
+        attributes.push(KeyValue::new(
+            attr::RETRY_MAX_ATTEMPTS,
+            i64::from(max_attempts),
+        ));
         if attempt.retry_action == Some(RetryAction::Retry) {
             let backoff = attempt.backoff_ms.unwrap_or(0);
             attributes.push(KeyValue::new(

@@ -49,7 +49,9 @@ impl FakeClock {
 
     fn state(&self) -> MutexGuard<'_, FakeState> {
         // A poisoned lock only means another test thread panicked; the state is still usable.
-        self.state.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+        self.state
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
     }
 
     /// Moves time forward without a sleep.

@@ -106,41 +106,106 @@ pub fn redact_url(raw: &str) -> Cow<'_, str> {
     Cow::Owned(out)
 }
 
-/// Redacts every URL and every `Bearer`/`Basic` credential inside free text, such as an error
-/// message that quotes the request it failed on.
+/// Redacts credentials inside free text, such as an error message or a response body that
+/// quotes the request it failed on: URLs (user-info and secret parameters), `Bearer`/`Basic`
+/// credentials, and values of secret-named fields (`token=…`, `"api_key": "…"`).
 pub fn redact_text(raw: &str) -> Cow<'_, str> {
-    let mut changed = false;
     let mut out = String::with_capacity(raw.len());
-    let mut hide_next = false;
+    let mut changed = false;
     for (index, word) in raw.split(' ').enumerate() {
         if index > 0 {
             out.push(' ');
         }
-        if hide_next && !word.is_empty() {
-            out.push_str(REDACTED);
-            changed = true;
-            hide_next = false;
-            continue;
-        }
-        let lower = word.to_ascii_lowercase();
-        if lower == "bearer" || lower == "basic" {
-            hide_next = true;
-        }
-        let redacted = if word.contains("://") || word.contains('?') {
+        let redacted = if word.contains("://") {
             redact_url(word)
         } else {
             Cow::Borrowed(word)
         };
-        if let Cow::Owned(_) = redacted {
-            changed = true;
-        }
+        changed |= matches!(redacted, Cow::Owned(_));
         out.push_str(&redacted);
     }
-    if changed {
+    let (out, values_changed) = redact_secret_values(&out);
+    if changed || values_changed {
         Cow::Owned(out)
     } else {
         Cow::Borrowed(raw)
     }
+}
+
+/// Characters that end a secret value in free text.
+fn ends_value(c: char) -> bool {
+    c.is_whitespace() || matches!(c, '"' | '\'' | '&' | ',' | ';' | '}' | ']' | ')' | '<')
+}
+
+/// Replaces the value after a secret-named field (`name=`, `name:`, `"name": "`) or after the
+/// scheme word of an `Authorization` credential (`Bearer `, `Basic `).
+fn redact_secret_values(text: &str) -> (String, bool) {
+    let chars: Vec<char> = text.chars().collect();
+    let mut out = String::with_capacity(text.len());
+    let mut changed = false;
+    let mut at = 0;
+    while at < chars.len() {
+        let is_name_char = |c: char| c.is_ascii_alphanumeric() || c == '_' || c == '-';
+        if !is_name_char(chars[at]) {
+            out.push(chars[at]);
+            at += 1;
+            continue;
+        }
+        let start = at;
+        while at < chars.len() && is_name_char(chars[at]) {
+            at += 1;
+        }
+        let name: String = chars[start..at].iter().collect();
+        out.push_str(&name);
+        let lower = name.to_ascii_lowercase();
+        // Where the value starts, if this name introduces one.
+        let mut value_at = at;
+        let introduces = if lower == "bearer" || lower == "basic" {
+            let spaces = chars[at..].iter().take_while(|c| **c == ' ').count();
+            value_at = at + spaces;
+            spaces > 0
+        } else if is_secret_param(&name) {
+            let mut cursor = at;
+            if chars.get(cursor) == Some(&'"') || chars.get(cursor) == Some(&'\'') {
+                cursor += 1;
+            }
+            let separator = matches!(chars.get(cursor), Some('=' | ':'));
+            if separator {
+                cursor += 1;
+                while matches!(chars.get(cursor), Some(' ' | '"' | '\'')) {
+                    cursor += 1;
+                }
+                value_at = cursor;
+            }
+            separator
+        } else {
+            false
+        };
+        // `Authorization: Bearer x`: keep the scheme word, hide what follows it.
+        let word_len = chars[value_at..]
+            .iter()
+            .take_while(|c| is_name_char(**c))
+            .count();
+        let word: String = chars[value_at..value_at + word_len].iter().collect();
+        let scheme = word.eq_ignore_ascii_case("bearer") || word.eq_ignore_ascii_case("basic");
+        if introduces && scheme && chars.get(value_at + word_len) == Some(&' ') {
+            value_at += word_len;
+            value_at += chars[value_at..].iter().take_while(|c| **c == ' ').count();
+        }
+        let value_end = value_at
+            + chars[value_at..]
+                .iter()
+                .take_while(|c| !ends_value(**c))
+                .count();
+        if !introduces || value_end == value_at {
+            continue;
+        }
+        out.extend(&chars[at..value_at]);
+        out.push_str(REDACTED);
+        changed = true;
+        at = value_end;
+    }
+    (out, changed)
 }
 
 fn split_once_keep(raw: &str, separator: char) -> (&str, Option<&str>) {
@@ -237,6 +302,24 @@ mod tests {
         ] {
             assert!(matches!(redact_url(raw), Cow::Borrowed(_)), "{raw}");
         }
+    }
+
+    #[test]
+    fn redacts_secret_values_in_json_and_form_text() {
+        let cases = [
+            r#"{"error":"bad token","echo":"Bearer abc.def.ghi"}"#,
+            r#"{"access_token": "abc.def.ghi", "ok": true}"#,
+            "password=abc.def.ghi&user=bob",
+            "Authorization: Basic abc.def.ghi",
+            "x-api-key: abc.def.ghi",
+        ];
+        for text in cases {
+            let redacted = redact_text(text);
+            assert!(!redacted.contains("abc.def.ghi"), "{text} -> {redacted}");
+            assert!(redacted.contains(REDACTED), "{text} -> {redacted}");
+        }
+        assert_eq!(redact_text("user=bob&page=2"), "user=bob&page=2");
+        assert_eq!(redact_text("the token expired"), "the token expired");
     }
 
     #[test]

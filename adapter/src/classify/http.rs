@@ -295,7 +295,10 @@ impl HttpClassifier {
             )),
             BodyEnd::Broken { error } => Some((
                 PartialKind::MidStream,
-                format!("the rest of the body (the stream broke: {})", redact_text(error)),
+                format!(
+                    "the rest of the body (the stream broke: {})",
+                    redact_text(error)
+                ),
             )),
         };
         if let Some((kind, dropped)) = cut {
@@ -329,7 +332,10 @@ impl HttpClassifier {
                 Some(Value::Null) => Some(0),
                 Some(other) => {
                     return protocol_failure(
-                        format!("declared collection {pointer} is a {}, not a list", json_type(other)),
+                        format!(
+                            "declared collection {pointer} is a {}, not a list",
+                            json_type(other)
+                        ),
                         false,
                     );
                 }
@@ -475,13 +481,13 @@ impl Classify<HttpExchange> for HttpClassifier {
                 },
             }),
             Ok(response) => {
-                let evidence = header_str(&response.headers, &self.request_id_header).map(|id| {
-                    Evidence {
+                let evidence =
+                    header_str(&response.headers, &self.request_id_header).map(|id| Evidence {
                         kind: EvidenceKind::RequestId,
                         value: id.to_owned(),
-                    }
-                });
-                if response.status == StatusCode::ACCEPTED && response.body_end == BodyEnd::Complete {
+                    });
+                if response.status == StatusCode::ACCEPTED && response.body_end == BodyEnd::Complete
+                {
                     // Accepted for processing is not done: the body names the operation at
                     // best, and what it says is not the operation's result.
                     let body = serde_json::from_slice(&response.body).unwrap_or(Value::Null);

@@ -1,0 +1,365 @@
+//! Telemetry through the SDK's in-memory exporters: the exact events per scenario, none for
+//! Success and Empty, the counter for all four classes, sampling, redaction, and hosts that
+//! bridge `tracing` into OpenTelemetry.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use bytes::Bytes;
+use candor_adapter::classify::http::{BodyEnd, HttpExchange, HttpResponse};
+use candor_adapter::telemetry::UNRECORDED_SPANS_COUNTER;
+use candor_adapter::testing::{FakeClock, ScriptedTool};
+use candor_adapter::{Adapter, HttpClassifier, KeepToolFailures, NotFound, RetryPolicy};
+use candor_schema::names::{self, attr};
+use candor_schema::{Authority, OutcomeClass};
+use http::{HeaderMap, StatusCode};
+use opentelemetry::KeyValue;
+use opentelemetry::trace::{TraceContextExt, TracerProvider as _};
+use opentelemetry_sdk::metrics::data::{AggregatedMetrics, MetricData};
+use opentelemetry_sdk::metrics::{InMemoryMetricExporter, PeriodicReader, SdkMeterProvider};
+use opentelemetry_sdk::trace::{InMemorySpanExporter, Sampler, SdkTracerProvider, SpanData};
+use tracing_opentelemetry::OpenTelemetrySpanExt as _;
+use tracing_subscriber::layer::SubscriberExt as _;
+
+struct Sdk {
+    spans: InMemorySpanExporter,
+    tracer_provider: SdkTracerProvider,
+    metrics: InMemoryMetricExporter,
+    meter_provider: SdkMeterProvider,
+}
+
+impl Sdk {
+    fn new(sampler: Sampler, keep_failures: bool) -> Self {
+        let spans = InMemorySpanExporter::default();
+        let builder = SdkTracerProvider::builder().with_simple_exporter(spans.clone());
+        let tracer_provider = if keep_failures {
+            builder.with_sampler(KeepToolFailures::new(sampler)).build()
+        } else {
+            builder.with_sampler(sampler).build()
+        };
+        let metrics = InMemoryMetricExporter::default();
+        let meter_provider = SdkMeterProvider::builder()
+            .with_reader(PeriodicReader::builder(metrics.clone()).build())
+            .build();
+        Self {
+            spans,
+            tracer_provider,
+            metrics,
+            meter_provider,
+        }
+    }
+
+    fn adapter(&self, target: &str, max_attempts: u32) -> Adapter<HttpClassifier, FakeClock> {
+        Adapter::builder("search", target)
+            .classifier(
+                HttpClassifier::new(NotFound::Unreachable)
+                    .items_at("/items")
+                    .total_at("/total"),
+            )
+            .clock(FakeClock::default())
+            .retry(
+                RetryPolicy::default()
+                    .with_max_attempts(max_attempts)
+                    .unwrap(),
+            )
+            .attempt_timeout(Duration::from_secs(1))
+            .jitter_seed(1)
+            .authority(Authority {
+                principal: Some("svc-search".into()),
+                scope: None,
+            })
+            .tracer_provider(&self.tracer_provider)
+            .meter_provider(&self.meter_provider)
+            .build()
+            .unwrap()
+    }
+
+    fn finished_spans(&self) -> Vec<SpanData> {
+        self.spans.get_finished_spans().unwrap()
+    }
+
+    /// The `tool.outcomes`-style counter `name` per class, after a flush.
+    fn counter(&self, name: &str) -> BTreeMap<String, u64> {
+        self.meter_provider.force_flush().unwrap();
+        let mut totals = BTreeMap::new();
+        let exported = self.metrics.get_finished_metrics().unwrap();
+        let Some(latest) = exported.last() else {
+            return totals;
+        };
+        for scope in latest.scope_metrics() {
+            for metric in scope.metrics().filter(|m| m.name() == name) {
+                let AggregatedMetrics::U64(MetricData::Sum(sum)) = metric.data() else {
+                    panic!("{name} is not a u64 sum");
+                };
+                assert!(sum.is_monotonic());
+                for point in sum.data_points() {
+                    let class = point
+                        .attributes()
+                        .find(|kv| kv.key.as_str() == attr::OUTCOME_CLASS)
+                        .map(|kv| kv.value.to_string())
+                        .unwrap();
+                    *totals.entry(class).or_default() += point.value();
+                }
+            }
+        }
+        totals
+    }
+}
+
+fn json(code: u16, body: &str) -> HttpExchange {
+    Ok(HttpResponse {
+        status: StatusCode::from_u16(code).unwrap(),
+        headers: HeaderMap::new(),
+        body: Bytes::from(body.to_owned()),
+        body_end: BodyEnd::Complete,
+        received_at: std::time::SystemTime::UNIX_EPOCH,
+    })
+}
+
+fn attributes(kvs: &[KeyValue]) -> BTreeMap<String, String> {
+    kvs.iter()
+        .map(|kv| (kv.key.to_string(), kv.value.to_string()))
+        .collect()
+}
+
+fn outcome_events(spans: &[SpanData]) -> Vec<BTreeMap<String, String>> {
+    spans
+        .iter()
+        .flat_map(|span| span.events.iter())
+        .filter(|event| event.name == names::OUTCOME_EVENT)
+        .map(|event| attributes(&event.attributes))
+        .collect()
+}
+
+async fn run(
+    adapter: &Adapter<HttpClassifier, FakeClock>,
+    script: Vec<HttpExchange>,
+) -> OutcomeClass {
+    let tool = ScriptedTool::returning(script);
+    adapter.call(|ctx| tool.attempt(ctx)).await.class()
+}
+
+#[tokio::test]
+async fn retried_server_errors_emit_one_event_per_failed_attempt() {
+    let sdk = Sdk::new(Sampler::AlwaysOn, true);
+    let adapter = sdk.adapter("http://search.test/v1", 3);
+    let class = run(
+        &adapter,
+        vec![json(500, ""), json(500, ""), json(200, r#"{"items":[1]}"#)],
+    )
+    .await;
+    assert_eq!(class, OutcomeClass::Success);
+
+    let spans = sdk.finished_spans();
+    assert_eq!(spans.len(), 1);
+    assert_eq!(spans[0].name, names::TOOL_CALL_SPAN);
+    let events = outcome_events(&spans);
+    assert_eq!(events.len(), 2);
+    for (index, event) in events.iter().enumerate() {
+        let attempt = (index + 1).to_string();
+        let want: BTreeMap<String, String> = [
+            (attr::OUTCOME_CLASS, "access_failure"),
+            (attr::TOOL_NAME, "search"),
+            (attr::TOOL_TARGET, "http://search.test/v1"),
+            (attr::FAILURE_KIND, "server_error"),
+            (attr::RETRY_ACTION, "retry"),
+            (attr::RETRY_ATTEMPT, attempt.as_str()),
+            (attr::RETRY_MAX_ATTEMPTS, "3"),
+            (attr::HTTP_STATUS_CODE, "500"),
+            (attr::ERROR_TYPE, "500"),
+            (attr::AUTHORITY, "svc-search"),
+        ]
+        .into_iter()
+        .map(|(k, v)| (k.to_owned(), v.to_owned()))
+        .chain([(
+            attr::RETRY_BACKOFF_MS.to_owned(),
+            event[attr::RETRY_BACKOFF_MS].clone(),
+        )])
+        .collect();
+        assert_eq!(event, &want, "event {index}");
+        assert!(event[attr::RETRY_BACKOFF_MS].parse::<u64>().unwrap() <= 100 << index);
+    }
+}
+
+#[tokio::test]
+async fn an_exhausted_call_ends_with_an_exhausted_event() {
+    let sdk = Sdk::new(Sampler::AlwaysOn, true);
+    let adapter = sdk.adapter("http://search.test/v1", 2);
+    let class = run(&adapter, vec![json(503, ""), json(503, "")]).await;
+    assert_eq!(class, OutcomeClass::AccessFailure);
+    let events = outcome_events(&sdk.finished_spans());
+    let actions: Vec<&str> = events
+        .iter()
+        .map(|e| e[attr::RETRY_ACTION].as_str())
+        .collect();
+    assert_eq!(actions, ["retry", "exhausted"]);
+    assert!(!events[1].contains_key(attr::RETRY_BACKOFF_MS));
+}
+
+#[tokio::test]
+async fn a_partial_emits_one_event_with_what_it_covered_and_dropped() {
+    let sdk = Sdk::new(Sampler::AlwaysOn, true);
+    let adapter = sdk.adapter("http://search.test/v1", 3);
+    let class = run(&adapter, vec![json(200, r#"{"items":[1,2,3],"total":10}"#)]).await;
+    assert_eq!(class, OutcomeClass::Partial);
+    let events = outcome_events(&sdk.finished_spans());
+    assert_eq!(events.len(), 1);
+    let event = &events[0];
+    assert_eq!(event[attr::OUTCOME_CLASS], "partial");
+    assert_eq!(event[attr::FAILURE_KIND], "declared_total");
+    assert_eq!(event[attr::RETRY_ACTION], "accept_partial");
+    assert_eq!(event[attr::PARTIAL_RETURNED], "3");
+    assert_eq!(event[attr::PARTIAL_EXPECTED], "10");
+    assert_eq!(event[attr::COVERAGE], "items 1-3 of 10");
+    assert_eq!(event[attr::DROPPED], "7 item(s)");
+    assert!(!event.contains_key(attr::HTTP_STATUS_CODE));
+}
+
+#[tokio::test]
+async fn success_and_empty_emit_no_span_and_every_class_is_counted() {
+    let sdk = Sdk::new(Sampler::AlwaysOn, true);
+    let adapter = sdk.adapter("http://search.test/v1", 1);
+    for _ in 0..2 {
+        run(&adapter, vec![json(200, r#"{"items":[1]}"#)]).await;
+    }
+    run(&adapter, vec![json(200, r#"{"items":[]}"#)]).await;
+    assert!(
+        sdk.finished_spans().is_empty(),
+        "{:?}",
+        sdk.finished_spans()
+    );
+
+    run(&adapter, vec![json(200, r#"{"items":[1],"total":2}"#)]).await;
+    for _ in 0..3 {
+        run(&adapter, vec![json(502, "")]).await;
+    }
+    let counts = sdk.counter(names::OUTCOMES_COUNTER);
+    let want: BTreeMap<String, u64> = [
+        ("success", 2),
+        ("empty", 1),
+        ("partial", 1),
+        ("access_failure", 3),
+    ]
+    .into_iter()
+    .map(|(class, n)| (class.to_owned(), n))
+    .collect();
+    assert_eq!(counts, want);
+}
+
+#[tokio::test]
+async fn failure_spans_survive_an_always_off_sampler() {
+    let sdk = Sdk::new(Sampler::AlwaysOff, true);
+    let adapter = sdk.adapter("http://search.test/v1", 1);
+    run(&adapter, vec![json(503, "")]).await;
+    run(&adapter, vec![json(200, r#"{"items":[1]}"#)]).await;
+    let spans = sdk.finished_spans();
+    assert_eq!(spans.len(), 1);
+    assert_eq!(outcome_events(&spans).len(), 1);
+    assert!(sdk.counter(UNRECORDED_SPANS_COUNTER).is_empty());
+}
+
+#[tokio::test]
+async fn a_host_sampler_that_drops_failures_is_counted_not_silent() {
+    // Without KeepToolFailures the host's AlwaysOff sampler wins; the adapter must say so.
+    let sdk = Sdk::new(Sampler::AlwaysOff, false);
+    let adapter = sdk.adapter("http://search.test/v1", 1);
+    run(&adapter, vec![json(503, "")]).await;
+    assert!(sdk.finished_spans().is_empty());
+    assert_eq!(
+        sdk.counter(UNRECORDED_SPANS_COUNTER).get("access_failure"),
+        Some(&1)
+    );
+}
+
+#[tokio::test]
+async fn credentials_in_the_target_never_reach_an_attribute() {
+    let sdk = Sdk::new(Sampler::AlwaysOn, true);
+    let target =
+        "http://alice:pa55word@search.test/v1?q=x&token=T0KEN&sig=S1G&X-Amz-Signature=AMZS1G";
+    let adapter = sdk.adapter(target, 2);
+    run(
+        &adapter,
+        vec![
+            json(500, "token=T0KEN"),
+            json(200, r#"{"items":[1],"total":5}"#),
+        ],
+    )
+    .await;
+    let spans = sdk.finished_spans();
+    let mut seen = Vec::new();
+    for span in &spans {
+        seen.extend(span.attributes.iter().map(|kv| kv.value.to_string()));
+        for event in span.events.iter() {
+            seen.extend(event.attributes.iter().map(|kv| kv.value.to_string()));
+        }
+    }
+    assert!(seen.len() > 10, "{seen:?}");
+    for secret in ["pa55word", "alice", "T0KEN", "S1G", "AMZS1G"] {
+        assert!(
+            !seen.iter().any(|v| v.contains(secret)),
+            "{secret} leaked: {seen:?}"
+        );
+    }
+    assert!(
+        seen.iter().any(|v| v.contains("token=REDACTED")),
+        "{seen:?}"
+    );
+}
+
+#[test]
+fn tracing_hosts_get_the_span_in_their_trace_and_no_second_event() {
+    let sdk = Sdk::new(Sampler::AlwaysOn, true);
+    let layer = tracing_opentelemetry::layer().with_tracer(sdk.tracer_provider.tracer("host"));
+    let subscriber = tracing_subscriber::registry().with(layer);
+    let _default = tracing::subscriber::set_default(subscriber);
+    let adapter = sdk.adapter("http://search.test/v1", 2);
+
+    let request = tracing::info_span!("handle_request");
+    let request_context = request.context();
+    let request_span_id = request_context.span().span_context().span_id();
+    let request_trace_id = request_context.span().span_context().trace_id();
+    {
+        let _entered = request.enter();
+        // Two attempts fail: two `tool.outcome` events, each mirrored once through `tracing`.
+        let tool = ScriptedTool::returning([json(500, ""), json(500, "")]);
+        let envelope = block_on(adapter.call(|ctx| tool.attempt(ctx)));
+        assert_eq!(envelope.class(), OutcomeClass::AccessFailure);
+    }
+    drop(request);
+
+    let spans = sdk.finished_spans();
+    let call = spans
+        .iter()
+        .find(|s| s.name == names::TOOL_CALL_SPAN)
+        .expect("a tool.call span");
+    assert_eq!(call.span_context.trace_id(), request_trace_id);
+    assert_eq!(call.parent_span_id, request_span_id);
+    let host = spans.iter().find(|s| s.name == "handle_request").unwrap();
+    assert_eq!(outcome_events(&spans).len(), 2, "{spans:#?}");
+    assert!(
+        host.events.is_empty(),
+        "the mirror reached the host span as events: {:?}",
+        host.events
+    );
+
+    // Control: a contextual event inside the host span does reach it, so the check above
+    // would catch a mirror that forgot `parent: None`.
+    {
+        let request = tracing::info_span!("control_request");
+        let _entered = request.enter();
+        tracing::warn!(target: "control", "{}", names::OUTCOME_EVENT);
+    }
+    let spans = sdk.finished_spans();
+    let control = spans.iter().find(|s| s.name == "control_request").unwrap();
+    assert_eq!(control.events.len(), 1);
+    assert_eq!(outcome_events(&spans).len(), 3);
+}
+
+/// Runs a future to completion on this thread, inside the caller's subscriber and span.
+fn block_on<F: std::future::Future>(future: F) -> F::Output {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_time()
+        .build()
+        .unwrap()
+        .block_on(future)
+}

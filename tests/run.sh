@@ -58,6 +58,10 @@ ensure_tools
 banner "cargo fmt --check"
 cargo fmt --all -- --check
 
+# Libraries must build without their optional features: a host takes only what it needs.
+banner "cargo check (adapter without optional features)"
+cargo check -p candor-adapter --lib --locked
+
 banner "cargo clippy"
 cargo clippy --workspace --all-targets --all-features --locked -- -D warnings
 

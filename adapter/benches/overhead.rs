@@ -6,6 +6,8 @@
 //!
 //! `cargo bench -p candor-adapter --bench overhead`
 
+#![allow(clippy::unwrap_used)] // a panic in a test or a benchmark set-up is its failure report
+
 use std::future::Future;
 use std::hint::black_box;
 use std::pin::pin;
@@ -101,6 +103,16 @@ fn benches(c: &mut Criterion) {
             .unwrap()
     };
     let succeeding = adapter(false);
+    let without_sdk = Adapter::builder("search", "http://search.internal/v1/items")
+        .classifier(FnClassifier::new(|value: u64| Outcome::Success {
+            payload: value,
+            extent: Extent::default(),
+        }))
+        .retry(RetryPolicy::no_retry())
+        .tracer_provider(&opentelemetry::trace::noop::NoopTracerProvider::new())
+        .meter_provider(&opentelemetry::metrics::noop::NoopMeterProvider::new())
+        .build()
+        .unwrap();
     let failing = adapter(true);
 
     let mut group = c.benchmark_group("success_path");
@@ -109,6 +121,10 @@ fn benches(c: &mut Criterion) {
     });
     group.bench_function("adapter_call", |b| {
         b.iter(|| black_box(now(succeeding.call(|_| async { black_box(7u64) }))))
+    });
+    // The same call with no-op OpenTelemetry providers: what the SDK's counter costs.
+    group.bench_function("adapter_call_noop_providers", |b| {
+        b.iter(|| black_box(now(without_sdk.call(|_| async { black_box(7u64) }))))
     });
     group.finish();
 

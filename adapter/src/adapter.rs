@@ -1,7 +1,8 @@
 //! The adapter: a configured tool that runs calls through classification, retry and telemetry.
 
+use std::borrow::Cow;
 use std::future::Future;
-use std::pin::pin;
+use std::pin::{Pin, pin};
 use std::sync::Arc;
 use std::task::Poll;
 use std::time::Duration;
@@ -217,7 +218,6 @@ impl<C, K> AdapterBuilder<C, K> {
             source_system: Arc::from(source_system),
             actor: self.actor.map(Arc::from),
             authority: self.authority,
-            adapter_version: Arc::from(ADAPTER_VERSION),
             jitter: self.jitter.unwrap_or_else(Jitter::from_entropy),
             telemetry,
         })
@@ -237,7 +237,6 @@ pub struct Adapter<C, K = TokioClock> {
     source_system: Arc<str>,
     actor: Option<Arc<str>>,
     authority: Option<Authority>,
-    adapter_version: Arc<str>,
     jitter: Jitter,
     telemetry: Telemetry,
 }
@@ -293,23 +292,25 @@ impl<C, K: Clock> Adapter<C, K> {
         F: FnMut(AttemptContext) -> Fut,
         Fut: Future<Output = R>,
     {
+        // One wall-clock and one monotonic reading start the call; every later time is an offset
+        // from them, so that each attempt costs one more monotonic reading and nothing else.
         let started = self.clock.now();
-        let started_at = Timestamp::new(self.clock.wall());
+        let started_wall = self.clock.wall();
+        let wall_at = |offset: Duration| Timestamp::new(started_wall + offset);
         let mut attempts = Vec::with_capacity(1);
         let mut number = 0;
-        let last = loop {
+        let mut attempt_offset = Duration::ZERO;
+        let (last, finished) = loop {
             number += 1;
-            let attempt_started = self.clock.now();
-            let attempt_started_at = Timestamp::new(self.clock.wall());
-            let deadline_left = self.deadline.saturating_sub(attempt_started - started);
+            let deadline_left = self.deadline.saturating_sub(attempt_offset);
             let timeout = self.attempt_timeout.min(deadline_left);
             let context = AttemptContext { number, timeout };
-            let classification = match race(operation(context), self.clock.sleep(timeout)).await {
+            let raw = race(operation(context), || self.clock.sleep(timeout)).await;
+            let classification = match raw {
                 Some(raw) => self.classifier.classify(raw),
                 None => Classification::new(timed_out(timeout, timeout < self.attempt_timeout)),
             };
-            let now = self.clock.now();
-            let elapsed = now - started;
+            let elapsed = self.clock.now().saturating_duration_since(started);
             let mut decision = self.policy.decide(
                 number,
                 elapsed,
@@ -330,8 +331,8 @@ impl<C, K: Clock> Adapter<C, K> {
             };
             attempts.push(Attempt {
                 number,
-                started_at: attempt_started_at,
-                duration_ms: millis(now - attempt_started),
+                started_at: wall_at(attempt_offset),
+                duration_ms: millis(elapsed.saturating_sub(attempt_offset)),
                 class: outcome.class(),
                 failure_kind: outcome.failure_kind(),
                 status: failure.and_then(|f| f.status),
@@ -343,8 +344,11 @@ impl<C, K: Clock> Adapter<C, K> {
                 error_type: failure.and_then(|f| f.error_type.clone()),
             });
             match decision {
-                Decision::Retry { after } => self.clock.sleep(after).await,
-                Decision::Done | Decision::GiveUp { .. } => break classification,
+                Decision::Retry { after } => {
+                    self.clock.sleep(after).await;
+                    attempt_offset = self.clock.now().saturating_duration_since(started);
+                }
+                Decision::Done | Decision::GiveUp { .. } => break (classification, elapsed),
             }
         };
         let envelope = Envelope::new(EnvelopeParts {
@@ -355,9 +359,9 @@ impl<C, K: Clock> Adapter<C, K> {
             provenance: Provenance {
                 source_system: self.source_system.clone(),
                 actor: self.actor.clone(),
-                adapter: self.adapter_version.clone(),
-                started_at,
-                finished_at: Timestamp::new(self.clock.wall()),
+                adapter: Cow::Borrowed(ADAPTER_VERSION),
+                started_at: Timestamp::new(started_wall),
+                finished_at: wall_at(finished),
             },
             evidence: last.evidence,
             attempts,
@@ -368,20 +372,29 @@ impl<C, K: Clock> Adapter<C, K> {
     }
 }
 
-/// Polls `operation` first, then `timer`: `Some` with the operation's output, or `None` when the
-/// timer completes first.
-async fn race<O, T>(operation: O, timer: T) -> Option<O::Output>
+/// Polls `operation` first, then the timer: `Some` with the operation's output, or `None` when
+/// the timer completes first. The timer is made only if the operation does not answer on its
+/// first poll, so an answer that is ready at once costs no timer.
+async fn race<O, T>(operation: O, make_timer: impl FnOnce() -> T) -> Option<O::Output>
 where
     O: Future,
     T: Future<Output = ()>,
 {
     let mut operation = pin!(operation);
-    let mut timer = pin!(timer);
+    let mut make_timer = Some(make_timer);
+    let mut timer: Option<Pin<Box<T>>> = None;
     std::future::poll_fn(|cx| {
         if let Poll::Ready(output) = operation.as_mut().poll(cx) {
             return Poll::Ready(Some(output));
         }
-        timer.as_mut().poll(cx).map(|()| None)
+        if let Some(make) = make_timer.take() {
+            timer = Some(Box::pin(make()));
+        }
+        match timer.as_mut() {
+            Some(timer) => timer.as_mut().poll(cx).map(|()| None),
+            // `make_timer` was taken on the first pending poll and `timer` set with it.
+            None => Poll::Pending,
+        }
     })
     .await
 }

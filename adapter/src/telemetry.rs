@@ -8,12 +8,13 @@
 
 use std::borrow::Cow;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use candor_schema::names::{self, attr};
 use candor_schema::{Envelope, OutcomeClass, RetryAction};
 use opentelemetry::global::{self, BoxedTracer};
-use opentelemetry::metrics::{Counter, Meter, MeterProvider};
+use opentelemetry::metrics::{Counter, Meter, MeterProvider, ObservableCounter};
 use opentelemetry::trace::{
     Event, Span as _, SpanBuilder, SpanKind, Status, Tracer as _, TracerProvider,
 };
@@ -34,9 +35,16 @@ pub fn scope() -> InstrumentationScope {
 }
 
 /// Where the adapter's spans and counters go.
+///
+/// `tool.outcomes` is an observable counter over four atomics: a call costs one atomic
+/// increment, and the SDK reads the totals when it collects. An adapter is meant to be built once
+/// per tool and shared (it is `Sync`); each build registers one more callback with the meter.
 pub(crate) struct Telemetry {
     tracer: BoxedTracer,
-    outcomes: Counter<u64>,
+    /// Calls by final class, in [`CLASSES`] order.
+    counts: Arc<[AtomicU64; 4]>,
+    /// Keeps the `tool.outcomes` registration alive as long as the adapter.
+    _outcomes: ObservableCounter<u64>,
     unrecorded: Counter<u64>,
     /// The counter's attribute set for each class, in [`OutcomeClass::ALL`] order, built once.
     class_attributes: [Vec<KeyValue>; 4],
@@ -83,11 +91,6 @@ impl Telemetry {
         let meter = config
             .meter
             .unwrap_or_else(|| global::meter_with_scope(scope()));
-        let outcomes = meter
-            .u64_counter(names::OUTCOMES_COUNTER)
-            .with_unit(names::OUTCOMES_COUNTER_UNIT)
-            .with_description("Tool calls by final outcome class")
-            .build();
         let unrecorded = meter
             .u64_counter(UNRECORDED_SPANS_COUNTER)
             .with_description("Failure spans the host's sampler dropped")
@@ -101,13 +104,27 @@ impl Telemetry {
                 KeyValue::new(attr::OUTCOME_CLASS, class.as_str()),
             ]
         });
+        let counts: Arc<[AtomicU64; 4]> = Arc::default();
+        let observed = (counts.clone(), class_attributes.clone());
+        let outcomes = meter
+            .u64_observable_counter(names::OUTCOMES_COUNTER)
+            .with_unit(names::OUTCOMES_COUNTER_UNIT)
+            .with_description("Tool calls by final outcome class")
+            .with_callback(move |observer| {
+                let (counts, attributes) = &observed;
+                for (count, attributes) in counts.iter().zip(attributes) {
+                    observer.observe(count.load(Ordering::Relaxed), attributes);
+                }
+            })
+            .build();
         let mut identity = vec![name, target];
         if let Some(authority) = authority {
             identity.push(KeyValue::new(attr::AUTHORITY, authority));
         }
         Self {
             tracer,
-            outcomes,
+            counts,
+            _outcomes: outcomes,
             unrecorded,
             class_attributes,
             identity,
@@ -119,8 +136,7 @@ impl Telemetry {
     /// wrong (or every call was asked for).
     pub(crate) fn record<P>(&self, envelope: &Envelope<P>, max_attempts: u32) {
         let class = envelope.class();
-        self.outcomes
-            .add(1, &self.class_attributes[class_index(class)]);
+        self.counts[class_index(class)].fetch_add(1, Ordering::Relaxed);
         let eventful = envelope
             .attempts()
             .iter()

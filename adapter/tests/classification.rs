@@ -1,6 +1,8 @@
 //! The HTTP classifier against the rules table in its module documentation: one row per rule,
 //! each truncation signal on its own, and properties that hold for every exchange.
 
+#![allow(clippy::unwrap_used)] // a panic in a test or a benchmark set-up is its failure report
+
 use std::time::{Duration, SystemTime};
 
 use bytes::Bytes;

@@ -1,6 +1,8 @@
 //! The retry driver on a fake clock: schedules, `Retry-After`, budgets, and what the envelope
 //! records.
 
+#![allow(clippy::unwrap_used)] // a panic in a test or a benchmark set-up is its failure report
+
 use std::time::Duration;
 
 use bytes::Bytes;

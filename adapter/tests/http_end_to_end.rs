@@ -1,6 +1,8 @@
 //! End to end over real TCP: a scripted HTTP server on loopback, the adapter's HTTP client, and
 //! the probe example run as a process.
 
+#![allow(clippy::unwrap_used)] // a panic in a test or a benchmark set-up is its failure report
+
 use std::collections::VecDeque;
 use std::net::SocketAddr;
 use std::path::PathBuf;

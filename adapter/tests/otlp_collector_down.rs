@@ -1,6 +1,8 @@
 //! With the `otlp` setup pointed at a collector that is not there, calls still complete and the
 //! lost telemetry is counted.
 
+#![allow(clippy::unwrap_used)] // a panic in a test or a benchmark set-up is its failure report
+
 use std::time::Duration;
 
 use candor_adapter::otlp::{OtlpConfig, init};

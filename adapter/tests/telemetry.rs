@@ -2,6 +2,8 @@
 //! Success and Empty, the counter for all four classes, sampling, redaction, and hosts that
 //! bridge `tracing` into OpenTelemetry.
 
+#![allow(clippy::unwrap_used)] // a panic in a test or a benchmark set-up is its failure report
+
 use std::collections::BTreeMap;
 use std::time::Duration;
 

@@ -8,6 +8,7 @@
 //! - The legal next actions are derived from the outcome and lifecycle, never set by hand, and an
 //!   envelope read from JSON whose next actions disagree is rejected.
 
+use std::borrow::Cow;
 use std::sync::Arc;
 
 use schemars::JsonSchema;
@@ -200,7 +201,7 @@ pub struct Provenance {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub actor: Option<Arc<str>>,
     /// The adapter and its version, e.g. `candor-adapter/0.1.0`.
-    pub adapter: Arc<str>,
+    pub adapter: Cow<'static, str>,
     /// When the call started.
     pub started_at: Timestamp,
     /// When the call finished.
@@ -342,32 +343,21 @@ impl Lifecycle {
 pub fn legal_next_actions<T>(
     outcome: &Outcome<T>,
     lifecycle: Option<&Lifecycle>,
-) -> Vec<NextAction> {
+) -> &'static [NextAction] {
+    use NextAction::{Compensate, Escalate, Finish, Poll, Retry};
     match outcome {
         Outcome::Success { .. } => match lifecycle.map(Lifecycle::state) {
-            None | Some(LifecycleState::Completed) => vec![NextAction::Finish],
+            None | Some(LifecycleState::Completed) => &[Finish],
             Some(LifecycleState::Accepted | LifecycleState::Queued | LifecycleState::Running) => {
-                vec![
-                    NextAction::Poll,
-                    NextAction::Compensate,
-                    NextAction::Escalate,
-                ]
+                &[Poll, Compensate, Escalate]
             }
-            Some(LifecycleState::Partial) => vec![
-                NextAction::Finish,
-                NextAction::Compensate,
-                NextAction::Escalate,
-            ],
-            Some(LifecycleState::Cancelled | LifecycleState::Failed) => {
-                vec![NextAction::Compensate, NextAction::Escalate]
-            }
+            Some(LifecycleState::Partial) => &[Finish, Compensate, Escalate],
+            Some(LifecycleState::Cancelled | LifecycleState::Failed) => &[Compensate, Escalate],
         },
-        Outcome::Empty { .. } => vec![NextAction::Finish],
-        Outcome::Partial { .. } => vec![NextAction::Finish, NextAction::Escalate],
-        Outcome::AccessFailure { failure } if failure.retryable => {
-            vec![NextAction::Retry, NextAction::Escalate]
-        }
-        Outcome::AccessFailure { .. } => vec![NextAction::Escalate],
+        Outcome::Empty { .. } => &[Finish],
+        Outcome::Partial { .. } => &[Finish, Escalate],
+        Outcome::AccessFailure { failure } if failure.retryable => &[Retry, Escalate],
+        Outcome::AccessFailure { .. } => &[Escalate],
     }
 }
 
@@ -410,7 +400,7 @@ pub struct Envelope<T> {
     /// What happened.
     outcome: Outcome<T>,
     /// What a consumer may legally do next; derived from the outcome and lifecycle.
-    next_actions: Vec<NextAction>,
+    next_actions: &'static [NextAction],
     /// The authority the call ran under.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     authority: Option<Authority>,
@@ -476,7 +466,7 @@ pub enum InvalidEnvelope {
         /// What the envelope listed.
         found: Vec<NextAction>,
         /// What the outcome allows.
-        legal: Vec<NextAction>,
+        legal: &'static [NextAction],
     },
 }
 
@@ -549,8 +539,8 @@ impl<T> Envelope<T> {
     }
 
     /// What a consumer may legally do next.
-    pub fn next_actions(&self) -> &[NextAction] {
-        &self.next_actions
+    pub fn next_actions(&self) -> &'static [NextAction] {
+        self.next_actions
     }
 
     /// The authority the call ran under.

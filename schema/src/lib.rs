@@ -29,7 +29,7 @@
 //!     provenance: Provenance {
 //!         source_system: Arc::from("search.example"),
 //!         actor: None,
-//!         adapter: Arc::from("candor-adapter/0.1.0"),
+//!         adapter: "candor-adapter/0.1.0".into(),
 //!         started_at: now,
 //!         finished_at: now,
 //!     },

@@ -1,5 +1,7 @@
 //! The committed JSON Schema, validation of example envelopes, and the MCP rendering.
 
+#![allow(clippy::unwrap_used)] // a panic in a test or a benchmark set-up is its failure report
+
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
@@ -45,7 +47,7 @@ fn envelope(
         provenance: Provenance {
             source_system: Arc::from("search.example"),
             actor: Some(Arc::from("orders-api")),
-            adapter: Arc::from("candor-adapter/0.1.0"),
+            adapter: "candor-adapter/0.1.0".into(),
             started_at: at(0),
             finished_at: at(5),
         },

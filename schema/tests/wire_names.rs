@@ -3,6 +3,8 @@
 //! Every other Rust file in the workspace must use the constants. This test reads the sources and
 //! fails on a string literal that repeats a wire name.
 
+#![allow(clippy::unwrap_used)] // a panic in a test or a benchmark set-up is its failure report
+
 use std::path::{Path, PathBuf};
 
 use candor_schema::names;

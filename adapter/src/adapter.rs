@@ -226,6 +226,9 @@ impl<C, K> AdapterBuilder<C, K> {
 
 /// A tool wrapped by Candor: every [`Adapter::call`] returns an [`Envelope`] of exactly one of
 /// four classes, after the retry policy has run, with telemetry recorded.
+///
+/// Build one adapter per tool and share it (it is `Send + Sync` when its classifier is): each
+/// build registers the `tool.outcomes` callback with the meter once more.
 pub struct Adapter<C, K = TokioClock> {
     tool: Arc<str>,
     target: Arc<str>,

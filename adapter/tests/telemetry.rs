@@ -249,6 +249,38 @@ async fn success_and_empty_emit_no_span_and_every_class_is_counted() {
 }
 
 #[tokio::test]
+async fn trace_every_call_records_success_spans_without_outcome_events() {
+    let sdk = Sdk::new(Sampler::AlwaysOn, true);
+    let adapter = Adapter::builder("search", "http://search.test/v1")
+        .classifier(HttpClassifier::new(NotFound::Unreachable).items_at("/items"))
+        .clock(FakeClock::default())
+        .trace_every_call(true)
+        .tracer_provider(&sdk.tracer_provider)
+        .meter_provider(&sdk.meter_provider)
+        .build()
+        .unwrap();
+    run(&adapter, vec![json(200, r#"{"items":[1]}"#)]).await;
+    run(&adapter, vec![json(200, r#"{"items":[]}"#)]).await;
+    let spans = sdk.finished_spans();
+    assert_eq!(spans.len(), 2);
+    assert!(spans.iter().all(|s| s.name == names::TOOL_CALL_SPAN));
+    assert!(outcome_events(&spans).is_empty());
+
+    // Success spans stay subject to the host's sampler; only failures are kept regardless.
+    let sampled_out = Sdk::new(Sampler::AlwaysOff, true);
+    let adapter = Adapter::builder("search", "http://search.test/v1")
+        .classifier(HttpClassifier::new(NotFound::Unreachable).items_at("/items"))
+        .clock(FakeClock::default())
+        .trace_every_call(true)
+        .tracer_provider(&sampled_out.tracer_provider)
+        .meter_provider(&sampled_out.meter_provider)
+        .build()
+        .unwrap();
+    run(&adapter, vec![json(200, r#"{"items":[1]}"#)]).await;
+    assert!(sampled_out.finished_spans().is_empty());
+}
+
+#[tokio::test]
 async fn failure_spans_survive_an_always_off_sampler() {
     let sdk = Sdk::new(Sampler::AlwaysOff, true);
     let adapter = sdk.adapter("http://search.test/v1", 1);

@@ -52,8 +52,19 @@ ensure_tools() {
     done
 }
 
+# The Kafka API broker the end-to-end suites start (the release build takes ~15 minutes once
+# per machine; later runs find it installed).
+ensure_tansu() {
+    if command -v tansu >/dev/null || [[ -x "$HOME/.cargo/bin/tansu" ]]; then
+        return 0
+    fi
+    banner "cargo install tansu"
+    cargo install tansu --locked --features dynostore,libsql
+}
+
 install_debian_packages # no system packages needed yet
 ensure_tools
+ensure_tansu
 
 banner "cargo fmt --check"
 cargo fmt --all -- --check

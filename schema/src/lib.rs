@@ -52,6 +52,8 @@
 pub mod envelope;
 pub mod mcp;
 pub mod names;
+#[cfg(feature = "proto")]
+pub mod proto;
 pub mod redact;
 pub mod time;
 pub mod vocab;

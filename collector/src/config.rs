@@ -1,0 +1,792 @@
+//! Configuration of the ingest role: TOML → [`RawConfig`] (serde) → [`RawConfig::validate`] (pure,
+//! no I/O) → [`Config`] with real types. Reading the file, the environment and binding sockets are
+//! left to the caller.
+//!
+//! ```
+//! use candor_collector::config::Config;
+//! let config = Config::from_toml_str("[kafka]\nbrokers = \"k1:9092, k2:9092\"\n").unwrap();
+//! assert_eq!(config.kafka_bootstrap_servers(), "k1:9092,k2:9092");
+//! ```
+
+use std::collections::BTreeMap;
+use std::fmt;
+use std::net::SocketAddr;
+use std::num::{NonZeroU32, NonZeroUsize};
+use std::path::PathBuf;
+use std::time::Duration;
+
+use serde::Deserialize;
+
+/// Shown in place of a value that may be a secret.
+const NOT_SHOWN: &str = "(not shown)";
+
+/// Why a configuration was refused.
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    /// Not TOML, an unknown key or a value of the wrong type. The message names an unknown key
+    /// and the line of any other fault; the source's `Display` shows that line.
+    #[error("cannot parse the configuration{}: {}", at_line(.line), .source.message())]
+    Parse {
+        /// 1-based line of the fault, when the parser knows where it is.
+        line: Option<usize>,
+        /// The parser's error.
+        source: toml::de::Error,
+    },
+    /// A value was read but is not acceptable.
+    #[error("invalid {key} = {value:?}: {reason}")]
+    Invalid {
+        /// Dotted path of the key, e.g. `kafka.partitions`.
+        key: String,
+        /// The value as written (never a secret: those are replaced by `(not shown)`).
+        value: String,
+        /// What is wrong with it.
+        reason: String,
+    },
+}
+
+fn at_line(line: &Option<usize>) -> String {
+    line.map(|n| format!(" at line {n}")).unwrap_or_default()
+}
+
+fn invalid(key: impl Into<String>, value: impl ToString, reason: impl Into<String>) -> ConfigError {
+    ConfigError::Invalid {
+        key: key.into(),
+        value: value.to_string(),
+        reason: reason.into(),
+    }
+}
+
+/// The configuration file as written. Every key may be left out; this table is the one place
+/// the defaults are documented (`deploy/collector.example.toml` repeats them, checked by a test).
+///
+/// | key | default | meaning |
+/// |---|---|---|
+/// | `collector_id` | unset: the caller derives one from host name and process id | names this collector in heartbeats and records |
+/// | `otlp.grpc_addr` | `"127.0.0.1:4317"` | OTLP/gRPC listen address (IP and port) |
+/// | `otlp.http_addr` | `"127.0.0.1:4318"` | OTLP/HTTP listen address (IP and port) |
+/// | `otlp.max_request_bytes` | `20971520` (20 MiB) | largest request body, counted after decompression |
+/// | `otlp.auth_token_env` | unset: no authentication | name of the environment variable holding the bearer token clients must send |
+/// | `otlp.tls_cert_path`, `otlp.tls_key_path` | unset: plain text | PEM certificate chain and private key for the OTLP listeners; both or neither |
+/// | `limits.max_value_bytes` | `4096` | longest attribute value accepted in an event; at most `otlp.max_request_bytes` |
+/// | `limits.max_attributes_per_event` | `128` | most attributes on one event |
+/// | `limits.max_events_per_request` | `100000` | most events and counter points in one request |
+/// | `limits.max_rejected_copy_bytes` | `4096` | most bytes of a rejected event copied into `candor.rejected.v1` |
+/// | `kafka.brokers` | `"127.0.0.1:9092"` | bootstrap brokers, comma separated `host:port` (IPv6 hosts in brackets) |
+/// | `kafka.create_topics` | `true` | create missing topics at start-up |
+/// | `kafka.partitions` | `3` | partitions of a topic the collector creates |
+/// | `kafka.replication_factor` | `1` | replication factor of a topic the collector creates |
+/// | `kafka.delivery_timeout` | `"5s"` | how long a record may take to be acknowledged before it counts as failed (librdkafka `delivery.timeout.ms`) |
+/// | `kafka.queue_max_messages` | `100000` | bound of the producer's local queue (`queue.buffering.max.messages`) |
+/// | `kafka.compression` | `"zstd"` | `none`, `gzip`, `snappy`, `lz4` or `zstd` |
+/// | `kafka.extra` | empty | more librdkafka settings passed as-is (SASL, TLS); values are strings |
+/// | `kafka.extra_env` | empty | librdkafka settings whose values come from environment variables: setting → variable name |
+/// | `heartbeat.interval` | `"10s"` | how often a heartbeat goes to `candor.heartbeats.v1` |
+/// | `metrics.addr` | `"127.0.0.1:8888"` | self-metrics listen address |
+///
+/// Durations are a whole number and a unit: `ms`, `s`, `m` or `h` (see [`parse_duration`]).
+///
+/// **Secrets are never in the file.** A configuration file is committed, baked into images, copied
+/// into ConfigMaps and printed when debugging, so it is read by more people and tools than a secret
+/// should be. The file names environment variables instead (`otlp.auth_token_env`,
+/// `kafka.extra_env`), which a secret store fills and rotates without touching the file; and
+/// `validate` stays pure, since reading the environment is the caller's I/O. For the same reason
+/// [`validate`](Self::validate) refuses librdkafka password and secret settings in `kafka.extra`,
+/// and refuses there the settings the collector's delivery guarantee depends on
+/// (`enable.idempotence`, `acks`, `request.required.acks`) or that a typed key above already sets.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct RawConfig {
+    /// See the table above.
+    pub collector_id: Option<String>,
+    /// The `[otlp]` section.
+    pub otlp: RawOtlp,
+    /// The `[limits]` section.
+    pub limits: RawLimits,
+    /// The `[kafka]` section.
+    pub kafka: RawKafka,
+    /// The `[heartbeat]` section.
+    pub heartbeat: RawHeartbeat,
+    /// The `[metrics]` section.
+    pub metrics: RawMetrics,
+}
+
+/// `[otlp]` as written; keys and defaults in the table on [`RawConfig`].
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct RawOtlp {
+    /// `otlp.grpc_addr`.
+    pub grpc_addr: String,
+    /// `otlp.http_addr`.
+    pub http_addr: String,
+    /// `otlp.max_request_bytes`.
+    pub max_request_bytes: i64,
+    /// `otlp.auth_token_env`.
+    pub auth_token_env: Option<String>,
+    /// `otlp.tls_cert_path`.
+    pub tls_cert_path: Option<String>,
+    /// `otlp.tls_key_path`.
+    pub tls_key_path: Option<String>,
+}
+
+impl Default for RawOtlp {
+    fn default() -> Self {
+        Self {
+            grpc_addr: "127.0.0.1:4317".into(),
+            http_addr: "127.0.0.1:4318".into(),
+            max_request_bytes: 20 * 1024 * 1024,
+            auth_token_env: None,
+            tls_cert_path: None,
+            tls_key_path: None,
+        }
+    }
+}
+
+/// `[limits]` as written; keys and defaults in the table on [`RawConfig`].
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct RawLimits {
+    /// `limits.max_value_bytes`.
+    pub max_value_bytes: i64,
+    /// `limits.max_attributes_per_event`.
+    pub max_attributes_per_event: i64,
+    /// `limits.max_events_per_request`.
+    pub max_events_per_request: i64,
+    /// `limits.max_rejected_copy_bytes`.
+    pub max_rejected_copy_bytes: i64,
+}
+
+impl Default for RawLimits {
+    fn default() -> Self {
+        Self {
+            max_value_bytes: 4096,
+            max_attributes_per_event: 128,
+            max_events_per_request: 100_000,
+            max_rejected_copy_bytes: 4096,
+        }
+    }
+}
+
+/// `[kafka]` as written; keys and defaults in the table on [`RawConfig`].
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct RawKafka {
+    /// `kafka.brokers`.
+    pub brokers: String,
+    /// `kafka.create_topics`.
+    pub create_topics: bool,
+    /// `kafka.partitions`.
+    pub partitions: i64,
+    /// `kafka.replication_factor`.
+    pub replication_factor: i64,
+    /// `kafka.delivery_timeout`.
+    pub delivery_timeout: String,
+    /// `kafka.queue_max_messages`.
+    pub queue_max_messages: i64,
+    /// `kafka.compression`.
+    pub compression: String,
+    /// `kafka.extra`.
+    pub extra: BTreeMap<String, String>,
+    /// `kafka.extra_env`.
+    pub extra_env: BTreeMap<String, String>,
+}
+
+impl Default for RawKafka {
+    fn default() -> Self {
+        Self {
+            brokers: "127.0.0.1:9092".into(),
+            create_topics: true,
+            partitions: 3,
+            replication_factor: 1,
+            delivery_timeout: "5s".into(),
+            queue_max_messages: 100_000,
+            compression: "zstd".into(),
+            extra: BTreeMap::new(),
+            extra_env: BTreeMap::new(),
+        }
+    }
+}
+
+/// `[heartbeat]` as written; keys and defaults in the table on [`RawConfig`].
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct RawHeartbeat {
+    /// `heartbeat.interval`.
+    pub interval: String,
+}
+
+impl Default for RawHeartbeat {
+    fn default() -> Self {
+        Self {
+            interval: "10s".into(),
+        }
+    }
+}
+
+/// `[metrics]` as written; keys and defaults in the table on [`RawConfig`].
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct RawMetrics {
+    /// `metrics.addr`.
+    pub addr: String,
+}
+
+impl Default for RawMetrics {
+    fn default() -> Self {
+        Self {
+            addr: "127.0.0.1:8888".into(),
+        }
+    }
+}
+
+/// A validated configuration; field meanings are in the table on [`RawConfig`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Config {
+    /// Left unset when the file does not name one; the caller derives it.
+    pub collector_id: Option<String>,
+    /// `[otlp]`.
+    pub otlp: OtlpConfig,
+    /// `[limits]`.
+    pub limits: LimitsConfig,
+    /// `[kafka]`.
+    pub kafka: KafkaConfig,
+    /// `[heartbeat]`.
+    pub heartbeat: HeartbeatConfig,
+    /// `[metrics]`.
+    pub metrics: MetricsConfig,
+}
+
+/// Validated `[otlp]`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct OtlpConfig {
+    /// OTLP/gRPC listen address.
+    pub grpc_addr: SocketAddr,
+    /// OTLP/HTTP listen address.
+    pub http_addr: SocketAddr,
+    /// Largest request body, in bytes after decompression.
+    pub max_request_bytes: NonZeroUsize,
+    /// The name of the variable, not the token.
+    pub auth_token_env: Option<String>,
+    /// Set when both `tls_cert_path` and `tls_key_path` are.
+    pub tls: Option<TlsConfig>,
+}
+
+/// PEM files for the OTLP listeners' TLS.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TlsConfig {
+    /// Certificate chain (`otlp.tls_cert_path`).
+    pub cert_path: PathBuf,
+    /// Private key (`otlp.tls_key_path`).
+    pub key_path: PathBuf,
+}
+
+/// Validated `[limits]`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LimitsConfig {
+    /// Longest attribute value accepted in an event, in bytes; at most `max_request_bytes`.
+    pub max_value_bytes: NonZeroUsize,
+    /// Most attributes on one event.
+    pub max_attributes_per_event: NonZeroUsize,
+    /// Most events and counter points in one request.
+    pub max_events_per_request: NonZeroUsize,
+    /// Most bytes of a rejected event copied into the rejected topic.
+    pub max_rejected_copy_bytes: NonZeroUsize,
+}
+
+/// Validated `[kafka]`. Counts are at most `i32::MAX`, as librdkafka and the admin API take them.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct KafkaConfig {
+    /// Bootstrap brokers; never empty.
+    pub brokers: Vec<BrokerAddr>,
+    /// Create missing topics at start-up.
+    pub create_topics: bool,
+    /// Partitions of a topic the collector creates.
+    pub partitions: NonZeroU32,
+    /// Replication factor of a topic the collector creates.
+    pub replication_factor: NonZeroU32,
+    /// librdkafka `delivery.timeout.ms`; whole milliseconds, at most `i32::MAX` of them.
+    pub delivery_timeout: Duration,
+    /// librdkafka `queue.buffering.max.messages`.
+    pub queue_max_messages: NonZeroU32,
+    /// librdkafka `compression.type`.
+    pub compression: Compression,
+    /// librdkafka setting → value; no reserved or secret setting.
+    pub extra: BTreeMap<String, String>,
+    /// librdkafka setting → name of the environment variable holding its value.
+    pub extra_env: BTreeMap<String, String>,
+}
+
+/// Validated `[heartbeat]`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HeartbeatConfig {
+    /// Time between two heartbeats.
+    pub interval: Duration,
+}
+
+/// Validated `[metrics]`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct MetricsConfig {
+    /// Self-metrics listen address.
+    pub addr: SocketAddr,
+}
+
+/// One bootstrap broker; displayed as `host:port`.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct BrokerAddr {
+    /// Host name or IP address (an IPv6 address keeps its brackets).
+    pub host: String,
+    /// TCP port, never 0.
+    pub port: u16,
+}
+
+impl fmt::Display for BrokerAddr {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}:{}", self.host, self.port)
+    }
+}
+
+/// Producer compression codec.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Compression {
+    /// `none`.
+    None,
+    /// `gzip` (needs a librdkafka built with zlib).
+    Gzip,
+    /// `snappy`.
+    Snappy,
+    /// `lz4`.
+    Lz4,
+    /// `zstd`.
+    Zstd,
+}
+
+impl Compression {
+    /// The value of librdkafka's `compression.type`, as written in the file.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::None => "none",
+            Self::Gzip => "gzip",
+            Self::Snappy => "snappy",
+            Self::Lz4 => "lz4",
+            Self::Zstd => "zstd",
+        }
+    }
+}
+
+impl fmt::Display for Compression {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl RawConfig {
+    /// Parses TOML text; unknown keys and values of the wrong type are refused.
+    pub fn from_toml_str(text: &str) -> Result<Self, ConfigError> {
+        toml::from_str(text).map_err(|source| {
+            let before = |start| text.bytes().take(start).filter(|b| *b == b'\n').count();
+            let line = source.span().map(|span| before(span.start) + 1);
+            ConfigError::Parse { line, source }
+        })
+    }
+
+    /// Checks every value and converts it to its real type. Pure: no file, network or
+    /// environment is read. The first invalid value is refused, naming its key and value.
+    pub fn validate(self) -> Result<Config, ConfigError> {
+        if let Some(id) = &self.collector_id
+            && id.trim().is_empty()
+        {
+            return Err(invalid("collector_id", id, "must not be blank"));
+        }
+        let otlp = self.otlp.validate()?;
+        let limits = self.limits.validate()?;
+        if limits.max_value_bytes > otlp.max_request_bytes {
+            let (value, max) = (limits.max_value_bytes, otlp.max_request_bytes);
+            let reason = format!("must not exceed otlp.max_request_bytes ({max})");
+            return Err(invalid("limits.max_value_bytes", value, reason));
+        }
+        let interval = parse_duration("heartbeat.interval", &self.heartbeat.interval)?;
+        Ok(Config {
+            collector_id: self.collector_id,
+            otlp,
+            limits,
+            kafka: self.kafka.validate()?,
+            heartbeat: HeartbeatConfig { interval },
+            metrics: MetricsConfig {
+                addr: socket_addr("metrics.addr", &self.metrics.addr)?,
+            },
+        })
+    }
+}
+
+const TLS_PAIR: &str = "otlp.tls_cert_path and otlp.tls_key_path go together, neither empty";
+
+impl RawOtlp {
+    fn validate(self) -> Result<OtlpConfig, ConfigError> {
+        if let Some(name) = &self.auth_token_env {
+            env_var_name("otlp.auth_token_env", name)?;
+        }
+        let tls = match (self.tls_cert_path, self.tls_key_path) {
+            (None, None) => None,
+            (Some(cert), Some(key)) if !cert.is_empty() && !key.is_empty() => Some(TlsConfig {
+                cert_path: cert.into(),
+                key_path: key.into(),
+            }),
+            (Some(cert), key) if key.is_none() || cert.is_empty() => {
+                return Err(invalid("otlp.tls_cert_path", cert, TLS_PAIR));
+            }
+            (_, key) => {
+                let key = key.unwrap_or_default();
+                return Err(invalid("otlp.tls_key_path", key, TLS_PAIR));
+            }
+        };
+        Ok(OtlpConfig {
+            grpc_addr: socket_addr("otlp.grpc_addr", &self.grpc_addr)?,
+            http_addr: socket_addr("otlp.http_addr", &self.http_addr)?,
+            max_request_bytes: nonzero_usize("otlp.max_request_bytes", self.max_request_bytes)?,
+            auth_token_env: self.auth_token_env,
+            tls,
+        })
+    }
+}
+
+impl RawLimits {
+    fn validate(self) -> Result<LimitsConfig, ConfigError> {
+        let nz = |key: &str, value| nonzero_usize(&format!("limits.{key}"), value);
+        Ok(LimitsConfig {
+            max_value_bytes: nz("max_value_bytes", self.max_value_bytes)?,
+            max_attributes_per_event: nz(
+                "max_attributes_per_event",
+                self.max_attributes_per_event,
+            )?,
+            max_events_per_request: nz("max_events_per_request", self.max_events_per_request)?,
+            max_rejected_copy_bytes: nz("max_rejected_copy_bytes", self.max_rejected_copy_bytes)?,
+        })
+    }
+}
+
+const COMPRESSIONS: &str = "expected none, gzip, snappy, lz4 or zstd";
+
+impl RawKafka {
+    fn validate(self) -> Result<KafkaConfig, ConfigError> {
+        let delivery_timeout = parse_duration("kafka.delivery_timeout", &self.delivery_timeout)?;
+        if delivery_timeout.as_millis() > u128::from(i32::MAX.unsigned_abs()) {
+            let reason = format!("must be at most {}ms", i32::MAX);
+            return Err(invalid(
+                "kafka.delivery_timeout",
+                self.delivery_timeout,
+                reason,
+            ));
+        }
+        let compression = match self.compression.as_str() {
+            "none" => Compression::None,
+            "gzip" => Compression::Gzip,
+            "snappy" => Compression::Snappy,
+            "lz4" => Compression::Lz4,
+            "zstd" => Compression::Zstd,
+            other => return Err(invalid("kafka.compression", other, COMPRESSIONS)),
+        };
+        for (name, value) in &self.extra {
+            let key = format!("kafka.extra.{name:?}");
+            if let Some(reason) = reserved_kafka_setting(name) {
+                return Err(invalid(key, value, reason));
+            }
+            if is_secret_setting(name) {
+                let reason = "a secret: name the variable holding it in kafka.extra_env instead";
+                return Err(invalid(key, NOT_SHOWN, reason));
+            }
+        }
+        for (name, var) in &self.extra_env {
+            let key = format!("kafka.extra_env.{name:?}");
+            if let Some(reason) = reserved_kafka_setting(name) {
+                return Err(invalid(key, var, reason));
+            }
+            if self.extra.contains_key(name) {
+                let reason = format!("kafka.extra.{name:?} is set too");
+                return Err(invalid(key, var, reason));
+            }
+            env_var_name(&key, var)?;
+        }
+        Ok(KafkaConfig {
+            brokers: parse_brokers(&self.brokers)?,
+            create_topics: self.create_topics,
+            partitions: nonzero_i32("kafka.partitions", self.partitions)?,
+            replication_factor: nonzero_i32("kafka.replication_factor", self.replication_factor)?,
+            delivery_timeout,
+            queue_max_messages: nonzero_i32("kafka.queue_max_messages", self.queue_max_messages)?,
+            compression,
+            extra: self.extra,
+            extra_env: self.extra_env,
+        })
+    }
+}
+
+impl Config {
+    /// Parses and validates TOML text.
+    pub fn from_toml_str(text: &str) -> Result<Self, ConfigError> {
+        RawConfig::from_toml_str(text)?.validate()
+    }
+
+    /// The brokers as librdkafka's `bootstrap.servers`: `host:port` joined with commas.
+    pub fn kafka_bootstrap_servers(&self) -> String {
+        let brokers: Vec<String> = self.kafka.brokers.iter().map(ToString::to_string).collect();
+        brokers.join(",")
+    }
+}
+
+/// Parses a duration written as a whole number and a unit, `ms`, `s`, `m` or `h`: "250ms", "5s",
+/// "2m", "1h". Zero, negative numbers, fractions, a missing or unknown unit are refused with an
+/// error naming `key` (the dotted path the value came from) and the value.
+pub fn parse_duration(key: &str, value: &str) -> Result<Duration, ConfigError> {
+    let bad = |reason: &str| invalid(key, value, reason);
+    let unit = value.trim_start_matches(|c: char| c.is_ascii_digit());
+    let digits = &value[..value.len() - unit.len()];
+    let millis_per_unit: u64 = match unit {
+        _ if digits.is_empty() => return Err(bad("expected a whole number and a unit, e.g. 5s")),
+        "ms" => 1,
+        "s" => 1_000,
+        "m" => 60_000,
+        "h" => 3_600_000,
+        "" => return Err(bad("missing unit: ms, s, m or h")),
+        _ => return Err(bad("unknown unit; expected ms, s, m or h")),
+    };
+    let millis = digits
+        .parse::<u64>()
+        .ok()
+        .and_then(|n| n.checked_mul(millis_per_unit));
+    match millis {
+        Some(0) => Err(bad("must be greater than zero")),
+        Some(millis) => Ok(Duration::from_millis(millis)),
+        None => Err(bad("too large")),
+    }
+}
+
+fn nonzero_usize(key: &str, value: i64) -> Result<NonZeroUsize, ConfigError> {
+    usize::try_from(value)
+        .ok()
+        .and_then(NonZeroUsize::new)
+        .ok_or_else(|| invalid(key, value, "must be at least 1"))
+}
+
+/// A count librdkafka or the Kafka admin API takes as a positive `i32`.
+fn nonzero_i32(key: &str, value: i64) -> Result<NonZeroU32, ConfigError> {
+    i32::try_from(value)
+        .ok()
+        .and_then(|v| u32::try_from(v).ok())
+        .and_then(NonZeroU32::new)
+        .ok_or_else(|| invalid(key, value, format!("must be between 1 and {}", i32::MAX)))
+}
+
+fn socket_addr(key: &str, value: &str) -> Result<SocketAddr, ConfigError> {
+    value
+        .parse()
+        .map_err(|_| invalid(key, value, "expected an IP address and a port"))
+}
+
+/// Refuses anything but a portable variable name; the value is not echoed, since a mistaken
+/// value here is most likely the secret itself.
+fn env_var_name(key: &str, name: &str) -> Result<(), ConfigError> {
+    let portable = name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
+        && name.starts_with(|c: char| c.is_ascii_alphabetic() || c == '_');
+    let reason = "expected the name of an environment variable (letters, digits, _)";
+    if !portable {
+        return Err(invalid(key, NOT_SHOWN, reason));
+    }
+    Ok(())
+}
+
+const GUARANTEE: &str = "cannot be overridden: clients get an answer only after an idempotent, \
+                         acks=all delivery";
+
+/// Why `kafka.extra` may not set this librdkafka setting, if it may not.
+fn reserved_kafka_setting(name: &str) -> Option<&'static str> {
+    match name {
+        "enable.idempotence" | "acks" | "request.required.acks" => Some(GUARANTEE),
+        "bootstrap.servers" | "metadata.broker.list" => Some("set by kafka.brokers"),
+        "compression.type" | "compression.codec" => Some("set by kafka.compression"),
+        "delivery.timeout.ms" | "message.timeout.ms" => Some("set by kafka.delivery_timeout"),
+        "queue.buffering.max.messages" => Some("set by kafka.queue_max_messages"),
+        _ => None,
+    }
+}
+
+/// librdkafka settings that hold a secret (`sasl.password`, `ssl.key.password`,
+/// `sasl.oauthbearer.client.secret`, an inline private key, ...).
+fn is_secret_setting(name: &str) -> bool {
+    name.ends_with("password") || name.contains("secret") || name == "ssl.key.pem"
+}
+
+fn parse_brokers(value: &str) -> Result<Vec<BrokerAddr>, ConfigError> {
+    const KEY: &str = "kafka.brokers";
+    if value.trim().is_empty() {
+        return Err(invalid(KEY, value, "expected at least one host:port"));
+    }
+    value
+        .split(',')
+        .map(|entry| {
+            let entry = entry.trim();
+            let bad = |reason: &str| invalid(KEY, entry, reason);
+            let Some((host, port)) = entry.rsplit_once(':') else {
+                return Err(bad("expected host:port"));
+            };
+            let bracketed = host.starts_with('[') && host.ends_with(']');
+            if host.is_empty()
+                || host.contains(char::is_whitespace)
+                || (host.contains(':') && !bracketed)
+            {
+                return Err(bad("expected host:port, with an IPv6 host in brackets"));
+            }
+            match port.parse::<u16>() {
+                Ok(port) if port != 0 => Ok(BrokerAddr {
+                    host: host.to_owned(),
+                    port,
+                }),
+                _ => Err(bad("expected a port from 1 to 65535")),
+            }
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn addr(text: &str) -> SocketAddr {
+        text.parse().unwrap()
+    }
+
+    fn refusal(text: &str) -> String {
+        Config::from_toml_str(text).unwrap_err().to_string()
+    }
+
+    #[test]
+    fn empty_file_validates_to_the_documented_defaults() {
+        let c = Config::from_toml_str("").unwrap();
+        let n = |v| NonZeroUsize::new(v).unwrap();
+        let n32 = |v| NonZeroU32::new(v).unwrap();
+        assert_eq!(c.collector_id, None);
+        assert_eq!(c.otlp.grpc_addr, addr("127.0.0.1:4317"));
+        assert_eq!(c.otlp.http_addr, addr("127.0.0.1:4318"));
+        assert_eq!(c.otlp.max_request_bytes, n(20_971_520));
+        assert!(c.otlp.auth_token_env.is_none() && c.otlp.tls.is_none());
+        let l = &c.limits;
+        assert_eq!(
+            [l.max_value_bytes, l.max_attributes_per_event],
+            [n(4096), n(128)]
+        );
+        assert_eq!(
+            [l.max_events_per_request, l.max_rejected_copy_bytes],
+            [n(100_000), n(4096)]
+        );
+        assert_eq!(c.kafka_bootstrap_servers(), "127.0.0.1:9092");
+        assert!(c.kafka.create_topics);
+        assert_eq!(
+            [c.kafka.partitions, c.kafka.replication_factor],
+            [n32(3), n32(1)]
+        );
+        assert_eq!(c.kafka.delivery_timeout, Duration::from_secs(5));
+        assert_eq!(c.kafka.queue_max_messages, n32(100_000));
+        assert_eq!(c.kafka.compression, Compression::Zstd);
+        assert!(c.kafka.extra.is_empty() && c.kafka.extra_env.is_empty());
+        assert_eq!(c.heartbeat.interval, Duration::from_secs(10));
+        assert_eq!(c.metrics.addr, addr("127.0.0.1:8888"));
+    }
+
+    #[test]
+    fn example_file_validates_to_the_defaults() {
+        let example = include_str!("../../deploy/collector.example.toml");
+        assert_eq!(
+            Config::from_toml_str(example).unwrap(),
+            Config::from_toml_str("").unwrap()
+        );
+    }
+
+    #[test]
+    fn refusals_name_the_key_and_the_value() {
+        let grpc_adr = refusal("[otlp]\ngrpc_adr = \"127.0.0.1:4317\"\n");
+        assert!(
+            grpc_adr.contains("at line 2: unknown field `grpc_adr`"),
+            "{grpc_adr}"
+        );
+        let typo = refusal("[kafka]\npartitions = \"3\"\n");
+        assert!(
+            typo.starts_with("cannot parse the configuration at line 2: "),
+            "{typo}"
+        );
+        for line in [
+            "kafka.partitions = 0",
+            "kafka.replication_factor = -1",
+            "kafka.compression = \"brotli\"",
+            "limits.max_value_bytes = 30000000",
+            "otlp.http_addr = \"localhost:4318\"",
+            "otlp.tls_cert_path = \"c.pem\"",
+        ] {
+            let (key, value) = line.split_once(" = ").unwrap();
+            let (section, field) = key.split_once('.').unwrap();
+            let err = refusal(&format!("[{section}]\n{field} = {value}\n"));
+            let want = format!("invalid {key} = {:?}: ", value.trim_matches('"'));
+            assert!(err.starts_with(&want), "{err}");
+        }
+    }
+
+    #[test]
+    fn durations() {
+        for (text, ms) in [
+            ("250ms", 250),
+            ("5s", 5_000),
+            ("2m", 120_000),
+            ("1h", 3_600_000),
+        ] {
+            assert_eq!(
+                parse_duration("k", text).unwrap(),
+                Duration::from_millis(ms)
+            );
+        }
+        for text in ["0s", "5", "5x", "", "-5s", "1.5s", " 5s"] {
+            let err = parse_duration("heartbeat.interval", text)
+                .unwrap_err()
+                .to_string();
+            assert!(
+                err.starts_with(&format!("invalid heartbeat.interval = {text:?}: ")),
+                "{err}"
+            );
+        }
+    }
+
+    #[test]
+    fn brokers() {
+        let c = Config::from_toml_str("[kafka]\nbrokers = \"a:1, [::1]:2\"\n").unwrap();
+        assert_eq!(
+            c.kafka.brokers[1],
+            BrokerAddr {
+                host: "[::1]".into(),
+                port: 2
+            }
+        );
+        assert_eq!(c.kafka_bootstrap_servers(), "a:1,[::1]:2");
+        for bad in ["a", "", "a:1,", "a:0", "::1:2"] {
+            let err = refusal(&format!("[kafka]\nbrokers = {bad:?}\n"));
+            assert!(err.starts_with("invalid kafka.brokers = "), "{err}");
+        }
+        assert!(refusal("[kafka]\nbrokers = \"a\"\n").contains("kafka.brokers = \"a\""));
+    }
+
+    #[test]
+    fn guarantee_settings_and_secrets_stay_out_of_extra() {
+        let err = refusal("[kafka.extra]\n\"enable.idempotence\" = \"false\"\n");
+        assert!(
+            err.starts_with("invalid kafka.extra.\"enable.idempotence\" = "),
+            "{err}"
+        );
+        let err = refusal("[kafka.extra]\n\"sasl.password\" = \"hunter2\"\n");
+        assert!(
+            err.contains("sasl.password") && !err.contains("hunter2"),
+            "{err}"
+        );
+        let env = "[kafka.extra_env]\n\"sasl.password\" = \"CANDOR_KAFKA_PASSWORD\"\n";
+        assert_eq!(Config::from_toml_str(env).unwrap().kafka.extra_env.len(), 1);
+        let err = refusal("[otlp]\nauth_token_env = \"s3cr3t-t0ken!\"\n");
+        assert!(
+            err.contains("otlp.auth_token_env") && !err.contains("s3cr3t"),
+            "{err}"
+        );
+    }
+}

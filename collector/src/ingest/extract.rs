@@ -1,0 +1,729 @@
+//! Extraction: from OTLP requests to typed records, with every refusal named.
+//!
+//! Pure functions. Every `tool.outcome` span event becomes an [`OutcomeEvent`] or a
+//! [`Rejection`]; every data point of `tool.outcomes` becomes an [`OutcomeCount`] or a
+//! [`Rejection`]. Nothing is dropped without one or the other, and what is neither (other spans,
+//! other metrics) is counted as ignored.
+
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+
+use candor_schema::names::{self, attr, resource};
+use candor_schema::proto::{OutcomeCount, OutcomeEvent, RECORD_SCHEMA_VERSION, Temporality};
+use candor_schema::{AccessFailureKind, OutcomeClass, PartialKind, RetryAction};
+use opentelemetry_proto::tonic::collector::metrics::v1::ExportMetricsServiceRequest;
+use opentelemetry_proto::tonic::collector::trace::v1::ExportTraceServiceRequest;
+use opentelemetry_proto::tonic::common::v1::{KeyValue, any_value};
+use opentelemetry_proto::tonic::metrics::v1::{
+    AggregationTemporality, NumberDataPoint, metric, number_data_point,
+};
+use opentelemetry_proto::tonic::resource::v1::Resource;
+use opentelemetry_proto::tonic::trace::v1::span;
+use prost::Message as _;
+use serde::Serialize;
+use sha2::{Digest, Sha256};
+
+/// What `service.name` is recorded as when the resource does not say (the OpenTelemetry default).
+pub const UNKNOWN_SERVICE: &str = "unknown_service";
+
+/// Bounds on what one request may carry.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Limits {
+    /// The longest attribute value, in bytes.
+    pub max_value_bytes: usize,
+    /// The most attributes one event or data point may have.
+    pub max_attributes_per_event: usize,
+    /// The most `tool.outcome` events one request may carry.
+    pub max_events_per_request: usize,
+    /// The longest copy of an offending input kept with its rejection.
+    pub max_rejected_copy_bytes: usize,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Self {
+            max_value_bytes: 4096,
+            max_attributes_per_event: 128,
+            max_events_per_request: 100_000,
+            max_rejected_copy_bytes: 4096,
+        }
+    }
+}
+
+/// Where and when a request was received.
+#[derive(Debug, Clone, Copy)]
+pub struct Received<'a> {
+    /// The collector's id, stamped on every record.
+    pub collector_id: &'a str,
+    /// When the request arrived, Unix nanoseconds.
+    pub time_unix_nano: u64,
+    /// The bounds to apply.
+    pub limits: &'a Limits,
+}
+
+/// Which OTLP signal a rejection came from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Signal {
+    /// Spans and their events.
+    Traces,
+    /// Metric data points.
+    Metrics,
+}
+
+impl Signal {
+    /// `traces` or `metrics`.
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            Signal::Traces => "traces",
+            Signal::Metrics => "metrics",
+        }
+    }
+}
+
+macro_rules! reasons {
+    ($($(#[$doc:meta])* $variant:ident => $wire:literal),+ $(,)?) => {
+        /// Why an event or a data point was refused: a closed set.
+        #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+        pub enum RejectReason {
+            $($(#[$doc])* $variant),+
+        }
+
+        impl RejectReason {
+            /// Every reason.
+            pub const ALL: &'static [RejectReason] = &[$(RejectReason::$variant),+];
+
+            /// The reason as it appears in metrics, responses and the rejected topic.
+            pub const fn as_str(self) -> &'static str {
+                match self {
+                    $(RejectReason::$variant => $wire),+
+                }
+            }
+        }
+    };
+}
+
+reasons! {
+    /// A required attribute is absent.
+    MissingAttribute => "missing_attribute",
+    /// An attribute has the wrong type (e.g. a string where an int belongs).
+    WrongType => "wrong_type",
+    /// A known attribute appears twice.
+    DuplicateAttribute => "duplicate_attribute",
+    /// `tool.outcome.class` is not a member of the contract's closed set.
+    UnknownClass => "unknown_class",
+    /// A `tool.outcome` event whose class is `success` or `empty`.
+    ClassNotAllowed => "class_not_allowed",
+    /// `tool.failure.kind` is not a member of the closed set.
+    UnknownKind => "unknown_kind",
+    /// `tool.retry.action` is not a member of the closed set.
+    UnknownAction => "unknown_action",
+    /// The kind or the action does not belong with the class (e.g. a Partial that was retried).
+    Inconsistent => "inconsistent",
+    /// An integer attribute is out of its range (a negative count, attempt 0).
+    OutOfRange => "out_of_range",
+    /// An attribute value is longer than `max_value_bytes`.
+    ValueTooLong => "value_too_long",
+    /// More attributes than `max_attributes_per_event`.
+    TooManyAttributes => "too_many_attributes",
+    /// More `tool.outcome` events in one request than `max_events_per_request`.
+    TooManyEvents => "too_many_events",
+    /// The span's trace id is not 16 bytes, or is all zero.
+    InvalidTraceId => "invalid_trace_id",
+    /// The span's span id is not 8 bytes, or is all zero.
+    InvalidSpanId => "invalid_span_id",
+    /// The event or data point has no time.
+    MissingTime => "missing_time",
+    /// `tool.outcomes` is not a monotonic sum.
+    WrongMetricType => "wrong_metric_type",
+    /// A `tool.outcomes` sum without delta or cumulative temporality.
+    UnspecifiedTemporality => "unspecified_temporality",
+    /// The whole request could not be decoded.
+    MalformedRequest => "malformed_request",
+}
+
+/// One refused event or data point, with what is needed to find and understand it later.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Rejection {
+    /// Why.
+    pub reason: RejectReason,
+    /// What exactly, e.g. `tool.outcome.class = "maybe"`; bounded.
+    pub detail: String,
+    /// Which signal.
+    pub signal: Signal,
+    /// The sending service, when known.
+    pub service_name: String,
+    /// A bounded JSON copy of the offending input.
+    pub input: Vec<u8>,
+    /// Whether `input` was cut to the bound.
+    pub input_truncated: bool,
+}
+
+/// What a trace export request held.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct TracesExtract {
+    /// One record per valid `tool.outcome` event.
+    pub events: Vec<OutcomeEvent>,
+    /// One per refused `tool.outcome` event.
+    pub rejections: Vec<Rejection>,
+    /// Spans that carried no `tool.outcome` event.
+    pub ignored_spans: u64,
+    /// `tool.outcome` events seen, valid or not.
+    pub outcome_events_seen: u64,
+}
+
+/// What a metrics export request held.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct MetricsExtract {
+    /// One record per valid `tool.outcomes` data point.
+    pub counts: Vec<OutcomeCount>,
+    /// One per refused data point (or per metric, when its type is wrong).
+    pub rejections: Vec<Rejection>,
+    /// Metrics other than `tool.outcomes`.
+    pub ignored_metrics: u64,
+    /// `tool.outcomes` data points seen, valid or not.
+    pub points_seen: u64,
+}
+
+/// A refusal before it is tied to its input.
+struct Refusal {
+    reason: RejectReason,
+    detail: String,
+}
+
+fn refuse(reason: RejectReason, detail: impl Into<String>) -> Refusal {
+    Refusal {
+        reason,
+        detail: detail.into(),
+    }
+}
+
+/// The service identity from a resource's attributes.
+struct Service {
+    name: String,
+    instance: String,
+}
+
+fn service_of(resource: Option<&Resource>) -> Service {
+    let mut service = Service {
+        name: UNKNOWN_SERVICE.to_owned(),
+        instance: String::new(),
+    };
+    for kv in resource
+        .map(|r| r.attributes.as_slice())
+        .unwrap_or_default()
+    {
+        let Some(any_value::Value::StringValue(value)) =
+            kv.value.as_ref().and_then(|v| v.value.as_ref())
+        else {
+            continue;
+        };
+        match kv.key.as_str() {
+            resource::SERVICE_NAME => service.name = bounded(value, 256),
+            resource::SERVICE_INSTANCE_ID => service.instance = bounded(value, 256),
+            _ => {}
+        }
+    }
+    service
+}
+
+/// Extracts the `tool.outcome` events of a trace export request.
+pub fn extract_traces(
+    request: &ExportTraceServiceRequest,
+    received: &Received<'_>,
+) -> TracesExtract {
+    let limits = received.limits;
+    let mut out = TracesExtract::default();
+    for resource_spans in &request.resource_spans {
+        let service = service_of(resource_spans.resource.as_ref());
+        for scope_spans in &resource_spans.scope_spans {
+            for span in &scope_spans.spans {
+                let mut carried = false;
+                for event in span
+                    .events
+                    .iter()
+                    .filter(|e| e.name == names::OUTCOME_EVENT)
+                {
+                    carried = true;
+                    out.outcome_events_seen += 1;
+                    let result = if out.outcome_events_seen > limits.max_events_per_request as u64 {
+                        Err(refuse(
+                            RejectReason::TooManyEvents,
+                            format!(
+                                "more than {} tool.outcome events in one request",
+                                limits.max_events_per_request
+                            ),
+                        ))
+                    } else {
+                        outcome_event(&span.trace_id, &span.span_id, event, &service, received)
+                    };
+                    match result {
+                        Ok(record) => out.events.push(record),
+                        Err(refusal) => out.rejections.push(rejection(
+                            refusal,
+                            Signal::Traces,
+                            &service,
+                            event,
+                            limits,
+                        )),
+                    }
+                }
+                if !carried {
+                    out.ignored_spans += 1;
+                }
+            }
+        }
+    }
+    out
+}
+
+/// Extracts the `tool.outcomes` data points of a metrics export request.
+pub fn extract_metrics(
+    request: &ExportMetricsServiceRequest,
+    received: &Received<'_>,
+) -> MetricsExtract {
+    let limits = received.limits;
+    let mut out = MetricsExtract::default();
+    for resource_metrics in &request.resource_metrics {
+        let service = service_of(resource_metrics.resource.as_ref());
+        for scope_metrics in &resource_metrics.scope_metrics {
+            for metric in &scope_metrics.metrics {
+                if metric.name != names::OUTCOMES_COUNTER {
+                    out.ignored_metrics += 1;
+                    continue;
+                }
+                let sum = match &metric.data {
+                    Some(metric::Data::Sum(sum)) if sum.is_monotonic => sum,
+                    other => {
+                        out.points_seen += 1;
+                        let detail = format!(
+                            "{} must be a monotonic sum, got {}",
+                            names::OUTCOMES_COUNTER,
+                            metric_type(other.as_ref())
+                        );
+                        out.rejections.push(rejection(
+                            refuse(RejectReason::WrongMetricType, detail),
+                            Signal::Metrics,
+                            &service,
+                            metric,
+                            limits,
+                        ));
+                        continue;
+                    }
+                };
+                let temporality =
+                    match AggregationTemporality::try_from(sum.aggregation_temporality) {
+                        Ok(AggregationTemporality::Delta) => Some(Temporality::Delta),
+                        Ok(AggregationTemporality::Cumulative) => Some(Temporality::Cumulative),
+                        _ => None,
+                    };
+                for point in &sum.data_points {
+                    out.points_seen += 1;
+                    let result = match temporality {
+                        Some(temporality) => outcome_count(point, temporality, &service, received),
+                        None => Err(refuse(
+                            RejectReason::UnspecifiedTemporality,
+                            format!("aggregation_temporality {}", sum.aggregation_temporality),
+                        )),
+                    };
+                    match result {
+                        Ok(record) => out.counts.push(record),
+                        Err(refusal) => out.rejections.push(rejection(
+                            refusal,
+                            Signal::Metrics,
+                            &service,
+                            point,
+                            limits,
+                        )),
+                    }
+                }
+            }
+        }
+    }
+    out
+}
+
+fn metric_type(data: Option<&metric::Data>) -> &'static str {
+    match data {
+        None => "no data",
+        Some(metric::Data::Gauge(_)) => "a gauge",
+        Some(metric::Data::Sum(_)) => "a non-monotonic sum",
+        Some(metric::Data::Histogram(_)) => "a histogram",
+        Some(metric::Data::ExponentialHistogram(_)) => "an exponential histogram",
+        Some(metric::Data::Summary(_)) => "a summary",
+    }
+}
+
+/// The attributes of one event or data point, checked against the limits, by key.
+struct Attributes<'a> {
+    by_key: BTreeMap<&'a str, &'a any_value::Value>,
+}
+
+impl<'a> Attributes<'a> {
+    fn read(kvs: &'a [KeyValue], limits: &Limits) -> Result<Self, Refusal> {
+        if kvs.len() > limits.max_attributes_per_event {
+            return Err(refuse(
+                RejectReason::TooManyAttributes,
+                format!(
+                    "{} attributes; the limit is {}",
+                    kvs.len(),
+                    limits.max_attributes_per_event
+                ),
+            ));
+        }
+        let mut by_key = BTreeMap::new();
+        for kv in kvs {
+            let Some(value) = kv.value.as_ref().and_then(|v| v.value.as_ref()) else {
+                continue;
+            };
+            let length = match value {
+                any_value::Value::StringValue(s) => s.len(),
+                any_value::Value::BytesValue(b) => b.len(),
+                _ => 0,
+            };
+            if length > limits.max_value_bytes || kv.key.len() > limits.max_value_bytes {
+                return Err(refuse(
+                    RejectReason::ValueTooLong,
+                    format!(
+                        "{} is {length} bytes; the limit is {}",
+                        bounded(&kv.key, 128),
+                        limits.max_value_bytes
+                    ),
+                ));
+            }
+            if by_key.insert(kv.key.as_str(), value).is_some()
+                && names::ALL.contains(&kv.key.as_str())
+            {
+                return Err(refuse(
+                    RejectReason::DuplicateAttribute,
+                    format!("{} appears twice", kv.key),
+                ));
+            }
+        }
+        Ok(Self { by_key })
+    }
+
+    fn string(&self, key: &'static str) -> Result<Option<&'a str>, Refusal> {
+        match self.by_key.get(key) {
+            None => Ok(None),
+            Some(any_value::Value::StringValue(value)) => Ok(Some(value)),
+            Some(other) => Err(refuse(
+                RejectReason::WrongType,
+                format!("{key} must be a string, got {}", value_type(other)),
+            )),
+        }
+    }
+
+    fn required_string(&self, key: &'static str) -> Result<&'a str, Refusal> {
+        self.string(key)?
+            .ok_or_else(|| refuse(RejectReason::MissingAttribute, format!("{key} is missing")))
+    }
+
+    fn int(&self, key: &'static str) -> Result<Option<i64>, Refusal> {
+        match self.by_key.get(key) {
+            None => Ok(None),
+            Some(any_value::Value::IntValue(value)) => Ok(Some(*value)),
+            Some(other) => Err(refuse(
+                RejectReason::WrongType,
+                format!("{key} must be an int, got {}", value_type(other)),
+            )),
+        }
+    }
+
+    fn unsigned<T: TryFrom<i64>>(&self, key: &'static str) -> Result<Option<T>, Refusal> {
+        match self.int(key)? {
+            None => Ok(None),
+            Some(value) => T::try_from(value).map(Some).map_err(|_| {
+                refuse(
+                    RejectReason::OutOfRange,
+                    format!("{key} = {value} is out of range"),
+                )
+            }),
+        }
+    }
+
+    fn required_unsigned<T: TryFrom<i64>>(&self, key: &'static str) -> Result<T, Refusal> {
+        self.unsigned(key)?
+            .ok_or_else(|| refuse(RejectReason::MissingAttribute, format!("{key} is missing")))
+    }
+}
+
+fn value_type(value: &any_value::Value) -> &'static str {
+    match value {
+        any_value::Value::StringValue(_) => "a string",
+        any_value::Value::BoolValue(_) => "a bool",
+        any_value::Value::IntValue(_) => "an int",
+        any_value::Value::DoubleValue(_) => "a double",
+        any_value::Value::ArrayValue(_) => "an array",
+        any_value::Value::KvlistValue(_) => "a key-value list",
+        any_value::Value::BytesValue(_) => "bytes",
+        #[allow(unreachable_patterns)]
+        _ => "another type",
+    }
+}
+
+fn outcome_event(
+    trace_id: &[u8],
+    span_id: &[u8],
+    event: &span::Event,
+    service: &Service,
+    received: &Received<'_>,
+) -> Result<OutcomeEvent, Refusal> {
+    if trace_id.len() != 16 || trace_id.iter().all(|b| *b == 0) {
+        return Err(refuse(
+            RejectReason::InvalidTraceId,
+            format!("trace id of {} bytes", trace_id.len()),
+        ));
+    }
+    if span_id.len() != 8 || span_id.iter().all(|b| *b == 0) {
+        return Err(refuse(
+            RejectReason::InvalidSpanId,
+            format!("span id of {} bytes", span_id.len()),
+        ));
+    }
+    if event.time_unix_nano == 0 {
+        return Err(refuse(RejectReason::MissingTime, "the event has no time"));
+    }
+    let attributes = Attributes::read(&event.attributes, received.limits)?;
+    let class_text = attributes.required_string(attr::OUTCOME_CLASS)?;
+    let class: OutcomeClass = class_text.parse().map_err(|err| {
+        refuse(
+            RejectReason::UnknownClass,
+            format!("{}: {err}", attr::OUTCOME_CLASS),
+        )
+    })?;
+    let kind_text = attributes.required_string(attr::FAILURE_KIND)?;
+    let kind: candor_schema::FailureKind = kind_text.parse().map_err(|err| {
+        refuse(
+            RejectReason::UnknownKind,
+            format!("{}: {err}", attr::FAILURE_KIND),
+        )
+    })?;
+    let action: RetryAction = attributes
+        .required_string(attr::RETRY_ACTION)?
+        .parse()
+        .map_err(|err| {
+            refuse(
+                RejectReason::UnknownAction,
+                format!("{}: {err}", attr::RETRY_ACTION),
+            )
+        })?;
+    let consistent = match class {
+        OutcomeClass::AccessFailure => {
+            kind_text.parse::<AccessFailureKind>().is_ok() && action != RetryAction::AcceptPartial
+        }
+        OutcomeClass::Partial => {
+            kind_text.parse::<PartialKind>().is_ok() && action == RetryAction::AcceptPartial
+        }
+        OutcomeClass::Success | OutcomeClass::Empty => {
+            return Err(refuse(
+                RejectReason::ClassNotAllowed,
+                format!(
+                    "{} event with class {class}: only access_failure and partial are events",
+                    names::OUTCOME_EVENT
+                ),
+            ));
+        }
+    };
+    if !consistent {
+        return Err(refuse(
+            RejectReason::Inconsistent,
+            format!("class {class} with kind {kind} and action {action}"),
+        ));
+    }
+    let attempt: u32 = attributes.required_unsigned(attr::RETRY_ATTEMPT)?;
+    let max_attempts: u32 = attributes.required_unsigned(attr::RETRY_MAX_ATTEMPTS)?;
+    if attempt == 0 || attempt > max_attempts {
+        return Err(refuse(
+            RejectReason::OutOfRange,
+            format!(
+                "{} = {attempt} with {} = {max_attempts}",
+                attr::RETRY_ATTEMPT,
+                attr::RETRY_MAX_ATTEMPTS
+            ),
+        ));
+    }
+    let backoff: Option<u64> = attributes.unsigned(attr::RETRY_BACKOFF_MS)?;
+    if action == RetryAction::Retry && backoff.is_none() {
+        return Err(refuse(
+            RejectReason::MissingAttribute,
+            format!("{} is missing for action retry", attr::RETRY_BACKOFF_MS),
+        ));
+    }
+    let tool_name = attributes.required_string(attr::TOOL_NAME)?;
+    let tool_target = attributes.required_string(attr::TOOL_TARGET)?;
+    let event_id = content_id(&[
+        service.name.as_bytes(),
+        service.instance.as_bytes(),
+        trace_id,
+        span_id,
+        &event.encode_to_vec(),
+    ]);
+    Ok(OutcomeEvent {
+        schema_version: RECORD_SCHEMA_VERSION,
+        event_id,
+        trace_id: hex(trace_id),
+        span_id: hex(span_id),
+        event_time_unix_nano: event.time_unix_nano,
+        service_name: service.name.clone(),
+        service_instance_id: service.instance.clone(),
+        outcome_class: class.as_str().to_owned(),
+        tool_name: tool_name.to_owned(),
+        tool_target: tool_target.to_owned(),
+        failure_kind: kind.as_str().to_owned(),
+        retry_action: action.as_str().to_owned(),
+        retry_attempt: attempt,
+        retry_max_attempts: max_attempts,
+        retry_backoff_ms: backoff,
+        http_status_code: attributes.unsigned(attr::HTTP_STATUS_CODE)?,
+        error_type: attributes.string(attr::ERROR_TYPE)?.map(str::to_owned),
+        partial_returned: attributes.unsigned(attr::PARTIAL_RETURNED)?,
+        partial_expected: attributes.unsigned(attr::PARTIAL_EXPECTED)?,
+        coverage: attributes.string(attr::COVERAGE)?.map(str::to_owned),
+        dropped: attributes.string(attr::DROPPED)?.map(str::to_owned),
+        authority: attributes.string(attr::AUTHORITY)?.map(str::to_owned),
+        received_time_unix_nano: received.time_unix_nano,
+        collector_id: received.collector_id.to_owned(),
+    })
+}
+
+fn outcome_count(
+    point: &NumberDataPoint,
+    temporality: Temporality,
+    service: &Service,
+    received: &Received<'_>,
+) -> Result<OutcomeCount, Refusal> {
+    if point.time_unix_nano == 0 {
+        return Err(refuse(
+            RejectReason::MissingTime,
+            "the data point has no time",
+        ));
+    }
+    let attributes = Attributes::read(&point.attributes, received.limits)?;
+    let class: OutcomeClass = attributes
+        .required_string(attr::OUTCOME_CLASS)?
+        .parse()
+        .map_err(|err| {
+            refuse(
+                RejectReason::UnknownClass,
+                format!("{}: {err}", attr::OUTCOME_CLASS),
+            )
+        })?;
+    let value = match point.value {
+        Some(number_data_point::Value::AsInt(value)) => u64::try_from(value).map_err(|_| {
+            refuse(
+                RejectReason::OutOfRange,
+                format!("the count is negative: {value}"),
+            )
+        })?,
+        Some(number_data_point::Value::AsDouble(value)) => {
+            return Err(refuse(
+                RejectReason::WrongType,
+                format!("the count must be an int, got the double {value}"),
+            ));
+        }
+        None => {
+            return Err(refuse(
+                RejectReason::MissingAttribute,
+                "the data point has no value",
+            ));
+        }
+    };
+    let point_id = content_id(&[
+        service.name.as_bytes(),
+        service.instance.as_bytes(),
+        names::OUTCOMES_COUNTER.as_bytes(),
+        &point.encode_to_vec(),
+    ]);
+    Ok(OutcomeCount {
+        schema_version: RECORD_SCHEMA_VERSION,
+        point_id,
+        service_name: service.name.clone(),
+        service_instance_id: service.instance.clone(),
+        tool_name: attributes.required_string(attr::TOOL_NAME)?.to_owned(),
+        tool_target: attributes.required_string(attr::TOOL_TARGET)?.to_owned(),
+        outcome_class: class.as_str().to_owned(),
+        start_time_unix_nano: point.start_time_unix_nano,
+        time_unix_nano: point.time_unix_nano,
+        value,
+        temporality: temporality.into(),
+        received_time_unix_nano: received.time_unix_nano,
+        collector_id: received.collector_id.to_owned(),
+    })
+}
+
+fn rejection<T: Serialize>(
+    refusal: Refusal,
+    signal: Signal,
+    service: &Service,
+    input: &T,
+    limits: &Limits,
+) -> Rejection {
+    let mut copy = serde_json::to_vec(input)
+        .unwrap_or_else(|err| format!("unserialisable input: {err}").into_bytes());
+    let input_truncated = copy.len() > limits.max_rejected_copy_bytes;
+    copy.truncate(limits.max_rejected_copy_bytes);
+    Rejection {
+        reason: refusal.reason,
+        detail: bounded(&refusal.detail, 1024),
+        signal,
+        service_name: service.name.clone(),
+        input: copy,
+        input_truncated,
+    }
+}
+
+/// A 128-bit hex id from the SHA-256 of the parts, each length-prefixed so that no two
+/// different part lists hash alike.
+fn content_id(parts: &[&[u8]]) -> String {
+    let mut hasher = Sha256::new();
+    for part in parts {
+        hasher.update((part.len() as u64).to_be_bytes());
+        hasher.update(part);
+    }
+    hex(&hasher.finalize()[..16])
+}
+
+fn hex(bytes: &[u8]) -> String {
+    let mut out = String::with_capacity(bytes.len() * 2);
+    for byte in bytes {
+        let _ = write!(out, "{byte:02x}");
+    }
+    out
+}
+
+/// At most `max` bytes of `text`, cut at a character boundary, marked when cut.
+fn bounded(text: &str, max: usize) -> String {
+    if text.len() <= max {
+        return text.to_owned();
+    }
+    let mut end = max;
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    format!("{}…", &text[..end])
+}
+
+/// One line for OTLP's `partial_success.error_message`: how many were refused, and why.
+pub fn summarize(rejections: &[Rejection], what: &str) -> String {
+    let mut by_reason: BTreeMap<&str, usize> = BTreeMap::new();
+    for rejection in rejections {
+        *by_reason.entry(rejection.reason.as_str()).or_default() += 1;
+    }
+    let reasons: Vec<String> = by_reason
+        .iter()
+        .map(|(reason, n)| format!("{reason} ({n})"))
+        .collect();
+    let first = rejections
+        .first()
+        .map(|r| format!("; first: {}", r.detail))
+        .unwrap_or_default();
+    format!(
+        "rejected {} {what}: {}{first}",
+        rejections.len(),
+        reasons.join(", ")
+    )
+}
+
+#[cfg(test)]
+#[path = "extract_tests.rs"]
+mod tests;

@@ -1,0 +1,1054 @@
+//! Tests of extraction: every `tool.outcome` event and every `tool.outcomes` point becomes a
+//! record or a named rejection, and nothing else happens to it.
+//!
+//! Wire names are always spelled through `candor_schema::names` (a workspace test forbids
+//! repeating them as literals); vocabulary spellings such as "access_failure" are literals on
+//! purpose, to pin what the wire carries.
+
+use std::collections::HashSet;
+
+use opentelemetry_proto::tonic::common::v1::AnyValue;
+use opentelemetry_proto::tonic::metrics::v1::{Gauge, Metric, ResourceMetrics, ScopeMetrics, Sum};
+use opentelemetry_proto::tonic::trace::v1::{ResourceSpans, ScopeSpans, Span};
+use proptest::prelude::*;
+
+use super::*;
+
+const TRACE_ID: [u8; 16] = [1; 16];
+const SPAN_ID: [u8; 8] = [2; 8];
+const OTHER_SPAN_ID: [u8; 8] = [3; 8];
+const EVENT_TIME: u64 = 1_799_999_999_000_000_000;
+const RECEIVED_TIME: u64 = 1_800_000_000_000_000_000;
+const POINT_START: u64 = 1_799_999_000_000_000_000;
+const COLLECTOR: &str = "c-1";
+const TARGET: &str = "http://search.test/v1";
+
+// ---- builders ----------------------------------------------------------------------------------
+
+fn kv(key: &str, value: any_value::Value) -> KeyValue {
+    KeyValue {
+        key: key.to_owned(),
+        value: Some(AnyValue { value: Some(value) }),
+        ..Default::default()
+    }
+}
+
+fn kv_str(key: &str, value: &str) -> KeyValue {
+    kv(key, any_value::Value::StringValue(value.to_owned()))
+}
+
+fn kv_int(key: &str, value: i64) -> KeyValue {
+    kv(key, any_value::Value::IntValue(value))
+}
+
+fn good_event_attributes() -> Vec<KeyValue> {
+    vec![
+        kv_str(attr::OUTCOME_CLASS, "access_failure"),
+        kv_str(attr::TOOL_NAME, "search"),
+        kv_str(attr::TOOL_TARGET, TARGET),
+        kv_str(attr::FAILURE_KIND, "server_error"),
+        kv_str(attr::RETRY_ACTION, "retry"),
+        kv_int(attr::RETRY_ATTEMPT, 1),
+        kv_int(attr::RETRY_MAX_ATTEMPTS, 3),
+        kv_int(attr::RETRY_BACKOFF_MS, 100),
+        kv_int(attr::HTTP_STATUS_CODE, 503),
+        kv_str(attr::ERROR_TYPE, "503"),
+        kv_str(attr::AUTHORITY, "svc"),
+    ]
+}
+
+fn good_partial_attributes() -> Vec<KeyValue> {
+    vec![
+        kv_str(attr::OUTCOME_CLASS, "partial"),
+        kv_str(attr::TOOL_NAME, "search"),
+        kv_str(attr::TOOL_TARGET, TARGET),
+        kv_str(attr::FAILURE_KIND, "declared_total"),
+        kv_str(attr::RETRY_ACTION, "accept_partial"),
+        kv_int(attr::RETRY_ATTEMPT, 1),
+        kv_int(attr::RETRY_MAX_ATTEMPTS, 3),
+        kv_int(attr::PARTIAL_RETURNED, 3),
+        kv_int(attr::PARTIAL_EXPECTED, 10),
+        kv_str(attr::COVERAGE, "items 1-3 of 10"),
+        kv_str(attr::DROPPED, "7 item(s)"),
+    ]
+}
+
+/// `attributes` with `key` set to `value`: the first occurrence replaced, or one appended.
+fn with(mut attributes: Vec<KeyValue>, key: &str, value: any_value::Value) -> Vec<KeyValue> {
+    match attributes.iter_mut().find(|existing| existing.key == key) {
+        Some(existing) => existing.value = Some(AnyValue { value: Some(value) }),
+        None => attributes.push(kv(key, value)),
+    }
+    attributes
+}
+
+fn with_str(attributes: Vec<KeyValue>, key: &str, value: &str) -> Vec<KeyValue> {
+    with(
+        attributes,
+        key,
+        any_value::Value::StringValue(value.to_owned()),
+    )
+}
+
+fn with_int(attributes: Vec<KeyValue>, key: &str, value: i64) -> Vec<KeyValue> {
+    with(attributes, key, any_value::Value::IntValue(value))
+}
+
+fn without(mut attributes: Vec<KeyValue>, key: &str) -> Vec<KeyValue> {
+    attributes.retain(|kv| kv.key != key);
+    attributes
+}
+
+fn event_with(attributes: Vec<KeyValue>) -> span::Event {
+    span::Event {
+        time_unix_nano: EVENT_TIME,
+        name: names::OUTCOME_EVENT.to_owned(),
+        attributes,
+        dropped_attributes_count: 0,
+    }
+}
+
+fn good_event() -> span::Event {
+    event_with(good_event_attributes())
+}
+
+fn span_of(trace_id: &[u8], span_id: &[u8], events: Vec<span::Event>) -> Span {
+    Span {
+        trace_id: trace_id.to_vec(),
+        span_id: span_id.to_vec(),
+        name: names::TOOL_CALL_SPAN.to_owned(),
+        events,
+        ..Default::default()
+    }
+}
+
+fn service_resource() -> Resource {
+    Resource {
+        attributes: vec![
+            kv_str(resource::SERVICE_NAME, "checkout"),
+            kv_str(resource::SERVICE_INSTANCE_ID, "i-1"),
+        ],
+        ..Default::default()
+    }
+}
+
+fn request_of(resource: Option<Resource>, spans: Vec<Span>) -> ExportTraceServiceRequest {
+    ExportTraceServiceRequest {
+        resource_spans: vec![ResourceSpans {
+            resource,
+            scope_spans: vec![ScopeSpans {
+                spans,
+                ..Default::default()
+            }],
+            ..Default::default()
+        }],
+    }
+}
+
+fn request(events: Vec<span::Event>) -> ExportTraceServiceRequest {
+    request_of(
+        Some(service_resource()),
+        vec![span_of(&TRACE_ID, &SPAN_ID, events)],
+    )
+}
+
+fn received(limits: &Limits) -> Received<'_> {
+    Received {
+        collector_id: COLLECTOR,
+        time_unix_nano: RECEIVED_TIME,
+        limits,
+    }
+}
+
+fn traces(request: &ExportTraceServiceRequest) -> TracesExtract {
+    extract_traces(request, &received(&Limits::default()))
+}
+
+fn is_hex(text: &str, len: usize) -> bool {
+    text.len() == len && text.bytes().all(|b| b"0123456789abcdef".contains(&b))
+}
+
+// ---- events ------------------------------------------------------------------------------------
+
+#[test]
+fn a_good_access_failure_event_becomes_one_complete_record() {
+    let out = traces(&request(vec![good_event()]));
+    assert!(
+        out.rejections.is_empty(),
+        "good access_failure: rejected {:?}",
+        out.rejections
+    );
+    assert_eq!(out.events.len(), 1, "good access_failure: one record");
+    let record = &out.events[0];
+    assert!(
+        is_hex(&record.event_id, 32),
+        "good access_failure: event_id {:?}",
+        record.event_id
+    );
+    let expected = OutcomeEvent {
+        schema_version: 1,
+        event_id: record.event_id.clone(),
+        trace_id: "01".repeat(16),
+        span_id: "02".repeat(8),
+        event_time_unix_nano: EVENT_TIME,
+        service_name: "checkout".to_owned(),
+        service_instance_id: "i-1".to_owned(),
+        outcome_class: "access_failure".to_owned(),
+        tool_name: "search".to_owned(),
+        tool_target: TARGET.to_owned(),
+        failure_kind: "server_error".to_owned(),
+        retry_action: "retry".to_owned(),
+        retry_attempt: 1,
+        retry_max_attempts: 3,
+        retry_backoff_ms: Some(100),
+        http_status_code: Some(503),
+        error_type: Some("503".to_owned()),
+        partial_returned: None,
+        partial_expected: None,
+        coverage: None,
+        dropped: None,
+        authority: Some("svc".to_owned()),
+        received_time_unix_nano: RECEIVED_TIME,
+        collector_id: COLLECTOR.to_owned(),
+    };
+    assert_eq!(record, &expected, "good access_failure: every field");
+    assert_eq!(
+        record.schema_version, RECORD_SCHEMA_VERSION,
+        "good access_failure: schema version"
+    );
+    assert_eq!(
+        (out.outcome_events_seen, out.ignored_spans),
+        (1, 0),
+        "good access_failure: counters"
+    );
+}
+
+#[test]
+fn a_good_partial_event_becomes_a_record_with_its_extent() {
+    let out = traces(&request(vec![event_with(good_partial_attributes())]));
+    assert!(
+        out.rejections.is_empty(),
+        "good partial: rejected {:?}",
+        out.rejections
+    );
+    assert_eq!(out.events.len(), 1, "good partial: one record");
+    let record = &out.events[0];
+    assert_eq!(record.outcome_class, "partial", "good partial: class");
+    assert_eq!(record.failure_kind, "declared_total", "good partial: kind");
+    assert_eq!(
+        record.retry_action, "accept_partial",
+        "good partial: action"
+    );
+    assert_eq!(record.partial_returned, Some(3), "good partial: returned");
+    assert_eq!(record.partial_expected, Some(10), "good partial: expected");
+    assert_eq!(
+        record.coverage.as_deref(),
+        Some("items 1-3 of 10"),
+        "good partial: coverage"
+    );
+    assert_eq!(
+        record.dropped.as_deref(),
+        Some("7 item(s)"),
+        "good partial: dropped"
+    );
+    assert_eq!(record.retry_backoff_ms, None, "good partial: no backoff");
+    assert_eq!(record.http_status_code, None, "good partial: no status");
+}
+
+fn only_event_id(
+    request: &ExportTraceServiceRequest,
+    received: &Received<'_>,
+    case: &str,
+) -> String {
+    let out = extract_traces(request, received);
+    assert_eq!(
+        out.events.len(),
+        1,
+        "{case}: one record, rejections {:?}",
+        out.rejections
+    );
+    out.events[0].event_id.clone()
+}
+
+#[test]
+fn event_id_is_deterministic_from_the_content() {
+    let limits = Limits::default();
+    let base = only_event_id(&request(vec![good_event()]), &received(&limits), "base");
+    let again = only_event_id(&request(vec![good_event()]), &received(&limits), "again");
+    assert_eq!(base, again, "same request twice: same id");
+
+    let later = Received {
+        collector_id: "c-2",
+        time_unix_nano: RECEIVED_TIME + 5,
+        limits: &limits,
+    };
+    let retried = only_event_id(
+        &request(vec![good_event()]),
+        &later,
+        "retry to another collector",
+    );
+    assert_eq!(
+        base, retried,
+        "a retried export received elsewhere keeps its id"
+    );
+
+    let changed = event_with(with_str(good_event_attributes(), attr::AUTHORITY, "svc-2"));
+    let changed = only_event_id(
+        &request(vec![changed]),
+        &received(&limits),
+        "changed attribute",
+    );
+    assert_ne!(base, changed, "one attribute value changed: new id");
+
+    let mut moved = good_event();
+    moved.time_unix_nano += 1;
+    let moved = only_event_id(&request(vec![moved]), &received(&limits), "changed time");
+    assert_ne!(base, moved, "event time changed: new id");
+
+    let two_spans = request_of(
+        Some(service_resource()),
+        vec![
+            span_of(&TRACE_ID, &SPAN_ID, vec![good_event()]),
+            span_of(&TRACE_ID, &OTHER_SPAN_ID, vec![good_event()]),
+        ],
+    );
+    let out = traces(&two_spans);
+    assert_eq!(out.events.len(), 2, "two spans: two records");
+    assert_ne!(
+        out.events[0].event_id, out.events[1].event_id,
+        "identical events in two spans: different ids"
+    );
+}
+
+struct Case {
+    name: &'static str,
+    bad: Span,
+    reason: RejectReason,
+    mentions: &'static str,
+}
+
+fn bad_event(attributes: Vec<KeyValue>) -> Span {
+    span_of(&TRACE_ID, &OTHER_SPAN_ID, vec![event_with(attributes)])
+}
+
+fn rejection_cases() -> Vec<Case> {
+    let good = good_event_attributes;
+    let mut twice = good();
+    twice.push(kv_str(attr::OUTCOME_CLASS, "access_failure"));
+    let mut timeless = good_event();
+    timeless.time_unix_nano = 0;
+    let crowd: Vec<KeyValue> = (0..10_000)
+        .map(|i| kv_int(&format!("extra.{i}"), i))
+        .collect();
+    use RejectReason as R;
+    vec![
+        Case {
+            name: "missing class",
+            bad: bad_event(without(good(), attr::OUTCOME_CLASS)),
+            reason: R::MissingAttribute,
+            mentions: attr::OUTCOME_CLASS,
+        },
+        Case {
+            name: "unknown class",
+            bad: bad_event(with_str(good(), attr::OUTCOME_CLASS, "maybe")),
+            reason: R::UnknownClass,
+            mentions: attr::OUTCOME_CLASS,
+        },
+        Case {
+            name: "differently cased class",
+            bad: bad_event(with_str(good(), attr::OUTCOME_CLASS, "Access_Failure")),
+            reason: R::UnknownClass,
+            mentions: attr::OUTCOME_CLASS,
+        },
+        Case {
+            name: "class success",
+            bad: bad_event(with_str(good(), attr::OUTCOME_CLASS, "success")),
+            reason: R::ClassNotAllowed,
+            mentions: "success",
+        },
+        Case {
+            name: "unknown kind",
+            bad: bad_event(with_str(good(), attr::FAILURE_KIND, "melted")),
+            reason: R::UnknownKind,
+            mentions: attr::FAILURE_KIND,
+        },
+        Case {
+            name: "unknown action",
+            bad: bad_event(with_str(good(), attr::RETRY_ACTION, "again")),
+            reason: R::UnknownAction,
+            mentions: attr::RETRY_ACTION,
+        },
+        Case {
+            name: "partial retried",
+            bad: bad_event(with_str(
+                good_partial_attributes(),
+                attr::RETRY_ACTION,
+                "retry",
+            )),
+            reason: R::Inconsistent,
+            mentions: "partial",
+        },
+        Case {
+            name: "access_failure with size_cap",
+            bad: bad_event(with_str(good(), attr::FAILURE_KIND, "size_cap")),
+            reason: R::Inconsistent,
+            mentions: "size_cap",
+        },
+        Case {
+            name: "attempt as a string",
+            bad: bad_event(with_str(good(), attr::RETRY_ATTEMPT, "1")),
+            reason: R::WrongType,
+            mentions: attr::RETRY_ATTEMPT,
+        },
+        Case {
+            name: "attempt 0",
+            bad: bad_event(with_int(good(), attr::RETRY_ATTEMPT, 0)),
+            reason: R::OutOfRange,
+            mentions: attr::RETRY_ATTEMPT,
+        },
+        Case {
+            name: "attempt 4 of 3",
+            bad: bad_event(with_int(good(), attr::RETRY_ATTEMPT, 4)),
+            reason: R::OutOfRange,
+            mentions: attr::RETRY_MAX_ATTEMPTS,
+        },
+        Case {
+            name: "negative status",
+            bad: bad_event(with_int(good(), attr::HTTP_STATUS_CODE, -1)),
+            reason: R::OutOfRange,
+            mentions: attr::HTTP_STATUS_CODE,
+        },
+        Case {
+            name: "retry without backoff",
+            bad: bad_event(without(good(), attr::RETRY_BACKOFF_MS)),
+            reason: R::MissingAttribute,
+            mentions: attr::RETRY_BACKOFF_MS,
+        },
+        Case {
+            name: "5000-byte target",
+            bad: bad_event(with_str(good(), attr::TOOL_TARGET, &"x".repeat(5000))),
+            reason: R::ValueTooLong,
+            mentions: attr::TOOL_TARGET,
+        },
+        Case {
+            name: "10000 attributes",
+            bad: bad_event(crowd),
+            reason: R::TooManyAttributes,
+            mentions: "10000",
+        },
+        Case {
+            name: "class twice",
+            bad: bad_event(twice),
+            reason: R::DuplicateAttribute,
+            mentions: attr::OUTCOME_CLASS,
+        },
+        Case {
+            name: "event time 0",
+            bad: span_of(&TRACE_ID, &OTHER_SPAN_ID, vec![timeless]),
+            reason: R::MissingTime,
+            mentions: "time",
+        },
+        Case {
+            name: "3-byte trace id",
+            bad: span_of(&[1, 2, 3], &OTHER_SPAN_ID, vec![good_event()]),
+            reason: R::InvalidTraceId,
+            mentions: "3 bytes",
+        },
+        Case {
+            name: "all-zero span id",
+            bad: span_of(&TRACE_ID, &[0; 8], vec![good_event()]),
+            reason: R::InvalidSpanId,
+            mentions: "span id",
+        },
+    ]
+}
+
+#[test]
+fn each_bad_event_is_rejected_for_its_reason_and_its_neighbour_still_passes() {
+    for case in rejection_cases() {
+        let name = case.name;
+        let good = span_of(&TRACE_ID, &SPAN_ID, vec![good_event()]);
+        let out = traces(&request_of(Some(service_resource()), vec![good, case.bad]));
+        assert_eq!(out.outcome_events_seen, 2, "{name}: events seen");
+        assert_eq!(
+            out.rejections.len(),
+            1,
+            "{name}: one rejection, got {:?}",
+            out.rejections
+        );
+        let rejection = &out.rejections[0];
+        assert_eq!(
+            rejection.reason, case.reason,
+            "{name}: reason (detail {:?})",
+            rejection.detail
+        );
+        assert!(
+            rejection.detail.contains(case.mentions),
+            "{name}: detail {:?} should mention {:?}",
+            rejection.detail,
+            case.mentions
+        );
+        assert_eq!(rejection.signal, Signal::Traces, "{name}: signal");
+        assert_eq!(rejection.service_name, "checkout", "{name}: service");
+        assert_eq!(
+            out.events.len(),
+            1,
+            "{name}: the good neighbour still becomes a record"
+        );
+        assert_eq!(
+            out.events[0].span_id,
+            hex(&SPAN_ID),
+            "{name}: the record is the good neighbour"
+        );
+    }
+}
+
+#[test]
+fn hostile_but_legal_targets_are_stored_verbatim() {
+    for target in [
+        "../../etc/passwd",
+        "检索/😀",
+        "line one\nline two \"quoted\" 'single'",
+    ] {
+        let out = traces(&request(vec![event_with(with_str(
+            good_event_attributes(),
+            attr::TOOL_TARGET,
+            target,
+        ))]));
+        assert!(
+            out.rejections.is_empty(),
+            "target {target:?}: rejected {:?}",
+            out.rejections
+        );
+        assert_eq!(out.events.len(), 1, "target {target:?}: one record");
+        assert_eq!(
+            out.events[0].tool_target, target,
+            "target {target:?}: stored verbatim"
+        );
+    }
+}
+
+#[test]
+fn events_beyond_the_request_limit_are_rejected_one_by_one() {
+    let limits = Limits {
+        max_events_per_request: 2,
+        ..Limits::default()
+    };
+    let events: Vec<span::Event> = (0..5)
+        .map(|i| span::Event {
+            time_unix_nano: EVENT_TIME + i,
+            ..good_event()
+        })
+        .collect();
+    let out = extract_traces(&request(events), &received(&limits));
+    assert_eq!(out.events.len(), 2, "too many events: the first two pass");
+    assert_eq!(out.rejections.len(), 3, "too many events: three rejections");
+    assert!(
+        out.rejections
+            .iter()
+            .all(|r| r.reason == RejectReason::TooManyEvents),
+        "too many events: reasons {:?}",
+        out.rejections
+    );
+    assert_eq!(out.outcome_events_seen, 5, "too many events: all seen");
+}
+
+#[test]
+fn the_rejected_copy_is_bounded_and_otherwise_json() {
+    let bad = || {
+        request(vec![event_with(with_str(
+            good_event_attributes(),
+            attr::OUTCOME_CLASS,
+            "maybe",
+        ))])
+    };
+
+    let small = Limits {
+        max_rejected_copy_bytes: 64,
+        ..Limits::default()
+    };
+    let out = extract_traces(&bad(), &received(&small));
+    assert_eq!(out.rejections.len(), 1, "64-byte bound: one rejection");
+    assert!(
+        out.rejections[0].input.len() <= 64,
+        "64-byte bound: copy of {} bytes",
+        out.rejections[0].input.len()
+    );
+    assert!(
+        out.rejections[0].input_truncated,
+        "64-byte bound: marked truncated"
+    );
+
+    let out = traces(&bad());
+    assert_eq!(out.rejections.len(), 1, "default bound: one rejection");
+    let copy = &out.rejections[0];
+    assert!(
+        !copy.input_truncated,
+        "default bound: a small event is not truncated"
+    );
+    assert!(
+        serde_json::from_slice::<serde_json::Value>(&copy.input).is_ok(),
+        "default bound: the copy is JSON"
+    );
+    let text = String::from_utf8_lossy(&copy.input);
+    assert!(
+        text.contains(names::OUTCOME_EVENT),
+        "default bound: the copy names the event: {text}"
+    );
+    assert!(
+        text.contains("maybe"),
+        "default bound: the copy holds the offending value: {text}"
+    );
+}
+
+#[test]
+fn other_spans_and_other_events_are_ignored_and_counted() {
+    let exception = span::Event {
+        time_unix_nano: EVENT_TIME,
+        name: "exception".to_owned(),
+        ..Default::default()
+    };
+    let spans = vec![
+        span_of(&TRACE_ID, &SPAN_ID, Vec::new()),
+        span_of(&TRACE_ID, &OTHER_SPAN_ID, vec![exception.clone()]),
+        span_of(&TRACE_ID, &[4; 8], vec![exception, good_event()]),
+    ];
+    let out = traces(&request_of(Some(service_resource()), spans));
+    assert_eq!(
+        out.ignored_spans, 2,
+        "ignored: two spans carry no outcome event"
+    );
+    assert_eq!(
+        out.outcome_events_seen, 1,
+        "ignored: only the outcome event is seen"
+    );
+    assert_eq!(out.events.len(), 1, "ignored: one record");
+    assert!(
+        out.rejections.is_empty(),
+        "ignored: an exception event is no rejection: {:?}",
+        out.rejections
+    );
+}
+
+#[test]
+fn a_resource_without_service_name_gives_the_unknown_service() {
+    let instance_only = Resource {
+        attributes: vec![kv_str(resource::SERVICE_INSTANCE_ID, "i-1")],
+        ..Default::default()
+    };
+    for (case, resource) in [
+        ("instance only", Some(instance_only)),
+        ("no resource", None),
+    ] {
+        let out = traces(&request_of(
+            resource,
+            vec![span_of(&TRACE_ID, &SPAN_ID, vec![good_event()])],
+        ));
+        assert_eq!(out.events.len(), 1, "{case}: one record");
+        assert_eq!(
+            out.events[0].service_name, UNKNOWN_SERVICE,
+            "{case}: service name"
+        );
+    }
+}
+
+// ---- metrics -----------------------------------------------------------------------------------
+
+fn point(class: &str, value: number_data_point::Value) -> NumberDataPoint {
+    NumberDataPoint {
+        attributes: vec![
+            kv_str(attr::OUTCOME_CLASS, class),
+            kv_str(attr::TOOL_NAME, "search"),
+            kv_str(attr::TOOL_TARGET, TARGET),
+        ],
+        start_time_unix_nano: POINT_START,
+        time_unix_nano: EVENT_TIME,
+        value: Some(value),
+        ..Default::default()
+    }
+}
+
+fn count(class: &str, n: i64) -> NumberDataPoint {
+    point(class, number_data_point::Value::AsInt(n))
+}
+
+fn sum_metric(name: &str, temporality: i32, data_points: Vec<NumberDataPoint>) -> Metric {
+    let sum = Sum {
+        data_points,
+        aggregation_temporality: temporality,
+        is_monotonic: true,
+    };
+    Metric {
+        name: name.to_owned(),
+        data: Some(metric::Data::Sum(sum)),
+        ..Default::default()
+    }
+}
+
+fn outcomes(temporality: AggregationTemporality, data_points: Vec<NumberDataPoint>) -> Metric {
+    sum_metric(names::OUTCOMES_COUNTER, temporality as i32, data_points)
+}
+
+fn metrics_of(metrics: Vec<Metric>) -> MetricsExtract {
+    let request = ExportMetricsServiceRequest {
+        resource_metrics: vec![ResourceMetrics {
+            resource: Some(service_resource()),
+            scope_metrics: vec![ScopeMetrics {
+                metrics,
+                ..Default::default()
+            }],
+            ..Default::default()
+        }],
+    };
+    extract_metrics(&request, &received(&Limits::default()))
+}
+
+fn four_classes() -> Vec<NumberDataPoint> {
+    vec![
+        count("success", 5),
+        count("empty", 1),
+        count("partial", 0),
+        count("access_failure", 2),
+    ]
+}
+
+#[test]
+fn a_cumulative_sum_becomes_one_count_per_point() {
+    let out = metrics_of(vec![outcomes(
+        AggregationTemporality::Cumulative,
+        four_classes(),
+    )]);
+    assert!(
+        out.rejections.is_empty(),
+        "cumulative: rejected {:?}",
+        out.rejections
+    );
+    assert_eq!(out.points_seen, 4, "cumulative: points seen");
+    let got: Vec<(&str, u64)> = out
+        .counts
+        .iter()
+        .map(|c| (c.outcome_class.as_str(), c.value))
+        .collect();
+    assert_eq!(
+        got,
+        [
+            ("success", 5_u64),
+            ("empty", 1),
+            ("partial", 0),
+            ("access_failure", 2)
+        ],
+        "cumulative: classes and values"
+    );
+    for record in &out.counts {
+        let class = &record.outcome_class;
+        assert_eq!(
+            record.temporality,
+            Temporality::Cumulative as i32,
+            "cumulative {class}: temporality"
+        );
+        assert_eq!(
+            (record.start_time_unix_nano, record.time_unix_nano),
+            (POINT_START, EVENT_TIME),
+            "cumulative {class}: times"
+        );
+        assert_eq!(
+            (record.tool_name.as_str(), record.tool_target.as_str()),
+            ("search", TARGET),
+            "cumulative {class}: tool"
+        );
+        assert_eq!(
+            (
+                record.service_name.as_str(),
+                record.service_instance_id.as_str()
+            ),
+            ("checkout", "i-1"),
+            "cumulative {class}: service"
+        );
+        assert_eq!(
+            (record.received_time_unix_nano, record.collector_id.as_str()),
+            (RECEIVED_TIME, COLLECTOR),
+            "cumulative {class}: receipt"
+        );
+        assert_eq!(
+            record.schema_version, RECORD_SCHEMA_VERSION,
+            "cumulative {class}: schema version"
+        );
+        assert!(
+            is_hex(&record.point_id, 32),
+            "cumulative {class}: point_id {:?}",
+            record.point_id
+        );
+    }
+}
+
+#[test]
+fn a_delta_sum_keeps_its_temporality() {
+    let out = metrics_of(vec![outcomes(
+        AggregationTemporality::Delta,
+        vec![count("success", 7)],
+    )]);
+    assert_eq!(
+        out.counts.len(),
+        1,
+        "delta: one count, rejections {:?}",
+        out.rejections
+    );
+    assert_eq!(
+        out.counts[0].temporality,
+        Temporality::Delta as i32,
+        "delta: temporality"
+    );
+}
+
+#[test]
+fn a_gauge_of_the_counter_is_one_wrong_metric_type() {
+    let gauge = Metric {
+        name: names::OUTCOMES_COUNTER.to_owned(),
+        data: Some(metric::Data::Gauge(Gauge {
+            data_points: four_classes(),
+        })),
+        ..Default::default()
+    };
+    let out = metrics_of(vec![gauge]);
+    assert!(out.counts.is_empty(), "gauge: no counts");
+    let reasons: Vec<RejectReason> = out.rejections.iter().map(|r| r.reason).collect();
+    assert_eq!(
+        reasons,
+        [RejectReason::WrongMetricType],
+        "gauge: one rejection for the metric"
+    );
+    assert_eq!(out.rejections[0].signal, Signal::Metrics, "gauge: signal");
+}
+
+#[test]
+fn a_sum_without_temporality_rejects_every_point() {
+    let out = metrics_of(vec![sum_metric(
+        names::OUTCOMES_COUNTER,
+        0,
+        vec![count("success", 1), count("empty", 2)],
+    )]);
+    assert!(out.counts.is_empty(), "unspecified temporality: no counts");
+    let reasons: Vec<RejectReason> = out.rejections.iter().map(|r| r.reason).collect();
+    assert_eq!(
+        reasons,
+        [RejectReason::UnspecifiedTemporality; 2],
+        "unspecified temporality: one per point"
+    );
+}
+
+#[test]
+fn each_bad_point_is_rejected_for_its_reason_and_its_neighbour_still_passes() {
+    let mut timeless = count("success", 1);
+    timeless.time_unix_nano = 0;
+    let cases = [
+        (
+            "negative count",
+            count("success", -1),
+            RejectReason::OutOfRange,
+        ),
+        (
+            "double count",
+            point("success", number_data_point::Value::AsDouble(1.5)),
+            RejectReason::WrongType,
+        ),
+        (
+            "unknown class",
+            count("maybe", 1),
+            RejectReason::UnknownClass,
+        ),
+        ("no time", timeless, RejectReason::MissingTime),
+    ];
+    for (name, bad, reason) in cases {
+        let out = metrics_of(vec![outcomes(
+            AggregationTemporality::Cumulative,
+            vec![count("empty", 3), bad],
+        )]);
+        assert_eq!(out.points_seen, 2, "{name}: points seen");
+        let reasons: Vec<RejectReason> = out.rejections.iter().map(|r| r.reason).collect();
+        assert_eq!(reasons, [reason], "{name}: reason");
+        assert_eq!(
+            out.counts.len(),
+            1,
+            "{name}: the good neighbour still becomes a count"
+        );
+        assert_eq!(
+            out.counts[0].outcome_class, "empty",
+            "{name}: the count is the neighbour"
+        );
+    }
+}
+
+#[test]
+fn other_metrics_are_ignored() {
+    let out = metrics_of(vec![sum_metric(
+        "http.server.requests",
+        AggregationTemporality::Cumulative as i32,
+        four_classes(),
+    )]);
+    assert_eq!(out.ignored_metrics, 1, "other metric: ignored");
+    assert!(
+        out.counts.is_empty() && out.rejections.is_empty(),
+        "other metric: nothing extracted {out:?}"
+    );
+    assert_eq!(out.points_seen, 0, "other metric: no points seen");
+}
+
+#[test]
+fn point_id_is_deterministic_and_distinct_per_point() {
+    let ids = || -> Vec<String> {
+        metrics_of(vec![outcomes(
+            AggregationTemporality::Cumulative,
+            four_classes(),
+        )])
+        .counts
+        .into_iter()
+        .map(|c| c.point_id)
+        .collect()
+    };
+    let first = ids();
+    assert_eq!(first.len(), 4, "point ids: four counts");
+    assert_eq!(first, ids(), "point ids: same request, same ids");
+    let distinct: HashSet<&String> = first.iter().collect();
+    assert_eq!(distinct.len(), 4, "point ids: one per point {first:?}");
+}
+
+// ---- helpers and summary -----------------------------------------------------------------------
+
+fn stub_rejection(reason: RejectReason, detail: &str) -> Rejection {
+    Rejection {
+        reason,
+        detail: detail.to_owned(),
+        signal: Signal::Traces,
+        service_name: "checkout".to_owned(),
+        input: Vec::new(),
+        input_truncated: false,
+    }
+}
+
+#[test]
+fn summarize_counts_by_reason() {
+    let rejections = [
+        stub_rejection(RejectReason::UnknownClass, "first detail"),
+        stub_rejection(RejectReason::UnknownClass, "second detail"),
+        stub_rejection(RejectReason::ValueTooLong, "third detail"),
+    ];
+    let line = summarize(&rejections, "events");
+    for part in [
+        "rejected 3",
+        "unknown_class (2)",
+        "value_too_long (1)",
+        "first detail",
+    ] {
+        assert!(
+            line.contains(part),
+            "summary {line:?} should contain {part:?}"
+        );
+    }
+}
+
+#[test]
+fn hex_bounded_and_content_id_behave() {
+    assert_eq!(
+        hex(&[0x00, 0xab, 0x7f]),
+        "00ab7f",
+        "hex: lower case, two digits a byte"
+    );
+    assert_eq!(
+        bounded("short", 10),
+        "short",
+        "bounded: short text unchanged"
+    );
+    assert_eq!(
+        bounded("😀😀", 5),
+        "😀…",
+        "bounded: cut at a character boundary and marked"
+    );
+    assert_ne!(
+        content_id(&[b"ab".as_slice(), b"c".as_slice()]),
+        content_id(&[b"a".as_slice(), b"bc".as_slice()]),
+        "content_id: parts are length-prefixed"
+    );
+    assert!(
+        is_hex(&content_id(&[b"x".as_slice()]), 32),
+        "content_id: 32 hex characters"
+    );
+}
+
+// ---- properties --------------------------------------------------------------------------------
+
+fn attribute_key() -> impl Strategy<Value = &'static str> {
+    let keys: Vec<&'static str> = names::ALL.iter().copied().chain(["other"]).collect();
+    prop::sample::select(keys)
+}
+
+fn attribute_value() -> impl Strategy<Value = any_value::Value> {
+    let words: Vec<&'static str> = OutcomeClass::ALL
+        .iter()
+        .map(|c| c.as_str())
+        .chain(candor_schema::FailureKind::ALL.iter().map(|k| k.as_str()))
+        .chain(RetryAction::ALL.iter().map(|a| a.as_str()))
+        .collect();
+    prop_oneof![
+        "[a-z_]{0,40}".prop_map(any_value::Value::StringValue),
+        prop::sample::select(words).prop_map(|w| any_value::Value::StringValue(w.to_owned())),
+        (-5i64..10).prop_map(any_value::Value::IntValue),
+        any::<bool>().prop_map(any_value::Value::BoolValue),
+    ]
+}
+
+/// Either a random attribute list, or a good one with random attributes overwritten or added.
+fn attribute_list() -> impl Strategy<Value = Vec<KeyValue>> {
+    (
+        any::<bool>(),
+        prop::collection::vec((attribute_key(), attribute_value()), 0..12),
+    )
+        .prop_map(|(from_good, pairs)| {
+            let mut attributes = if from_good {
+                good_event_attributes()
+            } else {
+                Vec::new()
+            };
+            for (key, value) in pairs {
+                if from_good {
+                    attributes = with(attributes, key, value);
+                } else {
+                    attributes.push(kv(key, value));
+                }
+            }
+            attributes
+        })
+}
+
+proptest! {
+    #[test]
+    fn every_outcome_event_is_a_record_or_a_rejection(
+        lists in prop::collection::vec((attribute_list(), 0u64..3), 0..6),
+        trace_id in prop_oneof![Just(TRACE_ID.to_vec()), prop::collection::vec(any::<u8>(), 0..20)],
+    ) {
+        let events: Vec<span::Event> = lists
+            .into_iter()
+            .map(|(attributes, tick)| span::Event {
+                time_unix_nano: if tick == 0 { 0 } else { EVENT_TIME + tick },
+                ..event_with(attributes)
+            })
+            .collect();
+        let sent = events.len() as u64;
+        let out = traces(&request_of(Some(service_resource()), vec![span_of(&trace_id, &SPAN_ID, events)]));
+        prop_assert_eq!(out.outcome_events_seen, sent);
+        prop_assert_eq!(out.events.len() as u64 + out.rejections.len() as u64, out.outcome_events_seen);
+    }
+
+    #[test]
+    fn every_outcomes_point_is_a_record_or_a_rejection(
+        points in prop::collection::vec((attribute_list(), -3i64..5), 0..6),
+    ) {
+        let points: Vec<NumberDataPoint> = points
+            .into_iter()
+            .map(|(attributes, n)| NumberDataPoint { attributes, ..count("success", n) })
+            .collect();
+        let sent = points.len() as u64;
+        let out = metrics_of(vec![outcomes(AggregationTemporality::Delta, points)]);
+        prop_assert_eq!(out.points_seen, sent);
+        prop_assert_eq!(out.counts.len() as u64 + out.rejections.len() as u64, out.points_seen);
+    }
+}

@@ -1,0 +1,314 @@
+//! The OTLP/HTTP receiver (port 4318 by default): `/v1/traces` and `/v1/metrics`, protobuf or
+//! JSON, optionally gzip-compressed.
+
+use std::io::Read as _;
+use std::sync::Arc;
+use std::time::Instant;
+
+use axum::Router;
+use axum::body::Bytes;
+use axum::extract::{DefaultBodyLimit, Request, State};
+use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
+use axum::middleware::{self, Next};
+use axum::response::{IntoResponse, Response};
+use axum::routing::post;
+use opentelemetry_proto::tonic::collector::metrics::v1::{
+    ExportMetricsPartialSuccess, ExportMetricsServiceRequest, ExportMetricsServiceResponse,
+};
+use opentelemetry_proto::tonic::collector::trace::v1::{
+    ExportTracePartialSuccess, ExportTraceServiceRequest, ExportTraceServiceResponse,
+};
+use prost::Message;
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+
+use super::auth::BearerAuth;
+use super::extract::Signal;
+use super::service::Ingest;
+use crate::error::{ErrorCode, ServiceError};
+
+/// The receiver's shared state.
+#[derive(Clone)]
+struct HttpState {
+    ingest: Arc<Ingest>,
+    auth: BearerAuth,
+    max_request_bytes: usize,
+}
+
+/// The OTLP/HTTP routes, with authentication (before the body is read) and the size cap.
+pub fn router(ingest: Arc<Ingest>, auth: BearerAuth, max_request_bytes: usize) -> Router {
+    let state = HttpState {
+        ingest,
+        auth,
+        max_request_bytes,
+    };
+    Router::new()
+        .route("/v1/traces", post(traces))
+        .route("/v1/metrics", post(metrics))
+        .layer(middleware::from_fn_with_state(state.clone(), authenticate))
+        // The compressed body may not exceed the cap either; decompression is capped separately.
+        .layer(DefaultBodyLimit::max(max_request_bytes))
+        .with_state(state)
+}
+
+async fn authenticate(State(state): State<HttpState>, request: Request, next: Next) -> Response {
+    let header = request
+        .headers()
+        .get(header::AUTHORIZATION)
+        .map(|v| v.as_bytes());
+    if state.auth.allows(header) {
+        return next.run(request).await;
+    }
+    state.ingest.metrics().unauthenticated("http");
+    ServiceError::new(ErrorCode::Unauthenticated, "missing or wrong bearer token").into_response()
+}
+
+/// How the request body is encoded; the response uses the same.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Encoding {
+    Protobuf,
+    Json,
+}
+
+impl Encoding {
+    fn of(headers: &HeaderMap) -> Result<Self, ServiceError> {
+        let content_type = headers
+            .get(header::CONTENT_TYPE)
+            .and_then(|v| v.to_str().ok())
+            .unwrap_or("")
+            .split(';')
+            .next()
+            .unwrap_or("")
+            .trim()
+            .to_ascii_lowercase();
+        match content_type.as_str() {
+            "application/x-protobuf" | "application/protobuf" => Ok(Encoding::Protobuf),
+            "application/json" => Ok(Encoding::Json),
+            other => Err(ServiceError::new(
+                ErrorCode::UnsupportedMediaType,
+                format!(
+                    "content-type {other:?}: expected application/x-protobuf or application/json"
+                ),
+            )),
+        }
+    }
+
+    const fn content_type(self) -> &'static str {
+        match self {
+            Encoding::Protobuf => "application/x-protobuf",
+            Encoding::Json => "application/json",
+        }
+    }
+}
+
+/// Decompresses a gzip body, refusing to grow past `cap` bytes (a gzip bomb stops at the cap).
+pub fn decompress(headers: &HeaderMap, body: Bytes, cap: usize) -> Result<Bytes, ServiceError> {
+    let encoding = headers
+        .get(header::CONTENT_ENCODING)
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or("identity")
+        .trim()
+        .to_ascii_lowercase();
+    match encoding.as_str() {
+        "identity" | "" => Ok(body),
+        "gzip" => {
+            let mut out = Vec::new();
+            let limit = u64::try_from(cap).unwrap_or(u64::MAX).saturating_add(1);
+            flate2::read::GzDecoder::new(body.as_ref())
+                .take(limit)
+                .read_to_end(&mut out)
+                .map_err(|err| {
+                    ServiceError::new(ErrorCode::BadRequest, format!("gzip body: {err}"))
+                })?;
+            if out.len() > cap {
+                return Err(ServiceError::new(
+                    ErrorCode::PayloadTooLarge,
+                    format!("the decompressed body exceeds {cap} bytes"),
+                ));
+            }
+            Ok(Bytes::from(out))
+        }
+        other => Err(ServiceError::new(
+            ErrorCode::UnsupportedMediaType,
+            format!("content-encoding {other:?}: expected gzip or identity"),
+        )),
+    }
+}
+
+fn decode<T: Message + Default + DeserializeOwned>(
+    encoding: Encoding,
+    body: &[u8],
+) -> Result<T, String> {
+    match encoding {
+        Encoding::Protobuf => T::decode(body).map_err(|err| err.to_string()),
+        Encoding::Json => serde_json::from_slice(body).map_err(|err| err.to_string()),
+    }
+}
+
+fn encode<T: Message + Serialize>(encoding: Encoding, response: &T) -> Response {
+    let body = match encoding {
+        Encoding::Protobuf => response.encode_to_vec(),
+        Encoding::Json => serde_json::to_vec(response).unwrap_or_default(),
+    };
+    let mut response = (StatusCode::OK, body).into_response();
+    response.headers_mut().insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static(encoding.content_type()),
+    );
+    response
+}
+
+/// Reads, decompresses and decodes a request body; an undecodable body is kept in the rejected
+/// topic before the client is told.
+async fn read<T: Message + Default + DeserializeOwned>(
+    state: &HttpState,
+    signal: Signal,
+    headers: &HeaderMap,
+    body: Bytes,
+) -> Result<(Encoding, T), ServiceError> {
+    let encoding = Encoding::of(headers)?;
+    let body = decompress(headers, body, state.max_request_bytes).inspect_err(|err| {
+        if err.code == ErrorCode::PayloadTooLarge {
+            state.ingest.metrics().too_large(
+                "http",
+                state.max_request_bytes + 1,
+                state.max_request_bytes,
+            );
+        }
+    })?;
+    match decode(encoding, &body) {
+        Ok(request) => Ok((encoding, request)),
+        Err(error) => {
+            state
+                .ingest
+                .reject_undecodable(signal, &error, &body)
+                .await?;
+            Err(ServiceError::new(
+                ErrorCode::BadRequest,
+                format!("undecodable {} request: {error}", signal.as_str()),
+            ))
+        }
+    }
+}
+
+async fn traces(State(state): State<HttpState>, headers: HeaderMap, body: Bytes) -> Response {
+    let started = Instant::now();
+    let metrics = state.ingest.metrics().clone();
+    let _in_flight = metrics.request_received("traces", "http");
+    let result = async {
+        let (encoding, request) =
+            read::<ExportTraceServiceRequest>(&state, Signal::Traces, &headers, body).await?;
+        let ack = state.ingest.export_traces(request).await?;
+        Ok::<_, ServiceError>((encoding, ack))
+    }
+    .await;
+    match result {
+        Ok((encoding, ack)) => {
+            metrics.request_answered(
+                "traces",
+                "http",
+                if ack.rejected > 0 { "partial" } else { "ok" },
+                started.elapsed(),
+            );
+            encode(
+                encoding,
+                &ExportTraceServiceResponse {
+                    partial_success: (ack.rejected > 0).then(|| ExportTracePartialSuccess {
+                        rejected_spans: i64::try_from(ack.rejected).unwrap_or(i64::MAX),
+                        error_message: ack.message,
+                    }),
+                },
+            )
+        }
+        Err(error) => {
+            metrics.request_answered("traces", "http", error.code.label(), started.elapsed());
+            error.into_response()
+        }
+    }
+}
+
+async fn metrics(State(state): State<HttpState>, headers: HeaderMap, body: Bytes) -> Response {
+    let started = Instant::now();
+    let metrics = state.ingest.metrics().clone();
+    let _in_flight = metrics.request_received("metrics", "http");
+    let result = async {
+        let (encoding, request) =
+            read::<ExportMetricsServiceRequest>(&state, Signal::Metrics, &headers, body).await?;
+        let ack = state.ingest.export_metrics(request).await?;
+        Ok::<_, ServiceError>((encoding, ack))
+    }
+    .await;
+    match result {
+        Ok((encoding, ack)) => {
+            metrics.request_answered(
+                "metrics",
+                "http",
+                if ack.rejected > 0 { "partial" } else { "ok" },
+                started.elapsed(),
+            );
+            encode(
+                encoding,
+                &ExportMetricsServiceResponse {
+                    partial_success: (ack.rejected > 0).then(|| ExportMetricsPartialSuccess {
+                        rejected_data_points: i64::try_from(ack.rejected).unwrap_or(i64::MAX),
+                        error_message: ack.message,
+                    }),
+                },
+            )
+        }
+        Err(error) => {
+            metrics.request_answered("metrics", "http", error.code.label(), started.elapsed());
+            error.into_response()
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::io::Write as _;
+
+    fn gzip(data: &[u8]) -> Bytes {
+        let mut encoder = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::best());
+        encoder.write_all(data).unwrap();
+        Bytes::from(encoder.finish().unwrap())
+    }
+
+    fn gzip_headers() -> HeaderMap {
+        let mut headers = HeaderMap::new();
+        headers.insert(header::CONTENT_ENCODING, HeaderValue::from_static("gzip"));
+        headers
+    }
+
+    #[test]
+    fn a_gzip_bomb_stops_at_the_cap() {
+        // 64 MiB of zeros compress to about 64 KiB.
+        let bomb = gzip(&vec![0u8; 64 << 20]);
+        assert!(bomb.len() < 1 << 20);
+        let err = decompress(&gzip_headers(), bomb, 1 << 20).unwrap_err();
+        assert_eq!(err.code, ErrorCode::PayloadTooLarge);
+    }
+
+    #[test]
+    fn gzip_within_the_cap_is_decompressed() {
+        let body = decompress(&gzip_headers(), gzip(b"hello"), 5).unwrap();
+        assert_eq!(body.as_ref(), b"hello");
+    }
+
+    #[test]
+    fn unknown_encodings_and_types_are_refused_by_name() {
+        let mut headers = HeaderMap::new();
+        headers.insert(header::CONTENT_ENCODING, HeaderValue::from_static("br"));
+        let err = decompress(&headers, Bytes::from_static(b"x"), 10).unwrap_err();
+        assert!(err.message.contains("br"), "{}", err.message);
+        let mut headers = HeaderMap::new();
+        headers.insert(header::CONTENT_TYPE, HeaderValue::from_static("text/plain"));
+        let err = Encoding::of(&headers).unwrap_err();
+        assert_eq!(err.code, ErrorCode::UnsupportedMediaType);
+        headers.insert(
+            header::CONTENT_TYPE,
+            HeaderValue::from_static("application/json; charset=utf-8"),
+        );
+        assert_eq!(Encoding::of(&headers).unwrap(), Encoding::Json);
+    }
+}

@@ -1,0 +1,228 @@
+//! The ingest core shared by the gRPC and HTTP receivers: extract, produce, acknowledge.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, SystemTime};
+
+use opentelemetry_proto::tonic::collector::metrics::v1::ExportMetricsServiceRequest;
+use opentelemetry_proto::tonic::collector::trace::v1::ExportTraceServiceRequest;
+
+use super::extract::{self, Limits, Received, Rejection};
+use crate::error::ServiceError;
+use crate::metrics::CollectorMetrics;
+use crate::sink::kafka::{DeliveryError, KafkaRecord, Producer, encode};
+
+/// What an export request came to, once Kafka holds all of it.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct Acknowledged {
+    /// Events or data points refused (and kept in the rejected topic).
+    pub rejected: u64,
+    /// Why, for OTLP's `partial_success.error_message`; empty when nothing was refused.
+    pub message: String,
+}
+
+/// Counts since the last heartbeat.
+#[derive(Debug, Default)]
+pub struct SinceHeartbeat {
+    /// Events accepted.
+    pub accepted_events: AtomicU64,
+    /// Count points accepted.
+    pub accepted_counts: AtomicU64,
+    /// Events and points rejected.
+    pub rejected: AtomicU64,
+}
+
+/// Turns export requests into records in Kafka.
+pub struct Ingest {
+    producer: Arc<Producer>,
+    metrics: Arc<CollectorMetrics>,
+    limits: Limits,
+    collector_id: String,
+    retry_after: Duration,
+    since_heartbeat: SinceHeartbeat,
+}
+
+impl Ingest {
+    /// An ingest core producing through `producer`.
+    pub fn new(
+        producer: Arc<Producer>,
+        metrics: Arc<CollectorMetrics>,
+        limits: Limits,
+        collector_id: String,
+        retry_after: Duration,
+    ) -> Self {
+        Self {
+            producer,
+            metrics,
+            limits,
+            collector_id,
+            retry_after,
+            since_heartbeat: SinceHeartbeat::default(),
+        }
+    }
+
+    /// The collector's id.
+    pub fn collector_id(&self) -> &str {
+        &self.collector_id
+    }
+
+    /// The self-telemetry.
+    pub fn metrics(&self) -> &Arc<CollectorMetrics> {
+        &self.metrics
+    }
+
+    /// The producer.
+    pub fn producer(&self) -> &Arc<Producer> {
+        &self.producer
+    }
+
+    /// The limits applied to every request.
+    pub fn limits(&self) -> &Limits {
+        &self.limits
+    }
+
+    /// Counts since the last heartbeat.
+    pub fn since_heartbeat(&self) -> &SinceHeartbeat {
+        &self.since_heartbeat
+    }
+
+    /// Extracts the `tool.outcome` events of a trace export and delivers them (and the
+    /// rejections) to Kafka.
+    pub async fn export_traces(
+        &self,
+        request: ExportTraceServiceRequest,
+    ) -> Result<Acknowledged, ServiceError> {
+        let received_at = unix_nanos(SystemTime::now());
+        let limits = self.limits;
+        let collector_id = self.collector_id.clone();
+        // Extraction is CPU work proportional to the request; keep it off the reactor.
+        let extracted = tokio::task::spawn_blocking(move || {
+            let received = Received {
+                collector_id: &collector_id,
+                time_unix_nano: received_at,
+                limits: &limits,
+            };
+            extract::extract_traces(&request, &received)
+        })
+        .await
+        .map_err(|err| {
+            ServiceError::unavailable(format!("extraction failed: {err}"), self.retry_after)
+        })?;
+        self.metrics.events_received(extracted.outcome_events_seen);
+        self.metrics.ignored_spans(extracted.ignored_spans);
+        let mut records: Vec<KafkaRecord> =
+            extracted.events.iter().map(encode::outcome_event).collect();
+        records.extend(self.rejection_records(&extracted.rejections, received_at));
+        self.deliver(&records).await?;
+        let accepted = extracted.events.len() as u64;
+        self.metrics.events_accepted(accepted);
+        self.since_heartbeat
+            .accepted_events
+            .fetch_add(accepted, Ordering::Relaxed);
+        Ok(self.acknowledge(&extracted.rejections, "tool.outcome event(s)"))
+    }
+
+    /// Extracts the `tool.outcomes` points of a metrics export and delivers them (and the
+    /// rejections) to Kafka.
+    pub async fn export_metrics(
+        &self,
+        request: ExportMetricsServiceRequest,
+    ) -> Result<Acknowledged, ServiceError> {
+        let received_at = unix_nanos(SystemTime::now());
+        let limits = self.limits;
+        let collector_id = self.collector_id.clone();
+        let extracted = tokio::task::spawn_blocking(move || {
+            let received = Received {
+                collector_id: &collector_id,
+                time_unix_nano: received_at,
+                limits: &limits,
+            };
+            extract::extract_metrics(&request, &received)
+        })
+        .await
+        .map_err(|err| {
+            ServiceError::unavailable(format!("extraction failed: {err}"), self.retry_after)
+        })?;
+        self.metrics.counts_received(extracted.points_seen);
+        self.metrics.ignored_metrics(extracted.ignored_metrics);
+        let mut records: Vec<KafkaRecord> =
+            extracted.counts.iter().map(encode::outcome_count).collect();
+        records.extend(self.rejection_records(&extracted.rejections, received_at));
+        self.deliver(&records).await?;
+        let accepted = extracted.counts.len() as u64;
+        self.metrics.counts_accepted(accepted);
+        self.since_heartbeat
+            .accepted_counts
+            .fetch_add(accepted, Ordering::Relaxed);
+        Ok(self.acknowledge(&extracted.rejections, "tool.outcomes data point(s)"))
+    }
+
+    /// Keeps a request that could not be decoded at all, with its reason, in the rejected topic.
+    pub async fn reject_undecodable(
+        &self,
+        signal: extract::Signal,
+        error: &str,
+        body: &[u8],
+    ) -> Result<(), ServiceError> {
+        let cap = self.limits.max_rejected_copy_bytes;
+        let rejection = Rejection {
+            reason: extract::RejectReason::MalformedRequest,
+            detail: error.chars().take(1024).collect(),
+            signal,
+            service_name: String::new(),
+            input: body[..body.len().min(cap)].to_vec(),
+            input_truncated: body.len() > cap,
+        };
+        self.metrics.decode_error(signal.as_str(), error);
+        let records = self.rejection_records(
+            std::slice::from_ref(&rejection),
+            unix_nanos(SystemTime::now()),
+        );
+        self.deliver(&records).await
+    }
+
+    fn rejection_records(&self, rejections: &[Rejection], received_at: u64) -> Vec<KafkaRecord> {
+        rejections
+            .iter()
+            .map(|rejection| {
+                self.metrics
+                    .rejected(rejection.reason.as_str(), &rejection.detail);
+                encode::rejected(rejection, received_at, &self.collector_id)
+            })
+            .collect()
+    }
+
+    async fn deliver(&self, records: &[KafkaRecord]) -> Result<(), ServiceError> {
+        if records.is_empty() {
+            return Ok(());
+        }
+        self.producer
+            .deliver(records)
+            .await
+            .map_err(|err: DeliveryError| {
+                ServiceError::unavailable(err.to_string(), self.retry_after)
+            })
+    }
+
+    fn acknowledge(&self, rejections: &[Rejection], what: &str) -> Acknowledged {
+        let rejected = rejections.len() as u64;
+        self.since_heartbeat
+            .rejected
+            .fetch_add(rejected, Ordering::Relaxed);
+        Acknowledged {
+            rejected,
+            message: if rejections.is_empty() {
+                String::new()
+            } else {
+                extract::summarize(rejections, what)
+            },
+        }
+    }
+}
+
+/// Unix nanoseconds, or zero for times before the epoch.
+pub fn unix_nanos(at: SystemTime) -> u64 {
+    at.duration_since(SystemTime::UNIX_EPOCH)
+        .map(|d| u64::try_from(d.as_nanos()).unwrap_or(u64::MAX))
+        .unwrap_or(0)
+}

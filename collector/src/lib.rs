@@ -1,0 +1,10 @@
+//! Candor's collector: receives OTLP from adapters, validates the `tool.outcome` span events and
+//! `tool.outcomes` counter points against the contract, and produces typed records to Kafka.
+//!
+//! The binary `candor-collector` runs the `ingest` role; see `deploy/collector.example.toml`.
+
+pub mod config;
+pub mod error;
+pub mod ingest;
+pub mod metrics;
+pub mod sink;

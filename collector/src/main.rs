@@ -1,0 +1,424 @@
+//! `candor-collector`: the pipeline's OTLP ingest service.
+//!
+//! ```text
+//! candor-collector ingest [--config FILE] [--grpc-addr A] [--http-addr A] [--metrics-addr A]
+//!                         [--kafka-brokers B] [--collector-id ID] [--log-format text|json]
+//! ```
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, SystemTime};
+
+use anyhow::{Context as _, bail};
+use axum::Router;
+use axum::extract::State;
+use axum::http::StatusCode;
+use axum::routing::get;
+use candor_collector::config::{Config, RawConfig};
+use candor_collector::ingest::auth::BearerAuth;
+use candor_collector::ingest::extract::Limits;
+use candor_collector::ingest::service::{Ingest, unix_nanos};
+use candor_collector::ingest::{grpc, http};
+use candor_collector::metrics::CollectorMetrics;
+use candor_collector::sink::kafka::{Producer, ProducerSettings, encode};
+use candor_schema::names::topic;
+use candor_schema::proto::{Heartbeat, RECORD_SCHEMA_VERSION};
+use clap::{Parser, Subcommand, ValueEnum};
+use tokio::net::TcpListener;
+use tokio::sync::watch;
+
+#[derive(Parser)]
+#[command(
+    name = "candor-collector",
+    version,
+    about = "Candor's OTLP ingest service"
+)]
+struct Cli {
+    #[command(subcommand)]
+    role: Role,
+}
+
+#[derive(Subcommand)]
+enum Role {
+    /// Receive OTLP, validate, produce typed records to Kafka.
+    Ingest(IngestArgs),
+}
+
+#[derive(Parser)]
+struct IngestArgs {
+    /// The TOML configuration file (see deploy/collector.example.toml).
+    #[arg(long, env = "CANDOR_COLLECTOR_CONFIG")]
+    config: Option<PathBuf>,
+    /// Overrides `otlp.grpc_addr`.
+    #[arg(long, env = "CANDOR_COLLECTOR_GRPC_ADDR")]
+    grpc_addr: Option<String>,
+    /// Overrides `otlp.http_addr`.
+    #[arg(long, env = "CANDOR_COLLECTOR_HTTP_ADDR")]
+    http_addr: Option<String>,
+    /// Overrides `metrics.addr`.
+    #[arg(long, env = "CANDOR_COLLECTOR_METRICS_ADDR")]
+    metrics_addr: Option<String>,
+    /// Overrides `kafka.brokers`.
+    #[arg(long, env = "CANDOR_COLLECTOR_KAFKA_BROKERS")]
+    kafka_brokers: Option<String>,
+    /// Overrides `heartbeat.interval`.
+    #[arg(long, env = "CANDOR_COLLECTOR_HEARTBEAT_INTERVAL")]
+    heartbeat_interval: Option<String>,
+    /// Overrides `collector_id`.
+    #[arg(long, env = "CANDOR_COLLECTOR_ID")]
+    collector_id: Option<String>,
+    /// Log format.
+    #[arg(long, value_enum, default_value = "text", env = "CANDOR_LOG_FORMAT")]
+    log_format: LogFormat,
+}
+
+#[derive(Clone, Copy, ValueEnum)]
+enum LogFormat {
+    Text,
+    Json,
+}
+
+/// How long a client is told to wait when the collector cannot hold its data.
+const RETRY_AFTER: Duration = Duration::from_secs(1);
+/// How often Kafka's reachability is checked.
+const PROBE_INTERVAL: Duration = Duration::from_secs(2);
+/// How long shutdown waits for records still in flight.
+const FLUSH_DEADLINE: Duration = Duration::from_secs(10);
+
+fn main() -> anyhow::Result<()> {
+    let cli = Cli::parse();
+    let Role::Ingest(args) = cli.role;
+    init_logs(args.log_format);
+    let config = load_config(&args)?;
+    tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .context("starting the runtime")?
+        .block_on(run_ingest(config))
+}
+
+fn init_logs(format: LogFormat) {
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+    let builder = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr);
+    match format {
+        LogFormat::Text => builder.init(),
+        LogFormat::Json => builder.json().init(),
+    }
+}
+
+fn load_config(args: &IngestArgs) -> anyhow::Result<Config> {
+    let mut raw = match &args.config {
+        Some(path) => {
+            let text = std::fs::read_to_string(path)
+                .with_context(|| format!("reading {}", path.display()))?;
+            RawConfig::from_toml_str(&text).with_context(|| format!("in {}", path.display()))?
+        }
+        None => RawConfig::default(),
+    };
+    if let Some(addr) = &args.grpc_addr {
+        raw.otlp.grpc_addr = addr.clone();
+    }
+    if let Some(addr) = &args.http_addr {
+        raw.otlp.http_addr = addr.clone();
+    }
+    if let Some(addr) = &args.metrics_addr {
+        raw.metrics.addr = addr.clone();
+    }
+    if let Some(brokers) = &args.kafka_brokers {
+        raw.kafka.brokers = brokers.clone();
+    }
+    if let Some(interval) = &args.heartbeat_interval {
+        raw.heartbeat.interval = interval.clone();
+    }
+    if let Some(id) = &args.collector_id {
+        raw.collector_id = Some(id.clone());
+    }
+    Ok(raw.validate()?)
+}
+
+async fn bind(addr: SocketAddr, key: &str) -> anyhow::Result<TcpListener> {
+    TcpListener::bind(addr)
+        .await
+        .with_context(|| format!("cannot listen on {addr} ({key}); is the port taken?"))
+}
+
+async fn run_ingest(config: Config) -> anyhow::Result<()> {
+    if config.otlp.tls.is_some() {
+        bail!(
+            "otlp.tls_cert_path is set, but this build serves OTLP without TLS; terminate TLS in front of the collector"
+        );
+    }
+    let token = match &config.otlp.auth_token_env {
+        Some(var) => Some(
+            std::env::var(var)
+                .with_context(|| format!("otlp.auth_token_env names {var}, which is not set"))?,
+        ),
+        None => None,
+    };
+    let mut extra = config.kafka.extra.clone();
+    for (key, var) in &config.kafka.extra_env {
+        let value = std::env::var(var)
+            .with_context(|| format!("kafka.extra_env.{key} names {var}, which is not set"))?;
+        extra.insert(key.clone(), value);
+    }
+    let collector_id = config.collector_id.clone().unwrap_or_else(|| {
+        let host = std::fs::read_to_string("/etc/hostname").unwrap_or_default();
+        format!("{}-{}", host.trim(), std::process::id())
+    });
+    let metrics = CollectorMetrics::new();
+    let producer = Arc::new(Producer::new(
+        ProducerSettings {
+            bootstrap_servers: config.kafka_bootstrap_servers(),
+            delivery_timeout: config.kafka.delivery_timeout,
+            queue_max_messages: config.kafka.queue_max_messages.get() as usize,
+            compression: config.kafka.compression.as_str().to_owned(),
+            client_id: format!("candor-collector-{collector_id}"),
+            extra,
+        },
+        metrics.clone(),
+    )?);
+    let limits = Limits {
+        max_value_bytes: config.limits.max_value_bytes.get(),
+        max_attributes_per_event: config.limits.max_attributes_per_event.get(),
+        max_events_per_request: config.limits.max_events_per_request.get(),
+        max_rejected_copy_bytes: config.limits.max_rejected_copy_bytes.get(),
+    };
+    let ingest = Arc::new(Ingest::new(
+        producer.clone(),
+        metrics.clone(),
+        limits,
+        collector_id.clone(),
+        RETRY_AFTER,
+    ));
+    let max_request_bytes = config.otlp.max_request_bytes.get();
+    let auth = BearerAuth::new(token);
+
+    let grpc_listener = bind(config.otlp.grpc_addr, "otlp.grpc_addr").await?;
+    let http_listener = bind(config.otlp.http_addr, "otlp.http_addr").await?;
+    let metrics_listener = bind(config.metrics.addr, "metrics.addr").await?;
+    let (stop, stopped) = watch::channel(false);
+    let ready = Arc::new(AtomicBool::new(false));
+
+    let (traces, metrics_service) = grpc::services(ingest.clone(), auth.clone(), max_request_bytes);
+    let grpc_server = tokio::spawn({
+        let stopped = stopped.clone();
+        async move {
+            tonic::transport::Server::builder()
+                .add_service(traces)
+                .add_service(metrics_service)
+                .serve_with_incoming_shutdown(
+                    tonic::transport::server::TcpIncoming::from(grpc_listener),
+                    wait(stopped),
+                )
+                .await
+        }
+    });
+    let http_server = tokio::spawn({
+        let router = http::router(ingest.clone(), auth, max_request_bytes);
+        let stopped = stopped.clone();
+        async move {
+            axum::serve(http_listener, router)
+                .with_graceful_shutdown(wait(stopped))
+                .await
+        }
+    });
+    let metrics_server = tokio::spawn({
+        let router = Router::new()
+            .route("/metrics", get(render_metrics))
+            .route("/healthz", get(|| async { "ok" }))
+            .route("/readyz", get(readyz))
+            .with_state((metrics.clone(), ready.clone()));
+        let stopped = stopped.clone();
+        async move {
+            axum::serve(metrics_listener, router)
+                .with_graceful_shutdown(wait(stopped))
+                .await
+        }
+    });
+    tokio::spawn(watch_kafka(
+        producer.clone(),
+        metrics.clone(),
+        ready.clone(),
+        config.kafka.create_topics,
+        config.kafka.partitions.get(),
+        config.kafka.replication_factor.get(),
+    ));
+    tokio::spawn(heartbeats(
+        ingest.clone(),
+        config.heartbeat.interval,
+        stopped.clone(),
+    ));
+
+    tracing::info!(
+        collector_id = %collector_id,
+        grpc = %config.otlp.grpc_addr,
+        http = %config.otlp.http_addr,
+        metrics = %config.metrics.addr,
+        kafka = %config.kafka_bootstrap_servers(),
+        "collector listening"
+    );
+    shutdown_signal().await;
+    tracing::info!("shutting down: no new requests; flushing what is in flight");
+    let _ = stop.send(true);
+    let (grpc_result, http_result, metrics_result) =
+        tokio::join!(grpc_server, http_server, metrics_server);
+    grpc_result
+        .context("gRPC server task")?
+        .context("gRPC server")?;
+    http_result
+        .context("HTTP server task")?
+        .context("HTTP server")?;
+    metrics_result
+        .context("metrics server task")?
+        .context("metrics server")?;
+    let undelivered = tokio::task::spawn_blocking(move || producer.flush(FLUSH_DEADLINE))
+        .await
+        .context("flushing")?;
+    if undelivered > 0 {
+        tracing::error!(
+            undelivered,
+            "records still undelivered at shutdown; their requests were not acknowledged"
+        );
+    } else {
+        tracing::info!("all records delivered; stopped");
+    }
+    Ok(())
+}
+
+async fn wait(mut stopped: watch::Receiver<bool>) {
+    let _ = stopped.wait_for(|stop| *stop).await;
+}
+
+async fn shutdown_signal() {
+    let interrupt = tokio::signal::ctrl_c();
+    #[cfg(unix)]
+    {
+        let mut terminate = match tokio::signal::unix::signal(
+            tokio::signal::unix::SignalKind::terminate(),
+        ) {
+            Ok(signal) => signal,
+            Err(err) => {
+                tracing::error!(error = %err, "cannot listen for SIGTERM; only Ctrl-C stops the collector");
+                let _ = interrupt.await;
+                return;
+            }
+        };
+        tokio::select! {
+            _ = interrupt => {}
+            _ = terminate.recv() => {}
+        }
+    }
+    #[cfg(not(unix))]
+    let _ = interrupt.await;
+}
+
+async fn render_metrics(
+    State((metrics, _)): State<(Arc<CollectorMetrics>, Arc<AtomicBool>)>,
+) -> String {
+    metrics.render()
+}
+
+async fn readyz(
+    State((_, ready)): State<(Arc<CollectorMetrics>, Arc<AtomicBool>)>,
+) -> (StatusCode, &'static str) {
+    if ready.load(Ordering::Relaxed) {
+        (StatusCode::OK, "ready")
+    } else {
+        (
+            StatusCode::SERVICE_UNAVAILABLE,
+            "kafka unreachable or topics not created",
+        )
+    }
+}
+
+/// Checks Kafka every few seconds: readiness, the reachability gauge, topic creation.
+async fn watch_kafka(
+    producer: Arc<Producer>,
+    metrics: Arc<CollectorMetrics>,
+    ready: Arc<AtomicBool>,
+    create_topics: bool,
+    partitions: u32,
+    replication: u32,
+) {
+    let mut topics_ready = !create_topics;
+    loop {
+        let probe = producer.clone();
+        let reachable = tokio::task::spawn_blocking(move || probe.probe(PROBE_INTERVAL))
+            .await
+            .map_err(|err| err.to_string())
+            .and_then(|result| result);
+        metrics.set_kafka_reachable(reachable.is_ok());
+        metrics.set_producer_queue_depth(i64::from(producer.queue_depth()));
+        if reachable.is_ok() && !topics_ready {
+            let topics = [
+                topic::OUTCOME_EVENTS,
+                topic::OUTCOME_COUNTS,
+                topic::REJECTED,
+                topic::HEARTBEATS,
+            ];
+            let partitions = i32::try_from(partitions).unwrap_or(i32::MAX);
+            let replication = i32::try_from(replication).unwrap_or(i32::MAX);
+            match producer
+                .ensure_topics(&topics, partitions, replication)
+                .await
+            {
+                Ok(()) => {
+                    tracing::info!(?topics, "topics ready");
+                    topics_ready = true;
+                }
+                Err(err) => tracing::warn!(error = %err, "creating topics failed; retrying"),
+            }
+        }
+        ready.store(reachable.is_ok() && topics_ready, Ordering::Relaxed);
+        tokio::time::sleep(PROBE_INTERVAL).await;
+    }
+}
+
+/// Writes a heartbeat every `interval` so downstream can tell "no failures" from "no pipeline".
+async fn heartbeats(ingest: Arc<Ingest>, interval: Duration, mut stopped: watch::Receiver<bool>) {
+    let started = unix_nanos(SystemTime::now());
+    let mut ticker = tokio::time::interval(interval);
+    ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        tokio::select! {
+            _ = ticker.tick() => {}
+            _ = stopped.wait_for(|stop| *stop) => return,
+        }
+        let counts = ingest.since_heartbeat();
+        let heartbeat = Heartbeat {
+            schema_version: RECORD_SCHEMA_VERSION,
+            collector_id: ingest.collector_id().to_owned(),
+            time_unix_nano: unix_nanos(SystemTime::now()),
+            started_time_unix_nano: started,
+            interval_ms: u64::try_from(interval.as_millis()).unwrap_or(u64::MAX),
+            accepted_events: counts.accepted_events.swap(0, Ordering::Relaxed),
+            accepted_counts: counts.accepted_counts.swap(0, Ordering::Relaxed),
+            rejected: counts.rejected.swap(0, Ordering::Relaxed),
+        };
+        match ingest
+            .producer()
+            .deliver(&[encode::heartbeat(&heartbeat)])
+            .await
+        {
+            Ok(()) => ingest.metrics().heartbeat_sent(),
+            Err(err) => {
+                // The counts go back so that the next heartbeat still reports them.
+                counts
+                    .accepted_events
+                    .fetch_add(heartbeat.accepted_events, Ordering::Relaxed);
+                counts
+                    .accepted_counts
+                    .fetch_add(heartbeat.accepted_counts, Ordering::Relaxed);
+                counts
+                    .rejected
+                    .fetch_add(heartbeat.rejected, Ordering::Relaxed);
+                ingest.metrics().heartbeat_failed(&err);
+            }
+        }
+    }
+}

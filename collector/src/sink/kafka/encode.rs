@@ -1,0 +1,109 @@
+//! Encoding records for Kafka: pure, one function per record type.
+
+use candor_schema::names::topic;
+use candor_schema::proto::{
+    Heartbeat, OutcomeCount, OutcomeEvent, RECORD_SCHEMA_VERSION, Rejected,
+};
+use prost::Message as _;
+
+use crate::ingest::extract::Rejection;
+
+/// A record ready to produce: topic, key and protobuf payload.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct KafkaRecord {
+    /// The topic, one of `candor_schema::names::topic`.
+    pub topic: &'static str,
+    /// The partitioning key.
+    pub key: Vec<u8>,
+    /// The encoded record.
+    pub payload: Vec<u8>,
+}
+
+/// An outcome event, keyed by its target so that a target's events stay in order.
+pub fn outcome_event(event: &OutcomeEvent) -> KafkaRecord {
+    KafkaRecord {
+        topic: topic::OUTCOME_EVENTS,
+        key: event.tool_target.as_bytes().to_vec(),
+        payload: event.encode_to_vec(),
+    }
+}
+
+/// A count data point, keyed by its target.
+pub fn outcome_count(count: &OutcomeCount) -> KafkaRecord {
+    KafkaRecord {
+        topic: topic::OUTCOME_COUNTS,
+        key: count.tool_target.as_bytes().to_vec(),
+        payload: count.encode_to_vec(),
+    }
+}
+
+/// A rejection, keyed by its reason.
+pub fn rejected(
+    rejection: &Rejection,
+    received_time_unix_nano: u64,
+    collector_id: &str,
+) -> KafkaRecord {
+    let record = Rejected {
+        schema_version: RECORD_SCHEMA_VERSION,
+        reason: rejection.reason.as_str().to_owned(),
+        detail: rejection.detail.clone(),
+        signal: rejection.signal.as_str().to_owned(),
+        service_name: rejection.service_name.clone(),
+        input: rejection.input.clone(),
+        input_truncated: rejection.input_truncated,
+        received_time_unix_nano,
+        collector_id: collector_id.to_owned(),
+    };
+    KafkaRecord {
+        topic: topic::REJECTED,
+        key: rejection.reason.as_str().as_bytes().to_vec(),
+        payload: record.encode_to_vec(),
+    }
+}
+
+/// A heartbeat, keyed by the collector's id.
+pub fn heartbeat(heartbeat: &Heartbeat) -> KafkaRecord {
+    KafkaRecord {
+        topic: topic::HEARTBEATS,
+        key: heartbeat.collector_id.as_bytes().to_vec(),
+        payload: heartbeat.encode_to_vec(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::ingest::extract::{RejectReason, Signal};
+
+    #[test]
+    fn records_round_trip_and_are_keyed_as_documented() {
+        let event = OutcomeEvent {
+            schema_version: RECORD_SCHEMA_VERSION,
+            event_id: "e1".into(),
+            tool_target: "../../etc/passwd".into(),
+            ..OutcomeEvent::default()
+        };
+        let record = outcome_event(&event);
+        assert_eq!(record.topic, topic::OUTCOME_EVENTS);
+        assert_eq!(record.key, b"../../etc/passwd");
+        assert_eq!(
+            OutcomeEvent::decode(record.payload.as_slice()).unwrap(),
+            event
+        );
+
+        let rejection = Rejection {
+            reason: RejectReason::UnknownClass,
+            detail: candor_schema::names::attr::OUTCOME_CLASS.into(),
+            signal: Signal::Traces,
+            service_name: "checkout".into(),
+            input: b"{}".to_vec(),
+            input_truncated: false,
+        };
+        let record = rejected(&rejection, 7, "c-1");
+        assert_eq!(record.topic, topic::REJECTED);
+        let decoded = Rejected::decode(record.payload.as_slice()).unwrap();
+        assert_eq!(decoded.reason, "unknown_class");
+        assert_eq!(decoded.signal, "traces");
+        assert_eq!(decoded.received_time_unix_nano, 7);
+    }
+}

@@ -1,0 +1,238 @@
+//! The producer: every record of a request in flight at once, the request acknowledged only
+//! when Kafka has acknowledged all of them.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use rdkafka::ClientConfig;
+use rdkafka::admin::{AdminClient, AdminOptions, NewTopic, TopicReplication};
+use rdkafka::client::DefaultClientContext;
+use rdkafka::error::{KafkaError, RDKafkaErrorCode};
+use rdkafka::producer::{FutureProducer, FutureRecord, Producer as _};
+
+use super::encode::KafkaRecord;
+use crate::metrics::CollectorMetrics;
+
+/// What the producer needs to know.
+#[derive(Debug, Clone)]
+pub struct ProducerSettings {
+    /// `host:port,host:port`.
+    pub bootstrap_servers: String,
+    /// How long a record may take to be acknowledged before its request fails.
+    pub delivery_timeout: Duration,
+    /// The most records waiting in the producer's queue.
+    pub queue_max_messages: usize,
+    /// `none`, `gzip`, `snappy`, `lz4` or `zstd`.
+    pub compression: String,
+    /// The client id reported to the brokers.
+    pub client_id: String,
+    /// Further librdkafka settings (SASL, TLS); may not override idempotence or acks.
+    pub extra: BTreeMap<String, String>,
+}
+
+/// Why a request's records were not all acknowledged. Every variant is retryable: the client
+/// must send the request again, and record ids make the repeat harmless downstream.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum DeliveryError {
+    /// The producer's queue is full: the collector is overloaded.
+    #[error("producer queue full after {enqueued} of {total} records")]
+    QueueFull {
+        /// Records enqueued before the queue filled.
+        enqueued: usize,
+        /// Records in the request.
+        total: usize,
+    },
+    /// Some records were not acknowledged in time (or were refused by the broker).
+    #[error("{failed} of {total} records not acknowledged: {first_error}")]
+    NotAcknowledged {
+        /// Records that failed.
+        failed: usize,
+        /// Records in the request.
+        total: usize,
+        /// The first failure, for the log and the response.
+        first_error: String,
+    },
+}
+
+/// Why the producer could not be set up.
+#[derive(Debug, thiserror::Error)]
+pub enum ProducerError {
+    /// librdkafka refused the configuration.
+    #[error("kafka client configuration: {0}")]
+    Config(#[source] KafkaError),
+    /// Creating the topics failed.
+    #[error("creating topic {topic}: {error}")]
+    CreateTopic {
+        /// The topic.
+        topic: String,
+        /// What the broker said.
+        error: String,
+    },
+}
+
+/// An idempotent, `acks=all` producer.
+pub struct Producer {
+    inner: FutureProducer,
+    settings: ProducerSettings,
+    metrics: Arc<CollectorMetrics>,
+}
+
+impl Producer {
+    /// Builds the producer; connects lazily.
+    pub fn new(
+        settings: ProducerSettings,
+        metrics: Arc<CollectorMetrics>,
+    ) -> Result<Self, ProducerError> {
+        let inner: FutureProducer = client_config(&settings)
+            .set("enable.idempotence", "true")
+            .set("acks", "all")
+            .set("compression.type", &settings.compression)
+            .set("linger.ms", "5")
+            .set(
+                "queue.buffering.max.messages",
+                settings.queue_max_messages.to_string(),
+            )
+            .set(
+                "message.timeout.ms",
+                settings.delivery_timeout.as_millis().to_string(),
+            )
+            .create()
+            .map_err(ProducerError::Config)?;
+        Ok(Self {
+            inner,
+            settings,
+            metrics,
+        })
+    }
+
+    /// Creates the topics that do not exist yet.
+    pub async fn ensure_topics(
+        &self,
+        topics: &[&str],
+        partitions: i32,
+        replication: i32,
+    ) -> Result<(), ProducerError> {
+        let admin: AdminClient<DefaultClientContext> = client_config(&self.settings)
+            .create()
+            .map_err(ProducerError::Config)?;
+        let new: Vec<NewTopic<'_>> = topics
+            .iter()
+            .map(|name| NewTopic::new(name, partitions, TopicReplication::Fixed(replication)))
+            .collect();
+        let options = AdminOptions::new().operation_timeout(Some(self.settings.delivery_timeout));
+        let results = admin
+            .create_topics(new.iter(), &options)
+            .await
+            .map_err(|err| ProducerError::CreateTopic {
+                topic: topics.join(","),
+                error: err.to_string(),
+            })?;
+        for result in results {
+            match result {
+                Ok(_) | Err((_, RDKafkaErrorCode::TopicAlreadyExists)) => {}
+                Err((topic, code)) => {
+                    return Err(ProducerError::CreateTopic {
+                        topic,
+                        error: code.to_string(),
+                    });
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Whether the brokers answer a metadata request within `timeout`. Blocks: call it from
+    /// `spawn_blocking`.
+    pub fn probe(&self, timeout: Duration) -> Result<(), String> {
+        self.inner
+            .client()
+            .fetch_metadata(None, timeout)
+            .map(|_| ())
+            .map_err(|err| err.to_string())
+    }
+
+    /// Records waiting in the producer's queue or in flight.
+    pub fn queue_depth(&self) -> i32 {
+        self.inner.in_flight_count()
+    }
+
+    /// Produces every record at once and waits for all acknowledgements.
+    ///
+    /// Returns only when each record is either acknowledged or failed: a success means Kafka
+    /// holds every record.
+    pub async fn deliver(&self, records: &[KafkaRecord]) -> Result<(), DeliveryError> {
+        let total = records.len();
+        let mut pending = Vec::with_capacity(total);
+        let mut queue_full = false;
+        for record in records {
+            let future_record = FutureRecord::to(record.topic)
+                .key(record.key.as_slice())
+                .payload(record.payload.as_slice());
+            match self.inner.send_result(future_record) {
+                Ok(delivery) => pending.push((record.topic, delivery)),
+                Err((err, _)) => {
+                    self.metrics
+                        .delivery_failed(record.topic, &error_label(&err));
+                    queue_full = true;
+                    break;
+                }
+            }
+        }
+        let enqueued = pending.len();
+        let mut failed = 0;
+        let mut first_error = None;
+        for (topic, delivery) in pending {
+            match delivery.await {
+                Ok(Ok(_)) => self.metrics.records_produced(topic, 1),
+                Ok(Err((err, _))) => {
+                    failed += 1;
+                    self.metrics.delivery_failed(topic, &error_label(&err));
+                    first_error.get_or_insert_with(|| err.to_string());
+                }
+                Err(_canceled) => {
+                    failed += 1;
+                    self.metrics.delivery_failed(topic, "canceled");
+                    first_error.get_or_insert_with(|| "the producer was dropped".to_owned());
+                }
+            }
+        }
+        if queue_full {
+            return Err(DeliveryError::QueueFull { enqueued, total });
+        }
+        match first_error {
+            None => Ok(()),
+            Some(first_error) => Err(DeliveryError::NotAcknowledged {
+                failed,
+                total,
+                first_error,
+            }),
+        }
+    }
+
+    /// Waits up to `timeout` for everything queued to be delivered; returns how many records
+    /// were still undelivered.
+    pub fn flush(&self, timeout: Duration) -> i32 {
+        let _ = self.inner.flush(timeout);
+        self.inner.in_flight_count()
+    }
+}
+
+fn client_config(settings: &ProducerSettings) -> ClientConfig {
+    let mut config = ClientConfig::new();
+    config
+        .set("bootstrap.servers", &settings.bootstrap_servers)
+        .set("client.id", &settings.client_id);
+    for (key, value) in &settings.extra {
+        config.set(key, value);
+    }
+    config
+}
+
+/// A short, bounded label for a delivery error (a metric label value).
+fn error_label(err: &KafkaError) -> String {
+    match err.rdkafka_error_code() {
+        Some(code) => format!("{code:?}").to_lowercase(),
+        None => "other".to_owned(),
+    }
+}

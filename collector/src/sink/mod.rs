@@ -1,0 +1,3 @@
+//! Where the collector's records go.
+
+pub mod kafka;

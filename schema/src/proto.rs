@@ -1,0 +1,10 @@
+//! The protobuf records of the pipeline's Kafka topics (`schema/proto/candor/v1/records.proto`).
+//!
+//! Every record carries `schema_version`; [`RECORD_SCHEMA_VERSION`] is the version written here.
+
+#![allow(missing_docs)] // generated code; the documentation is in the .proto file
+
+include!(concat!(env!("OUT_DIR"), "/candor.v1.rs"));
+
+/// The `schema_version` of records written by this build.
+pub const RECORD_SCHEMA_VERSION: u32 = 1;

@@ -1,0 +1,139 @@
+//! The collector binary (`candor-collector ingest`) on free loopback ports.
+
+use std::time::Duration;
+
+use crate::process::Running;
+use crate::{free_port, target_dir, wait_for};
+
+/// A running collector.
+pub struct Collector {
+    /// `http://127.0.0.1:port` of the OTLP/gRPC receiver.
+    pub grpc_endpoint: String,
+    /// `http://127.0.0.1:port` of the OTLP/HTTP receiver.
+    pub http_endpoint: String,
+    /// `http://127.0.0.1:port` of `/metrics`, `/healthz`, `/readyz`.
+    pub metrics_endpoint: String,
+    process: Running,
+}
+
+/// How to start a collector.
+#[derive(Debug, Clone, Default)]
+pub struct Options {
+    /// A configuration file's contents, written to a temp file.
+    pub config: Option<String>,
+    /// Environment variables.
+    pub env: Vec<(String, String)>,
+    /// Whether to wait for `/readyz` (false when the broker is meant to be unreachable).
+    pub skip_ready: bool,
+}
+
+impl Collector {
+    /// Starts a collector producing to `bootstrap` and waits until it is ready.
+    pub async fn start(bootstrap: &str, options: Options) -> Self {
+        let binary = target_dir().join("candor-collector");
+        assert!(
+            binary.exists(),
+            "{} is missing: build the workspace's binaries (cargo test builds them)",
+            binary.display()
+        );
+        let (grpc, http, metrics) = (free_port(), free_port(), free_port());
+        let mut args = vec![
+            "ingest".to_owned(),
+            "--grpc-addr".into(),
+            format!("127.0.0.1:{grpc}"),
+            "--http-addr".into(),
+            format!("127.0.0.1:{http}"),
+            "--metrics-addr".into(),
+            format!("127.0.0.1:{metrics}"),
+            "--kafka-brokers".into(),
+            bootstrap.to_owned(),
+            "--heartbeat-interval".into(),
+            "1s".into(),
+        ];
+        if let Some(config) = &options.config {
+            let path = std::env::temp_dir().join(format!(
+                "candor-e2e-collector-{}-{grpc}.toml",
+                std::process::id()
+            ));
+            std::fs::write(&path, config)
+                .unwrap_or_else(|err| panic!("writing {}: {err}", path.display()));
+            args.extend(["--config".to_owned(), path.display().to_string()]);
+        }
+        let env: Vec<(&str, &str)> = options
+            .env
+            .iter()
+            .map(|(k, v)| (k.as_str(), v.as_str()))
+            .collect();
+        let process = Running::spawn(&format!("collector-{grpc}"), &binary, &args, &env);
+        let collector = Self {
+            grpc_endpoint: format!("http://127.0.0.1:{grpc}"),
+            http_endpoint: format!("http://127.0.0.1:{http}"),
+            metrics_endpoint: format!("127.0.0.1:{metrics}"),
+            process,
+        };
+        let probe = if options.skip_ready {
+            "/healthz"
+        } else {
+            "/readyz"
+        };
+        let address = collector.metrics_endpoint.clone();
+        wait_for(
+            &format!("the collector's {probe}"),
+            Duration::from_secs(30),
+            || {
+                let address = address.clone();
+                async move {
+                    (get(&address, probe).await.map(|(status, _)| status) == Some(200))
+                        .then_some(())
+                }
+            },
+        )
+        .await;
+        collector
+    }
+
+    /// The collector's `/metrics` text.
+    pub async fn metrics(&self) -> String {
+        get(&self.metrics_endpoint, "/metrics")
+            .await
+            .map(|(_, body)| body)
+            .unwrap_or_default()
+    }
+
+    /// One sample of `/metrics`, e.g. `candor_collector_rejected_total{reason="unknown_class"}`.
+    pub async fn sample(&self, series: &str) -> Option<f64> {
+        let text = self.metrics().await;
+        text.lines().find_map(|line| {
+            line.strip_prefix(series)
+                .and_then(|rest| rest.trim().parse().ok())
+        })
+    }
+
+    /// What the collector has logged.
+    pub fn output(&self) -> String {
+        self.process.output()
+    }
+
+    /// The process.
+    pub fn process(&mut self) -> &mut Running {
+        &mut self.process
+    }
+}
+
+/// A bare HTTP/1.0 GET over a fresh connection: the status code and the body.
+async fn get(address: &str, path: &str) -> Option<(u16, String)> {
+    use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
+    let mut stream = tokio::net::TcpStream::connect(address).await.ok()?;
+    stream
+        .write_all(format!("GET {path} HTTP/1.0\r\nHost: {address}\r\n\r\n").as_bytes())
+        .await
+        .ok()?;
+    let mut response = String::new();
+    stream.read_to_string(&mut response).await.ok()?;
+    let status = response.split(' ').nth(1)?.parse().ok()?;
+    let body = response
+        .split_once("\r\n\r\n")
+        .map(|(_, body)| body.to_owned())
+        .unwrap_or_default();
+    Some((status, body))
+}

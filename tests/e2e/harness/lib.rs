@@ -1,0 +1,49 @@
+//! The end-to-end harness: starts real processes (the Tansu broker, the collector) on free
+//! loopback ports, waits for them to be ready, reads Kafka topics back, and stops everything
+//! when dropped.
+
+pub mod collector;
+pub mod kafka;
+pub mod process;
+pub mod tansu;
+
+use std::net::TcpListener;
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+/// A free loopback port (bound, read, released).
+pub fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0")
+        .and_then(|listener| listener.local_addr())
+        .map(|addr| addr.port())
+        .unwrap_or_else(|err| panic!("no free loopback port: {err}"))
+}
+
+/// The directory cargo builds binaries into (`target/debug`), found from this test binary
+/// (`target/debug/deps/e2e-…`).
+pub fn target_dir() -> PathBuf {
+    let exe = std::env::current_exe().unwrap_or_else(|err| panic!("current_exe: {err}"));
+    exe.parent()
+        .and_then(|deps| deps.parent())
+        .map(PathBuf::from)
+        .unwrap_or_else(|| panic!("unexpected test binary location {}", exe.display()))
+}
+
+/// Polls `check` until it returns `Some`, or panics after `timeout` naming `what`.
+pub async fn wait_for<T, F, Fut>(what: &str, timeout: Duration, mut check: F) -> T
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = Option<T>>,
+{
+    let deadline = Instant::now() + timeout;
+    loop {
+        if let Some(value) = check().await {
+            return value;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "timed out after {timeout:?} waiting for {what}"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}

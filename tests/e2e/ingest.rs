@@ -1,0 +1,432 @@
+//! The collector's ingest role against a real broker.
+
+use std::io::Write as _;
+use std::time::Duration;
+
+use bytes::Bytes;
+use candor_adapter::classify::http::{BodyEnd, HttpExchange, HttpResponse};
+use candor_adapter::otlp::{OtlpConfig, init};
+use candor_adapter::testing::{FakeClock, ScriptedTool};
+use candor_adapter::{Adapter, HttpClassifier, NotFound, RetryPolicy};
+use candor_e2e::collector::{Collector, Options};
+use candor_e2e::free_port;
+use candor_e2e::kafka::{decode_all, read_topic};
+use candor_e2e::tansu::Tansu;
+use candor_schema::names::{self, attr, resource, topic};
+use candor_schema::proto::{Heartbeat, OutcomeCount, OutcomeEvent, Rejected, Temporality};
+use candor_schema::{Outcome, OutcomeClass};
+use http_body_util::{BodyExt as _, Full};
+use opentelemetry_proto::tonic::collector::trace::v1::ExportTraceServiceRequest;
+use opentelemetry_proto::tonic::collector::trace::v1::trace_service_client::TraceServiceClient;
+use opentelemetry_proto::tonic::common::v1::{AnyValue, KeyValue, any_value};
+use opentelemetry_proto::tonic::resource::v1::Resource;
+use opentelemetry_proto::tonic::trace::v1::{ResourceSpans, ScopeSpans, Span, span};
+
+const READ_TIMEOUT: Duration = Duration::from_secs(30);
+
+fn json(status: u16, body: &str) -> HttpExchange {
+    Ok(HttpResponse {
+        status: http::StatusCode::from_u16(status).unwrap(),
+        headers: http::HeaderMap::new(),
+        body: Bytes::from(body.to_owned()),
+        body_end: BodyEnd::Complete,
+        received_at: std::time::SystemTime::UNIX_EPOCH,
+    })
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn adapter_failures_reach_kafka_field_for_field() {
+    let tansu = Tansu::start().await;
+    let collector = Collector::start(&tansu.bootstrap, Options::default()).await;
+
+    let mut otlp = OtlpConfig::new(collector.grpc_endpoint.clone(), "e2e-checkout");
+    otlp.service_instance_id = Some("instance-1".into());
+    let telemetry = init(otlp).unwrap();
+    let adapter = Adapter::builder("search", "http://search.test/v1/items?token=S3CRET")
+        .classifier(
+            HttpClassifier::new(NotFound::Unreachable)
+                .items_at("/items")
+                .total_at("/total"),
+        )
+        .clock(FakeClock::default())
+        .retry(RetryPolicy::default().with_max_attempts(2).unwrap())
+        .build()
+        .unwrap();
+    let tool = ScriptedTool::returning([
+        json(500, ""),
+        json(500, ""),
+        json(200, r#"{"items":[1,2,3],"total":10}"#),
+        json(200, r#"{"items":[1]}"#),
+    ]);
+    let exhausted = adapter.call(|ctx| tool.attempt(ctx)).await;
+    let partial = adapter.call(|ctx| tool.attempt(ctx)).await;
+    let success = adapter.call(|ctx| tool.attempt(ctx)).await;
+    assert_eq!(
+        [exhausted.class(), partial.class(), success.class()],
+        [
+            OutcomeClass::AccessFailure,
+            OutcomeClass::Partial,
+            OutcomeClass::Success
+        ]
+    );
+    // Shutdown flushes spans and counters; the collector answers only once Kafka holds them.
+    tokio::task::spawn_blocking(move || telemetry.shutdown())
+        .await
+        .unwrap()
+        .unwrap();
+
+    let mut events: Vec<OutcomeEvent> = decode_all(&read_topic(
+        &tansu.bootstrap,
+        topic::OUTCOME_EVENTS,
+        3,
+        READ_TIMEOUT,
+    ));
+    assert_eq!(events.len(), 3, "{events:#?}");
+    events.sort_by_key(|e| (e.outcome_class.clone(), e.retry_attempt));
+    let (first, second, partial_event) = (&events[0], &events[1], &events[2]);
+    for (event, attempt) in [
+        (first, &exhausted.attempts()[0]),
+        (second, &exhausted.attempts()[1]),
+    ] {
+        assert_eq!(event.outcome_class, "access_failure");
+        assert_eq!(event.tool_name, "search");
+        assert_eq!(
+            event.tool_target,
+            "http://search.test/v1/items?token=REDACTED"
+        );
+        assert_eq!(event.failure_kind, "server_error");
+        assert_eq!(event.retry_attempt, attempt.number);
+        assert_eq!(event.retry_max_attempts, 2);
+        assert_eq!(
+            Some(event.retry_action.as_str()),
+            attempt.retry_action.map(|a| a.as_str())
+        );
+        assert_eq!(event.retry_backoff_ms, attempt.backoff_ms);
+        assert_eq!(event.http_status_code, Some(500));
+        assert_eq!(event.error_type.as_deref(), Some("500"));
+        assert_eq!(event.service_name, "e2e-checkout");
+        assert_eq!(event.service_instance_id, "instance-1");
+        let at = attempt.started_at.since_epoch() + Duration::from_millis(attempt.duration_ms);
+        assert_eq!(u128::from(event.event_time_unix_nano), at.as_nanos());
+        assert_eq!(event.trace_id.len(), 32);
+        assert_eq!(event.span_id.len(), 16);
+        assert_eq!(event.event_id.len(), 32);
+    }
+    assert_eq!(first.retry_action, "retry");
+    assert_eq!(second.retry_action, "exhausted");
+    assert_eq!(first.trace_id, second.trace_id, "one call, one span");
+    assert_ne!(first.event_id, second.event_id);
+    let Outcome::Partial { truncation, .. } = partial.outcome() else {
+        panic!("{partial:?}");
+    };
+    assert_eq!(partial_event.outcome_class, "partial");
+    assert_eq!(partial_event.failure_kind, "declared_total");
+    assert_eq!(partial_event.retry_action, "accept_partial");
+    assert_eq!(partial_event.partial_returned, truncation.returned);
+    assert_eq!(partial_event.partial_expected, truncation.expected);
+    assert_eq!(
+        partial_event.coverage.as_deref(),
+        Some(truncation.covered.as_str())
+    );
+    assert_eq!(
+        partial_event.dropped.as_deref(),
+        Some(truncation.dropped.as_str())
+    );
+
+    // The counter: every class, cumulative, with the final totals.
+    let counts: Vec<OutcomeCount> = decode_all(&read_topic(
+        &tansu.bootstrap,
+        topic::OUTCOME_COUNTS,
+        4,
+        READ_TIMEOUT,
+    ));
+    let latest = |class: &str| {
+        counts
+            .iter()
+            .filter(|c| c.outcome_class == class)
+            .max_by_key(|c| c.time_unix_nano)
+            .unwrap_or_else(|| panic!("no {class} count in {counts:#?}"))
+    };
+    for (class, total) in [
+        ("success", 1),
+        ("partial", 1),
+        ("access_failure", 1),
+        ("empty", 0),
+    ] {
+        let count = latest(class);
+        assert_eq!(count.value, total, "{class}");
+        assert_eq!(count.temporality, Temporality::Cumulative as i32);
+        assert_eq!(
+            count.tool_target,
+            "http://search.test/v1/items?token=REDACTED"
+        );
+        assert_eq!(count.service_instance_id, "instance-1");
+    }
+
+    // Heartbeats flow while the collector runs.
+    let heartbeats: Vec<Heartbeat> = decode_all(&read_topic(
+        &tansu.bootstrap,
+        topic::HEARTBEATS,
+        1,
+        READ_TIMEOUT,
+    ));
+    assert!(heartbeats.iter().all(|h| h.interval_ms == 1000));
+    drop(collector);
+}
+
+fn kv_str(key: &str, value: &str) -> KeyValue {
+    KeyValue {
+        key: key.to_owned(),
+        value: Some(AnyValue {
+            value: Some(any_value::Value::StringValue(value.to_owned())),
+        }),
+        ..KeyValue::default()
+    }
+}
+
+fn kv_int(key: &str, value: i64) -> KeyValue {
+    KeyValue {
+        key: key.to_owned(),
+        value: Some(AnyValue {
+            value: Some(any_value::Value::IntValue(value)),
+        }),
+        ..KeyValue::default()
+    }
+}
+
+fn outcome_event(class: &str, target: &str) -> span::Event {
+    span::Event {
+        time_unix_nano: 1_800_000_000_000_000_000,
+        name: names::OUTCOME_EVENT.to_owned(),
+        attributes: vec![
+            kv_str(attr::OUTCOME_CLASS, class),
+            kv_str(attr::TOOL_NAME, "lookup"),
+            kv_str(attr::TOOL_TARGET, target),
+            kv_str(attr::FAILURE_KIND, "timeout"),
+            kv_str(attr::RETRY_ACTION, "exhausted"),
+            kv_int(attr::RETRY_ATTEMPT, 3),
+            kv_int(attr::RETRY_MAX_ATTEMPTS, 3),
+        ],
+        dropped_attributes_count: 0,
+    }
+}
+
+fn trace_request(events: Vec<span::Event>) -> ExportTraceServiceRequest {
+    ExportTraceServiceRequest {
+        resource_spans: vec![ResourceSpans {
+            resource: Some(Resource {
+                attributes: vec![kv_str(resource::SERVICE_NAME, "raw-client")],
+                ..Resource::default()
+            }),
+            scope_spans: vec![ScopeSpans {
+                spans: vec![Span {
+                    trace_id: vec![7; 16],
+                    span_id: vec![9; 8],
+                    name: names::TOOL_CALL_SPAN.to_owned(),
+                    events,
+                    ..Span::default()
+                }],
+                ..ScopeSpans::default()
+            }],
+            ..ResourceSpans::default()
+        }],
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn invalid_events_are_rejected_by_name_and_kept_while_valid_ones_go_through() {
+    let tansu = Tansu::start().await;
+    let collector = Collector::start(&tansu.bootstrap, Options::default()).await;
+    let mut client = TraceServiceClient::connect(collector.grpc_endpoint.clone())
+        .await
+        .unwrap();
+    let huge = "x".repeat(10_000);
+    let request = trace_request(vec![
+        outcome_event("access_failure", "../../etc/passwd"),
+        outcome_event("maybe", "http://lookup.test"),
+        outcome_event("access_failure", &huge),
+        outcome_event("access_failure", "检索/😀 \"quoted\""),
+    ]);
+    let response = client.export(request).await.unwrap().into_inner();
+    let partial = response.partial_success.expect("partial success");
+    assert_eq!(partial.rejected_spans, 2);
+    assert!(
+        partial.error_message.contains("unknown_class (1)"),
+        "{}",
+        partial.error_message
+    );
+    assert!(
+        partial.error_message.contains("value_too_long (1)"),
+        "{}",
+        partial.error_message
+    );
+
+    let mut targets: Vec<String> = decode_all::<OutcomeEvent>(&read_topic(
+        &tansu.bootstrap,
+        topic::OUTCOME_EVENTS,
+        2,
+        READ_TIMEOUT,
+    ))
+    .into_iter()
+    .map(|e| e.tool_target)
+    .collect();
+    targets.sort();
+    assert_eq!(targets, ["../../etc/passwd", "检索/😀 \"quoted\""]);
+
+    let mut rejected: Vec<Rejected> = decode_all(&read_topic(
+        &tansu.bootstrap,
+        topic::REJECTED,
+        2,
+        READ_TIMEOUT,
+    ));
+    rejected.sort_by(|a, b| a.reason.cmp(&b.reason));
+    assert_eq!(rejected.len(), 2);
+    assert_eq!(rejected[0].reason, "unknown_class");
+    assert!(
+        rejected[0].detail.contains("maybe"),
+        "{}",
+        rejected[0].detail
+    );
+    assert_eq!(rejected[0].service_name, "raw-client");
+    assert!(!rejected[0].input.is_empty());
+    assert_eq!(rejected[1].reason, "value_too_long");
+    assert!(rejected[1].input.len() <= 4096 && rejected[1].input_truncated);
+
+    let unknown = collector
+        .sample("candor_collector_rejected_total{reason=\"unknown_class\"}")
+        .await;
+    assert_eq!(unknown, Some(1.0));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_bearer_token_is_required_when_configured() {
+    let tansu = Tansu::start().await;
+    let collector = Collector::start(
+        &tansu.bootstrap,
+        Options {
+            config: Some("[otlp]\nauth_token_env = \"CANDOR_E2E_TOKEN\"\n".into()),
+            env: vec![("CANDOR_E2E_TOKEN".into(), "s3cret-token".into())],
+            ..Options::default()
+        },
+    )
+    .await;
+    let mut client = TraceServiceClient::connect(collector.grpc_endpoint.clone())
+        .await
+        .unwrap();
+    let status = client
+        .export(trace_request(vec![outcome_event("access_failure", "t")]))
+        .await
+        .unwrap_err();
+    assert_eq!(status.code(), tonic::Code::Unauthenticated);
+
+    let mut request =
+        tonic::Request::new(trace_request(vec![outcome_event("access_failure", "t")]));
+    request
+        .metadata_mut()
+        .insert("authorization", "Bearer s3cret-token".parse().unwrap());
+    let response = client.export(request).await.unwrap().into_inner();
+    assert!(response.partial_success.is_none());
+    assert!(!collector.output().contains("s3cret-token"));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_unreachable_broker_gets_a_retryable_answer_never_success() {
+    let nothing = format!("127.0.0.1:{}", free_port());
+    let collector = Collector::start(
+        &nothing,
+        Options {
+            config: Some("[kafka]\ndelivery_timeout = \"1s\"\n".into()),
+            skip_ready: true,
+            ..Options::default()
+        },
+    )
+    .await;
+    let mut client = TraceServiceClient::connect(collector.grpc_endpoint.clone())
+        .await
+        .unwrap();
+    let status = client
+        .export(trace_request(vec![outcome_event("access_failure", "t")]))
+        .await
+        .unwrap_err();
+    assert_eq!(status.code(), tonic::Code::Unavailable, "{status:?}");
+    use tonic_types::StatusExt as _;
+    let retry = status.get_details_retry_info().expect("RetryInfo");
+    assert!(retry.retry_delay.is_some());
+}
+
+async fn post(
+    endpoint: &str,
+    path: &str,
+    headers: &[(&str, &str)],
+    body: Vec<u8>,
+) -> (u16, Vec<u8>) {
+    let client = hyper_util::client::legacy::Client::builder(hyper_util::rt::TokioExecutor::new())
+        .build_http::<Full<Bytes>>();
+    let mut request = http::Request::post(format!("{endpoint}{path}"));
+    for (name, value) in headers {
+        request = request.header(*name, *value);
+    }
+    let response = client
+        .request(request.body(Full::new(Bytes::from(body))).unwrap())
+        .await
+        .unwrap();
+    let status = response.status().as_u16();
+    let body = response
+        .into_body()
+        .collect()
+        .await
+        .unwrap()
+        .to_bytes()
+        .to_vec();
+    (status, body)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn http_takes_json_and_refuses_a_gzip_bomb_after_decompression() {
+    let tansu = Tansu::start().await;
+    let collector = Collector::start(
+        &tansu.bootstrap,
+        Options {
+            config: Some("[otlp]\nmax_request_bytes = 1048576\n".into()),
+            ..Options::default()
+        },
+    )
+    .await;
+    let request = trace_request(vec![outcome_event("access_failure", "json-target")]);
+    let body = serde_json::to_vec(&request).unwrap();
+    let (status, response) = post(
+        &collector.http_endpoint,
+        "/v1/traces",
+        &[("content-type", "application/json")],
+        body,
+    )
+    .await;
+    assert_eq!(status, 200, "{}", String::from_utf8_lossy(&response));
+    let events: Vec<OutcomeEvent> = decode_all(&read_topic(
+        &tansu.bootstrap,
+        topic::OUTCOME_EVENTS,
+        1,
+        READ_TIMEOUT,
+    ));
+    assert_eq!(events[0].tool_target, "json-target");
+
+    let mut encoder = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::best());
+    encoder.write_all(&vec![0u8; 32 << 20]).unwrap();
+    let bomb = encoder.finish().unwrap();
+    assert!(bomb.len() < 1 << 20);
+    let (status, _) = post(
+        &collector.http_endpoint,
+        "/v1/traces",
+        &[
+            ("content-type", "application/x-protobuf"),
+            ("content-encoding", "gzip"),
+        ],
+        bomb,
+    )
+    .await;
+    assert_eq!(status, 413);
+    assert_eq!(
+        collector.sample("candor_collector_too_large_total ").await,
+        Some(1.0)
+    );
+}

@@ -1,0 +1,6 @@
+//! End-to-end: real Tansu broker, real collector process, real OTLP clients, records read back
+//! from Kafka.
+
+#![allow(clippy::unwrap_used)] // a panic is the test's failure report
+
+mod ingest;

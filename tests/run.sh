@@ -62,9 +62,23 @@ ensure_tansu() {
     cargo install tansu --locked --features dynostore,libsql
 }
 
+# The official OpenTelemetry Python SDK, a foreign OTLP client for the end-to-end suite, in a
+# venv outside the clone; reinstalled only when the pinned requirements change.
+ensure_python_clients() {
+    local venv="$HOME/.cache/candor-venv" requirements=tests/e2e/clients/requirements.txt
+    if cmp -s "$requirements" "$venv/requirements.txt"; then
+        return 0
+    fi
+    banner "python venv with $requirements"
+    python3 -m venv "$venv"
+    "$venv/bin/pip" install --quiet --disable-pip-version-check -r "$requirements"
+    cp "$requirements" "$venv/requirements.txt"
+}
+
 install_debian_packages # no system packages needed yet
 ensure_tools
 ensure_tansu
+ensure_python_clients
 
 banner "cargo fmt --check"
 cargo fmt --all -- --check

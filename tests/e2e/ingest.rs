@@ -194,7 +194,7 @@ fn kv_int(key: &str, value: i64) -> KeyValue {
     }
 }
 
-fn outcome_event(class: &str, target: &str) -> span::Event {
+pub fn outcome_event(class: &str, target: &str) -> span::Event {
     span::Event {
         time_unix_nano: 1_800_000_000_000_000_000,
         name: names::OUTCOME_EVENT.to_owned(),
@@ -211,7 +211,7 @@ fn outcome_event(class: &str, target: &str) -> span::Event {
     }
 }
 
-fn trace_request(events: Vec<span::Event>) -> ExportTraceServiceRequest {
+pub fn trace_request(events: Vec<span::Event>) -> ExportTraceServiceRequest {
     ExportTraceServiceRequest {
         resource_spans: vec![ResourceSpans {
             resource: Some(Resource {

@@ -3,4 +3,6 @@
 
 #![allow(clippy::unwrap_used)] // a panic is the test's failure report
 
+mod faults;
+mod foreign_clients;
 mod ingest;

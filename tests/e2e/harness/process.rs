@@ -15,6 +15,17 @@ pub struct Running {
 impl Running {
     /// Starts `program` with `args`, its output going to a log file in the temp directory.
     pub fn spawn(name: &str, program: &Path, args: &[String], envs: &[(&str, &str)]) -> Self {
+        Self::spawn_in(None, name, program, args, envs)
+    }
+
+    /// Like [`Running::spawn`], in the working directory `dir` when given.
+    pub fn spawn_in(
+        dir: Option<&Path>,
+        name: &str,
+        program: &Path,
+        args: &[String],
+        envs: &[(&str, &str)],
+    ) -> Self {
         let log =
             std::env::temp_dir().join(format!("candor-e2e-{name}-{}.log", std::process::id()));
         let file = std::fs::File::create(&log)
@@ -32,6 +43,9 @@ impl Running {
             .kill_on_drop(true);
         for (key, value) in envs {
             command.env(key, value);
+        }
+        if let Some(dir) = dir {
+            command.current_dir(dir);
         }
         let child = command
             .spawn()

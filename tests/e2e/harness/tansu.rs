@@ -10,6 +10,8 @@ use crate::{free_port, wait_for};
 pub struct Tansu {
     /// `127.0.0.1:port`.
     pub bootstrap: String,
+    storage: String,
+    dir: Option<std::path::PathBuf>,
     process: Running,
 }
 
@@ -27,28 +29,52 @@ fn binary() -> PathBuf {
     PathBuf::from("tansu")
 }
 
+fn spawn(bootstrap: &str, storage: &str, dir: Option<&std::path::Path>) -> Running {
+    let url = format!("tcp://{bootstrap}");
+    Running::spawn_in(
+        dir,
+        "tansu",
+        &binary(),
+        &[
+            "broker".into(),
+            "--listener-url".into(),
+            url.clone(),
+            "--advertised-listener-url".into(),
+            url,
+            "--storage-engine".into(),
+            storage.to_owned(),
+        ],
+        &[],
+    )
+}
+
 impl Tansu {
     /// Starts a broker with the in-memory storage engine and waits until it accepts connections.
     pub async fn start() -> Self {
-        let port = free_port();
-        let bootstrap = format!("127.0.0.1:{port}");
-        let url = format!("tcp://{bootstrap}");
-        let process = Running::spawn(
-            "tansu",
-            &binary(),
-            &[
-                "broker".into(),
-                "--listener-url".into(),
-                url.clone(),
-                "--advertised-listener-url".into(),
-                url,
-                "--storage-engine".into(),
-                "memory://tansu/".into(),
-            ],
-            &[],
-        );
-        let tansu = Self { bootstrap, process };
-        let address = tansu.bootstrap.clone();
+        Self::start_with("memory://tansu/".into(), None).await
+    }
+
+    /// Starts a broker whose data survives a restart: SQLite in `dir` (Tansu reads the path of a
+    /// `sqlite://` URL relative to its working directory).
+    pub async fn start_durable(dir: &std::path::Path) -> Self {
+        Self::start_with("sqlite://tansu.db".into(), Some(dir.to_path_buf())).await
+    }
+
+    async fn start_with(storage: String, dir: Option<std::path::PathBuf>) -> Self {
+        let bootstrap = format!("127.0.0.1:{}", free_port());
+        let process = spawn(&bootstrap, &storage, dir.as_deref());
+        let tansu = Self {
+            bootstrap,
+            storage,
+            dir,
+            process,
+        };
+        tansu.wait_ready().await;
+        tansu
+    }
+
+    async fn wait_ready(&self) {
+        let address = self.bootstrap.clone();
         wait_for(
             "tansu to accept connections",
             Duration::from_secs(20),
@@ -63,7 +89,13 @@ impl Tansu {
             },
         )
         .await;
-        tansu
+    }
+
+    /// Stops the broker with SIGTERM and starts it again on the same address and storage.
+    pub async fn restart(&mut self) {
+        self.process.terminate().await;
+        self.process = spawn(&self.bootstrap, &self.storage, self.dir.as_deref());
+        self.wait_ready().await;
     }
 
     /// What the broker has logged.
@@ -73,6 +105,6 @@ impl Tansu {
 
     /// Stops the broker.
     pub async fn stop(&mut self) {
-        self.process.kill().await;
+        self.process.terminate().await;
     }
 }

@@ -1,0 +1,86 @@
+"""Sends span events and counter points with the official OpenTelemetry Python SDK.
+
+Reads a JSON spec on stdin (written by the Rust end-to-end suite, which owns every wire name):
+  {"protocol": "grpc"|"http", "endpoint": "...", "resource": {...}, "span": "...",
+   "event": "...", "events": [{attributes}], "counter": "...", "unit": "...",
+   "points": [{"value": n, "attributes": {...}}]}
+Prints {"trace_id": hex, "span_id": hex} of the span it sent. Exits 1 when an export failed.
+"""
+
+import json
+import sys
+
+from opentelemetry.sdk.metrics import MeterProvider
+from opentelemetry.sdk.metrics.export import PeriodicExportingMetricReader
+from opentelemetry.sdk.resources import Resource
+from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+
+
+def exporters(spec):
+    if spec["protocol"] == "grpc":
+        from opentelemetry.exporter.otlp.proto.grpc.metric_exporter import OTLPMetricExporter
+        from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import OTLPSpanExporter
+
+        return (
+            OTLPSpanExporter(endpoint=spec["endpoint"], insecure=True),
+            OTLPMetricExporter(endpoint=spec["endpoint"], insecure=True),
+        )
+    from opentelemetry.exporter.otlp.proto.http.metric_exporter import OTLPMetricExporter
+    from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
+
+    return (
+        OTLPSpanExporter(endpoint=spec["endpoint"] + "/v1/traces"),
+        OTLPMetricExporter(endpoint=spec["endpoint"] + "/v1/metrics"),
+    )
+
+
+class Recording:
+    """Wraps an exporter and remembers whether every export succeeded."""
+
+    def __init__(self, inner):
+        self.inner = inner
+        self.failed = False
+
+    def __getattr__(self, name):
+        return getattr(self.inner, name)
+
+    def export(self, batch, *args, **kwargs):
+        result = self.inner.export(batch, *args, **kwargs)
+        if getattr(result, "name", "") != "SUCCESS":
+            self.failed = True
+        return result
+
+
+def main():
+    spec = json.load(sys.stdin)
+    span_exporter, metric_exporter = exporters(spec)
+    span_exporter = Recording(span_exporter)
+    resource = Resource.create(spec["resource"])
+    tracer_provider = TracerProvider(resource=resource)
+    tracer_provider.add_span_processor(SimpleSpanProcessor(span_exporter))
+    reader = PeriodicExportingMetricReader(metric_exporter, export_interval_millis=3_600_000)
+    meter_provider = MeterProvider(resource=resource, metric_readers=[reader])
+
+    tracer = tracer_provider.get_tracer("candor-e2e-python")
+    with tracer.start_as_current_span(spec["span"]) as span:
+        for attributes in spec["events"]:
+            span.add_event(spec["event"], attributes=attributes)
+        context = span.get_span_context()
+    counter = meter_provider.get_meter("candor-e2e-python").create_counter(
+        spec["counter"], unit=spec["unit"]
+    )
+    for point in spec["points"]:
+        counter.add(point["value"], attributes=point["attributes"])
+
+    metrics_ok = meter_provider.force_flush(timeout_millis=20_000)
+    meter_provider.shutdown()
+    tracer_provider.shutdown()
+    print(json.dumps({"trace_id": format(context.trace_id, "032x"), "span_id": format(context.span_id, "016x")}))
+    if span_exporter.failed or not metrics_ok:
+        print("an export failed", file=sys.stderr)
+        sys.exit(1)
+
+
+if __name__ == "__main__":
+    main()

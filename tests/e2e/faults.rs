@@ -1,0 +1,157 @@
+//! Faults under load: the collector killed -9, the broker restarted. An acknowledged event is
+//! never lost.
+
+use std::collections::BTreeSet;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use candor_e2e::collector::{Collector, Options};
+use candor_e2e::kafka::{decode_all, read_topic};
+use candor_e2e::tansu::Tansu;
+use candor_e2e::wait_for;
+use candor_schema::names::topic;
+use candor_schema::proto::OutcomeEvent;
+use opentelemetry_proto::tonic::collector::trace::v1::trace_service_client::TraceServiceClient;
+
+use crate::ingest::{outcome_event, trace_request};
+
+/// Targets of the events in request `n` of client `client`.
+fn targets(client: usize, n: usize, per_request: usize) -> Vec<String> {
+    (0..per_request)
+        .map(|i| format!("c{client}-r{n}-e{i}"))
+        .collect()
+}
+
+fn request_of(
+    targets: &[String],
+) -> opentelemetry_proto::tonic::collector::trace::v1::ExportTraceServiceRequest {
+    trace_request(
+        targets
+            .iter()
+            .map(|t| outcome_event("access_failure", t))
+            .collect(),
+    )
+}
+
+fn stored_targets(bootstrap: &str, at_least: usize) -> BTreeSet<String> {
+    decode_all::<OutcomeEvent>(&read_topic(
+        bootstrap,
+        topic::OUTCOME_EVENTS,
+        at_least,
+        Duration::from_secs(60),
+    ))
+    .into_iter()
+    .map(|e| e.tool_target)
+    .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_acknowledged_event_survives_a_kill_9_of_the_collector() {
+    const CLIENTS: usize = 4;
+    const PER_REQUEST: usize = 20;
+    let tansu = Tansu::start().await;
+    let mut collector = Collector::start(&tansu.bootstrap, Options::default()).await;
+    let acknowledged = Arc::new(Mutex::new(BTreeSet::new()));
+    let mut clients = Vec::new();
+    for client in 0..CLIENTS {
+        let endpoint = collector.grpc_endpoint.clone();
+        let acknowledged = acknowledged.clone();
+        clients.push(tokio::spawn(async move {
+            let Ok(mut grpc) = TraceServiceClient::connect(endpoint).await else {
+                return;
+            };
+            for n in 0..10_000 {
+                let targets = targets(client, n, PER_REQUEST);
+                match grpc.export(request_of(&targets)).await {
+                    Ok(_) => acknowledged.lock().unwrap().extend(targets),
+                    Err(_) => return,
+                }
+            }
+        }));
+    }
+    // Kill the collector once it has acknowledged a fair amount, mid-stream.
+    let counter = acknowledged.clone();
+    wait_for("400 acknowledged events", Duration::from_secs(60), || {
+        let counter = counter.clone();
+        async move { (counter.lock().unwrap().len() >= 400).then_some(()) }
+    })
+    .await;
+    collector.process().kill().await;
+    for client in clients {
+        client.await.unwrap();
+    }
+    let acknowledged = acknowledged.lock().unwrap().clone();
+    let stored = stored_targets(&tansu.bootstrap, acknowledged.len());
+    let missing: Vec<&String> = acknowledged.difference(&stored).collect();
+    assert!(
+        missing.is_empty(),
+        "{} acknowledged events missing, e.g. {:?}",
+        missing.len(),
+        &missing[..missing.len().min(5)]
+    );
+}
+
+/// Ignored: Tansu 0.6's SQLite engine panics in `idempotent_message_check` ("more or less than
+/// one row") on the first idempotent produce after a restart, and from then on times every
+/// produce out. The collector does what it must (UNAVAILABLE with RetryInfo, nothing
+/// acknowledged), but the run cannot complete. Run it with `--run-ignored all` against a broker
+/// that keeps idempotent producer state across restarts.
+#[ignore = "Tansu 0.6's SQLite engine loses idempotent producer state on restart"]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_broker_restart_loses_no_acknowledged_event() {
+    const REQUESTS: usize = 60;
+    const PER_REQUEST: usize = 10;
+    let dir = std::env::temp_dir().join(format!("candor-e2e-tansu-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let mut tansu = Tansu::start_durable(&dir).await;
+    let collector = Collector::start(
+        &tansu.bootstrap,
+        Options {
+            config: Some("[kafka]\ndelivery_timeout = \"2s\"\n".into()),
+            ..Options::default()
+        },
+    )
+    .await;
+    let mut grpc = TraceServiceClient::connect(collector.grpc_endpoint.clone())
+        .await
+        .unwrap();
+    let mut acknowledged = BTreeSet::new();
+    let mut unavailable = 0;
+    let deadline = std::time::Instant::now() + Duration::from_secs(120);
+    for n in 0..REQUESTS {
+        if n == REQUESTS / 3 {
+            tansu.stop().await;
+        }
+        let targets = targets(0, n, PER_REQUEST);
+        loop {
+            match grpc.export(request_of(&targets)).await {
+                Ok(_) => break,
+                Err(status) => {
+                    assert_eq!(status.code(), tonic::Code::Unavailable, "{status:?}");
+                    assert!(
+                        std::time::Instant::now() < deadline,
+                        "request {n} still unavailable at the deadline: {status:?}"
+                    );
+                    unavailable += 1;
+                    if unavailable == 1 {
+                        // The collector has noticed; bring the broker back.
+                        tansu.restart().await;
+                    }
+                    // A client honouring RetryInfo waits before sending again.
+                    tokio::time::sleep(Duration::from_millis(200)).await;
+                }
+            }
+        }
+        acknowledged.extend(targets);
+    }
+    assert!(unavailable > 0, "the broker outage was never noticed");
+    let stored = stored_targets(&tansu.bootstrap, acknowledged.len());
+    let missing: Vec<&String> = acknowledged.difference(&stored).collect();
+    assert!(
+        missing.is_empty(),
+        "{} acknowledged events missing, e.g. {:?}",
+        missing.len(),
+        &missing[..missing.len().min(5)]
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}

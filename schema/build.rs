@@ -17,7 +17,15 @@ mod proto {
             Ok(descriptors) => descriptors,
             Err(err) => panic!("compiling {files:?}: {err}"),
         };
-        if let Err(err) = prost_build::Config::new().compile_fds(descriptors) {
+        let mut config = prost_build::Config::new();
+        // Records print as JSON for people reading the topics (`candor-collector read`).
+        config
+            .type_attribute(".candor.v1", "#[derive(serde::Serialize)]")
+            .field_attribute(
+                ".candor.v1.Rejected.input",
+                "#[serde(serialize_with = \"crate::proto::bytes_as_text\")]",
+            );
+        if let Err(err) = config.compile_fds(descriptors) {
             panic!("generating Rust for {files:?}: {err}");
         }
     }

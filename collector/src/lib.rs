@@ -6,5 +6,6 @@
 pub mod config;
 pub mod error;
 pub mod ingest;
+pub mod inspect;
 pub mod metrics;
 pub mod sink;

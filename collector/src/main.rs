@@ -44,6 +44,28 @@ struct Cli {
 enum Role {
     /// Receive OTLP, validate, produce typed records to Kafka.
     Ingest(IngestArgs),
+    /// Print the records of one of the pipeline's topics as JSON lines, from the beginning.
+    Read(ReadArgs),
+}
+
+#[derive(Parser)]
+struct ReadArgs {
+    /// The topic, e.g. candor.outcome-events.v1.
+    #[arg(long)]
+    topic: String,
+    /// Bootstrap servers, host:port[,host:port].
+    #[arg(
+        long,
+        env = "CANDOR_COLLECTOR_KAFKA_BROKERS",
+        default_value = "127.0.0.1:9092"
+    )]
+    kafka_brokers: String,
+    /// Stop after this many records.
+    #[arg(long)]
+    limit: Option<usize>,
+    /// Stop when no record arrived for this long (e.g. 2s).
+    #[arg(long, default_value = "2s")]
+    idle: String,
 }
 
 #[derive(Parser)]
@@ -89,7 +111,10 @@ const FLUSH_DEADLINE: Duration = Duration::from_secs(10);
 
 fn main() -> anyhow::Result<()> {
     let cli = Cli::parse();
-    let Role::Ingest(args) = cli.role;
+    let args = match cli.role {
+        Role::Ingest(args) => args,
+        Role::Read(args) => return read_topic(&args),
+    };
     init_logs(args.log_format);
     let config = load_config(&args)?;
     tokio::runtime::Builder::new_multi_thread()
@@ -139,6 +164,64 @@ fn load_config(args: &IngestArgs) -> anyhow::Result<Config> {
         raw.collector_id = Some(id.clone());
     }
     Ok(raw.validate()?)
+}
+
+/// `candor-collector read`: every record of a topic, decoded, one JSON object per line. A
+/// record that cannot be decoded is printed as an error line, never skipped.
+fn read_topic(args: &ReadArgs) -> anyhow::Result<()> {
+    use rdkafka::consumer::{BaseConsumer, Consumer as _};
+    use rdkafka::message::Message as _;
+    use std::io::Write as _;
+
+    let topic = candor_collector::inspect::known_topic(&args.topic)?;
+    let idle = candor_collector::config::parse_duration("--idle", &args.idle)?;
+    let consumer: BaseConsumer = rdkafka::ClientConfig::new()
+        .set("bootstrap.servers", &args.kafka_brokers)
+        .set("group.id", "candor-read")
+        .set("enable.auto.commit", "false")
+        .create()
+        .context("creating a Kafka consumer")?;
+    let metadata = consumer
+        .fetch_metadata(Some(topic), Duration::from_secs(10))
+        .with_context(|| {
+            format!(
+                "reading the metadata of {topic} from {}",
+                args.kafka_brokers
+            )
+        })?;
+    let mut assignment = rdkafka::TopicPartitionList::new();
+    for partition in metadata.topics().iter().flat_map(|t| t.partitions()) {
+        assignment.add_partition_offset(topic, partition.id(), rdkafka::Offset::Beginning)?;
+    }
+    if assignment.count() == 0 {
+        bail!("topic {topic} has no partitions on {}", args.kafka_brokers);
+    }
+    consumer.assign(&assignment)?;
+    let mut out = std::io::stdout().lock();
+    let (mut printed, mut undecodable) = (0usize, 0usize);
+    let mut last = std::time::Instant::now();
+    while args.limit.is_none_or(|limit| printed < limit) && last.elapsed() < idle {
+        let Some(message) = consumer.poll(Duration::from_millis(100)) else {
+            continue;
+        };
+        let message = message.context("reading a record")?;
+        last = std::time::Instant::now();
+        let line = match candor_collector::inspect::to_json(
+            topic,
+            message.payload().unwrap_or_default(),
+        ) {
+            Ok(record) => record,
+            Err(err) => {
+                undecodable += 1;
+                serde_json::json!({ "error": err.to_string() })
+            }
+        };
+        let line = serde_json::json!({ "partition": message.partition(), "offset": message.offset(), "record": line });
+        writeln!(out, "{line}")?;
+        printed += 1;
+    }
+    eprintln!("{printed} record(s) from {topic}; {undecodable} undecodable");
+    Ok(())
 }
 
 async fn bind(addr: SocketAddr, key: &str) -> anyhow::Result<TcpListener> {

@@ -296,6 +296,37 @@ async fn invalid_events_are_rejected_by_name_and_kept_while_valid_ones_go_throug
         .sample("candor_collector_rejected_total{reason=\"unknown_class\"}")
         .await;
     assert_eq!(unknown, Some(1.0));
+
+    // What a person runs to look at the topic.
+    let output = tokio::process::Command::new(candor_e2e::target_dir().join("candor-collector"))
+        .args([
+            "read",
+            "--topic",
+            topic::REJECTED,
+            "--kafka-brokers",
+            &tansu.bootstrap,
+            "--idle",
+            "1s",
+        ])
+        .output()
+        .await
+        .unwrap();
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let lines: Vec<serde_json::Value> = String::from_utf8(output.stdout)
+        .unwrap()
+        .lines()
+        .map(|line| serde_json::from_str(line).unwrap())
+        .collect();
+    let mut reasons: Vec<&str> = lines
+        .iter()
+        .map(|l| l["record"]["reason"].as_str().unwrap())
+        .collect();
+    reasons.sort();
+    assert_eq!(reasons, ["unknown_class", "value_too_long"]);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -429,4 +460,95 @@ async fn http_takes_json_and_refuses_a_gzip_bomb_after_decompression() {
         collector.sample("candor_collector_too_large_total ").await,
         Some(1.0)
     );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_undecodable_request_is_refused_and_kept_in_the_rejected_topic() {
+    let tansu = Tansu::start().await;
+    let collector = Collector::start(&tansu.bootstrap, Options::default()).await;
+    // A protobuf string field holding invalid UTF-8: field 1 (resource_spans) → field 1
+    // (resource) → field 1 (attributes) → field 1 (key) = 0xFF 0xFE.
+    let key = [0x0a, 0x02, 0xff, 0xfe];
+    let attribute = [&[0x0a, key.len() as u8][..], &key].concat();
+    let resource = [&[0x0a, attribute.len() as u8][..], &attribute].concat();
+    let body = [&[0x0a, resource.len() as u8][..], &resource].concat();
+    let (status, response) = post(
+        &collector.http_endpoint,
+        "/v1/traces",
+        &[("content-type", "application/x-protobuf")],
+        body.clone(),
+    )
+    .await;
+    assert_eq!(status, 400, "{}", String::from_utf8_lossy(&response));
+    let (status, _) = post(
+        &collector.http_endpoint,
+        "/v1/metrics",
+        &[("content-type", "application/json")],
+        b"{\"resourceMetrics\": [".to_vec(),
+    )
+    .await;
+    assert_eq!(status, 400);
+
+    let mut rejected: Vec<Rejected> = decode_all(&read_topic(
+        &tansu.bootstrap,
+        topic::REJECTED,
+        2,
+        READ_TIMEOUT,
+    ));
+    rejected.sort_by(|a, b| a.signal.cmp(&b.signal));
+    assert_eq!(rejected.len(), 2, "{rejected:#?}");
+    assert!(rejected.iter().all(|r| r.reason == "malformed_request"));
+    assert_eq!(rejected[0].signal, "metrics");
+    assert_eq!(rejected[1].signal, "traces");
+    assert_eq!(
+        rejected[1].input, body,
+        "the undecodable body is kept as it came"
+    );
+    assert!(
+        rejected[1].detail.to_lowercase().contains("utf-8"),
+        "{}",
+        rejected[1].detail
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sigterm_stops_accepting_flushes_and_exits_cleanly() {
+    let tansu = Tansu::start().await;
+    let mut collector = Collector::start(&tansu.bootstrap, Options::default()).await;
+    let mut client = TraceServiceClient::connect(collector.grpc_endpoint.clone())
+        .await
+        .unwrap();
+    client
+        .export(trace_request(vec![outcome_event(
+            "access_failure",
+            "before-shutdown",
+        )]))
+        .await
+        .unwrap();
+    let code = tokio::time::timeout(Duration::from_secs(30), collector.process().terminate())
+        .await
+        .expect("the collector stopped within 30 s");
+    assert_eq!(code, Some(0), "{}", collector.output());
+    assert!(
+        collector.output().contains("all records delivered"),
+        "{}",
+        collector.output()
+    );
+    assert!(
+        client
+            .export(trace_request(vec![outcome_event(
+                "access_failure",
+                "after-shutdown"
+            )]))
+            .await
+            .is_err()
+    );
+    let events: Vec<OutcomeEvent> = decode_all(&read_topic(
+        &tansu.bootstrap,
+        topic::OUTCOME_EVENTS,
+        1,
+        READ_TIMEOUT,
+    ));
+    assert_eq!(events.len(), 1);
+    assert_eq!(events[0].tool_target, "before-shutdown");
 }

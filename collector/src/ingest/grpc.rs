@@ -1,7 +1,6 @@
 //! The OTLP/gRPC receiver (port 4317 by default).
 
 use std::sync::Arc;
-use std::time::Instant;
 
 use opentelemetry_proto::tonic::collector::metrics::v1::metrics_service_server::{
     MetricsService, MetricsServiceServer,
@@ -85,30 +84,16 @@ impl TraceService for OtlpGrpc {
         &self,
         request: Request<ExportTraceServiceRequest>,
     ) -> Result<Response<ExportTraceServiceResponse>, Status> {
-        let started = Instant::now();
-        let metrics = self.ingest.metrics().clone();
-        let _in_flight = metrics.request_received("traces", "grpc");
-        let result = self.ingest.export_traces(request.into_inner()).await;
-        match result {
-            Ok(ack) => {
-                metrics.request_answered(
-                    "traces",
-                    "grpc",
-                    if ack.rejected > 0 { "partial" } else { "ok" },
-                    started.elapsed(),
-                );
-                Ok(Response::new(ExportTraceServiceResponse {
-                    partial_success: (ack.rejected > 0).then(|| ExportTracePartialSuccess {
-                        rejected_spans: i64::try_from(ack.rejected).unwrap_or(i64::MAX),
-                        error_message: ack.message,
-                    }),
-                }))
-            }
-            Err(error) => {
-                metrics.request_answered("traces", "grpc", error.code.label(), started.elapsed());
-                Err(error.into())
-            }
-        }
+        let export = self.ingest.export_traces(request.into_inner());
+        let ack = self.ingest.answered("traces", "grpc", export).await?;
+        Ok(Response::new(ExportTraceServiceResponse {
+            partial_success: ack
+                .refused()
+                .map(|(rejected, message)| ExportTracePartialSuccess {
+                    rejected_spans: rejected,
+                    error_message: message,
+                }),
+        }))
     }
 }
 
@@ -118,29 +103,15 @@ impl MetricsService for OtlpGrpc {
         &self,
         request: Request<ExportMetricsServiceRequest>,
     ) -> Result<Response<ExportMetricsServiceResponse>, Status> {
-        let started = Instant::now();
-        let metrics = self.ingest.metrics().clone();
-        let _in_flight = metrics.request_received("metrics", "grpc");
-        let result = self.ingest.export_metrics(request.into_inner()).await;
-        match result {
-            Ok(ack) => {
-                metrics.request_answered(
-                    "metrics",
-                    "grpc",
-                    if ack.rejected > 0 { "partial" } else { "ok" },
-                    started.elapsed(),
-                );
-                Ok(Response::new(ExportMetricsServiceResponse {
-                    partial_success: (ack.rejected > 0).then(|| ExportMetricsPartialSuccess {
-                        rejected_data_points: i64::try_from(ack.rejected).unwrap_or(i64::MAX),
-                        error_message: ack.message,
-                    }),
-                }))
-            }
-            Err(error) => {
-                metrics.request_answered("metrics", "grpc", error.code.label(), started.elapsed());
-                Err(error.into())
-            }
-        }
+        let export = self.ingest.export_metrics(request.into_inner());
+        let ack = self.ingest.answered("metrics", "grpc", export).await?;
+        Ok(Response::new(ExportMetricsServiceResponse {
+            partial_success: ack
+                .refused()
+                .map(|(rejected, message)| ExportMetricsPartialSuccess {
+                    rejected_data_points: rejected,
+                    error_message: message,
+                }),
+        }))
     }
 }

@@ -3,7 +3,6 @@
 
 use std::io::Read as _;
 use std::sync::Arc;
-use std::time::Instant;
 
 use axum::Router;
 use axum::body::Bytes;
@@ -13,10 +12,10 @@ use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
 use axum::routing::post;
 use opentelemetry_proto::tonic::collector::metrics::v1::{
-    ExportMetricsPartialSuccess, ExportMetricsServiceRequest, ExportMetricsServiceResponse,
+    ExportMetricsPartialSuccess, ExportMetricsServiceResponse,
 };
 use opentelemetry_proto::tonic::collector::trace::v1::{
-    ExportTracePartialSuccess, ExportTraceServiceRequest, ExportTraceServiceResponse,
+    ExportTracePartialSuccess, ExportTraceServiceResponse,
 };
 use prost::Message;
 use serde::Serialize;
@@ -165,7 +164,7 @@ async fn read<T: Message + Default + DeserializeOwned>(
     signal: Signal,
     headers: &HeaderMap,
     body: Bytes,
-) -> Result<(Encoding, T), ServiceError> {
+) -> Result<T, ServiceError> {
     let encoding = Encoding::of(headers)?;
     let body = decompress(headers, body, state.max_request_bytes).inspect_err(|err| {
         if err.code == ErrorCode::PayloadTooLarge {
@@ -177,7 +176,7 @@ async fn read<T: Message + Default + DeserializeOwned>(
         }
     })?;
     match decode(encoding, &body) {
-        Ok(request) => Ok((encoding, request)),
+        Ok(request) => Ok(request),
         Err(error) => {
             state
                 .ingest
@@ -192,74 +191,52 @@ async fn read<T: Message + Default + DeserializeOwned>(
 }
 
 async fn traces(State(state): State<HttpState>, headers: HeaderMap, body: Bytes) -> Response {
-    let started = Instant::now();
-    let metrics = state.ingest.metrics().clone();
-    let _in_flight = metrics.request_received("traces", "http");
-    let result = async {
-        let (encoding, request) =
-            read::<ExportTraceServiceRequest>(&state, Signal::Traces, &headers, body).await?;
-        let ack = state.ingest.export_traces(request).await?;
-        Ok::<_, ServiceError>((encoding, ack))
-    }
-    .await;
-    match result {
-        Ok((encoding, ack)) => {
-            metrics.request_answered(
-                "traces",
-                "http",
-                if ack.rejected > 0 { "partial" } else { "ok" },
-                started.elapsed(),
-            );
-            encode(
-                encoding,
-                &ExportTraceServiceResponse {
-                    partial_success: (ack.rejected > 0).then(|| ExportTracePartialSuccess {
-                        rejected_spans: i64::try_from(ack.rejected).unwrap_or(i64::MAX),
-                        error_message: ack.message,
-                    }),
-                },
-            )
-        }
-        Err(error) => {
-            metrics.request_answered("traces", "http", error.code.label(), started.elapsed());
-            error.into_response()
-        }
+    let encoding = Encoding::of(&headers);
+    let export = async {
+        let request = read(&state, Signal::Traces, &headers, body).await?;
+        state.ingest.export_traces(request).await
+    };
+    match (
+        encoding,
+        state.ingest.answered("traces", "http", export).await,
+    ) {
+        (Ok(encoding), Ok(ack)) => encode(
+            encoding,
+            &ExportTraceServiceResponse {
+                partial_success: ack.refused().map(|(rejected, message)| {
+                    ExportTracePartialSuccess {
+                        rejected_spans: rejected,
+                        error_message: message,
+                    }
+                }),
+            },
+        ),
+        (Err(error), _) | (_, Err(error)) => error.into_response(),
     }
 }
 
 async fn metrics(State(state): State<HttpState>, headers: HeaderMap, body: Bytes) -> Response {
-    let started = Instant::now();
-    let metrics = state.ingest.metrics().clone();
-    let _in_flight = metrics.request_received("metrics", "http");
-    let result = async {
-        let (encoding, request) =
-            read::<ExportMetricsServiceRequest>(&state, Signal::Metrics, &headers, body).await?;
-        let ack = state.ingest.export_metrics(request).await?;
-        Ok::<_, ServiceError>((encoding, ack))
-    }
-    .await;
-    match result {
-        Ok((encoding, ack)) => {
-            metrics.request_answered(
-                "metrics",
-                "http",
-                if ack.rejected > 0 { "partial" } else { "ok" },
-                started.elapsed(),
-            );
-            encode(
-                encoding,
-                &ExportMetricsServiceResponse {
-                    partial_success: (ack.rejected > 0).then(|| ExportMetricsPartialSuccess {
-                        rejected_data_points: i64::try_from(ack.rejected).unwrap_or(i64::MAX),
-                        error_message: ack.message,
-                    }),
-                },
-            )
-        }
-        Err(error) => {
-            metrics.request_answered("metrics", "http", error.code.label(), started.elapsed());
-            error.into_response()
-        }
+    let encoding = Encoding::of(&headers);
+    let export = async {
+        let request = read(&state, Signal::Metrics, &headers, body).await?;
+        state.ingest.export_metrics(request).await
+    };
+    match (
+        encoding,
+        state.ingest.answered("metrics", "http", export).await,
+    ) {
+        (Ok(encoding), Ok(ack)) => encode(
+            encoding,
+            &ExportMetricsServiceResponse {
+                partial_success: ack.refused().map(|(rejected, message)| {
+                    ExportMetricsPartialSuccess {
+                        rejected_data_points: rejected,
+                        error_message: message,
+                    }
+                }),
+            },
+        ),
+        (Err(error), _) | (_, Err(error)) => error.into_response(),
     }
 }
 

@@ -2,7 +2,7 @@
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::time::{Duration, SystemTime};
+use std::time::{Duration, Instant, SystemTime};
 
 use opentelemetry_proto::tonic::collector::metrics::v1::ExportMetricsServiceRequest;
 use opentelemetry_proto::tonic::collector::trace::v1::ExportTraceServiceRequest;
@@ -19,6 +19,18 @@ pub struct Acknowledged {
     pub rejected: u64,
     /// Why, for OTLP's `partial_success.error_message`; empty when nothing was refused.
     pub message: String,
+}
+
+impl Acknowledged {
+    /// For OTLP's `partial_success`: how many were refused and why, when any were.
+    pub fn refused(self) -> Option<(i64, String)> {
+        (self.rejected > 0).then(|| {
+            (
+                i64::try_from(self.rejected).unwrap_or(i64::MAX),
+                self.message,
+            )
+        })
+    }
 }
 
 /// Counts since the last heartbeat.
@@ -86,37 +98,46 @@ impl Ingest {
         &self.since_heartbeat
     }
 
+    /// Runs one export request, counting it as received, in flight and answered (with its
+    /// status and latency).
+    pub async fn answered<F>(
+        &self,
+        signal: &'static str,
+        transport: &'static str,
+        export: F,
+    ) -> Result<Acknowledged, ServiceError>
+    where
+        F: std::future::Future<Output = Result<Acknowledged, ServiceError>>,
+    {
+        let started = Instant::now();
+        let _in_flight = self.metrics.request_received(signal, transport);
+        let result = export.await;
+        let status = match &result {
+            Ok(ack) if ack.rejected > 0 => "partial",
+            Ok(_) => "ok",
+            Err(error) => error.code.label(),
+        };
+        self.metrics
+            .request_answered(signal, transport, status, started.elapsed());
+        result
+    }
+
     /// Extracts the `tool.outcome` events of a trace export and delivers them (and the
     /// rejections) to Kafka.
     pub async fn export_traces(
         &self,
         request: ExportTraceServiceRequest,
     ) -> Result<Acknowledged, ServiceError> {
-        let received_at = unix_nanos(SystemTime::now());
-        let limits = self.limits;
-        let collector_id = self.collector_id.clone();
-        // Extraction is CPU work proportional to the request; keep it off the reactor.
-        let extracted = tokio::task::spawn_blocking(move || {
-            let received = Received {
-                collector_id: &collector_id,
-                time_unix_nano: received_at,
-                limits: &limits,
-            };
-            extract::extract_traces(&request, &received)
-        })
-        .await
-        .map_err(|err| {
-            ServiceError::unavailable(format!("extraction failed: {err}"), self.retry_after)
-        })?;
+        let (extracted, received_at) = self.extract(request, extract::extract_traces).await?;
         self.metrics.events_received(extracted.outcome_events_seen);
         self.metrics.ignored_spans(extracted.ignored_spans);
-        let mut records: Vec<KafkaRecord> =
-            extracted.events.iter().map(encode::outcome_event).collect();
-        records.extend(self.rejection_records(&extracted.rejections, received_at));
-        self.deliver(&records).await?;
+        let records = extracted.events.iter().map(encode::outcome_event).collect();
         let accepted = extracted.events.len() as u64;
+        self.deliver_all(records, &extracted.rejections, received_at)
+            .await?;
         self.metrics.events_accepted(accepted);
-        self.since_heartbeat
+        let counts = &self.since_heartbeat;
+        counts
             .accepted_events
             .fetch_add(accepted, Ordering::Relaxed);
         Ok(self.acknowledge(&extracted.rejections, "tool.outcome event(s)"))
@@ -128,6 +149,32 @@ impl Ingest {
         &self,
         request: ExportMetricsServiceRequest,
     ) -> Result<Acknowledged, ServiceError> {
+        let (extracted, received_at) = self.extract(request, extract::extract_metrics).await?;
+        self.metrics.counts_received(extracted.points_seen);
+        self.metrics.ignored_metrics(extracted.ignored_metrics);
+        let records = extracted.counts.iter().map(encode::outcome_count).collect();
+        let accepted = extracted.counts.len() as u64;
+        self.deliver_all(records, &extracted.rejections, received_at)
+            .await?;
+        self.metrics.counts_accepted(accepted);
+        let counts = &self.since_heartbeat;
+        counts
+            .accepted_counts
+            .fetch_add(accepted, Ordering::Relaxed);
+        Ok(self.acknowledge(&extracted.rejections, "tool.outcomes data point(s)"))
+    }
+
+    /// Runs `extract` over the request off the reactor (it is CPU work proportional to the
+    /// request), stamped with the time of receipt.
+    async fn extract<R, X>(
+        &self,
+        request: R,
+        extract: fn(&R, &Received<'_>) -> X,
+    ) -> Result<(X, u64), ServiceError>
+    where
+        R: Send + 'static,
+        X: Send + 'static,
+    {
         let received_at = unix_nanos(SystemTime::now());
         let limits = self.limits;
         let collector_id = self.collector_id.clone();
@@ -137,24 +184,24 @@ impl Ingest {
                 time_unix_nano: received_at,
                 limits: &limits,
             };
-            extract::extract_metrics(&request, &received)
+            extract(&request, &received)
         })
         .await
         .map_err(|err| {
             ServiceError::unavailable(format!("extraction failed: {err}"), self.retry_after)
         })?;
-        self.metrics.counts_received(extracted.points_seen);
-        self.metrics.ignored_metrics(extracted.ignored_metrics);
-        let mut records: Vec<KafkaRecord> =
-            extracted.counts.iter().map(encode::outcome_count).collect();
-        records.extend(self.rejection_records(&extracted.rejections, received_at));
-        self.deliver(&records).await?;
-        let accepted = extracted.counts.len() as u64;
-        self.metrics.counts_accepted(accepted);
-        self.since_heartbeat
-            .accepted_counts
-            .fetch_add(accepted, Ordering::Relaxed);
-        Ok(self.acknowledge(&extracted.rejections, "tool.outcomes data point(s)"))
+        Ok((extracted, received_at))
+    }
+
+    /// Delivers the records and the rejections of one request together.
+    async fn deliver_all(
+        &self,
+        mut records: Vec<KafkaRecord>,
+        rejections: &[Rejection],
+        received_at: u64,
+    ) -> Result<(), ServiceError> {
+        records.extend(self.rejection_records(rejections, received_at));
+        self.deliver(&records).await
     }
 
     /// Keeps a request that could not be decoded at all, with its reason, in the rejected topic.

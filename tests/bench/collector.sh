@@ -1,0 +1,46 @@
+#!/usr/bin/env bash
+# Measures the collector under OTLP/gRPC load against Tansu (memory engine) and prints figures:
+# accepted events/s at full speed, latency at half that rate, CPU per event, peak RSS, and the
+# check that the events topic holds every acknowledged event.
+#
+#   bash tests/bench/collector.sh [seconds]
+set -euo pipefail
+cd "$(dirname "${BASH_SOURCE[0]}")/../.."
+export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$HOME/.cache/candor-target}"
+seconds="${1:-15}"
+cargo build --release --locked -p candor-collector -p candor-e2e --bin candor-collector --bin candor-loadgen
+bin="$CARGO_TARGET_DIR/release"
+tansu="$(command -v tansu || echo "$HOME/.cargo/bin/tansu")"
+work="$(mktemp -d)"
+pids=()
+cleanup() { kill "${pids[@]}" 2>/dev/null || true; wait 2>/dev/null || true; rm -rf "$work"; }
+trap cleanup EXIT
+
+free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
+wait_port() { for _ in $(seq 200); do (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null && return 0; sleep 0.05; done; echo "port $1 never opened" >&2; return 1; }
+
+run_once() {
+    local rate_args=("$@")
+    local kafka grpc http metrics
+    kafka=$(free_port); grpc=$(free_port); http=$(free_port); metrics=$(free_port)
+    "$tansu" broker --listener-url "tcp://127.0.0.1:$kafka" --advertised-listener-url "tcp://127.0.0.1:$kafka" \
+        --storage-engine memory://tansu/ >"$work/tansu.log" 2>&1 &
+    pids+=($!)
+    wait_port "$kafka"
+    "$bin/candor-collector" ingest --grpc-addr "127.0.0.1:$grpc" --http-addr "127.0.0.1:$http" \
+        --metrics-addr "127.0.0.1:$metrics" --kafka-brokers "127.0.0.1:$kafka" >"$work/collector.log" 2>&1 &
+    local collector=$!
+    pids+=("$collector")
+    for _ in $(seq 200); do curl -sf "127.0.0.1:$metrics/readyz" >/dev/null && break; sleep 0.1; done
+    "$bin/candor-loadgen" --endpoint "http://127.0.0.1:$grpc" --seconds "$seconds" \
+        --collector-pid "$collector" --kafka-brokers "127.0.0.1:$kafka" "${rate_args[@]}"
+    kill "${pids[@]}" 2>/dev/null || true
+    wait 2>/dev/null || true
+    pids=()
+}
+
+echo "== full speed"
+full=$(run_once --connections 4 --batch 500 | tee /dev/stderr | awk '/^accepted_events_per_s/ {print $2}')
+half=$(( ${full%.*} / 2 ))
+echo "== half of the measured maximum: $half events/s"
+run_once --connections 4 --batch 500 --rate "$half"

@@ -1,0 +1,262 @@
+//! `candor-loadgen`: OTLP/gRPC load for the collector, with figures.
+//!
+//! Sends pre-built trace export requests of `--batch` `tool.outcome` events over `--connections`
+//! connections for `--duration`, at full speed or at `--rate` events/s, then prints accepted
+//! events/s, request latency percentiles, and the collector's CPU time and peak RSS (read from
+//! `/proc/PID` when `--collector-pid` is given). With `--kafka-brokers` it checks that the
+//! events topic holds every accepted event (a fresh topic: stored = high watermark − low).
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+use anyhow::{Context as _, bail};
+use candor_schema::names::{self, attr, resource, topic};
+use clap::Parser;
+use opentelemetry_proto::tonic::collector::trace::v1::ExportTraceServiceRequest;
+use opentelemetry_proto::tonic::collector::trace::v1::trace_service_client::TraceServiceClient;
+use opentelemetry_proto::tonic::common::v1::{AnyValue, KeyValue, any_value};
+use opentelemetry_proto::tonic::resource::v1::Resource;
+use opentelemetry_proto::tonic::trace::v1::{ResourceSpans, ScopeSpans, Span, span};
+use rdkafka::consumer::{BaseConsumer, Consumer as _};
+
+#[derive(Parser)]
+#[command(about = "OTLP/gRPC load for the Candor collector")]
+struct Args {
+    /// The collector's OTLP/gRPC endpoint.
+    #[arg(long, default_value = "http://127.0.0.1:4317")]
+    endpoint: String,
+    /// Concurrent connections, each with one request in flight.
+    #[arg(long, default_value_t = 4)]
+    connections: usize,
+    /// Events per request.
+    #[arg(long, default_value_t = 500)]
+    batch: usize,
+    /// How long to send, in seconds.
+    #[arg(long, default_value_t = 10)]
+    seconds: u64,
+    /// Target rate in events/s across all connections (default: as fast as acknowledged).
+    #[arg(long)]
+    rate: Option<u64>,
+    /// The collector's process id, for its CPU time and peak RSS.
+    #[arg(long)]
+    collector_pid: Option<u32>,
+    /// Check afterwards that the events topic holds every accepted event.
+    #[arg(long)]
+    kafka_brokers: Option<String>,
+}
+
+fn kv(key: &str, value: any_value::Value) -> KeyValue {
+    KeyValue {
+        key: key.to_owned(),
+        value: Some(AnyValue { value: Some(value) }),
+        ..KeyValue::default()
+    }
+}
+
+/// A realistic request: one span per event batch, events spread over 50 targets.
+fn request(connection: usize, batch: usize) -> ExportTraceServiceRequest {
+    let events = (0..batch)
+        .map(|i| span::Event {
+            time_unix_nano: 1_800_000_000_000_000_000 + i as u64,
+            name: names::OUTCOME_EVENT.to_owned(),
+            attributes: vec![
+                kv(
+                    attr::OUTCOME_CLASS,
+                    any_value::Value::StringValue("access_failure".into()),
+                ),
+                kv(
+                    attr::TOOL_NAME,
+                    any_value::Value::StringValue("search".into()),
+                ),
+                kv(
+                    attr::TOOL_TARGET,
+                    any_value::Value::StringValue(format!(
+                        "https://search-{}.internal/v1/items",
+                        i % 50
+                    )),
+                ),
+                kv(
+                    attr::FAILURE_KIND,
+                    any_value::Value::StringValue("server_error".into()),
+                ),
+                kv(
+                    attr::RETRY_ACTION,
+                    any_value::Value::StringValue("retry".into()),
+                ),
+                kv(attr::RETRY_ATTEMPT, any_value::Value::IntValue(1)),
+                kv(attr::RETRY_MAX_ATTEMPTS, any_value::Value::IntValue(3)),
+                kv(attr::RETRY_BACKOFF_MS, any_value::Value::IntValue(120)),
+                kv(attr::HTTP_STATUS_CODE, any_value::Value::IntValue(503)),
+                kv(
+                    attr::ERROR_TYPE,
+                    any_value::Value::StringValue("503".into()),
+                ),
+            ],
+            dropped_attributes_count: 0,
+        })
+        .collect();
+    ExportTraceServiceRequest {
+        resource_spans: vec![ResourceSpans {
+            resource: Some(Resource {
+                attributes: vec![
+                    kv(
+                        resource::SERVICE_NAME,
+                        any_value::Value::StringValue("loadgen".into()),
+                    ),
+                    kv(
+                        resource::SERVICE_INSTANCE_ID,
+                        any_value::Value::StringValue(format!("c{connection}")),
+                    ),
+                ],
+                ..Resource::default()
+            }),
+            scope_spans: vec![ScopeSpans {
+                spans: vec![Span {
+                    trace_id: vec![connection as u8 + 1; 16],
+                    span_id: vec![7; 8],
+                    name: names::TOOL_CALL_SPAN.to_owned(),
+                    events,
+                    ..Span::default()
+                }],
+                ..ScopeSpans::default()
+            }],
+            ..ResourceSpans::default()
+        }],
+    }
+}
+
+/// (user + system CPU seconds, peak RSS in KiB) of a process.
+fn process_usage(pid: u32) -> anyhow::Result<(f64, u64)> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat"))?;
+    let fields: Vec<&str> = stat
+        .rsplit_once(')')
+        .map(|(_, rest)| rest)
+        .unwrap_or("")
+        .split_whitespace()
+        .collect();
+    let ticks: u64 = fields.get(11).and_then(|f| f.parse().ok()).unwrap_or(0)
+        + fields
+            .get(12)
+            .and_then(|f| f.parse::<u64>().ok())
+            .unwrap_or(0);
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status"))?;
+    let hwm = status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmHWM:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+        .unwrap_or(0);
+    // The kernel's USER_HZ is 100 on Linux.
+    Ok((ticks as f64 / 100.0, hwm))
+}
+
+fn percentile(sorted: &[Duration], p: f64) -> Duration {
+    if sorted.is_empty() {
+        return Duration::ZERO;
+    }
+    let index = ((sorted.len() - 1) as f64 * p).round() as usize;
+    sorted[index]
+}
+
+#[tokio::main]
+async fn main() -> anyhow::Result<()> {
+    let args = Args::parse();
+    let before = args.collector_pid.map(process_usage).transpose()?;
+    let accepted = Arc::new(AtomicU64::new(0));
+    let refused = Arc::new(AtomicU64::new(0));
+    let deadline = Instant::now() + Duration::from_secs(args.seconds);
+    let started = Instant::now();
+    let mut tasks = Vec::new();
+    for connection in 0..args.connections {
+        let endpoint = args.endpoint.clone();
+        let (accepted, refused) = (accepted.clone(), refused.clone());
+        let request = request(connection, args.batch);
+        let per_connection_rate = args.rate.map(|r| r as f64 / args.connections as f64);
+        let batch = args.batch;
+        tasks.push(tokio::spawn(async move {
+            let mut client = TraceServiceClient::connect(endpoint)
+                .await?
+                .max_encoding_message_size(64 << 20);
+            let mut latencies = Vec::new();
+            let mut sent = 0u64;
+            while Instant::now() < deadline {
+                if let Some(rate) = per_connection_rate {
+                    // Pace to the target rate: the n-th request leaves at n·batch/rate.
+                    let due = started + Duration::from_secs_f64(sent as f64 * batch as f64 / rate);
+                    tokio::time::sleep_until(due.into()).await;
+                }
+                let t0 = Instant::now();
+                match client.export(request.clone()).await {
+                    Ok(response) => {
+                        let rejected = response
+                            .into_inner()
+                            .partial_success
+                            .map_or(0, |p| p.rejected_spans);
+                        accepted.fetch_add(batch as u64 - rejected as u64, Ordering::Relaxed);
+                    }
+                    Err(_) => {
+                        refused.fetch_add(batch as u64, Ordering::Relaxed);
+                    }
+                }
+                latencies.push(t0.elapsed());
+                sent += 1;
+            }
+            Ok::<_, anyhow::Error>(latencies)
+        }));
+    }
+    let mut latencies = Vec::new();
+    for task in tasks {
+        latencies.extend(task.await??);
+    }
+    let elapsed = started.elapsed().as_secs_f64();
+    latencies.sort();
+    let accepted = accepted.load(Ordering::Relaxed);
+    println!(
+        "connections {} batch {} seconds {:.1}",
+        args.connections, args.batch, elapsed
+    );
+    println!(
+        "accepted_events {accepted} refused_events {}",
+        refused.load(Ordering::Relaxed)
+    );
+    println!("accepted_events_per_s {:.0}", accepted as f64 / elapsed);
+    println!(
+        "latency_ms p50 {:.2} p99 {:.2} max {:.2} (requests {})",
+        percentile(&latencies, 0.5).as_secs_f64() * 1e3,
+        percentile(&latencies, 0.99).as_secs_f64() * 1e3,
+        latencies.last().copied().unwrap_or_default().as_secs_f64() * 1e3,
+        latencies.len()
+    );
+    if let (Some(pid), Some((cpu_before, _))) = (args.collector_pid, before) {
+        let (cpu_after, peak_kib) = process_usage(pid)?;
+        let cpu = cpu_after - cpu_before;
+        println!(
+            "collector_cpu_s {cpu:.2} events_per_cpu_s {:.0} cpu_us_per_event {:.2}",
+            accepted as f64 / cpu,
+            cpu * 1e6 / accepted as f64
+        );
+        println!("collector_peak_rss_mib {:.1}", peak_kib as f64 / 1024.0);
+    }
+    if let Some(brokers) = &args.kafka_brokers {
+        let consumer: BaseConsumer = rdkafka::ClientConfig::new()
+            .set("bootstrap.servers", brokers)
+            .create()
+            .context("consumer")?;
+        let metadata =
+            consumer.fetch_metadata(Some(topic::OUTCOME_EVENTS), Duration::from_secs(10))?;
+        let mut stored = 0i64;
+        for partition in metadata.topics().iter().flat_map(|t| t.partitions()) {
+            let (low, high) = consumer.fetch_watermarks(
+                topic::OUTCOME_EVENTS,
+                partition.id(),
+                Duration::from_secs(10),
+            )?;
+            stored += high - low;
+        }
+        println!("stored_events {stored}");
+        if stored < accepted as i64 {
+            bail!("the topic holds {stored} events but {accepted} were acknowledged");
+        }
+    }
+    Ok(())
+}

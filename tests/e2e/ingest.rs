@@ -357,6 +357,37 @@ async fn a_bearer_token_is_required_when_configured() {
         .insert("authorization", "Bearer s3cret-token".parse().unwrap());
     let response = client.export(request).await.unwrap().into_inner();
     assert!(response.partial_success.is_none());
+
+    // OTLP/HTTP: refused before the body is read, accepted with the token.
+    let body =
+        serde_json::to_vec(&trace_request(vec![outcome_event("access_failure", "t")])).unwrap();
+    let json = ("content-type", "application/json");
+    let (status, _) = post(
+        &collector.http_endpoint,
+        "/v1/traces",
+        &[json],
+        body.clone(),
+    )
+    .await;
+    assert_eq!(status, 401);
+    let wrong = ("authorization", "Bearer s3cret-tokem");
+    let (status, _) = post(
+        &collector.http_endpoint,
+        "/v1/traces",
+        &[json, wrong],
+        body.clone(),
+    )
+    .await;
+    assert_eq!(status, 401);
+    let right = ("authorization", "Bearer s3cret-token");
+    let (status, _) = post(&collector.http_endpoint, "/v1/traces", &[json, right], body).await;
+    assert_eq!(status, 200);
+    assert_eq!(
+        collector
+            .sample("candor_collector_unauthenticated_total")
+            .await,
+        Some(3.0)
+    );
     assert!(!collector.output().contains("s3cret-token"));
 }
 
@@ -551,4 +582,135 @@ async fn sigterm_stops_accepting_flushes_and_exits_cleanly() {
     ));
     assert_eq!(events.len(), 1);
     assert_eq!(events[0].tool_target, "before-shutdown");
+}
+
+/// One event per rejection reason that an OTLP client can cause through a decodable request.
+fn bad_events() -> Vec<(&'static str, span::Event)> {
+    let with = |key: &str, value: any_value::Value| {
+        let mut event = outcome_event("access_failure", "bad");
+        event.attributes.retain(|kv| kv.key != key);
+        event.attributes.push(KeyValue {
+            key: key.to_owned(),
+            value: Some(AnyValue { value: Some(value) }),
+            ..KeyValue::default()
+        });
+        event
+    };
+    let text = |s: &str| any_value::Value::StringValue(s.to_owned());
+    let without = |key: &str| {
+        let mut event = outcome_event("access_failure", "bad");
+        event.attributes.retain(|kv| kv.key != key);
+        event
+    };
+    let mut duplicate = outcome_event("access_failure", "bad");
+    duplicate
+        .attributes
+        .push(kv_str(attr::OUTCOME_CLASS, "partial"));
+    let mut many = outcome_event("access_failure", "bad");
+    many.attributes
+        .extend((0..10_000).map(|i| kv_int(&format!("extra.{i}"), i)));
+    let mut timeless = outcome_event("access_failure", "bad");
+    timeless.time_unix_nano = 0;
+    vec![
+        ("missing_attribute", without(attr::TOOL_TARGET)),
+        ("wrong_type", with(attr::RETRY_ATTEMPT, text("three"))),
+        ("duplicate_attribute", duplicate),
+        (
+            "unknown_class",
+            with(attr::OUTCOME_CLASS, text("Access_Failure")),
+        ),
+        (
+            "class_not_allowed",
+            with(attr::OUTCOME_CLASS, text("empty")),
+        ),
+        ("unknown_kind", with(attr::FAILURE_KIND, text("gremlins"))),
+        ("unknown_action", with(attr::RETRY_ACTION, text("give_up"))),
+        (
+            "inconsistent",
+            with(attr::RETRY_ACTION, text("accept_partial")),
+        ),
+        (
+            "out_of_range",
+            with(attr::RETRY_ATTEMPT, any_value::Value::IntValue(0)),
+        ),
+        (
+            "value_too_long",
+            with(attr::TOOL_NAME, text(&"n".repeat(5_000))),
+        ),
+        ("too_many_attributes", many),
+        ("missing_time", timeless),
+    ]
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_rejection_reason_is_named_counted_and_kept() {
+    let tansu = Tansu::start().await;
+    let collector = Collector::start(&tansu.bootstrap, Options::default()).await;
+    let bad = bad_events();
+    let mut events: Vec<span::Event> = bad.iter().map(|(_, event)| event.clone()).collect();
+    events.push(outcome_event("access_failure", "the-good-one"));
+    let mut request = trace_request(events);
+    // A second span with an invalid trace id and span id.
+    let mut broken = request.resource_spans[0].scope_spans[0].spans[0].clone();
+    broken.trace_id = vec![1, 2, 3];
+    broken.events = vec![outcome_event("access_failure", "bad")];
+    request.resource_spans[0].scope_spans[0].spans.push(broken);
+    let mut zero_span = request.resource_spans[0].scope_spans[0].spans[0].clone();
+    zero_span.span_id = vec![0; 8];
+    zero_span.events = vec![outcome_event("access_failure", "bad")];
+    request.resource_spans[0].scope_spans[0]
+        .spans
+        .push(zero_span);
+    let mut reasons: Vec<&str> = bad.iter().map(|(reason, _)| *reason).collect();
+    reasons.extend(["invalid_trace_id", "invalid_span_id"]);
+
+    let mut client = TraceServiceClient::connect(collector.grpc_endpoint.clone())
+        .await
+        .unwrap()
+        .max_encoding_message_size(64 << 20);
+    let partial = client
+        .export(request)
+        .await
+        .unwrap()
+        .into_inner()
+        .partial_success
+        .unwrap();
+    assert_eq!(
+        partial.rejected_spans,
+        reasons.len() as i64,
+        "{}",
+        partial.error_message
+    );
+    for reason in &reasons {
+        assert!(
+            partial.error_message.contains(&format!("{reason} (1)")),
+            "{reason}: {}",
+            partial.error_message
+        );
+        let sample = format!("candor_collector_rejected_total{{reason=\"{reason}\"}}");
+        assert_eq!(collector.sample(&sample).await, Some(1.0), "{sample}");
+    }
+    let stored: Vec<Rejected> = decode_all(&read_topic(
+        &tansu.bootstrap,
+        topic::REJECTED,
+        reasons.len(),
+        READ_TIMEOUT,
+    ));
+    let mut stored_reasons: Vec<&str> = stored.iter().map(|r| r.reason.as_str()).collect();
+    stored_reasons.sort();
+    reasons.sort();
+    assert_eq!(stored_reasons, reasons);
+    assert!(
+        stored
+            .iter()
+            .all(|r| !r.input.is_empty() && r.input.len() <= 4096)
+    );
+    let events: Vec<OutcomeEvent> = decode_all(&read_topic(
+        &tansu.bootstrap,
+        topic::OUTCOME_EVENTS,
+        1,
+        READ_TIMEOUT,
+    ));
+    assert_eq!(events.len(), 1);
+    assert_eq!(events[0].tool_target, "the-good-one");
 }

@@ -1,7 +1,10 @@
 #!/usr/bin/env bash
 # Measures the collector under OTLP/gRPC load against Tansu (memory engine) and prints figures:
 # accepted events/s at full speed, latency at half that rate, CPU per event, peak RSS, and the
-# check that the events topic holds every acknowledged event.
+# check that the events topic holds every acknowledged event. Then the same load against Rotel
+# (a Rust OpenTelemetry collector with a Kafka exporter, from PyPI) with acks=all and zstd, for
+# comparison; Rotel answers before Kafka delivery and writes one Kafka message per batch, so its
+# stored count is not comparable and is not checked.
 #
 #   bash tests/bench/collector.sh [seconds]
 set -euo pipefail
@@ -39,8 +42,39 @@ run_once() {
     pids=()
 }
 
+run_rotel() {
+    local venv="$HOME/.cache/rotel-venv"
+    if [[ ! -x "$venv/bin/python" ]] || ! "$venv/bin/pip" show rotel >/dev/null 2>&1; then
+        python3 -m venv "$venv"
+        "$venv/bin/pip" install --quiet --disable-pip-version-check rotel==0.0.1a15
+    fi
+    local rotel
+    rotel="$(find "$venv" -name rotel-agent -type f | head -n 1)"
+    local kafka grpc http
+    kafka=$(free_port); grpc=$(free_port); http=$(free_port)
+    "$tansu" broker --listener-url "tcp://127.0.0.1:$kafka" --advertised-listener-url "tcp://127.0.0.1:$kafka" \
+        --storage-engine memory://tansu/ >"$work/tansu.log" 2>&1 &
+    pids+=($!)
+    wait_port "$kafka"
+    "$tansu" topic create otlp_traces --broker "tcp://127.0.0.1:$kafka" --partitions 3 >/dev/null
+    "$rotel" start --otlp-grpc-endpoint "127.0.0.1:$grpc" --otlp-http-endpoint "127.0.0.1:$http" \
+        --exporter kafka --kafka-exporter-brokers "127.0.0.1:$kafka" --kafka-exporter-acks all \
+        --kafka-exporter-compression zstd >"$work/rotel.log" 2>&1 &
+    local agent=$!
+    pids+=("$agent")
+    wait_port "$grpc"
+    "$bin/candor-loadgen" --endpoint "http://127.0.0.1:$grpc" --seconds "$seconds" \
+        --collector-pid "$agent" "$@"
+    kill "${pids[@]}" 2>/dev/null || true
+    wait 2>/dev/null || true
+    pids=()
+}
+
 echo "== full speed"
-full=$(run_once --connections 4 --batch 500 | tee /dev/stderr | awk '/^accepted_events_per_s/ {print $2}')
+run_once --connections 4 --batch 500 | tee "$work/full.txt"
+full=$(awk '/^accepted_events_per_s/ {print $2}' "$work/full.txt")
 half=$(( ${full%.*} / 2 ))
 echo "== half of the measured maximum: $half events/s"
 run_once --connections 4 --batch 500 --rate "$half"
+echo "== rotel, full speed (acks=all, zstd; answers before delivery)"
+run_rotel --connections 4 --batch 500

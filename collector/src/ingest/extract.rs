@@ -6,7 +6,6 @@
 //! other metrics) is counted as ignored.
 
 use std::collections::BTreeMap;
-use std::fmt::Write as _;
 
 use candor_schema::names::{self, attr, resource};
 use candor_schema::proto::{OutcomeCount, OutcomeEvent, RECORD_SCHEMA_VERSION, Temporality};
@@ -684,9 +683,11 @@ fn content_id(parts: &[&[u8]]) -> String {
 }
 
 fn hex(bytes: &[u8]) -> String {
+    const DIGITS: &[u8; 16] = b"0123456789abcdef";
     let mut out = String::with_capacity(bytes.len() * 2);
     for byte in bytes {
-        let _ = write!(out, "{byte:02x}");
+        out.push(char::from(DIGITS[usize::from(byte >> 4)]));
+        out.push(char::from(DIGITS[usize::from(byte & 0x0f)]));
     }
     out
 }

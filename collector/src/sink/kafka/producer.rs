@@ -182,9 +182,15 @@ impl Producer {
         let enqueued = pending.len();
         let mut failed = 0;
         let mut first_error = None;
+        // Acknowledgements are tallied per topic and counted once per request: a labelled
+        // counter lookup per record would cost more than the record.
+        let mut produced: Vec<(&'static str, u64)> = Vec::new();
         for (topic, delivery) in pending {
             match delivery.await {
-                Ok(Ok(_)) => self.metrics.records_produced(topic, 1),
+                Ok(Ok(_)) => match produced.iter_mut().find(|(t, _)| *t == topic) {
+                    Some((_, n)) => *n += 1,
+                    None => produced.push((topic, 1)),
+                },
                 Ok(Err((err, _))) => {
                     failed += 1;
                     self.metrics.delivery_failed(topic, &error_label(&err));
@@ -196,6 +202,9 @@ impl Producer {
                     first_error.get_or_insert_with(|| "the producer was dropped".to_owned());
                 }
             }
+        }
+        for (topic, n) in produced {
+            self.metrics.records_produced(topic, n);
         }
         if queue_full {
             return Err(DeliveryError::QueueFull { enqueued, total });

@@ -520,13 +520,30 @@ async fn an_undecodable_request_is_refused_and_kept_in_the_rejected_topic() {
     .await;
     assert_eq!(status, 400);
 
+    // The same over gRPC: the collector reads the message as bytes and decodes it itself.
+    let status = grpc_raw(
+        &collector.grpc_endpoint,
+        "/opentelemetry.proto.collector.trace.v1.TraceService/Export",
+        body.clone(),
+    )
+    .await
+    .unwrap_err();
+    assert_eq!(status.code(), tonic::Code::InvalidArgument, "{status:?}");
+    assert!(status.message().contains("undecodable"), "{status:?}");
+
     let mut rejected: Vec<Rejected> = decode_all(&read_topic(
         &tansu.bootstrap,
         topic::REJECTED,
-        2,
+        3,
         READ_TIMEOUT,
     ));
+    assert_eq!(
+        rejected.iter().filter(|r| r.input == body).count(),
+        2,
+        "{rejected:#?}"
+    );
     rejected.sort_by(|a, b| a.signal.cmp(&b.signal));
+    rejected.dedup_by(|a, b| a.input == b.input);
     assert_eq!(rejected.len(), 2, "{rejected:#?}");
     assert!(rejected.iter().all(|r| r.reason == "malformed_request"));
     assert_eq!(rejected[0].signal, "metrics");
@@ -713,4 +730,66 @@ async fn every_rejection_reason_is_named_counted_and_kept() {
     ));
     assert_eq!(events.len(), 1);
     assert_eq!(events[0].tool_target, "the-good-one");
+}
+
+/// Sends `message` as the raw body of a unary gRPC call.
+async fn grpc_raw(
+    endpoint: &str,
+    path: &'static str,
+    message: Vec<u8>,
+) -> Result<Bytes, tonic::Status> {
+    let channel = tonic::transport::Endpoint::from_shared(endpoint.to_owned())
+        .unwrap()
+        .connect()
+        .await
+        .unwrap();
+    let mut grpc = tonic::client::Grpc::new(channel);
+    grpc.ready().await.unwrap();
+    let path = http::uri::PathAndQuery::from_static(path);
+    grpc.unary(tonic::Request::new(Bytes::from(message)), path, BytesCodec)
+        .await
+        .map(tonic::Response::into_inner)
+}
+
+/// A gRPC codec that sends and receives bytes as they are.
+#[derive(Clone, Copy)]
+struct BytesCodec;
+
+impl tonic::codec::Codec for BytesCodec {
+    type Encode = Bytes;
+    type Decode = Bytes;
+    type Encoder = BytesCodec;
+    type Decoder = BytesCodec;
+    fn encoder(&mut self) -> Self::Encoder {
+        BytesCodec
+    }
+    fn decoder(&mut self) -> Self::Decoder {
+        BytesCodec
+    }
+}
+
+impl tonic::codec::Encoder for BytesCodec {
+    type Item = Bytes;
+    type Error = tonic::Status;
+    fn encode(
+        &mut self,
+        item: Bytes,
+        dst: &mut tonic::codec::EncodeBuf<'_>,
+    ) -> Result<(), tonic::Status> {
+        use bytes::BufMut as _;
+        dst.put(item);
+        Ok(())
+    }
+}
+
+impl tonic::codec::Decoder for BytesCodec {
+    type Item = Bytes;
+    type Error = tonic::Status;
+    fn decode(
+        &mut self,
+        src: &mut tonic::codec::DecodeBuf<'_>,
+    ) -> Result<Option<Bytes>, tonic::Status> {
+        use bytes::Buf as _;
+        Ok(Some(src.copy_to_bytes(src.remaining())))
+    }
 }

@@ -1,34 +1,35 @@
 //! The OTLP/gRPC receiver (port 4317 by default).
+//!
+//! The two export services are served with a codec that hands the message over as bytes, so
+//! that the collector decodes it itself: a message that cannot be decoded (invalid protobuf,
+//! invalid UTF-8 in a string) is kept in the rejected topic and counted before the client is
+//! told, as on OTLP/HTTP. The bearer token is checked by an interceptor before anything is read.
 
+use std::marker::PhantomData;
 use std::sync::Arc;
 
-use opentelemetry_proto::tonic::collector::metrics::v1::metrics_service_server::{
-    MetricsService, MetricsServiceServer,
-};
+use bytes::{Buf as _, BufMut as _, Bytes};
 use opentelemetry_proto::tonic::collector::metrics::v1::{
     ExportMetricsPartialSuccess, ExportMetricsServiceRequest, ExportMetricsServiceResponse,
-};
-use opentelemetry_proto::tonic::collector::trace::v1::trace_service_server::{
-    TraceService, TraceServiceServer,
 };
 use opentelemetry_proto::tonic::collector::trace::v1::{
     ExportTracePartialSuccess, ExportTraceServiceRequest, ExportTraceServiceResponse,
 };
-use tonic::codec::CompressionEncoding;
+use prost::Message;
+use tonic::codec::{
+    Codec, CompressionEncoding, DecodeBuf, Decoder, EnabledCompressionEncodings, EncodeBuf, Encoder,
+};
+use tonic::codegen::{Body, BoxFuture, Context, Poll, Service, StdError, http};
+use tonic::server::{Grpc, NamedService, UnaryService};
 use tonic::service::interceptor::InterceptedService;
 use tonic::{Request, Response, Status};
 
 use super::auth::BearerAuth;
-use super::service::Ingest;
+use super::extract::Signal;
+use super::service::{Acknowledged, Ingest};
 use crate::error::{ErrorCode, ServiceError};
 
-/// Serves OTLP traces and metrics over gRPC.
-#[derive(Clone)]
-pub struct OtlpGrpc {
-    ingest: Arc<Ingest>,
-}
-
-/// The interceptor that checks the bearer token before the message is decoded.
+/// The interceptor that checks the bearer token before the message is read.
 #[derive(Clone)]
 pub struct AuthInterceptor {
     auth: BearerAuth,
@@ -53,65 +54,224 @@ impl tonic::service::Interceptor for AuthInterceptor {
     }
 }
 
-/// The two services, with authentication, gzip and the size cap applied.
+/// One OTLP export service: what it is called and how it handles a message.
+pub trait Export: Send + Sync + 'static {
+    /// The gRPC service name.
+    const NAME: &'static str;
+    /// The path of its `Export` method.
+    const PATH: &'static str;
+
+    /// Decodes and ingests one message; answers the encoded response.
+    fn handle(ingest: Arc<Ingest>, message: Bytes) -> BoxFuture<Bytes, Status>;
+}
+
+/// `opentelemetry.proto.collector.trace.v1.TraceService`.
+pub struct Traces;
+
+/// `opentelemetry.proto.collector.metrics.v1.MetricsService`.
+pub struct Metrics;
+
+impl Export for Traces {
+    const NAME: &'static str = "opentelemetry.proto.collector.trace.v1.TraceService";
+    const PATH: &'static str = "/opentelemetry.proto.collector.trace.v1.TraceService/Export";
+
+    fn handle(ingest: Arc<Ingest>, message: Bytes) -> BoxFuture<Bytes, Status> {
+        Box::pin(async move {
+            let export = async {
+                let request: ExportTraceServiceRequest =
+                    decode(&ingest, Signal::Traces, &message).await?;
+                ingest.export_traces(request).await
+            };
+            let ack = ingest.answered("traces", "grpc", export).await?;
+            let response = ExportTraceServiceResponse {
+                partial_success: Acknowledged::refused(ack).map(|(rejected, message)| {
+                    ExportTracePartialSuccess {
+                        rejected_spans: rejected,
+                        error_message: message,
+                    }
+                }),
+            };
+            Ok(Bytes::from(response.encode_to_vec()))
+        })
+    }
+}
+
+impl Export for Metrics {
+    const NAME: &'static str = "opentelemetry.proto.collector.metrics.v1.MetricsService";
+    const PATH: &'static str = "/opentelemetry.proto.collector.metrics.v1.MetricsService/Export";
+
+    fn handle(ingest: Arc<Ingest>, message: Bytes) -> BoxFuture<Bytes, Status> {
+        Box::pin(async move {
+            let export = async {
+                let request: ExportMetricsServiceRequest =
+                    decode(&ingest, Signal::Metrics, &message).await?;
+                ingest.export_metrics(request).await
+            };
+            let ack = ingest.answered("metrics", "grpc", export).await?;
+            let response = ExportMetricsServiceResponse {
+                partial_success: Acknowledged::refused(ack).map(|(rejected, message)| {
+                    ExportMetricsPartialSuccess {
+                        rejected_data_points: rejected,
+                        error_message: message,
+                    }
+                }),
+            };
+            Ok(Bytes::from(response.encode_to_vec()))
+        })
+    }
+}
+
+/// Decodes a message; one that cannot be decoded is kept in the rejected topic first.
+async fn decode<T: Message + Default>(
+    ingest: &Ingest,
+    signal: Signal,
+    message: &[u8],
+) -> Result<T, ServiceError> {
+    match T::decode(message) {
+        Ok(request) => Ok(request),
+        Err(err) => {
+            let error = err.to_string();
+            ingest.reject_undecodable(signal, &error, message).await?;
+            Err(ServiceError::new(
+                ErrorCode::BadRequest,
+                format!("undecodable {} request: {error}", signal.as_str()),
+            ))
+        }
+    }
+}
+
+/// An OTLP export service over gRPC.
+pub struct ExportService<E> {
+    ingest: Arc<Ingest>,
+    max_request_bytes: usize,
+    export: PhantomData<fn() -> E>,
+}
+
+impl<E> Clone for ExportService<E> {
+    fn clone(&self) -> Self {
+        Self {
+            ingest: self.ingest.clone(),
+            max_request_bytes: self.max_request_bytes,
+            export: PhantomData,
+        }
+    }
+}
+
+impl<E: Export> NamedService for ExportService<E> {
+    const NAME: &'static str = E::NAME;
+}
+
+/// The two services, with authentication, gzip and the size cap (applied after decompression).
 pub fn services(
     ingest: Arc<Ingest>,
     auth: BearerAuth,
     max_request_bytes: usize,
 ) -> (
-    InterceptedService<TraceServiceServer<OtlpGrpc>, AuthInterceptor>,
-    InterceptedService<MetricsServiceServer<OtlpGrpc>, AuthInterceptor>,
+    InterceptedService<ExportService<Traces>, AuthInterceptor>,
+    InterceptedService<ExportService<Metrics>, AuthInterceptor>,
 ) {
-    let service = OtlpGrpc {
+    let interceptor = AuthInterceptor {
+        auth,
         ingest: ingest.clone(),
     };
-    let interceptor = AuthInterceptor { auth, ingest };
-    let traces = TraceServiceServer::new(service.clone())
-        .accept_compressed(CompressionEncoding::Gzip)
-        .max_decoding_message_size(max_request_bytes);
-    let metrics = MetricsServiceServer::new(service)
-        .accept_compressed(CompressionEncoding::Gzip)
-        .max_decoding_message_size(max_request_bytes);
+    let traces = ExportService {
+        ingest: ingest.clone(),
+        max_request_bytes,
+        export: PhantomData,
+    };
+    let metrics = ExportService {
+        ingest,
+        max_request_bytes,
+        export: PhantomData,
+    };
     (
         InterceptedService::new(traces, interceptor.clone()),
         InterceptedService::new(metrics, interceptor),
     )
 }
 
-#[tonic::async_trait]
-impl TraceService for OtlpGrpc {
-    async fn export(
-        &self,
-        request: Request<ExportTraceServiceRequest>,
-    ) -> Result<Response<ExportTraceServiceResponse>, Status> {
-        let export = self.ingest.export_traces(request.into_inner());
-        let ack = self.ingest.answered("traces", "grpc", export).await?;
-        Ok(Response::new(ExportTraceServiceResponse {
-            partial_success: ack
-                .refused()
-                .map(|(rejected, message)| ExportTracePartialSuccess {
-                    rejected_spans: rejected,
-                    error_message: message,
-                }),
-        }))
+impl<E: Export, B> Service<http::Request<B>> for ExportService<E>
+where
+    B: Body + Send + 'static,
+    B::Error: Into<StdError> + Send + 'static,
+{
+    type Response = http::Response<tonic::body::Body>;
+    type Error = std::convert::Infallible;
+    type Future = BoxFuture<Self::Response, Self::Error>;
+
+    fn poll_ready(&mut self, _: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
+        Poll::Ready(Ok(()))
+    }
+
+    fn call(&mut self, request: http::Request<B>) -> Self::Future {
+        if request.uri().path() != E::PATH {
+            return Box::pin(async { Ok(Status::unimplemented("no such method").into_http()) });
+        }
+        let handler = Handler::<E> {
+            ingest: self.ingest.clone(),
+            export: PhantomData,
+        };
+        let max_request_bytes = self.max_request_bytes;
+        Box::pin(async move {
+            let mut accept = EnabledCompressionEncodings::default();
+            accept.enable(CompressionEncoding::Gzip);
+            let mut grpc = Grpc::new(RawCodec)
+                .apply_compression_config(accept, EnabledCompressionEncodings::default())
+                .apply_max_message_size_config(Some(max_request_bytes), None);
+            Ok(grpc.unary(handler, request).await)
+        })
     }
 }
 
-#[tonic::async_trait]
-impl MetricsService for OtlpGrpc {
-    async fn export(
-        &self,
-        request: Request<ExportMetricsServiceRequest>,
-    ) -> Result<Response<ExportMetricsServiceResponse>, Status> {
-        let export = self.ingest.export_metrics(request.into_inner());
-        let ack = self.ingest.answered("metrics", "grpc", export).await?;
-        Ok(Response::new(ExportMetricsServiceResponse {
-            partial_success: ack
-                .refused()
-                .map(|(rejected, message)| ExportMetricsPartialSuccess {
-                    rejected_data_points: rejected,
-                    error_message: message,
-                }),
-        }))
+struct Handler<E> {
+    ingest: Arc<Ingest>,
+    export: PhantomData<fn() -> E>,
+}
+
+impl<E: Export> UnaryService<Bytes> for Handler<E> {
+    type Response = Bytes;
+    type Future = BoxFuture<Response<Bytes>, Status>;
+
+    fn call(&mut self, request: Request<Bytes>) -> Self::Future {
+        let response = E::handle(self.ingest.clone(), request.into_inner());
+        Box::pin(async move { response.await.map(Response::new) })
+    }
+}
+
+/// Hands messages over as bytes, and sends bytes already encoded.
+#[derive(Debug, Clone, Copy, Default)]
+struct RawCodec;
+
+impl Codec for RawCodec {
+    type Encode = Bytes;
+    type Decode = Bytes;
+    type Encoder = RawCodec;
+    type Decoder = RawCodec;
+
+    fn encoder(&mut self) -> Self::Encoder {
+        RawCodec
+    }
+
+    fn decoder(&mut self) -> Self::Decoder {
+        RawCodec
+    }
+}
+
+impl Encoder for RawCodec {
+    type Item = Bytes;
+    type Error = Status;
+
+    fn encode(&mut self, item: Bytes, dst: &mut EncodeBuf<'_>) -> Result<(), Status> {
+        dst.put(item);
+        Ok(())
+    }
+}
+
+impl Decoder for RawCodec {
+    type Item = Bytes;
+    type Error = Status;
+
+    fn decode(&mut self, src: &mut DecodeBuf<'_>) -> Result<Option<Bytes>, Status> {
+        Ok(Some(src.copy_to_bytes(src.remaining())))
     }
 }

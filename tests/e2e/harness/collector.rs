@@ -33,7 +33,8 @@ impl Collector {
         let binary = target_dir().join("candor-collector");
         assert!(
             binary.exists(),
-            "{} is missing: build the workspace's binaries (cargo test builds them)",
+            "{} is missing: run the suite with the workspace (tests/run.sh does), or \
+             `cargo build -p candor-collector` first: testing only candor-e2e does not rebuild it",
             binary.display()
         );
         let (grpc, http, metrics) = (free_port(), free_port(), free_port());

@@ -491,6 +491,28 @@ async fn http_takes_json_and_refuses_a_gzip_bomb_after_decompression() {
         collector.sample("candor_collector_too_large_total ").await,
         Some(1.0)
     );
+
+    // Over gRPC, compressed and not: RESOURCE_EXHAUSTED, counted, without RetryInfo.
+    let big = trace_request(vec![outcome_event("access_failure", &"t".repeat(2 << 20))]);
+    let mut client = TraceServiceClient::connect(collector.grpc_endpoint.clone())
+        .await
+        .unwrap()
+        .max_encoding_message_size(64 << 20);
+    let status = client.export(big.clone()).await.unwrap_err();
+    assert_eq!(status.code(), tonic::Code::ResourceExhausted, "{status:?}");
+    use tonic_types::StatusExt as _;
+    assert!(status.get_details_retry_info().is_none());
+    let mut gzip_client = TraceServiceClient::connect(collector.grpc_endpoint.clone())
+        .await
+        .unwrap()
+        .max_encoding_message_size(64 << 20)
+        .send_compressed(tonic::codec::CompressionEncoding::Gzip);
+    let status = gzip_client.export(big).await.unwrap_err();
+    assert_eq!(status.code(), tonic::Code::ResourceExhausted, "{status:?}");
+    assert_eq!(
+        collector.sample("candor_collector_too_large_total ").await,
+        Some(3.0)
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -212,15 +212,41 @@ where
             export: PhantomData,
         };
         let max_request_bytes = self.max_request_bytes;
+        let ingest = self.ingest.clone();
         Box::pin(async move {
             let mut accept = EnabledCompressionEncodings::default();
             accept.enable(CompressionEncoding::Gzip);
             let mut grpc = Grpc::new(RawCodec)
                 .apply_compression_config(accept, EnabledCompressionEncodings::default())
                 .apply_max_message_size_config(Some(max_request_bytes), None);
-            Ok(grpc.unary(handler, request).await)
+            let response = grpc.unary(handler, request).await;
+            Ok(count_size_refusal(response, &ingest, max_request_bytes))
         })
     }
+}
+
+/// The gRPC library refuses a message over the cap before the handler runs: OUT_OF_RANGE for a
+/// plain one, RESOURCE_EXHAUSTED when decompression passed the cap. The refusal is counted here
+/// and answered as RESOURCE_EXHAUSTED, the code OTLP clients treat as "too large, do not retry".
+/// (The handler itself never answers either code.)
+fn count_size_refusal(
+    response: http::Response<tonic::body::Body>,
+    ingest: &Ingest,
+    limit: usize,
+) -> http::Response<tonic::body::Body> {
+    let too_large = response
+        .headers()
+        .get(Status::GRPC_STATUS)
+        .is_some_and(|code| matches!(code.as_bytes(), b"11" | b"8"));
+    if !too_large {
+        return response;
+    }
+    ingest.metrics().too_large("grpc", limit + 1, limit);
+    tonic::Status::from(ServiceError::new(
+        ErrorCode::PayloadTooLarge,
+        format!("the request exceeds {limit} bytes (after decompression)"),
+    ))
+    .into_http()
 }
 
 struct Handler<E> {

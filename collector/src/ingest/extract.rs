@@ -352,9 +352,10 @@ fn metric_type(data: Option<&metric::Data>) -> &'static str {
     }
 }
 
-/// The attributes of one event or data point, checked against the limits, by key.
+/// The contract's attributes of one event or data point, checked against the limits. Other
+/// attributes are checked for size and otherwise ignored.
 struct Attributes<'a> {
-    by_key: BTreeMap<&'a str, &'a any_value::Value>,
+    known: Vec<(&'a str, &'a any_value::Value)>,
 }
 
 impl<'a> Attributes<'a> {
@@ -369,7 +370,7 @@ impl<'a> Attributes<'a> {
                 ),
             ));
         }
-        let mut by_key = BTreeMap::new();
+        let mut known: Vec<(&str, &any_value::Value)> = Vec::with_capacity(16);
         for kv in kvs {
             let Some(value) = kv.value.as_ref().and_then(|v| v.value.as_ref()) else {
                 continue;
@@ -389,20 +390,30 @@ impl<'a> Attributes<'a> {
                     ),
                 ));
             }
-            if by_key.insert(kv.key.as_str(), value).is_some()
-                && names::ALL.contains(&kv.key.as_str())
-            {
+            let key = kv.key.as_str();
+            if !names::ALL.contains(&key) {
+                continue;
+            }
+            if known.iter().any(|(seen, _)| *seen == key) {
                 return Err(refuse(
                     RejectReason::DuplicateAttribute,
-                    format!("{} appears twice", kv.key),
+                    format!("{key} appears twice"),
                 ));
             }
+            known.push((key, value));
         }
-        Ok(Self { by_key })
+        Ok(Self { known })
+    }
+
+    fn get(&self, key: &str) -> Option<&'a any_value::Value> {
+        self.known
+            .iter()
+            .find(|(name, _)| *name == key)
+            .map(|(_, value)| *value)
     }
 
     fn string(&self, key: &'static str) -> Result<Option<&'a str>, Refusal> {
-        match self.by_key.get(key) {
+        match self.get(key) {
             None => Ok(None),
             Some(any_value::Value::StringValue(value)) => Ok(Some(value)),
             Some(other) => Err(refuse(
@@ -418,7 +429,7 @@ impl<'a> Attributes<'a> {
     }
 
     fn int(&self, key: &'static str) -> Result<Option<i64>, Refusal> {
-        match self.by_key.get(key) {
+        match self.get(key) {
             None => Ok(None),
             Some(any_value::Value::IntValue(value)) => Ok(Some(*value)),
             Some(other) => Err(refuse(

@@ -76,5 +76,16 @@ full=$(awk '/^accepted_events_per_s/ {print $2}' "$work/full.txt")
 half=$(( ${full%.*} / 2 ))
 echo "== half of the measured maximum: $half events/s"
 run_once --connections 4 --batch 500 --rate "$half"
+echo "== ceiling: a raw rdkafka producer of the same records (idempotent, acks=all, zstd, 1,000 in flight)"
+kafka=$(free_port)
+"$tansu" broker --listener-url "tcp://127.0.0.1:$kafka" --advertised-listener-url "tcp://127.0.0.1:$kafka" \
+    --storage-engine memory://tansu/ >"$work/tansu.log" 2>&1 &
+pids+=($!)
+wait_port "$kafka"
+"$bin/candor-loadgen" --raw-kafka "127.0.0.1:$kafka" --seconds "$seconds"
+kill "${pids[@]}" 2>/dev/null || true
+wait 2>/dev/null || true
+pids=()
+
 echo "== rotel, full speed (acks=all, zstd; answers before delivery)"
 run_rotel --connections 4 --batch 500

@@ -44,6 +44,10 @@ struct Args {
     /// Check afterwards that the events topic holds every accepted event.
     #[arg(long)]
     kafka_brokers: Option<String>,
+    /// Instead of OTLP, produce the same records straight to Kafka at these brokers (idempotent,
+    /// acks=all, zstd, 1,000 in flight): the ceiling the collector is measured against.
+    #[arg(long)]
+    raw_kafka: Option<String>,
 }
 
 fn kv(key: &str, value: any_value::Value) -> KeyValue {
@@ -195,9 +199,93 @@ fn percentile(sorted: &[Duration], p: f64) -> Duration {
     sorted[index]
 }
 
+/// Produces encoded `OutcomeEvent` records straight to Kafka for `seconds`, with up to 1,000 in
+/// flight, and prints acknowledged records/s.
+async fn raw_kafka(brokers: &str, seconds: u64) -> anyhow::Result<()> {
+    use candor_schema::proto::OutcomeEvent;
+    use prost::Message as _;
+    use rdkafka::producer::{FutureProducer, FutureRecord};
+
+    use rdkafka::admin::{AdminClient, AdminOptions, NewTopic, TopicReplication};
+    let admin: AdminClient<rdkafka::client::DefaultClientContext> = rdkafka::ClientConfig::new()
+        .set("bootstrap.servers", brokers)
+        .create()
+        .context("admin client")?;
+    let topic = NewTopic::new(topic::OUTCOME_EVENTS, 3, TopicReplication::Fixed(1));
+    admin
+        .create_topics([&topic], &AdminOptions::new())
+        .await
+        .context("creating the events topic")?;
+    let producer: FutureProducer = rdkafka::ClientConfig::new()
+        .set("bootstrap.servers", brokers)
+        .set("enable.idempotence", "true")
+        .set("acks", "all")
+        .set("compression.type", "zstd")
+        .set("linger.ms", "5")
+        .create()
+        .context("producer")?;
+    let payloads: Vec<(String, Vec<u8>)> = (0..50)
+        .map(|i| {
+            let target = format!("https://search-{i}.internal/v1/items");
+            let event = OutcomeEvent {
+                tool_target: target.clone(),
+                tool_name: "search".into(),
+                outcome_class: "access_failure".into(),
+                failure_kind: "server_error".into(),
+                retry_action: "retry".into(),
+                event_id: format!("{i:032x}"),
+                trace_id: "01".repeat(16),
+                span_id: "07".repeat(8),
+                service_name: "loadgen".into(),
+                ..OutcomeEvent::default()
+            };
+            (target, event.encode_to_vec())
+        })
+        .collect();
+    let deadline = Instant::now() + Duration::from_secs(seconds);
+    let started = Instant::now();
+    let mut acknowledged = 0u64;
+    let mut in_flight = std::collections::VecDeque::new();
+    let mut n = 0usize;
+    while Instant::now() < deadline {
+        while in_flight.len() < 1000 {
+            let (key, payload) = &payloads[n % payloads.len()];
+            n += 1;
+            match producer.send_result(
+                FutureRecord::to(topic::OUTCOME_EVENTS)
+                    .key(key)
+                    .payload(payload),
+            ) {
+                Ok(delivery) => in_flight.push_back(delivery),
+                Err(_) => break,
+            }
+        }
+        if let Some(delivery) = in_flight.pop_front()
+            && matches!(delivery.await, Ok(Ok(_)))
+        {
+            acknowledged += 1;
+        }
+    }
+    for delivery in in_flight {
+        if matches!(delivery.await, Ok(Ok(_))) {
+            acknowledged += 1;
+        }
+    }
+    let elapsed = started.elapsed().as_secs_f64();
+    println!("raw_kafka_acknowledged {acknowledged} seconds {elapsed:.1}");
+    println!(
+        "raw_kafka_records_per_s {:.0}",
+        acknowledged as f64 / elapsed
+    );
+    Ok(())
+}
+
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
     let args = Args::parse();
+    if let Some(brokers) = &args.raw_kafka {
+        return raw_kafka(brokers, args.seconds).await;
+    }
     let before = args.collector_pid.map(process_usage).transpose()?;
     let accepted = Arc::new(AtomicU64::new(0));
     let refused = Arc::new(AtomicU64::new(0));

@@ -75,7 +75,7 @@ ensure_python_clients() {
     cp "$requirements" "$venv/requirements.txt"
 }
 
-install_debian_packages # no system packages needed yet
+install_debian_packages openssl curl # the TLS end-to-end test makes a certificate and calls HTTPS
 ensure_tools
 ensure_tansu
 ensure_python_clients

@@ -102,6 +102,12 @@ enum LogFormat {
     Json,
 }
 
+/// The certificate chain and private key of the OTLP listeners, as PEM.
+struct TlsMaterial {
+    cert: Vec<u8>,
+    key: Vec<u8>,
+}
+
 /// How long a client is told to wait when the collector cannot hold its data.
 const RETRY_AFTER: Duration = Duration::from_secs(1);
 /// How often Kafka's reachability is checked.
@@ -231,11 +237,16 @@ async fn bind(addr: SocketAddr, key: &str) -> anyhow::Result<TcpListener> {
 }
 
 async fn run_ingest(config: Config) -> anyhow::Result<()> {
-    if config.otlp.tls.is_some() {
-        bail!(
-            "otlp.tls_cert_path is set, but this build serves OTLP without TLS; terminate TLS in front of the collector"
-        );
-    }
+    let tls = match &config.otlp.tls {
+        Some(tls) => Some(TlsMaterial {
+            cert: std::fs::read(&tls.cert_path).with_context(|| {
+                format!("reading otlp.tls_cert_path {}", tls.cert_path.display())
+            })?,
+            key: std::fs::read(&tls.key_path)
+                .with_context(|| format!("reading otlp.tls_key_path {}", tls.key_path.display()))?,
+        }),
+        None => None,
+    };
     let token = match &config.otlp.auth_token_env {
         Some(var) => Some(
             std::env::var(var)
@@ -288,10 +299,17 @@ async fn run_ingest(config: Config) -> anyhow::Result<()> {
     let ready = Arc::new(AtomicBool::new(false));
 
     let (traces, metrics_service) = grpc::services(ingest.clone(), auth.clone(), max_request_bytes);
+    let mut grpc_builder = tonic::transport::Server::builder();
+    if let Some(tls) = &tls {
+        let identity = tonic::transport::Identity::from_pem(&tls.cert, &tls.key);
+        grpc_builder = grpc_builder
+            .tls_config(tonic::transport::ServerTlsConfig::new().identity(identity))
+            .context("otlp TLS for gRPC")?;
+    }
     let grpc_server = tokio::spawn({
         let stopped = stopped.clone();
         async move {
-            tonic::transport::Server::builder()
+            grpc_builder
                 .add_service(traces)
                 .add_service(metrics_service)
                 .serve_with_incoming_shutdown(
@@ -301,15 +319,36 @@ async fn run_ingest(config: Config) -> anyhow::Result<()> {
                 .await
         }
     });
-    let http_server = tokio::spawn({
-        let router = http::router(ingest.clone(), auth, max_request_bytes);
-        let stopped = stopped.clone();
-        async move {
-            axum::serve(http_listener, router)
-                .with_graceful_shutdown(wait(stopped))
-                .await
+    let router = http::router(ingest.clone(), auth, max_request_bytes);
+    let http_server = match &tls {
+        None => {
+            let stopped = stopped.clone();
+            tokio::spawn(async move {
+                axum::serve(http_listener, router)
+                    .with_graceful_shutdown(wait(stopped))
+                    .await
+            })
         }
-    });
+        Some(tls) => {
+            let rustls =
+                axum_server::tls_rustls::RustlsConfig::from_pem(tls.cert.clone(), tls.key.clone())
+                    .await
+                    .context("otlp TLS for HTTP")?;
+            let handle = axum_server::Handle::new();
+            tokio::spawn({
+                let (handle, stopped) = (handle.clone(), stopped.clone());
+                async move {
+                    wait(stopped).await;
+                    handle.graceful_shutdown(Some(FLUSH_DEADLINE));
+                }
+            });
+            let listener = http_listener.into_std().context("the OTLP/HTTP listener")?;
+            let server = axum_server::from_tcp_rustls(listener, rustls)
+                .context("the OTLP/HTTP listener")?
+                .handle(handle);
+            tokio::spawn(async move { server.serve(router.into_make_service()).await })
+        }
+    };
     let metrics_server = tokio::spawn({
         let router = Router::new()
             .route("/metrics", get(render_metrics))

@@ -815,3 +815,123 @@ impl tonic::codec::Decoder for BytesCodec {
         Ok(Some(src.copy_to_bytes(src.remaining())))
     }
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn otlp_over_tls_on_both_transports() {
+    let dir = std::env::temp_dir().join(format!("candor-e2e-tls-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let (cert, key) = (dir.join("cert.pem"), dir.join("key.pem"));
+    let made = tokio::process::Command::new("openssl")
+        .args([
+            "req",
+            "-x509",
+            "-newkey",
+            "rsa:2048",
+            "-nodes",
+            "-days",
+            "1",
+            "-subj",
+            "/CN=localhost",
+        ])
+        .args(["-addext", "subjectAltName=DNS:localhost,IP:127.0.0.1"])
+        .args(["-addext", "basicConstraints=critical,CA:FALSE"])
+        .args(["-addext", "extendedKeyUsage=serverAuth"])
+        .arg("-keyout")
+        .arg(&key)
+        .arg("-out")
+        .arg(&cert)
+        .output()
+        .await
+        .unwrap();
+    assert!(
+        made.status.success(),
+        "{}",
+        String::from_utf8_lossy(&made.stderr)
+    );
+    let tansu = Tansu::start().await;
+    let collector = Collector::start(
+        &tansu.bootstrap,
+        Options {
+            config: Some(format!(
+                "[otlp]\ntls_cert_path = \"{}\"\ntls_key_path = \"{}\"\n",
+                cert.display(),
+                key.display()
+            )),
+            ..Options::default()
+        },
+    )
+    .await;
+
+    let ca = tonic::transport::Certificate::from_pem(std::fs::read(&cert).unwrap());
+    let tls = tonic::transport::ClientTlsConfig::new()
+        .ca_certificate(ca)
+        .domain_name("localhost");
+    let endpoint = collector.grpc_endpoint.replace("http://", "https://");
+    let channel = tonic::transport::Endpoint::from_shared(endpoint)
+        .unwrap()
+        .tls_config(tls)
+        .unwrap()
+        .connect()
+        .await
+        .unwrap();
+    let mut client = TraceServiceClient::new(channel);
+    client
+        .export(trace_request(vec![outcome_event(
+            "access_failure",
+            "over-grpc-tls",
+        )]))
+        .await
+        .unwrap();
+    // Plain text to the TLS port is refused.
+    let mut plain = TraceServiceClient::connect(collector.grpc_endpoint.clone())
+        .await
+        .unwrap();
+    assert!(
+        plain
+            .export(trace_request(vec![outcome_event(
+                "access_failure",
+                "plain"
+            )]))
+            .await
+            .is_err()
+    );
+
+    let body = dir.join("body.json");
+    let request = trace_request(vec![outcome_event("access_failure", "over-http-tls")]);
+    std::fs::write(&body, serde_json::to_vec(&request).unwrap()).unwrap();
+    let port = collector
+        .http_endpoint
+        .rsplit(':')
+        .next()
+        .unwrap()
+        .to_owned();
+    let curl = tokio::process::Command::new("curl")
+        .args(["-sS", "-o", "/dev/null", "-w", "%{http_code}", "--cacert"])
+        .arg(&cert)
+        .args(["--resolve", &format!("localhost:{port}:127.0.0.1")])
+        .args(["-H", "content-type: application/json", "--data-binary"])
+        .arg(format!("@{}", body.display()))
+        .arg(format!("https://localhost:{port}/v1/traces"))
+        .output()
+        .await
+        .unwrap();
+    assert_eq!(
+        String::from_utf8_lossy(&curl.stdout),
+        "200",
+        "{}",
+        String::from_utf8_lossy(&curl.stderr)
+    );
+
+    let mut targets: Vec<String> = decode_all::<OutcomeEvent>(&read_topic(
+        &tansu.bootstrap,
+        topic::OUTCOME_EVENTS,
+        2,
+        READ_TIMEOUT,
+    ))
+    .into_iter()
+    .map(|e| e.tool_target)
+    .collect();
+    targets.sort();
+    assert_eq!(targets, ["over-grpc-tls", "over-http-tls"]);
+    let _ = std::fs::remove_dir_all(&dir);
+}

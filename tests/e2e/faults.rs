@@ -155,3 +155,59 @@ async fn a_broker_restart_loses_no_acknowledged_event() {
     );
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_broker_crash_mid_stream_gets_retryable_answers_and_loses_no_acknowledged_event() {
+    const PER_REQUEST: usize = 10;
+    let dir = std::env::temp_dir().join(format!("candor-e2e-tansu-crash-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let mut tansu = Tansu::start_durable(&dir).await;
+    let mut collector = Collector::start(
+        &tansu.bootstrap,
+        Options {
+            config: Some("[kafka]\ndelivery_timeout = \"2s\"\n".into()),
+            ..Options::default()
+        },
+    )
+    .await;
+    let mut grpc = TraceServiceClient::connect(collector.grpc_endpoint.clone())
+        .await
+        .unwrap();
+    let mut acknowledged = BTreeSet::new();
+    let mut unavailable = 0;
+    for n in 0..200 {
+        if n == 20 {
+            tansu.kill().await;
+        }
+        let targets = targets(0, n, PER_REQUEST);
+        match grpc.export(request_of(&targets)).await {
+            Ok(_) => acknowledged.extend(targets),
+            Err(status) => {
+                assert_eq!(status.code(), tonic::Code::Unavailable, "{status:?}");
+                use tonic_types::StatusExt as _;
+                assert!(status.get_details_retry_info().is_some(), "{status:?}");
+                unavailable += 1;
+                if unavailable == 3 {
+                    break;
+                }
+            }
+        }
+    }
+    assert!(
+        unavailable == 3,
+        "the broker crash was never answered as unavailable"
+    );
+    assert!(acknowledged.len() >= 20 * PER_REQUEST);
+    // The collector goes first, so that nothing is produced into the restarted broker.
+    collector.process().kill().await;
+    tansu.restart().await;
+    let stored = stored_targets(&tansu.bootstrap, acknowledged.len());
+    let missing: Vec<&String> = acknowledged.difference(&stored).collect();
+    assert!(
+        missing.is_empty(),
+        "{} acknowledged events missing, e.g. {:?}",
+        missing.len(),
+        &missing[..missing.len().min(5)]
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}

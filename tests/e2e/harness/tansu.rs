@@ -103,7 +103,12 @@ impl Tansu {
         self.process.output()
     }
 
-    /// Stops the broker.
+    /// Kills the broker (SIGKILL), as a crash would.
+    pub async fn kill(&mut self) {
+        self.process.kill().await;
+    }
+
+    /// Stops the broker with SIGTERM.
     pub async fn stop(&mut self) {
         self.process.terminate().await;
     }

@@ -137,8 +137,13 @@ async fn a_broker_restart_loses_no_acknowledged_event() {
                         // The collector has noticed; bring the broker back.
                         tansu.restart().await;
                     }
-                    // A client honouring RetryInfo waits before sending again.
-                    tokio::time::sleep(Duration::from_millis(200)).await;
+                    // A client honouring RetryInfo waits as long as it says before sending again.
+                    use tonic_types::StatusExt as _;
+                    let delay = status
+                        .get_details_retry_info()
+                        .and_then(|info| info.retry_delay)
+                        .expect("UNAVAILABLE carries RetryInfo");
+                    tokio::time::sleep(delay).await;
                 }
             }
         }

@@ -69,7 +69,7 @@ fn invalid(key: impl Into<String>, value: impl ToString, reason: impl Into<Strin
 /// | `otlp.tls_cert_path`, `otlp.tls_key_path` | unset: plain text | PEM certificate chain and private key for the OTLP listeners; both or neither |
 /// | `limits.max_value_bytes` | `4096` | longest attribute value accepted in an event; at most `otlp.max_request_bytes` |
 /// | `limits.max_attributes_per_event` | `128` | most attributes on one event |
-/// | `limits.max_events_per_request` | `100000` | most events and counter points in one request |
+/// | `limits.max_events_per_request` | `10000` | most events and counter points in one request; at most half of `kafka.queue_max_messages`, so that one request always fits the producer's queue |
 /// | `limits.max_rejected_copy_bytes` | `4096` | most bytes of a rejected event copied into `candor.rejected.v1` |
 /// | `kafka.brokers` | `"127.0.0.1:9092"` | bootstrap brokers, comma separated `host:port` (IPv6 hosts in brackets) |
 /// | `kafka.create_topics` | `true` | create missing topics at start-up |
@@ -160,7 +160,7 @@ impl Default for RawLimits {
         Self {
             max_value_bytes: 4096,
             max_attributes_per_event: 128,
-            max_events_per_request: 100_000,
+            max_events_per_request: 10_000,
             max_rejected_copy_bytes: 4096,
         }
     }
@@ -404,11 +404,20 @@ impl RawConfig {
             return Err(invalid("limits.max_value_bytes", value, reason));
         }
         let interval = parse_duration("heartbeat.interval", &self.heartbeat.interval)?;
+        let kafka = self.kafka.validate()?;
+        // One request's records (events or points, plus rejections) must always fit the
+        // producer's queue; otherwise it would be answered "retry" forever.
+        let queue = usize::try_from(kafka.queue_max_messages.get()).unwrap_or(usize::MAX);
+        if limits.max_events_per_request.get() > queue / 2 {
+            let value = limits.max_events_per_request;
+            let reason = format!("must be at most half of kafka.queue_max_messages ({queue})");
+            return Err(invalid("limits.max_events_per_request", value, reason));
+        }
         Ok(Config {
             collector_id: self.collector_id,
             otlp,
             limits,
-            kafka: self.kafka.validate()?,
+            kafka,
             heartbeat: HeartbeatConfig { interval },
             metrics: MetricsConfig {
                 addr: socket_addr("metrics.addr", &self.metrics.addr)?,
@@ -674,7 +683,7 @@ mod tests {
         );
         assert_eq!(
             [l.max_events_per_request, l.max_rejected_copy_bytes],
-            [n(100_000), n(4096)]
+            [n(10_000), n(4096)]
         );
         assert_eq!(c.kafka_bootstrap_servers(), "127.0.0.1:9092");
         assert!(c.kafka.create_topics);
@@ -749,6 +758,18 @@ mod tests {
                 "{err}"
             );
         }
+    }
+
+    #[test]
+    fn a_request_must_fit_the_producer_queue() {
+        let err = Config::from_toml_str(
+            "[limits]\nmax_events_per_request = 60000\n[kafka]\nqueue_max_messages = 100000\n",
+        )
+        .unwrap_err();
+        assert!(
+            err.to_string().contains("limits.max_events_per_request"),
+            "{err}"
+        );
     }
 
     #[test]

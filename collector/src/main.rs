@@ -254,6 +254,14 @@ async fn run_ingest(config: Config) -> anyhow::Result<()> {
         ),
         None => None,
     };
+    if token
+        .as_deref()
+        .is_some_and(|token| token.trim().is_empty())
+    {
+        bail!(
+            "otlp.auth_token_env names a variable that is empty; an empty token would let anyone in"
+        );
+    }
     let mut extra = config.kafka.extra.clone();
     for (key, var) in &config.kafka.extra_env {
         let value = std::env::var(var)

@@ -43,7 +43,7 @@ impl Default for Limits {
         Self {
             max_value_bytes: 4096,
             max_attributes_per_event: 128,
-            max_events_per_request: 100_000,
+            max_events_per_request: 10_000,
             max_rejected_copy_bytes: 4096,
         }
     }
@@ -155,6 +155,14 @@ pub struct Rejection {
     pub input: Vec<u8>,
     /// Whether `input` was cut to the bound.
     pub input_truncated: bool,
+    /// How many events or points this rejection stands for (more than 1 only for the events
+    /// past `max_events_per_request`, which share one rejection).
+    pub count: u64,
+}
+
+/// How many events or points `rejections` stand for.
+pub fn rejected_count(rejections: &[Rejection]) -> u64 {
+    rejections.iter().map(|r| r.count).sum()
 }
 
 /// What a trace export request held.
@@ -197,6 +205,7 @@ fn refuse(reason: RejectReason, detail: impl Into<String>) -> Refusal {
 }
 
 /// The service identity from a resource's attributes.
+#[derive(Clone)]
 struct Service {
     name: String,
     instance: String,
@@ -232,6 +241,8 @@ pub fn extract_traces(
 ) -> TracesExtract {
     let limits = received.limits;
     let mut out = TracesExtract::default();
+    let mut overflow: Option<(Service, span::Event)> = None;
+    let mut overflowed = 0u64;
     for resource_spans in &request.resource_spans {
         let service = service_of(resource_spans.resource.as_ref());
         for scope_spans in &resource_spans.scope_spans {
@@ -244,18 +255,15 @@ pub fn extract_traces(
                 {
                     carried = true;
                     out.outcome_events_seen += 1;
-                    let result = if out.outcome_events_seen > limits.max_events_per_request as u64 {
-                        Err(refuse(
-                            RejectReason::TooManyEvents,
-                            format!(
-                                "more than {} tool.outcome events in one request",
-                                limits.max_events_per_request
-                            ),
-                        ))
-                    } else {
-                        outcome_event(&span.trace_id, &span.span_id, event, &service, received)
-                    };
-                    match result {
+                    if out.outcome_events_seen > limits.max_events_per_request as u64 {
+                        // One rejection for all of them, keeping a copy of the first.
+                        if overflow.is_none() {
+                            overflow = Some((service.clone(), event.clone()));
+                        }
+                        overflowed += 1;
+                        continue;
+                    }
+                    match outcome_event(&span.trace_id, &span.span_id, event, &service, received) {
                         Ok(record) => out.events.push(record),
                         Err(refusal) => out.rejections.push(rejection(
                             refusal,
@@ -272,6 +280,16 @@ pub fn extract_traces(
             }
         }
     }
+    if let Some((service, event)) = overflow {
+        let detail = format!(
+            "{overflowed} tool.outcome event(s) past the limit of {} per request",
+            limits.max_events_per_request
+        );
+        let refusal = refuse(RejectReason::TooManyEvents, detail);
+        let mut summary = rejection(refusal, Signal::Traces, &service, &event, limits);
+        summary.count = overflowed;
+        out.rejections.push(summary);
+    }
     out
 }
 
@@ -282,6 +300,8 @@ pub fn extract_metrics(
 ) -> MetricsExtract {
     let limits = received.limits;
     let mut out = MetricsExtract::default();
+    let mut overflow: Option<(Service, NumberDataPoint)> = None;
+    let mut overflowed = 0u64;
     for resource_metrics in &request.resource_metrics {
         let service = service_of(resource_metrics.resource.as_ref());
         for scope_metrics in &resource_metrics.scope_metrics {
@@ -317,6 +337,13 @@ pub fn extract_metrics(
                     };
                 for point in &sum.data_points {
                     out.points_seen += 1;
+                    if out.points_seen > limits.max_events_per_request as u64 {
+                        if overflow.is_none() {
+                            overflow = Some((service.clone(), point.clone()));
+                        }
+                        overflowed += 1;
+                        continue;
+                    }
                     let result = match temporality {
                         Some(temporality) => outcome_count(point, temporality, &service, received),
                         None => Err(refuse(
@@ -337,6 +364,17 @@ pub fn extract_metrics(
                 }
             }
         }
+    }
+    if let Some((service, point)) = overflow {
+        let detail = format!(
+            "{overflowed} {} data point(s) past the limit of {} per request",
+            names::OUTCOMES_COUNTER,
+            limits.max_events_per_request
+        );
+        let refusal = refuse(RejectReason::TooManyEvents, detail);
+        let mut summary = rejection(refusal, Signal::Metrics, &service, &point, limits);
+        summary.count = overflowed;
+        out.rejections.push(summary);
     }
     out
 }
@@ -679,6 +717,7 @@ fn rejection<T: Serialize>(
         service_name: service.name.clone(),
         input: copy,
         input_truncated,
+        count: 1,
     }
 }
 
@@ -719,7 +758,7 @@ fn bounded(text: &str, max: usize) -> String {
 pub fn summarize(rejections: &[Rejection], what: &str) -> String {
     let mut by_reason: BTreeMap<&str, usize> = BTreeMap::new();
     for rejection in rejections {
-        *by_reason.entry(rejection.reason.as_str()).or_default() += 1;
+        *by_reason.entry(rejection.reason.as_str()).or_default() += rejection.count as usize;
     }
     let reasons: Vec<String> = by_reason
         .iter()
@@ -731,7 +770,7 @@ pub fn summarize(rejections: &[Rejection], what: &str) -> String {
         .unwrap_or_default();
     format!(
         "rejected {} {what}: {}{first}",
-        rejections.len(),
+        rejected_count(rejections),
         reasons.join(", ")
     )
 }

@@ -542,7 +542,15 @@ fn events_beyond_the_request_limit_are_rejected_one_by_one() {
         .collect();
     let out = extract_traces(&request(events), &received(&limits));
     assert_eq!(out.events.len(), 2, "too many events: the first two pass");
-    assert_eq!(out.rejections.len(), 3, "too many events: three rejections");
+    assert_eq!(
+        out.rejections.len(),
+        1,
+        "too many events: one rejection for all of them"
+    );
+    assert_eq!(
+        out.rejections[0].count, 3,
+        "too many events: it stands for three"
+    );
     assert!(
         out.rejections
             .iter()
@@ -922,6 +930,7 @@ fn stub_rejection(reason: RejectReason, detail: &str) -> Rejection {
         service_name: "checkout".to_owned(),
         input: Vec::new(),
         input_truncated: false,
+        count: 1,
     }
 }
 
@@ -1035,7 +1044,7 @@ proptest! {
         let sent = events.len() as u64;
         let out = traces(&request_of(Some(service_resource()), vec![span_of(&trace_id, &SPAN_ID, events)]));
         prop_assert_eq!(out.outcome_events_seen, sent);
-        prop_assert_eq!(out.events.len() as u64 + out.rejections.len() as u64, out.outcome_events_seen);
+        prop_assert_eq!(out.events.len() as u64 + rejected_count(&out.rejections), out.outcome_events_seen);
     }
 
     #[test]
@@ -1049,6 +1058,6 @@ proptest! {
         let sent = points.len() as u64;
         let out = metrics_of(vec![outcomes(AggregationTemporality::Delta, points)]);
         prop_assert_eq!(out.points_seen, sent);
-        prop_assert_eq!(out.counts.len() as u64 + out.rejections.len() as u64, out.points_seen);
+        prop_assert_eq!(out.counts.len() as u64 + rejected_count(&out.rejections), out.points_seen);
     }
 }

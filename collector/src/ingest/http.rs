@@ -100,7 +100,8 @@ impl Encoding {
     }
 }
 
-/// Decompresses a gzip body, refusing to grow past `cap` bytes (a gzip bomb stops at the cap).
+/// Decompresses a gzip body, every member of it, refusing to grow past `cap` bytes (a gzip bomb
+/// stops at the cap).
 pub fn decompress(headers: &HeaderMap, body: Bytes, cap: usize) -> Result<Bytes, ServiceError> {
     let encoding = headers
         .get(header::CONTENT_ENCODING)
@@ -113,7 +114,7 @@ pub fn decompress(headers: &HeaderMap, body: Bytes, cap: usize) -> Result<Bytes,
         "gzip" => {
             let mut out = Vec::new();
             let limit = u64::try_from(cap).unwrap_or(u64::MAX).saturating_add(1);
-            flate2::read::GzDecoder::new(body.as_ref())
+            flate2::read::MultiGzDecoder::new(body.as_ref())
                 .take(limit)
                 .read_to_end(&mut out)
                 .map_err(|err| {
@@ -166,15 +167,23 @@ async fn read<T: Message + Default + DeserializeOwned>(
     body: Bytes,
 ) -> Result<T, ServiceError> {
     let encoding = Encoding::of(headers)?;
-    let body = decompress(headers, body, state.max_request_bytes).inspect_err(|err| {
-        if err.code == ErrorCode::PayloadTooLarge {
-            state.ingest.metrics().too_large(
-                "http",
-                state.max_request_bytes + 1,
-                state.max_request_bytes,
-            );
+    let body = match decompress(headers, body.clone(), state.max_request_bytes) {
+        Ok(body) => body,
+        Err(err) if err.code == ErrorCode::PayloadTooLarge => {
+            let limit = state.max_request_bytes;
+            state.ingest.metrics().too_large("http", limit + 1, limit);
+            return Err(err);
         }
-    })?;
+        Err(err) if err.code == ErrorCode::BadRequest => {
+            // A corrupt compressed body is kept like any other undecodable request.
+            state
+                .ingest
+                .reject_undecodable(signal, &err.message, &body)
+                .await?;
+            return Err(err);
+        }
+        Err(err) => return Err(err),
+    };
     match decode(encoding, &body) {
         Ok(request) => Ok(request),
         Err(error) => {
@@ -264,6 +273,14 @@ mod tests {
         assert!(bomb.len() < 1 << 20);
         let err = decompress(&gzip_headers(), bomb, 1 << 20).unwrap_err();
         assert_eq!(err.code, ErrorCode::PayloadTooLarge);
+    }
+
+    #[test]
+    fn every_gzip_member_is_decompressed() {
+        let mut two = gzip(b"hello ").to_vec();
+        two.extend_from_slice(&gzip(b"world"));
+        let body = decompress(&gzip_headers(), Bytes::from(two), 100).unwrap();
+        assert_eq!(body.as_ref(), b"hello world");
     }
 
     #[test]

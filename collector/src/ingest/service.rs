@@ -8,7 +8,7 @@ use opentelemetry_proto::tonic::collector::metrics::v1::ExportMetricsServiceRequ
 use opentelemetry_proto::tonic::collector::trace::v1::ExportTraceServiceRequest;
 
 use super::extract::{self, Limits, Received, Rejection};
-use crate::error::ServiceError;
+use crate::error::{ErrorCode, ServiceError};
 use crate::metrics::CollectorMetrics;
 use crate::sink::kafka::{DeliveryError, KafkaRecord, Producer, encode};
 
@@ -219,6 +219,7 @@ impl Ingest {
             service_name: String::new(),
             input: body[..body.len().min(cap)].to_vec(),
             input_truncated: body.len() > cap,
+            count: 1,
         };
         self.metrics.decode_error(signal.as_str(), error);
         let records = self.rejection_records(
@@ -246,13 +247,18 @@ impl Ingest {
         self.producer
             .deliver(records)
             .await
-            .map_err(|err: DeliveryError| {
-                ServiceError::unavailable(err.to_string(), self.retry_after)
+            .map_err(|err| match err {
+                DeliveryError::Refused { .. } => {
+                    ServiceError::new(ErrorCode::PayloadTooLarge, err.to_string())
+                }
+                DeliveryError::QueueFull { .. } | DeliveryError::NotAcknowledged { .. } => {
+                    ServiceError::unavailable(err.to_string(), self.retry_after)
+                }
             })
     }
 
     fn acknowledge(&self, rejections: &[Rejection], what: &str) -> Acknowledged {
-        let rejected = rejections.len() as u64;
+        let rejected = extract::rejected_count(rejections);
         self.since_heartbeat
             .rejected
             .fetch_add(rejected, Ordering::Relaxed);

@@ -53,6 +53,7 @@ pub fn rejected(
         input_truncated: rejection.input_truncated,
         received_time_unix_nano,
         collector_id: collector_id.to_owned(),
+        count: rejection.count,
     };
     KafkaRecord {
         topic: topic::REJECTED,
@@ -98,6 +99,7 @@ mod tests {
             service_name: "checkout".into(),
             input: b"{}".to_vec(),
             input_truncated: false,
+            count: 1,
         };
         let record = rejected(&rejection, 7, "c-1");
         assert_eq!(record.topic, topic::REJECTED);

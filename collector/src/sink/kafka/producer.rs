@@ -15,7 +15,7 @@ use super::encode::KafkaRecord;
 use crate::metrics::CollectorMetrics;
 
 /// What the producer needs to know.
-#[derive(Debug, Clone)]
+#[derive(Clone)]
 pub struct ProducerSettings {
     /// `host:port,host:port`.
     pub bootstrap_servers: String,
@@ -31,8 +31,23 @@ pub struct ProducerSettings {
     pub extra: BTreeMap<String, String>,
 }
 
-/// Why a request's records were not all acknowledged. Every variant is retryable: the client
-/// must send the request again, and record ids make the repeat harmless downstream.
+impl std::fmt::Debug for ProducerSettings {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        // `extra` may hold SASL and TLS secrets: only its keys are shown.
+        f.debug_struct("ProducerSettings")
+            .field("bootstrap_servers", &self.bootstrap_servers)
+            .field("delivery_timeout", &self.delivery_timeout)
+            .field("queue_max_messages", &self.queue_max_messages)
+            .field("compression", &self.compression)
+            .field("client_id", &self.client_id)
+            .field("extra_keys", &self.extra.keys().collect::<Vec<_>>())
+            .finish()
+    }
+}
+
+/// Why a request's records were not all acknowledged. Every variant but `Refused` is
+/// retryable: the client must send the request again, and record ids make the repeat harmless
+/// downstream.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum DeliveryError {
     /// The producer's queue is full: the collector is overloaded.
@@ -42,6 +57,13 @@ pub enum DeliveryError {
         enqueued: usize,
         /// Records in the request.
         total: usize,
+    },
+    /// librdkafka refused a record outright (too large, a fatal producer state): asking again
+    /// cannot help.
+    #[error("kafka refused a record: {error}")]
+    Refused {
+        /// What librdkafka said.
+        error: String,
     },
     /// Some records were not acknowledged in time (or were refused by the broker).
     #[error("{failed} of {total} records not acknowledged: {first_error}")]
@@ -58,9 +80,14 @@ pub enum DeliveryError {
 /// Why the producer could not be set up.
 #[derive(Debug, thiserror::Error)]
 pub enum ProducerError {
-    /// librdkafka refused the configuration.
-    #[error("kafka client configuration: {0}")]
-    Config(#[source] KafkaError),
+    /// librdkafka refused the configuration. Only the key is named: the value may be a secret.
+    #[error("kafka client configuration refused at key {key:?}: {description}")]
+    Config {
+        /// The setting.
+        key: String,
+        /// Why, as librdkafka says it.
+        description: String,
+    },
     /// Creating the topics failed.
     #[error("creating topic {topic}: {error}")]
     CreateTopic {
@@ -98,7 +125,7 @@ impl Producer {
                 settings.delivery_timeout.as_millis().to_string(),
             )
             .create()
-            .map_err(ProducerError::Config)?;
+            .map_err(config_error)?;
         Ok(Self {
             inner,
             settings,
@@ -115,7 +142,7 @@ impl Producer {
     ) -> Result<(), ProducerError> {
         let admin: AdminClient<DefaultClientContext> = client_config(&self.settings)
             .create()
-            .map_err(ProducerError::Config)?;
+            .map_err(config_error)?;
         let new: Vec<NewTopic<'_>> = topics
             .iter()
             .map(|name| NewTopic::new(name, partitions, TopicReplication::Fixed(replication)))
@@ -164,7 +191,7 @@ impl Producer {
     pub async fn deliver(&self, records: &[KafkaRecord]) -> Result<(), DeliveryError> {
         let total = records.len();
         let mut pending = Vec::with_capacity(total);
-        let mut queue_full = false;
+        let mut refused: Option<DeliveryError> = None;
         for record in records {
             let future_record = FutureRecord::to(record.topic)
                 .key(record.key.as_slice())
@@ -174,12 +201,19 @@ impl Producer {
                 Err((err, _)) => {
                     self.metrics
                         .delivery_failed(record.topic, &error_label(&err));
-                    queue_full = true;
+                    refused = Some(match err.rdkafka_error_code() {
+                        Some(RDKafkaErrorCode::QueueFull) => DeliveryError::QueueFull {
+                            enqueued: pending.len(),
+                            total,
+                        },
+                        _ => DeliveryError::Refused {
+                            error: err.to_string(),
+                        },
+                    });
                     break;
                 }
             }
         }
-        let enqueued = pending.len();
         let mut failed = 0;
         let mut first_error = None;
         // Acknowledgements are tallied per topic and counted once per request: a labelled
@@ -206,8 +240,8 @@ impl Producer {
         for (topic, n) in produced {
             self.metrics.records_produced(topic, n);
         }
-        if queue_full {
-            return Err(DeliveryError::QueueFull { enqueued, total });
+        if let Some(refused) = refused {
+            return Err(refused);
         }
         match first_error {
             None => Ok(()),
@@ -224,6 +258,19 @@ impl Producer {
     pub fn flush(&self, timeout: Duration) -> i32 {
         let _ = self.inner.flush(timeout);
         self.inner.in_flight_count()
+    }
+}
+
+/// A configuration error that names the key but never the value (it may be a secret).
+fn config_error(err: KafkaError) -> ProducerError {
+    match err {
+        KafkaError::ClientConfig(_, description, key, _value) => {
+            ProducerError::Config { key, description }
+        }
+        other => ProducerError::Config {
+            key: String::new(),
+            description: other.to_string(),
+        },
     }
 }
 

@@ -395,8 +395,20 @@ async fn run_ingest(config: Config) -> anyhow::Result<()> {
     shutdown_signal().await;
     tracing::info!("shutting down: no new requests; flushing what is in flight");
     let _ = stop.send(true);
-    let (grpc_result, http_result, metrics_result) =
-        tokio::join!(grpc_server, http_server, metrics_server);
+    let servers = async { tokio::join!(grpc_server, http_server, metrics_server) };
+    let Ok((grpc_result, http_result, metrics_result)) =
+        tokio::time::timeout(FLUSH_DEADLINE, servers).await
+    else {
+        tracing::error!(
+            deadline = ?FLUSH_DEADLINE,
+            "requests still open at the shutdown deadline; their clients get no answer"
+        );
+        let undelivered = tokio::task::spawn_blocking(move || producer.flush(FLUSH_DEADLINE))
+            .await
+            .context("flushing")?;
+        tracing::error!(undelivered, "stopped with requests still open");
+        return Ok(());
+    };
     grpc_result
         .context("gRPC server task")?
         .context("gRPC server")?;
@@ -504,7 +516,16 @@ async fn watch_kafka(
                 Err(err) => tracing::warn!(error = %err, "creating topics failed; retrying"),
             }
         }
-        ready.store(reachable.is_ok() && topics_ready, Ordering::Relaxed);
+        let fatal = producer.fatal_error();
+        if let Some(error) = &fatal {
+            // Not ready, and loudly so: every request is answered 503 until a restart.
+            metrics.set_kafka_reachable(false);
+            tracing::error!(error = %error, "the Kafka producer failed fatally; restart the collector");
+        }
+        ready.store(
+            reachable.is_ok() && topics_ready && fatal.is_none(),
+            Ordering::Relaxed,
+        );
         tokio::time::sleep(PROBE_INTERVAL).await;
     }
 }

@@ -11,7 +11,7 @@
 //!
 //! let metrics = CollectorMetrics::new();
 //! let in_flight = metrics.request_received(signal::TRACES, transport::GRPC);
-//! metrics.rejected("missing_target", "outcome event without a target");
+//! metrics.rejected(&[("missing_target", 1)], "outcome event without a target");
 //! let elapsed = Duration::from_millis(3);
 //! metrics.request_answered(signal::TRACES, transport::GRPC, status::PARTIAL, elapsed);
 //! drop(in_flight);
@@ -594,10 +594,15 @@ impl CollectorMetrics {
         }
     }
 
-    /// Counts and logs input refused for `reason` (a short code); `detail` is only logged.
-    pub fn rejected(&self, reason: &str, detail: impl fmt::Display) {
-        self.rejected.with(&[reason]).inc();
-        tracing::warn!(reason, detail = %detail, "event rejected");
+    /// Counts the rejections of one request by reason and logs them once, as one line: a
+    /// client cannot turn its invalid events into a flood of log lines.
+    pub fn rejected(&self, by_reason: &[(&str, u64)], summary: impl fmt::Display) {
+        let mut total = 0;
+        for (reason, count) in by_reason {
+            self.rejected.with(&[reason]).add(*count);
+            total += count;
+        }
+        tracing::warn!(rejected = total, summary = %summary, "events rejected");
     }
     /// Counts and logs a record Kafka did not take; `error` is a short code (e.g. the Kafka error
     /// name) and becomes a label.
@@ -759,7 +764,7 @@ mod tests {
         m.set_producer_queue_depth(9);
         m.heartbeat_sent();
         m.set_kafka_reachable(true);
-        m.rejected("missing_target", "no target");
+        m.rejected(&[("missing_target", 1)], "no target");
         m.delivery_failed(topic::OUTCOME_EVENTS, "MessageTimedOut");
         m.unauthenticated(transport::GRPC);
         m.too_large(transport::HTTP, 5_000_000, 4_194_304);
@@ -792,7 +797,7 @@ mod tests {
     #[test]
     fn every_sample_line_is_well_formed_and_label_values_are_escaped() {
         let m = exercised();
-        m.rejected("a\"b\nc\\d", "quote, newline, backslash");
+        m.rejected(&[("a\"b\nc\\d", 1)], "quote, newline, backslash");
         let text = m.render();
         let escaped = r#"candor_collector_rejected_total{reason="a\"b\nc\\d"}"#;
         assert!(text.contains(&format!("{escaped} 1\n")), "{text}");
@@ -864,7 +869,7 @@ mod tests {
 
         let m = CollectorMetrics::new();
         for i in 0..=MAX_SERIES_PER_FAMILY {
-            m.rejected(&format!("reason_{i}"), "many");
+            m.rejected(&[(&format!("reason_{i}"), 1)], "many");
         }
         assert_eq!(
             m.sample("candor_collector_rejected_total{reason=\"other\"}"),

@@ -754,6 +754,15 @@ fn bounded(text: &str, max: usize) -> String {
     format!("{}…", &text[..end])
 }
 
+/// How many events or points each reason refused, by reason.
+pub fn count_by_reason(rejections: &[Rejection]) -> Vec<(&'static str, u64)> {
+    let mut by_reason: BTreeMap<&'static str, u64> = BTreeMap::new();
+    for rejection in rejections {
+        *by_reason.entry(rejection.reason.as_str()).or_default() += rejection.count;
+    }
+    by_reason.into_iter().collect()
+}
+
 /// One line for OTLP's `partial_success.error_message`: how many were refused, and why.
 pub fn summarize(rejections: &[Rejection], what: &str) -> String {
     let mut by_reason: BTreeMap<&str, usize> = BTreeMap::new();

@@ -221,22 +221,19 @@ impl Ingest {
             input_truncated: body.len() > cap,
             count: 1,
         };
+        let rejections = std::slice::from_ref(&rejection);
+        let records = self.rejection_records(rejections, unix_nanos(SystemTime::now()));
+        self.deliver(&records).await?;
+        // Counted once Kafka holds it, like every rejection.
         self.metrics.decode_error(signal.as_str(), error);
-        let records = self.rejection_records(
-            std::slice::from_ref(&rejection),
-            unix_nanos(SystemTime::now()),
-        );
-        self.deliver(&records).await
+        self.acknowledge(rejections, "undecodable request(s)");
+        Ok(())
     }
 
     fn rejection_records(&self, rejections: &[Rejection], received_at: u64) -> Vec<KafkaRecord> {
         rejections
             .iter()
-            .map(|rejection| {
-                self.metrics
-                    .rejected(rejection.reason.as_str(), &rejection.detail);
-                encode::rejected(rejection, received_at, &self.collector_id)
-            })
+            .map(|rejection| encode::rejected(rejection, received_at, &self.collector_id))
             .collect()
     }
 
@@ -257,19 +254,20 @@ impl Ingest {
             })
     }
 
+    /// What the client is told, once Kafka holds everything; rejections are counted only now,
+    /// so that a request answered "retry" is not counted twice.
     fn acknowledge(&self, rejections: &[Rejection], what: &str) -> Acknowledged {
         let rejected = extract::rejected_count(rejections);
         self.since_heartbeat
             .rejected
             .fetch_add(rejected, Ordering::Relaxed);
-        Acknowledged {
-            rejected,
-            message: if rejections.is_empty() {
-                String::new()
-            } else {
-                extract::summarize(rejections, what)
-            },
+        if rejections.is_empty() {
+            return Acknowledged::default();
         }
+        let message = extract::summarize(rejections, what);
+        self.metrics
+            .rejected(&extract::count_by_reason(rejections), &message);
+        Acknowledged { rejected, message }
     }
 }
 

@@ -179,6 +179,15 @@ impl Producer {
             .map_err(|err| err.to_string())
     }
 
+    /// The producer's fatal error, if it has one: from then on every record fails, and only a
+    /// new producer (a restart) recovers.
+    pub fn fatal_error(&self) -> Option<String> {
+        self.inner
+            .client()
+            .fatal_error()
+            .map(|(code, reason)| format!("{code:?}: {reason}"))
+    }
+
     /// Records waiting in the producer's queue or in flight.
     pub fn queue_depth(&self) -> i32 {
         self.inner.in_flight_count()

@@ -156,12 +156,16 @@ pub struct RawLimits {
 }
 
 impl Default for RawLimits {
+    /// The extraction's own defaults ([`crate::ingest::extract::Limits`]), the one place they are
+    /// set.
     fn default() -> Self {
+        let limits = crate::ingest::extract::Limits::default();
+        let as_i64 = |n: usize| i64::try_from(n).unwrap_or(i64::MAX);
         Self {
-            max_value_bytes: 4096,
-            max_attributes_per_event: 128,
-            max_events_per_request: 10_000,
-            max_rejected_copy_bytes: 4096,
+            max_value_bytes: as_i64(limits.max_value_bytes),
+            max_attributes_per_event: as_i64(limits.max_attributes_per_event),
+            max_events_per_request: as_i64(limits.max_events_per_request),
+            max_rejected_copy_bytes: as_i64(limits.max_rejected_copy_bytes),
         }
     }
 }

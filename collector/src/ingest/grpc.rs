@@ -121,13 +121,20 @@ impl Export for Metrics {
     }
 }
 
-/// Decodes a message; one that cannot be decoded is kept in the rejected topic first.
-async fn decode<T: Message + Default>(
+/// Decodes a message off the reactor; one that cannot be decoded is kept in the rejected topic
+/// first.
+async fn decode<T: Message + Default + Send + 'static>(
     ingest: &Ingest,
     signal: Signal,
-    message: &[u8],
+    message: &Bytes,
 ) -> Result<T, ServiceError> {
-    match T::decode(message) {
+    let bytes = message.clone();
+    let decoded = tokio::task::spawn_blocking(move || T::decode(bytes.as_ref()))
+        .await
+        .map_err(|err| {
+            ServiceError::new(ErrorCode::BadRequest, format!("decoding failed: {err}"))
+        })?;
+    match decoded {
         Ok(request) => Ok(request),
         Err(err) => {
             let error = err.to_string();

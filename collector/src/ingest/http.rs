@@ -160,33 +160,26 @@ fn encode<T: Message + Serialize>(encoding: Encoding, response: &T) -> Response 
 
 /// Reads, decompresses and decodes a request body; an undecodable body is kept in the rejected
 /// topic before the client is told.
-async fn read<T: Message + Default + DeserializeOwned>(
+async fn read<T: Message + Default + DeserializeOwned + Send + 'static>(
     state: &HttpState,
     signal: Signal,
     headers: &HeaderMap,
     body: Bytes,
 ) -> Result<T, ServiceError> {
     let encoding = Encoding::of(headers)?;
-    let body = match decompress(headers, body.clone(), state.max_request_bytes) {
-        Ok(body) => body,
-        Err(err) if err.code == ErrorCode::PayloadTooLarge => {
-            let limit = state.max_request_bytes;
-            state.ingest.metrics().too_large("http", limit + 1, limit);
-            return Err(err);
-        }
-        Err(err) if err.code == ErrorCode::BadRequest => {
-            // A corrupt compressed body is kept like any other undecodable request.
-            state
-                .ingest
-                .reject_undecodable(signal, &err.message, &body)
-                .await?;
-            return Err(err);
-        }
-        Err(err) => return Err(err),
-    };
-    match decode(encoding, &body) {
-        Ok(request) => Ok(request),
-        Err(error) => {
+    let limit = state.max_request_bytes;
+    let headers = headers.clone();
+    let raw = body.clone();
+    // Decompressing and decoding up to the cap is CPU work; keep it off the reactor.
+    let decoded = tokio::task::spawn_blocking(move || {
+        let body = decompress(&headers, body, limit)?;
+        Ok::<_, ServiceError>(decode::<T>(encoding, &body).map_err(|error| (error, body)))
+    })
+    .await
+    .map_err(|err| ServiceError::new(ErrorCode::BadRequest, format!("decoding failed: {err}")));
+    match decoded {
+        Ok(Ok(Ok(request))) => Ok(request),
+        Ok(Ok(Err((error, body)))) => {
             state
                 .ingest
                 .reject_undecodable(signal, &error, &body)
@@ -196,6 +189,19 @@ async fn read<T: Message + Default + DeserializeOwned>(
                 format!("undecodable {} request: {error}", signal.as_str()),
             ))
         }
+        Ok(Err(err)) if err.code == ErrorCode::PayloadTooLarge => {
+            state.ingest.metrics().too_large("http", limit + 1, limit);
+            Err(err)
+        }
+        Ok(Err(err)) if err.code == ErrorCode::BadRequest => {
+            // A corrupt compressed body is kept like any other undecodable request.
+            state
+                .ingest
+                .reject_undecodable(signal, &err.message, &raw)
+                .await?;
+            Err(err)
+        }
+        Ok(Err(err)) | Err(err) => Err(err),
     }
 }
 

@@ -378,8 +378,10 @@ async fn run_ingest(config: Config) -> anyhow::Result<()> {
         config.kafka.partitions.get(),
         config.kafka.replication_factor.get(),
     ));
+    let started = unix_nanos(SystemTime::now());
     tokio::spawn(heartbeats(
         ingest.clone(),
+        started,
         config.heartbeat.interval,
         stopped.clone(),
     ));
@@ -418,6 +420,8 @@ async fn run_ingest(config: Config) -> anyhow::Result<()> {
     metrics_result
         .context("metrics server task")?
         .context("metrics server")?;
+    // The last interval's counts, now that no request is open.
+    send_heartbeat(&ingest, started, config.heartbeat.interval).await;
     let undelivered = tokio::task::spawn_blocking(move || producer.flush(FLUSH_DEADLINE))
         .await
         .context("flushing")?;
@@ -487,35 +491,53 @@ async fn watch_kafka(
     partitions: u32,
     replication: u32,
 ) {
-    let mut topics_ready = !create_topics;
+    const TOPICS: [&str; 4] = [
+        topic::OUTCOME_EVENTS,
+        topic::OUTCOME_COUNTS,
+        topic::REJECTED,
+        topic::HEARTBEATS,
+    ];
+    let mut announced = false;
     loop {
         let probe = producer.clone();
-        let reachable = tokio::task::spawn_blocking(move || probe.probe(PROBE_INTERVAL))
+        let known = tokio::task::spawn_blocking(move || probe.probe(PROBE_INTERVAL))
             .await
             .map_err(|err| err.to_string())
             .and_then(|result| result);
-        metrics.set_kafka_reachable(reachable.is_ok());
+        metrics.set_kafka_reachable(known.is_ok());
         metrics.set_producer_queue_depth(i64::from(producer.queue_depth()));
-        if reachable.is_ok() && !topics_ready {
-            let topics = [
-                topic::OUTCOME_EVENTS,
-                topic::OUTCOME_COUNTS,
-                topic::REJECTED,
-                topic::HEARTBEATS,
-            ];
-            let partitions = i32::try_from(partitions).unwrap_or(i32::MAX);
-            let replication = i32::try_from(replication).unwrap_or(i32::MAX);
-            match producer
-                .ensure_topics(&topics, partitions, replication)
-                .await
-            {
-                Ok(()) => {
-                    tracing::info!(?topics, "topics ready");
-                    topics_ready = true;
+        // Checked on every probe: a topic deleted later makes the collector not ready again.
+        let missing: Vec<&str> = match &known {
+            Ok(names) => TOPICS
+                .into_iter()
+                .filter(|t| !names.iter().any(|n| n == t))
+                .collect(),
+            Err(_) => Vec::new(),
+        };
+        let mut topics_ready = known.is_ok() && missing.is_empty();
+        if known.is_ok() && !missing.is_empty() {
+            if create_topics {
+                let partitions = i32::try_from(partitions).unwrap_or(i32::MAX);
+                let replication = i32::try_from(replication).unwrap_or(i32::MAX);
+                match producer
+                    .ensure_topics(&missing, partitions, replication)
+                    .await
+                {
+                    Ok(()) => topics_ready = true,
+                    Err(err) => tracing::warn!(error = %err, "creating topics failed; retrying"),
                 }
-                Err(err) => tracing::warn!(error = %err, "creating topics failed; retrying"),
+            } else {
+                tracing::warn!(
+                    ?missing,
+                    "topics missing and kafka.create_topics is off; not ready"
+                );
             }
         }
+        if topics_ready && !announced {
+            tracing::info!(topics = ?TOPICS, "topics ready");
+            announced = true;
+        }
+        let reachable = known;
         let fatal = producer.fatal_error();
         if let Some(error) = &fatal {
             // Not ready, and loudly so: every request is answered 503 until a restart.
@@ -531,8 +553,12 @@ async fn watch_kafka(
 }
 
 /// Writes a heartbeat every `interval` so downstream can tell "no failures" from "no pipeline".
-async fn heartbeats(ingest: Arc<Ingest>, interval: Duration, mut stopped: watch::Receiver<bool>) {
-    let started = unix_nanos(SystemTime::now());
+async fn heartbeats(
+    ingest: Arc<Ingest>,
+    started: u64,
+    interval: Duration,
+    mut stopped: watch::Receiver<bool>,
+) {
     let mut ticker = tokio::time::interval(interval);
     ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
@@ -540,36 +566,41 @@ async fn heartbeats(ingest: Arc<Ingest>, interval: Duration, mut stopped: watch:
             _ = ticker.tick() => {}
             _ = stopped.wait_for(|stop| *stop) => return,
         }
-        let counts = ingest.since_heartbeat();
-        let heartbeat = Heartbeat {
-            schema_version: RECORD_SCHEMA_VERSION,
-            collector_id: ingest.collector_id().to_owned(),
-            time_unix_nano: unix_nanos(SystemTime::now()),
-            started_time_unix_nano: started,
-            interval_ms: u64::try_from(interval.as_millis()).unwrap_or(u64::MAX),
-            accepted_events: counts.accepted_events.swap(0, Ordering::Relaxed),
-            accepted_counts: counts.accepted_counts.swap(0, Ordering::Relaxed),
-            rejected: counts.rejected.swap(0, Ordering::Relaxed),
-        };
-        match ingest
-            .producer()
-            .deliver(&[encode::heartbeat(&heartbeat)])
-            .await
-        {
-            Ok(()) => ingest.metrics().heartbeat_sent(),
-            Err(err) => {
-                // The counts go back so that the next heartbeat still reports them.
-                counts
-                    .accepted_events
-                    .fetch_add(heartbeat.accepted_events, Ordering::Relaxed);
-                counts
-                    .accepted_counts
-                    .fetch_add(heartbeat.accepted_counts, Ordering::Relaxed);
-                counts
-                    .rejected
-                    .fetch_add(heartbeat.rejected, Ordering::Relaxed);
-                ingest.metrics().heartbeat_failed(&err);
-            }
+        send_heartbeat(&ingest, started, interval).await;
+    }
+}
+
+/// Sends one heartbeat with the counts since the last one; on failure the counts go back, so
+/// that the next heartbeat still reports them.
+async fn send_heartbeat(ingest: &Ingest, started: u64, interval: Duration) {
+    let counts = ingest.since_heartbeat();
+    let heartbeat = Heartbeat {
+        schema_version: RECORD_SCHEMA_VERSION,
+        collector_id: ingest.collector_id().to_owned(),
+        time_unix_nano: unix_nanos(SystemTime::now()),
+        started_time_unix_nano: started,
+        interval_ms: u64::try_from(interval.as_millis()).unwrap_or(u64::MAX),
+        accepted_events: counts.accepted_events.swap(0, Ordering::Relaxed),
+        accepted_counts: counts.accepted_counts.swap(0, Ordering::Relaxed),
+        rejected: counts.rejected.swap(0, Ordering::Relaxed),
+    };
+    match ingest
+        .producer()
+        .deliver(&[encode::heartbeat(&heartbeat)])
+        .await
+    {
+        Ok(()) => ingest.metrics().heartbeat_sent(),
+        Err(err) => {
+            counts
+                .accepted_events
+                .fetch_add(heartbeat.accepted_events, Ordering::Relaxed);
+            counts
+                .accepted_counts
+                .fetch_add(heartbeat.accepted_counts, Ordering::Relaxed);
+            counts
+                .rejected
+                .fetch_add(heartbeat.rejected, Ordering::Relaxed);
+            ingest.metrics().heartbeat_failed(&err);
         }
     }
 }

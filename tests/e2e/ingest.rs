@@ -621,6 +621,15 @@ async fn sigterm_stops_accepting_flushes_and_exits_cleanly() {
     ));
     assert_eq!(events.len(), 1);
     assert_eq!(events[0].tool_target, "before-shutdown");
+    // Every accepted event is in some heartbeat, the last one sent at shutdown included.
+    let heartbeats: Vec<Heartbeat> = decode_all(&read_topic(
+        &tansu.bootstrap,
+        topic::HEARTBEATS,
+        1,
+        READ_TIMEOUT,
+    ));
+    let accepted: u64 = heartbeats.iter().map(|h| h.accepted_events).sum();
+    assert_eq!(accepted, 1, "{heartbeats:#?}");
 }
 
 /// One event per rejection reason that an OTLP client can cause through a decodable request.

@@ -101,6 +101,8 @@ pub enum ProducerError {
 /// An idempotent, `acks=all` producer.
 pub struct Producer {
     inner: FutureProducer,
+    /// Made once: creating and dropping a librdkafka client blocks.
+    admin: AdminClient<DefaultClientContext>,
     settings: ProducerSettings,
     metrics: Arc<CollectorMetrics>,
 }
@@ -126,8 +128,10 @@ impl Producer {
             )
             .create()
             .map_err(config_error)?;
+        let admin = client_config(&settings).create().map_err(config_error)?;
         Ok(Self {
             inner,
+            admin,
             settings,
             metrics,
         })
@@ -140,15 +144,13 @@ impl Producer {
         partitions: i32,
         replication: i32,
     ) -> Result<(), ProducerError> {
-        let admin: AdminClient<DefaultClientContext> = client_config(&self.settings)
-            .create()
-            .map_err(config_error)?;
         let new: Vec<NewTopic<'_>> = topics
             .iter()
             .map(|name| NewTopic::new(name, partitions, TopicReplication::Fixed(replication)))
             .collect();
         let options = AdminOptions::new().operation_timeout(Some(self.settings.delivery_timeout));
-        let results = admin
+        let results = self
+            .admin
             .create_topics(new.iter(), &options)
             .await
             .map_err(|err| ProducerError::CreateTopic {
@@ -169,13 +171,19 @@ impl Producer {
         Ok(())
     }
 
-    /// Whether the brokers answer a metadata request within `timeout`. Blocks: call it from
-    /// `spawn_blocking`.
-    pub fn probe(&self, timeout: Duration) -> Result<(), String> {
+    /// The topics the brokers know, if they answer a metadata request within `timeout`.
+    /// Blocks: call it from `spawn_blocking`.
+    pub fn probe(&self, timeout: Duration) -> Result<Vec<String>, String> {
         self.inner
             .client()
             .fetch_metadata(None, timeout)
-            .map(|_| ())
+            .map(|metadata| {
+                metadata
+                    .topics()
+                    .iter()
+                    .map(|t| t.name().to_owned())
+                    .collect()
+            })
             .map_err(|err| err.to_string())
     }
 

@@ -21,6 +21,7 @@ use opentelemetry_proto::tonic::collector::trace::v1::trace_service_client::Trac
 use opentelemetry_proto::tonic::common::v1::{AnyValue, KeyValue, any_value};
 use opentelemetry_proto::tonic::resource::v1::Resource;
 use opentelemetry_proto::tonic::trace::v1::{ResourceSpans, ScopeSpans, Span, span};
+use prost::Message as _;
 
 const READ_TIMEOUT: Duration = Duration::from_secs(30);
 
@@ -492,6 +493,28 @@ async fn http_takes_json_and_refuses_a_gzip_bomb_after_decompression() {
         Some(1.0)
     );
 
+    // An uncompressed body over the cap: refused while it is read, counted, and answered with
+    // a google.rpc.Status body.
+    let (status, body) = post(
+        &collector.http_endpoint,
+        "/v1/traces",
+        &[("content-type", "application/x-protobuf")],
+        vec![0u8; 2 << 20],
+    )
+    .await;
+    assert_eq!(status, 413);
+    let rpc_status = tonic_types::pb::Status::decode(body.as_slice()).unwrap();
+    assert_eq!(rpc_status.code, tonic::Code::ResourceExhausted as i32);
+    assert!(
+        rpc_status.message.contains("exceeds"),
+        "{}",
+        rpc_status.message
+    );
+    assert_eq!(
+        collector.sample("candor_collector_too_large_total ").await,
+        Some(2.0)
+    );
+
     // Over gRPC, compressed and not: RESOURCE_EXHAUSTED, counted, without RetryInfo.
     let big = trace_request(vec![outcome_event("access_failure", &"t".repeat(2 << 20))]);
     let mut client = TraceServiceClient::connect(collector.grpc_endpoint.clone())
@@ -511,7 +534,7 @@ async fn http_takes_json_and_refuses_a_gzip_bomb_after_decompression() {
     assert_eq!(status.code(), tonic::Code::ResourceExhausted, "{status:?}");
     assert_eq!(
         collector.sample("candor_collector_too_large_total ").await,
-        Some(3.0)
+        Some(4.0)
     );
 }
 

@@ -5,12 +5,13 @@ use std::io::Read as _;
 use std::sync::Arc;
 
 use axum::Router;
-use axum::body::Bytes;
+use axum::body::{Body, Bytes};
 use axum::extract::{DefaultBodyLimit, Request, State};
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
 use axum::routing::post;
+use http_body_util::BodyExt as _;
 use opentelemetry_proto::tonic::collector::metrics::v1::{
     ExportMetricsPartialSuccess, ExportMetricsServiceResponse,
 };
@@ -45,8 +46,8 @@ pub fn router(ingest: Arc<Ingest>, auth: BearerAuth, max_request_bytes: usize) -
         .route("/v1/traces", post(traces))
         .route("/v1/metrics", post(metrics))
         .layer(middleware::from_fn_with_state(state.clone(), authenticate))
-        // The compressed body may not exceed the cap either; decompression is capped separately.
-        .layer(DefaultBodyLimit::max(max_request_bytes))
+        // The body is read by the handlers, up to the cap, so that a refusal is counted.
+        .layer(DefaultBodyLimit::disable())
         .with_state(state)
 }
 
@@ -59,7 +60,9 @@ async fn authenticate(State(state): State<HttpState>, request: Request, next: Ne
         return next.run(request).await;
     }
     state.ingest.metrics().unauthenticated("http");
-    ServiceError::new(ErrorCode::Unauthenticated, "missing or wrong bearer token").into_response()
+    let encoding = Encoding::of(request.headers()).ok();
+    let error = ServiceError::new(ErrorCode::Unauthenticated, "missing or wrong bearer token");
+    error_response(error, encoding)
 }
 
 /// How the request body is encoded; the response uses the same.
@@ -205,9 +208,58 @@ async fn read<T: Message + Default + DeserializeOwned + Send + 'static>(
     }
 }
 
-async fn traces(State(state): State<HttpState>, headers: HeaderMap, body: Bytes) -> Response {
+/// Reads the (compressed) body up to the cap; a longer one is counted and refused.
+async fn read_body(state: &HttpState, body: Body) -> Result<Bytes, ServiceError> {
+    let limit = state.max_request_bytes;
+    match http_body_util::Limited::new(body, limit).collect().await {
+        Ok(collected) => Ok(collected.to_bytes()),
+        Err(err)
+            if err
+                .downcast_ref::<http_body_util::LengthLimitError>()
+                .is_some() =>
+        {
+            state.ingest.metrics().too_large("http", limit + 1, limit);
+            Err(ServiceError::new(
+                ErrorCode::PayloadTooLarge,
+                format!("the request body exceeds {limit} bytes"),
+            ))
+        }
+        Err(err) => Err(ServiceError::new(
+            ErrorCode::BadRequest,
+            format!("reading the request body: {err}"),
+        )),
+    }
+}
+
+/// An error answered as OTLP/HTTP asks: the status code (with `Retry-After` when retryable) and
+/// a `google.rpc.Status` body in the request's encoding (protobuf when it is not known).
+fn error_response(error: ServiceError, encoding: Option<Encoding>) -> Response {
+    let status = tonic_types::pb::Status {
+        code: error.code.grpc_code() as i32,
+        message: error.message.clone(),
+        details: Vec::new(),
+    };
+    let (content_type, body) = match encoding {
+        Some(Encoding::Json) => (
+            "application/json",
+            serde_json::json!({ "code": status.code, "message": status.message })
+                .to_string()
+                .into_bytes(),
+        ),
+        _ => ("application/x-protobuf", status.encode_to_vec()),
+    };
+    let mut response = error.into_response();
+    *response.body_mut() = Body::from(body);
+    response
+        .headers_mut()
+        .insert(header::CONTENT_TYPE, HeaderValue::from_static(content_type));
+    response
+}
+
+async fn traces(State(state): State<HttpState>, headers: HeaderMap, body: Body) -> Response {
     let encoding = Encoding::of(&headers);
     let export = async {
+        let body = read_body(&state, body).await?;
         let request = read(&state, Signal::Traces, &headers, body).await?;
         state.ingest.export_traces(request).await
     };
@@ -226,13 +278,15 @@ async fn traces(State(state): State<HttpState>, headers: HeaderMap, body: Bytes)
                 }),
             },
         ),
-        (Err(error), _) | (_, Err(error)) => error.into_response(),
+        (encoding, Err(error)) => error_response(error, encoding.ok()),
+        (Err(error), Ok(_)) => error_response(error, None),
     }
 }
 
-async fn metrics(State(state): State<HttpState>, headers: HeaderMap, body: Bytes) -> Response {
+async fn metrics(State(state): State<HttpState>, headers: HeaderMap, body: Body) -> Response {
     let encoding = Encoding::of(&headers);
     let export = async {
+        let body = read_body(&state, body).await?;
         let request = read(&state, Signal::Metrics, &headers, body).await?;
         state.ingest.export_metrics(request).await
     };
@@ -251,7 +305,8 @@ async fn metrics(State(state): State<HttpState>, headers: HeaderMap, body: Bytes
                 }),
             },
         ),
-        (Err(error), _) | (_, Err(error)) => error.into_response(),
+        (encoding, Err(error)) => error_response(error, encoding.ok()),
+        (Err(error), Ok(_)) => error_response(error, None),
     }
 }
 

@@ -65,6 +65,7 @@ fn invalid(key: impl Into<String>, value: impl ToString, reason: impl Into<Strin
 /// | `otlp.grpc_addr` | `"127.0.0.1:4317"` | OTLP/gRPC listen address (IP and port) |
 /// | `otlp.http_addr` | `"127.0.0.1:4318"` | OTLP/HTTP listen address (IP and port) |
 /// | `otlp.max_request_bytes` | `20971520` (20 MiB) | largest request body, counted after decompression |
+/// | `otlp.max_in_flight_requests` | `64` | requests handled at once, both transports together; more are answered "retry later" (UNAVAILABLE / 503), which bounds memory |
 /// | `otlp.auth_token_env` | unset: no authentication | name of the environment variable holding the bearer token clients must send |
 /// | `otlp.tls_cert_path`, `otlp.tls_key_path` | unset: plain text | PEM certificate chain and private key for the OTLP listeners; both or neither |
 /// | `limits.max_value_bytes` | `4096` | longest attribute value accepted in an event; at most `otlp.max_request_bytes` |
@@ -120,6 +121,8 @@ pub struct RawOtlp {
     pub http_addr: String,
     /// `otlp.max_request_bytes`.
     pub max_request_bytes: i64,
+    /// `otlp.max_in_flight_requests`.
+    pub max_in_flight_requests: i64,
     /// `otlp.auth_token_env`.
     pub auth_token_env: Option<String>,
     /// `otlp.tls_cert_path`.
@@ -134,6 +137,7 @@ impl Default for RawOtlp {
             grpc_addr: "127.0.0.1:4317".into(),
             http_addr: "127.0.0.1:4318".into(),
             max_request_bytes: 20 * 1024 * 1024,
+            max_in_flight_requests: 64,
             auth_token_env: None,
             tls_cert_path: None,
             tls_key_path: None,
@@ -268,6 +272,8 @@ pub struct OtlpConfig {
     pub http_addr: SocketAddr,
     /// Largest request body, in bytes after decompression.
     pub max_request_bytes: NonZeroUsize,
+    /// Requests handled at once; more are answered "retry later".
+    pub max_in_flight_requests: NonZeroUsize,
     /// The name of the variable, not the token.
     pub auth_token_env: Option<String>,
     /// Set when both `tls_cert_path` and `tls_key_path` are.
@@ -455,6 +461,10 @@ impl RawOtlp {
             grpc_addr: socket_addr("otlp.grpc_addr", &self.grpc_addr)?,
             http_addr: socket_addr("otlp.http_addr", &self.http_addr)?,
             max_request_bytes: nonzero_usize("otlp.max_request_bytes", self.max_request_bytes)?,
+            max_in_flight_requests: nonzero_usize(
+                "otlp.max_in_flight_requests",
+                self.max_in_flight_requests,
+            )?,
             auth_token_env: self.auth_token_env,
             tls,
         })

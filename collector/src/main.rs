@@ -296,6 +296,7 @@ async fn run_ingest(config: Config) -> anyhow::Result<()> {
         limits,
         collector_id.clone(),
         RETRY_AFTER,
+        config.otlp.max_in_flight_requests.get(),
     ));
     let max_request_bytes = config.otlp.max_request_bytes.get();
     let auth = BearerAuth::new(token);

@@ -967,3 +967,58 @@ async fn otlp_over_tls_on_both_transports() {
     assert_eq!(targets, ["over-grpc-tls", "over-http-tls"]);
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn past_the_in_flight_limit_clients_are_told_to_retry() {
+    // A broker that is not there keeps the first request open for the delivery timeout.
+    let nothing = format!("127.0.0.1:{}", free_port());
+    let collector = Collector::start(
+        &nothing,
+        Options {
+            config: Some(
+                "[otlp]\nmax_in_flight_requests = 1\n[kafka]\ndelivery_timeout = \"5s\"\n".into(),
+            ),
+            skip_ready: true,
+            ..Options::default()
+        },
+    )
+    .await;
+    let endpoint = collector.grpc_endpoint.clone();
+    let first = tokio::spawn(async move {
+        let mut client = TraceServiceClient::connect(endpoint).await.unwrap();
+        client
+            .export(trace_request(vec![outcome_event(
+                "access_failure",
+                "first",
+            )]))
+            .await
+    });
+    candor_e2e::wait_for(
+        "the first request in flight",
+        Duration::from_secs(10),
+        || async {
+            (collector
+                .sample("candor_collector_in_flight_requests ")
+                .await
+                == Some(1.0))
+            .then_some(())
+        },
+    )
+    .await;
+    let mut client = TraceServiceClient::connect(collector.grpc_endpoint.clone())
+        .await
+        .unwrap();
+    let status = client
+        .export(trace_request(vec![outcome_event(
+            "access_failure",
+            "second",
+        )]))
+        .await
+        .unwrap_err();
+    assert_eq!(status.code(), tonic::Code::Unavailable, "{status:?}");
+    assert!(status.message().contains("retry later"), "{status:?}");
+    use tonic_types::StatusExt as _;
+    assert!(status.get_details_retry_info().is_some());
+    let first = first.await.unwrap().unwrap_err();
+    assert_eq!(first.code(), tonic::Code::Unavailable, "{first:?}");
+}

@@ -47,6 +47,8 @@ pub struct SinceHeartbeat {
 /// Turns export requests into records in Kafka.
 pub struct Ingest {
     producer: Arc<Producer>,
+    /// One permit per request being handled: past the limit, clients are told to retry later.
+    in_flight: tokio::sync::Semaphore,
     metrics: Arc<CollectorMetrics>,
     limits: Limits,
     collector_id: String,
@@ -62,9 +64,11 @@ impl Ingest {
         limits: Limits,
         collector_id: String,
         retry_after: Duration,
+        max_in_flight_requests: usize,
     ) -> Self {
         Self {
             producer,
+            in_flight: tokio::sync::Semaphore::new(max_in_flight_requests),
             metrics,
             limits,
             collector_id,
@@ -111,7 +115,13 @@ impl Ingest {
     {
         let started = Instant::now();
         let _in_flight = self.metrics.request_received(signal, transport);
-        let result = export.await;
+        let result = match self.in_flight.try_acquire() {
+            Ok(_permit) => export.await,
+            Err(_) => Err(ServiceError::unavailable(
+                "the collector is handling as many requests as it may; retry later",
+                self.retry_after,
+            )),
+        };
         let status = match &result {
             Ok(ack) if ack.rejected > 0 => "partial",
             Ok(_) => "ok",

@@ -41,11 +41,14 @@ done
 
 pids=()
 stop() {
+    trap - EXIT
     echo; echo "stopping"
     kill "${pids[@]}" 2>/dev/null || true
     wait 2>/dev/null || true
 }
-trap stop EXIT INT TERM
+trap stop EXIT
+# Ctrl-C or SIGTERM ends the script; leaving runs `stop`.
+trap 'exit 130' INT TERM
 
 (cd "$data" && exec "$tansu" broker --listener-url tcp://127.0.0.1:9092 \
     --advertised-listener-url tcp://127.0.0.1:9092 --storage-engine sqlite://tansu.db) \

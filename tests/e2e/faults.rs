@@ -6,11 +6,9 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use candor_e2e::collector::{Collector, Options};
-use candor_e2e::kafka::{decode_all, read_topic};
+use candor_e2e::kafka::event_targets;
 use candor_e2e::tansu::Tansu;
 use candor_e2e::wait_for;
-use candor_schema::names::topic;
-use candor_schema::proto::OutcomeEvent;
 use opentelemetry_proto::tonic::collector::trace::v1::trace_service_client::TraceServiceClient;
 
 use crate::ingest::{outcome_event, trace_request};
@@ -33,16 +31,20 @@ fn request_of(
     )
 }
 
-fn stored_targets(bootstrap: &str, at_least: usize) -> BTreeSet<String> {
-    decode_all::<OutcomeEvent>(&read_topic(
-        bootstrap,
-        topic::OUTCOME_EVENTS,
-        at_least,
-        Duration::from_secs(60),
-    ))
-    .into_iter()
-    .map(|e| e.tool_target)
-    .collect()
+/// Fails naming what is missing when an acknowledged event is not in the events topic.
+fn assert_all_stored(bootstrap: &str, acknowledged: &BTreeSet<String>) {
+    let stored: BTreeSet<String> =
+        event_targets(bootstrap, acknowledged.len(), Duration::from_secs(60))
+            .into_iter()
+            .collect();
+    let missing: Vec<&String> = acknowledged.difference(&stored).collect();
+    assert!(
+        missing.is_empty(),
+        "{} of {} acknowledged events missing, e.g. {:?}",
+        missing.len(),
+        acknowledged.len(),
+        &missing[..missing.len().min(5)]
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -81,14 +83,7 @@ async fn every_acknowledged_event_survives_a_kill_9_of_the_collector() {
         client.await.unwrap();
     }
     let acknowledged = acknowledged.lock().unwrap().clone();
-    let stored = stored_targets(&tansu.bootstrap, acknowledged.len());
-    let missing: Vec<&String> = acknowledged.difference(&stored).collect();
-    assert!(
-        missing.is_empty(),
-        "{} acknowledged events missing, e.g. {:?}",
-        missing.len(),
-        &missing[..missing.len().min(5)]
-    );
+    assert_all_stored(&tansu.bootstrap, &acknowledged);
 }
 
 /// Ignored: Tansu 0.6's SQLite engine panics in `idempotent_message_check` ("more or less than
@@ -150,14 +145,7 @@ async fn a_broker_restart_loses_no_acknowledged_event() {
         acknowledged.extend(targets);
     }
     assert!(unavailable > 0, "the broker outage was never noticed");
-    let stored = stored_targets(&tansu.bootstrap, acknowledged.len());
-    let missing: Vec<&String> = acknowledged.difference(&stored).collect();
-    assert!(
-        missing.is_empty(),
-        "{} acknowledged events missing, e.g. {:?}",
-        missing.len(),
-        &missing[..missing.len().min(5)]
-    );
+    assert_all_stored(&tansu.bootstrap, &acknowledged);
     let _ = std::fs::remove_dir_all(&dir);
 }
 
@@ -206,13 +194,6 @@ async fn a_broker_crash_mid_stream_gets_retryable_answers_and_loses_no_acknowled
     // The collector goes first, so that nothing is produced into the restarted broker.
     collector.process().kill().await;
     tansu.restart().await;
-    let stored = stored_targets(&tansu.bootstrap, acknowledged.len());
-    let missing: Vec<&String> = acknowledged.difference(&stored).collect();
-    assert!(
-        missing.is_empty(),
-        "{} acknowledged events missing, e.g. {:?}",
-        missing.len(),
-        &missing[..missing.len().min(5)]
-    );
+    assert_all_stored(&tansu.bootstrap, &acknowledged);
     let _ = std::fs::remove_dir_all(&dir);
 }

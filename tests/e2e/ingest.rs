@@ -10,7 +10,7 @@ use candor_adapter::testing::{FakeClock, ScriptedTool};
 use candor_adapter::{Adapter, HttpClassifier, NotFound, RetryPolicy};
 use candor_e2e::collector::{Collector, Options};
 use candor_e2e::free_port;
-use candor_e2e::kafka::{decode_all, read_topic};
+use candor_e2e::kafka::{decode_all, event_targets, read_topic};
 use candor_e2e::tansu::Tansu;
 use candor_schema::names::{self, attr, resource, topic};
 use candor_schema::proto::{Heartbeat, OutcomeCount, OutcomeEvent, Rejected, Temporality};
@@ -262,16 +262,7 @@ async fn invalid_events_are_rejected_by_name_and_kept_while_valid_ones_go_throug
         partial.error_message
     );
 
-    let mut targets: Vec<String> = decode_all::<OutcomeEvent>(&read_topic(
-        &tansu.bootstrap,
-        topic::OUTCOME_EVENTS,
-        2,
-        READ_TIMEOUT,
-    ))
-    .into_iter()
-    .map(|e| e.tool_target)
-    .collect();
-    targets.sort();
+    let targets = event_targets(&tansu.bootstrap, 2, READ_TIMEOUT);
     assert_eq!(targets, ["../../etc/passwd", "检索/😀 \"quoted\""]);
 
     let mut rejected: Vec<Rejected> = decode_all(&read_topic(
@@ -954,16 +945,7 @@ async fn otlp_over_tls_on_both_transports() {
         String::from_utf8_lossy(&curl.stderr)
     );
 
-    let mut targets: Vec<String> = decode_all::<OutcomeEvent>(&read_topic(
-        &tansu.bootstrap,
-        topic::OUTCOME_EVENTS,
-        2,
-        READ_TIMEOUT,
-    ))
-    .into_iter()
-    .map(|e| e.tool_target)
-    .collect();
-    targets.sort();
+    let targets = event_targets(&tansu.bootstrap, 2, READ_TIMEOUT);
     assert_eq!(targets, ["over-grpc-tls", "over-http-tls"]);
     let _ = std::fs::remove_dir_all(&dir);
 }

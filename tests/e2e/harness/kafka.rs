@@ -83,3 +83,20 @@ pub fn decode_all<T: prost::Message + Default>(records: &[Record]) -> Vec<T> {
         })
         .collect()
 }
+
+/// The targets of the events in the outcome-events topic, sorted (duplicates kept), once at
+/// least `at_least` have arrived.
+pub fn event_targets(bootstrap: &str, at_least: usize, timeout: Duration) -> Vec<String> {
+    let records = read_topic(
+        bootstrap,
+        candor_schema::names::topic::OUTCOME_EVENTS,
+        at_least,
+        timeout,
+    );
+    let mut targets: Vec<String> = decode_all::<candor_schema::proto::OutcomeEvent>(&records)
+        .into_iter()
+        .map(|event| event.tool_target)
+        .collect();
+    targets.sort();
+    targets
+}

@@ -212,10 +212,14 @@ fn read_topic(args: &ReadArgs) -> anyhow::Result<()> {
         };
         let message = message.context("reading a record")?;
         last = std::time::Instant::now();
-        let line = match candor_collector::inspect::to_json(
-            topic,
-            message.payload().unwrap_or_default(),
-        ) {
+        // A record with no payload is not an empty record: it is shown as an error.
+        let decoded = match message.payload() {
+            Some(payload) => candor_collector::inspect::to_json(topic, payload),
+            None => Err(candor_collector::inspect::InspectError::Undecodable(
+                "the record has no payload".into(),
+            )),
+        };
+        let line = match decoded {
             Ok(record) => record,
             Err(err) => {
                 undecodable += 1;

@@ -151,7 +151,17 @@ fn decode<T: Message + Default + DeserializeOwned>(
 fn encode<T: Message + Serialize>(encoding: Encoding, response: &T) -> Response {
     let body = match encoding {
         Encoding::Protobuf => response.encode_to_vec(),
-        Encoding::Json => serde_json::to_vec(response).unwrap_or_default(),
+        Encoding::Json => match serde_json::to_vec(response) {
+            Ok(body) => body,
+            // The data is in Kafka, but the client cannot be told so: never an empty 200.
+            Err(err) => {
+                return (
+                    StatusCode::INTERNAL_SERVER_ERROR,
+                    format!("encoding the response: {err}"),
+                )
+                    .into_response();
+            }
+        },
     };
     let mut response = (StatusCode::OK, body).into_response();
     response.headers_mut().insert(

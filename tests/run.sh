@@ -90,6 +90,10 @@ cargo check -p candor-adapter --lib --locked
 banner "cargo clippy"
 cargo clippy --workspace --all-targets --all-features --locked -- -D warnings
 
+# The end-to-end suite starts the binaries as real processes; a test build does not make them.
+banner "cargo build (binaries the end-to-end suite runs)"
+cargo build --workspace --bins --all-features --locked
+
 # --no-fail-fast: one run reports every failing test, not just the first.
 banner "cargo nextest run"
 cargo nextest run --workspace --all-features --locked --no-fail-fast

@@ -18,7 +18,7 @@ use std::time::Duration;
 use serde::Deserialize;
 
 /// Shown in place of a value that may be a secret.
-const NOT_SHOWN: &str = "(not shown)";
+pub(crate) const NOT_SHOWN: &str = "(not shown)";
 
 /// Why a configuration was refused.
 #[derive(Debug, thiserror::Error)]
@@ -48,7 +48,11 @@ fn at_line(line: &Option<usize>) -> String {
     line.map(|n| format!(" at line {n}")).unwrap_or_default()
 }
 
-fn invalid(key: impl Into<String>, value: impl ToString, reason: impl Into<String>) -> ConfigError {
+pub(crate) fn invalid(
+    key: impl Into<String>,
+    value: impl ToString,
+    reason: impl Into<String>,
+) -> ConfigError {
     ConfigError::Invalid {
         key: key.into(),
         value: value.to_string(),
@@ -582,7 +586,7 @@ pub fn parse_duration(key: &str, value: &str) -> Result<Duration, ConfigError> {
     }
 }
 
-fn nonzero_usize(key: &str, value: i64) -> Result<NonZeroUsize, ConfigError> {
+pub(crate) fn nonzero_usize(key: &str, value: i64) -> Result<NonZeroUsize, ConfigError> {
     usize::try_from(value)
         .ok()
         .and_then(NonZeroUsize::new)
@@ -598,7 +602,7 @@ fn nonzero_i32(key: &str, value: i64) -> Result<NonZeroU32, ConfigError> {
         .ok_or_else(|| invalid(key, value, format!("must be between 1 and {}", i32::MAX)))
 }
 
-fn socket_addr(key: &str, value: &str) -> Result<SocketAddr, ConfigError> {
+pub(crate) fn socket_addr(key: &str, value: &str) -> Result<SocketAddr, ConfigError> {
     value
         .parse()
         .map_err(|_| invalid(key, value, "expected an IP address and a port"))
@@ -606,7 +610,7 @@ fn socket_addr(key: &str, value: &str) -> Result<SocketAddr, ConfigError> {
 
 /// Refuses anything but a portable variable name; the value is not echoed, since a mistaken
 /// value here is most likely the secret itself.
-fn env_var_name(key: &str, name: &str) -> Result<(), ConfigError> {
+pub(crate) fn env_var_name(key: &str, name: &str) -> Result<(), ConfigError> {
     let portable = name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
         && name.starts_with(|c: char| c.is_ascii_alphabetic() || c == '_');
     let reason = "expected the name of an environment variable (letters, digits, _)";
@@ -633,11 +637,11 @@ fn reserved_kafka_setting(name: &str) -> Option<&'static str> {
 
 /// librdkafka settings that hold a secret (`sasl.password`, `ssl.key.password`,
 /// `sasl.oauthbearer.client.secret`, an inline private key, ...).
-fn is_secret_setting(name: &str) -> bool {
+pub(crate) fn is_secret_setting(name: &str) -> bool {
     name.ends_with("password") || name.contains("secret") || name == "ssl.key.pem"
 }
 
-fn parse_brokers(value: &str) -> Result<Vec<BrokerAddr>, ConfigError> {
+pub(crate) fn parse_brokers(value: &str) -> Result<Vec<BrokerAddr>, ConfigError> {
     const KEY: &str = "kafka.brokers";
     if value.trim().is_empty() {
         return Err(invalid(KEY, value, "expected at least one host:port"));

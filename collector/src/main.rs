@@ -1,8 +1,12 @@
-//! `candor-collector`: the pipeline's OTLP ingest service.
+//! `candor-collector`: the pipeline's OTLP ingest service and its Kafka → Delta compactor.
 //!
 //! ```text
 //! candor-collector ingest [--config FILE] [--grpc-addr A] [--http-addr A] [--metrics-addr A]
 //!                         [--kafka-brokers B] [--collector-id ID] [--log-format text|json]
+//! candor-collector compact [--config FILE] [--table-root DIR|URL] [--kafka-brokers B]
+//!                          [--metrics-addr A] [--group-id G] [--compactor-id ID]
+//! candor-collector maintain [--config FILE] [--table-root DIR|URL] [--optimize] [--vacuum] [--retention]
+//! candor-collector read --topic T [--kafka-brokers B]
 //! ```
 
 use std::net::SocketAddr;
@@ -16,6 +20,9 @@ use axum::Router;
 use axum::extract::State;
 use axum::http::StatusCode;
 use axum::routing::get;
+use candor_collector::compact;
+use candor_collector::compact::config::{CompactConfig, RawCompactConfig};
+use candor_collector::compact::metrics::CompactMetrics;
 use candor_collector::config::{Config, RawConfig};
 use candor_collector::ingest::auth::BearerAuth;
 use candor_collector::ingest::extract::Limits;
@@ -44,8 +51,59 @@ struct Cli {
 enum Role {
     /// Receive OTLP, validate, produce typed records to Kafka.
     Ingest(IngestArgs),
+    /// Consume the topics into Delta Lake tables, exactly once.
+    Compact(CompactArgs),
+    /// Run table maintenance once: optimize, vacuum, retention (all three when none is named).
+    Maintain(MaintainArgs),
     /// Print the records of one of the pipeline's topics as JSON lines, from the beginning.
     Read(ReadArgs),
+}
+
+#[derive(Parser)]
+struct CompactArgs {
+    /// The TOML configuration file (see deploy/compactor.example.toml).
+    #[arg(long, env = "CANDOR_COMPACTOR_CONFIG")]
+    config: Option<PathBuf>,
+    /// Overrides `table_root`.
+    #[arg(long, env = "CANDOR_TABLE_ROOT")]
+    table_root: Option<String>,
+    /// Overrides `kafka.brokers`.
+    #[arg(long, env = "CANDOR_COMPACTOR_KAFKA_BROKERS")]
+    kafka_brokers: Option<String>,
+    /// Overrides `metrics.addr`.
+    #[arg(long, env = "CANDOR_COMPACTOR_METRICS_ADDR")]
+    metrics_addr: Option<String>,
+    /// Overrides `kafka.group_id`.
+    #[arg(long, env = "CANDOR_COMPACTOR_GROUP_ID")]
+    group_id: Option<String>,
+    /// Overrides `files.max_age`.
+    #[arg(long, env = "CANDOR_COMPACTOR_MAX_AGE")]
+    max_age: Option<String>,
+    /// Overrides `compactor_id`.
+    #[arg(long, env = "CANDOR_COMPACTOR_ID")]
+    compactor_id: Option<String>,
+    /// Log format.
+    #[arg(long, value_enum, default_value = "text", env = "CANDOR_LOG_FORMAT")]
+    log_format: LogFormat,
+}
+
+#[derive(Parser)]
+struct MaintainArgs {
+    /// The compactor's TOML configuration file.
+    #[arg(long, env = "CANDOR_COMPACTOR_CONFIG")]
+    config: Option<PathBuf>,
+    /// Overrides `table_root`.
+    #[arg(long, env = "CANDOR_TABLE_ROOT")]
+    table_root: Option<String>,
+    /// Merge the small files of closed date partitions.
+    #[arg(long)]
+    optimize: bool,
+    /// Delete files unreferenced for longer than `maintenance.vacuum_retention`.
+    #[arg(long)]
+    vacuum: bool,
+    /// Drop partitions older than `maintenance.retention_days` (refused when that is 0).
+    #[arg(long)]
+    retention: bool,
 }
 
 #[derive(Parser)]
@@ -116,10 +174,20 @@ const PROBE_INTERVAL: Duration = Duration::from_secs(2);
 const FLUSH_DEADLINE: Duration = Duration::from_secs(10);
 
 fn main() -> anyhow::Result<()> {
+    // The OTLP listeners use ring; the Delta Lake client brings aws-lc-rs as well, and rustls
+    // refuses to pick between two providers on its own.
+    if rustls::crypto::ring::default_provider()
+        .install_default()
+        .is_err()
+    {
+        bail!("a TLS crypto provider was installed before main");
+    }
     let cli = Cli::parse();
     let args = match cli.role {
         Role::Ingest(args) => args,
         Role::Read(args) => return read_topic(&args),
+        Role::Compact(args) => return compact(args),
+        Role::Maintain(args) => return maintain(&args),
     };
     init_logs(args.log_format);
     let config = load_config(&args)?;
@@ -130,9 +198,13 @@ fn main() -> anyhow::Result<()> {
         .block_on(run_ingest(config))
 }
 
+/// Our own logs at info; the Delta Lake libraries log every snapshot at info, so theirs start at
+/// warn. `RUST_LOG` replaces both.
+const DEFAULT_LOG_FILTER: &str = "info,deltalake_core=warn,buoyant_kernel=warn,delta_kernel=warn";
+
 fn init_logs(format: LogFormat) {
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(DEFAULT_LOG_FILTER));
     let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_writer(std::io::stderr);
@@ -140,6 +212,167 @@ fn init_logs(format: LogFormat) {
         LogFormat::Text => builder.init(),
         LogFormat::Json => builder.json().init(),
     }
+}
+
+fn load_compact_config(
+    path: Option<&PathBuf>,
+    edit: impl FnOnce(&mut RawCompactConfig),
+) -> anyhow::Result<CompactConfig> {
+    let mut raw = match path {
+        Some(path) => {
+            let text = std::fs::read_to_string(path)
+                .with_context(|| format!("reading {}", path.display()))?;
+            RawCompactConfig::from_toml_str(&text)
+                .with_context(|| format!("in {}", path.display()))?
+        }
+        None => RawCompactConfig::default(),
+    };
+    edit(&mut raw);
+    Ok(raw.validate()?)
+}
+
+fn runtime() -> anyhow::Result<tokio::runtime::Runtime> {
+    tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .context("starting the runtime")
+}
+
+/// `candor-collector compact`: the Kafka → Delta Lake role.
+fn compact(args: CompactArgs) -> anyhow::Result<()> {
+    init_logs(args.log_format);
+    let config = load_compact_config(args.config.as_ref(), |raw| {
+        if let Some(root) = &args.table_root {
+            raw.table_root = Some(root.clone());
+        }
+        if let Some(brokers) = &args.kafka_brokers {
+            raw.kafka.brokers = brokers.clone();
+        }
+        if let Some(addr) = &args.metrics_addr {
+            raw.metrics.addr = addr.clone();
+        }
+        if let Some(group) = &args.group_id {
+            raw.kafka.group_id = group.clone();
+        }
+        if let Some(age) = &args.max_age {
+            raw.files.max_age = age.clone();
+        }
+        if let Some(id) = &args.compactor_id {
+            raw.compactor_id = Some(id.clone());
+        }
+    })?;
+    let mut kafka_extra = config.kafka.extra.clone();
+    for (key, var) in &config.kafka.extra_env {
+        let value = std::env::var(var)
+            .with_context(|| format!("kafka.extra_env.{key} names {var}, which is not set"))?;
+        kafka_extra.insert(key.clone(), value);
+    }
+    let compactor_id = config.compactor_id.clone().unwrap_or_else(|| {
+        let host = std::fs::read_to_string("/etc/hostname").unwrap_or_default();
+        format!("{}-{}", host.trim(), std::process::id())
+    });
+    runtime()?.block_on(async move {
+        let metrics = CompactMetrics::new();
+        let ready = Arc::new(AtomicBool::new(false));
+        let listener = bind(config.metrics_addr, "metrics.addr").await?;
+        let (stop, stopped) = watch::channel(false);
+        let router = Router::new()
+            .route(
+                "/metrics",
+                get(
+                    |State((m, _)): State<(Arc<CompactMetrics>, Arc<AtomicBool>)>| async move {
+                        m.render()
+                    },
+                ),
+            )
+            .route("/healthz", get(|| async { "ok" }))
+            .route(
+                "/readyz",
+                get(
+                    |State((_, r)): State<(Arc<CompactMetrics>, Arc<AtomicBool>)>| async move {
+                        if r.load(Ordering::Relaxed) {
+                            (StatusCode::OK, "ready")
+                        } else {
+                            (
+                                StatusCode::SERVICE_UNAVAILABLE,
+                                "tables not open, or the last commit failed",
+                            )
+                        }
+                    },
+                ),
+            )
+            .with_state((metrics.clone(), ready.clone()));
+        let server = tokio::spawn({
+            let stopped = stopped.clone();
+            async move {
+                axum::serve(listener, router)
+                    .with_graceful_shutdown(wait(stopped))
+                    .await
+            }
+        });
+        tracing::info!(metrics = %config.metrics_addr, "compactor metrics listening");
+        let mut run = tokio::spawn(compact::run(
+            config,
+            compact::RunContext {
+                compactor_id,
+                kafka_extra,
+                metrics,
+                ready,
+                stop: stopped,
+            },
+        ));
+        let result = tokio::select! {
+            result = &mut run => result,
+            () = shutdown_signal() => {
+                tracing::info!("shutting down: committing what was read");
+                let _ = stop.send(true);
+                run.await
+            }
+        };
+        let _ = stop.send(true);
+        let _ = server.await;
+        result.context("compactor task")?.context("compactor")
+    })
+}
+
+/// `candor-collector maintain`: one maintenance run over every table.
+fn maintain(args: &MaintainArgs) -> anyhow::Result<()> {
+    init_logs(LogFormat::Text);
+    let config = load_compact_config(args.config.as_ref(), |raw| {
+        if let Some(root) = &args.table_root {
+            raw.table_root = Some(root.clone());
+        }
+    })?;
+    let all = !(args.optimize || args.vacuum || args.retention);
+    let jobs = compact::Jobs {
+        optimize: all || args.optimize,
+        vacuum: all || args.vacuum,
+        retention: all || args.retention,
+    };
+    if args.retention && config.maintenance.retention_days.is_none() {
+        bail!(
+            "--retention needs maintenance.retention_days in the configuration (it is 0: keep everything)"
+        );
+    }
+    let metrics = CompactMetrics::new();
+    let lines = runtime()?.block_on(async {
+        let mut lines = Vec::new();
+        for table in candor_schema::tables::Table::ALL {
+            lines.extend(compact::maintain_table(&config, table, jobs, &metrics).await);
+        }
+        lines
+    });
+    let failed = lines
+        .iter()
+        .filter(|line| line.contains("failed") || line.contains("cannot"))
+        .count();
+    for line in &lines {
+        println!("{line}");
+    }
+    if failed > 0 {
+        bail!("{failed} maintenance job(s) failed");
+    }
+    Ok(())
 }
 
 fn load_config(args: &IngestArgs) -> anyhow::Result<Config> {

@@ -335,8 +335,21 @@ impl<M: Default> Family<M> {
     }
 }
 
+/// A family of gauges.
+pub type GaugeVec = Family<Gauge>;
+
+impl GaugeVec {
+    pub(crate) fn render(&self, out: &mut String) {
+        write_header(out, self.name, "gauge");
+        for (values, gauge) in self.lock().iter() {
+            let labels = (self.label_names, values.as_slice());
+            write_sample(out, self.name, labels, None, gauge.get());
+        }
+    }
+}
+
 impl CounterVec {
-    fn render(&self, out: &mut String) {
+    pub(crate) fn render(&self, out: &mut String) {
         write_header(out, self.name, "counter");
         for (values, counter) in self.lock().iter() {
             let labels = (self.label_names, values.as_slice());
@@ -346,7 +359,7 @@ impl CounterVec {
 }
 
 impl HistogramVec {
-    fn render(&self, out: &mut String) {
+    pub(crate) fn render(&self, out: &mut String) {
         write_header(out, self.name, "histogram");
         let [bucket, sum, count] =
             ["_bucket", "_sum", "_count"].map(|s| format!("{}{s}", self.name));
@@ -368,15 +381,21 @@ impl HistogramVec {
     }
 }
 
-fn write_header(out: &mut String, name: &str, kind: &str) {
+/// `# HELP` and `# TYPE` of a family; the help text is looked up among the collector's and the
+/// compactor's metric names.
+pub(crate) fn write_header(out: &mut String, name: &str, kind: &str) {
+    let help = match names::help(name) {
+        "" => crate::compact::metrics::names::help(name),
+        help => help,
+    };
     // Writing to a String cannot fail.
     let _ = write!(out, "# HELP {name} ");
-    escape_into(out, names::help(name), false);
+    escape_into(out, help, false);
     let _ = writeln!(out, "\n# TYPE {name} {kind}");
 }
 
 /// One line: `name{label="value",...,le="bound"} value`, braces only when there are labels.
-fn write_sample(
+pub(crate) fn write_sample(
     out: &mut String,
     name: &str,
     (label_names, values): (&[&str], &[String]),

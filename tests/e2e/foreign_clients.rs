@@ -6,28 +6,12 @@ use std::time::Duration;
 
 use candor_e2e::collector::{Collector, Options};
 use candor_e2e::kafka::{decode_all, read_topic};
+use candor_e2e::python;
 use candor_e2e::tansu::Tansu;
 use candor_schema::names::{self, attr, resource, topic};
 use candor_schema::proto::{OutcomeCount, OutcomeEvent, Temporality};
 use serde_json::{Value, json};
 use tokio::io::AsyncWriteExt as _;
-
-/// The venv `tests/run.sh` makes, or `CANDOR_PYTHON`.
-fn python() -> PathBuf {
-    if let Some(path) = std::env::var_os("CANDOR_PYTHON") {
-        return PathBuf::from(path);
-    }
-    let home = std::env::var_os("HOME")
-        .map(PathBuf::from)
-        .unwrap_or_default();
-    let venv = home.join(".cache/candor-venv/bin/python");
-    assert!(
-        venv.exists(),
-        "{} is missing: tests/run.sh installs tests/e2e/clients/requirements.txt into it",
-        venv.display()
-    );
-    venv
-}
 
 fn script() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("e2e/clients/otel_python.py")

@@ -1,8 +1,9 @@
-//! End-to-end: real Tansu broker, real collector process, real OTLP clients, records read back
-//! from Kafka.
+//! End-to-end: real Tansu broker, real collector and compactor processes, real OTLP clients,
+//! records read back from Kafka and from the Delta tables by an independent reader.
 
 #![allow(clippy::unwrap_used)] // a panic is the test's failure report
 
+mod compact;
 mod faults;
 mod foreign_clients;
 mod ingest;

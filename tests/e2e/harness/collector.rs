@@ -122,7 +122,7 @@ impl Collector {
 }
 
 /// A bare HTTP/1.0 GET over a fresh connection: the status code and the body.
-async fn get(address: &str, path: &str) -> Option<(u16, String)> {
+pub(crate) async fn get(address: &str, path: &str) -> Option<(u16, String)> {
     use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
     let mut stream = tokio::net::TcpStream::connect(address).await.ok()?;
     stream

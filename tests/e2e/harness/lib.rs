@@ -3,6 +3,7 @@
 //! when dropped.
 
 pub mod collector;
+pub mod compactor;
 pub mod kafka;
 pub mod process;
 pub mod tansu;
@@ -46,4 +47,21 @@ where
         );
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
+}
+
+/// The Python of the venv `tests/run.sh` makes (OpenTelemetry SDK, deltalake), or `CANDOR_PYTHON`.
+pub fn python() -> PathBuf {
+    if let Some(path) = std::env::var_os("CANDOR_PYTHON") {
+        return PathBuf::from(path);
+    }
+    let home = std::env::var_os("HOME")
+        .map(PathBuf::from)
+        .unwrap_or_default();
+    let venv = home.join(".cache/candor-venv/bin/python");
+    assert!(
+        venv.exists(),
+        "{} is missing: tests/run.sh installs tests/e2e/clients/requirements.txt into it",
+        venv.display()
+    );
+    venv
 }

@@ -1,0 +1,464 @@
+//! Configuration of the compact role: TOML → [`RawCompactConfig`] → [`RawCompactConfig::validate`]
+//! (pure) → [`CompactConfig`]. The same error type and rules as the ingest role's
+//! ([`crate::config`]): unknown keys are refused, invalid values name their key, secrets are never
+//! in the file.
+//!
+//! ```
+//! use candor_collector::compact::config::CompactConfig;
+//! let config = CompactConfig::from_toml_str("table_root = \"/var/lib/candor/tables\"\n").unwrap();
+//! assert_eq!(config.table_root, "/var/lib/candor/tables");
+//! assert_eq!(config.files.max_age.as_secs(), 60);
+//! ```
+
+use std::collections::BTreeMap;
+use std::net::SocketAddr;
+use std::num::NonZeroUsize;
+use std::time::Duration;
+
+use serde::Deserialize;
+
+use crate::config::{
+    BrokerAddr, ConfigError, NOT_SHOWN, env_var_name, invalid, is_secret_setting, nonzero_usize,
+    parse_brokers, parse_duration, socket_addr,
+};
+
+/// The shortest vacuum retention accepted: a reader's snapshot older than this may lose files
+/// under it, so anything shorter is refused rather than clamped.
+pub const VACUUM_RETENTION_FLOOR: Duration = Duration::from_secs(3600);
+
+/// The configuration file as written. Every key may be left out; this table is the one place the
+/// defaults are documented (`deploy/compactor.example.toml` repeats them, checked by a test).
+///
+/// | key | default | meaning |
+/// |---|---|---|
+/// | `table_root` | `"./data/tables"` | where the tables live: a local directory, or an object store URL (`s3://bucket/prefix`, in a build with the `s3` feature) |
+/// | `compactor_id` | unset: host name and process id | names this compactor in logs and commit metadata |
+/// | `kafka.brokers` | `"127.0.0.1:9092"` | bootstrap brokers, comma separated `host:port` |
+/// | `kafka.group_id` | `"candor-compactor"` | the consumer group; instances sharing it share the partitions |
+/// | `kafka.session_timeout` | `"6s"` | librdkafka `session.timeout.ms`: how soon a dead instance's partitions move |
+/// | `kafka.extra`, `kafka.extra_env` | empty | more librdkafka settings, as for the ingest role |
+/// | `files.target_bytes` | `134217728` (128 MiB) | write a file once the buffered rows would make about this much Parquet |
+/// | `files.max_age` | `"60s"` | write at the latest this long after the oldest buffered record arrived |
+/// | `files.row_group_rows` | `1048576` | rows per Parquet row group |
+/// | `files.zstd_level` | `3` | zstd level of the Parquet pages, 1 to 22 |
+/// | `dedupe.window` | `"10m"` | how long an `event_id` (or `point_id`) is remembered to drop a client's retried copy |
+/// | `time.late_after` | `"24h"` | a row whose time is older than its Kafka timestamp by more is flagged `late` |
+/// | `time.future_after` | `"5m"` | a row whose time is newer than its Kafka timestamp by more is flagged `future` |
+/// | `maintenance.interval` | `"1h"` | how often optimize, vacuum and retention run |
+/// | `maintenance.vacuum_retention` | `"168h"` | vacuum deletes files unreferenced for longer; at least 1h |
+/// | `maintenance.retention_days` | `0` | drop date partitions older than this many days; 0 keeps everything |
+/// | `metrics.addr` | `"127.0.0.1:8889"` | self-metrics listen address |
+#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct RawCompactConfig {
+    /// See the table above.
+    pub table_root: Option<String>,
+    /// See the table above.
+    pub compactor_id: Option<String>,
+    /// `[kafka]`.
+    pub kafka: RawKafka,
+    /// `[files]`.
+    pub files: RawFiles,
+    /// `[dedupe]`.
+    pub dedupe: RawDedupe,
+    /// `[time]`.
+    pub time: RawTime,
+    /// `[maintenance]`.
+    pub maintenance: RawMaintenance,
+    /// `[metrics]`.
+    pub metrics: RawMetrics,
+}
+
+/// `[kafka]` as written.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct RawKafka {
+    /// `kafka.brokers`.
+    pub brokers: String,
+    /// `kafka.group_id`.
+    pub group_id: String,
+    /// `kafka.session_timeout`.
+    pub session_timeout: String,
+    /// `kafka.extra`.
+    pub extra: BTreeMap<String, String>,
+    /// `kafka.extra_env`.
+    pub extra_env: BTreeMap<String, String>,
+}
+
+impl Default for RawKafka {
+    fn default() -> Self {
+        Self {
+            brokers: "127.0.0.1:9092".into(),
+            group_id: "candor-compactor".into(),
+            session_timeout: "6s".into(),
+            extra: BTreeMap::new(),
+            extra_env: BTreeMap::new(),
+        }
+    }
+}
+
+/// `[files]` as written.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct RawFiles {
+    /// `files.target_bytes`.
+    pub target_bytes: i64,
+    /// `files.max_age`.
+    pub max_age: String,
+    /// `files.row_group_rows`.
+    pub row_group_rows: i64,
+    /// `files.zstd_level`.
+    pub zstd_level: i64,
+}
+
+impl Default for RawFiles {
+    fn default() -> Self {
+        Self {
+            target_bytes: 128 * 1024 * 1024,
+            max_age: "60s".into(),
+            row_group_rows: 1024 * 1024,
+            zstd_level: 3,
+        }
+    }
+}
+
+/// `[dedupe]` as written.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct RawDedupe {
+    /// `dedupe.window`.
+    pub window: String,
+}
+
+impl Default for RawDedupe {
+    fn default() -> Self {
+        Self {
+            window: "10m".into(),
+        }
+    }
+}
+
+/// `[time]` as written.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct RawTime {
+    /// `time.late_after`.
+    pub late_after: String,
+    /// `time.future_after`.
+    pub future_after: String,
+}
+
+impl Default for RawTime {
+    fn default() -> Self {
+        Self {
+            late_after: "24h".into(),
+            future_after: "5m".into(),
+        }
+    }
+}
+
+/// `[maintenance]` as written.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct RawMaintenance {
+    /// `maintenance.interval`.
+    pub interval: String,
+    /// `maintenance.vacuum_retention`.
+    pub vacuum_retention: String,
+    /// `maintenance.retention_days`.
+    pub retention_days: i64,
+}
+
+impl Default for RawMaintenance {
+    fn default() -> Self {
+        Self {
+            interval: "1h".into(),
+            vacuum_retention: "168h".into(),
+            retention_days: 0,
+        }
+    }
+}
+
+/// `[metrics]` as written.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct RawMetrics {
+    /// `metrics.addr`.
+    pub addr: String,
+}
+
+impl Default for RawMetrics {
+    fn default() -> Self {
+        Self {
+            addr: "127.0.0.1:8889".into(),
+        }
+    }
+}
+
+/// A validated compactor configuration; meanings in the table on [`RawCompactConfig`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CompactConfig {
+    /// A local directory or an object store URL.
+    pub table_root: String,
+    /// Set when the file names one.
+    pub compactor_id: Option<String>,
+    /// `[kafka]`.
+    pub kafka: KafkaConfig,
+    /// `[files]`.
+    pub files: FilesConfig,
+    /// `dedupe.window`.
+    pub dedupe_window: Duration,
+    /// `time.late_after`.
+    pub late_after: Duration,
+    /// `time.future_after`.
+    pub future_after: Duration,
+    /// `[maintenance]`.
+    pub maintenance: MaintenanceConfig,
+    /// `metrics.addr`.
+    pub metrics_addr: SocketAddr,
+}
+
+/// Validated `[kafka]`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct KafkaConfig {
+    /// Never empty.
+    pub brokers: Vec<BrokerAddr>,
+    /// The consumer group.
+    pub group_id: String,
+    /// librdkafka `session.timeout.ms`.
+    pub session_timeout: Duration,
+    /// librdkafka setting → value.
+    pub extra: BTreeMap<String, String>,
+    /// librdkafka setting → environment variable name.
+    pub extra_env: BTreeMap<String, String>,
+}
+
+impl KafkaConfig {
+    /// The brokers as librdkafka's `bootstrap.servers`.
+    pub fn bootstrap_servers(&self) -> String {
+        let brokers: Vec<String> = self.brokers.iter().map(ToString::to_string).collect();
+        brokers.join(",")
+    }
+}
+
+/// Validated `[files]`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FilesConfig {
+    /// Parquet bytes a file is written at.
+    pub target_bytes: NonZeroUsize,
+    /// Age of the oldest buffered record a file is written at.
+    pub max_age: Duration,
+    /// Rows per row group.
+    pub row_group_rows: NonZeroUsize,
+    /// zstd level, 1 to 22.
+    pub zstd_level: i32,
+}
+
+/// Validated `[maintenance]`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct MaintenanceConfig {
+    /// Time between two maintenance runs.
+    pub interval: Duration,
+    /// At least [`VACUUM_RETENTION_FLOOR`].
+    pub vacuum_retention: Duration,
+    /// `None` keeps every partition.
+    pub retention_days: Option<u32>,
+}
+
+impl RawCompactConfig {
+    /// Parses TOML text; unknown keys and values of the wrong type are refused.
+    pub fn from_toml_str(text: &str) -> Result<Self, ConfigError> {
+        toml::from_str(text).map_err(|source| {
+            let before = |start| text.bytes().take(start).filter(|b| *b == b'\n').count();
+            let line = source.span().map(|span| before(span.start) + 1);
+            ConfigError::Parse { line, source }
+        })
+    }
+
+    /// Checks every value and converts it to its real type. Pure: nothing is read or opened.
+    pub fn validate(self) -> Result<CompactConfig, ConfigError> {
+        let table_root = self.table_root.unwrap_or_else(|| "./data/tables".into());
+        if table_root.trim().is_empty() {
+            return Err(invalid("table_root", &table_root, "must not be blank"));
+        }
+        if let Some(id) = &self.compactor_id
+            && id.trim().is_empty()
+        {
+            return Err(invalid("compactor_id", id, "must not be blank"));
+        }
+        let kafka = self.kafka.validate()?;
+        let files = self.files.validate()?;
+        let maintenance = self.maintenance.validate()?;
+        Ok(CompactConfig {
+            table_root,
+            compactor_id: self.compactor_id,
+            kafka,
+            files,
+            dedupe_window: parse_duration("dedupe.window", &self.dedupe.window)?,
+            late_after: parse_duration("time.late_after", &self.time.late_after)?,
+            future_after: parse_duration("time.future_after", &self.time.future_after)?,
+            maintenance,
+            metrics_addr: socket_addr("metrics.addr", &self.metrics.addr)?,
+        })
+    }
+}
+
+impl RawKafka {
+    fn validate(self) -> Result<KafkaConfig, ConfigError> {
+        if self.group_id.trim().is_empty() {
+            return Err(invalid(
+                "kafka.group_id",
+                &self.group_id,
+                "must not be blank",
+            ));
+        }
+        let session_timeout = parse_duration("kafka.session_timeout", &self.session_timeout)?;
+        for (name, value) in &self.extra {
+            let key = format!("kafka.extra.{name:?}");
+            if let Some(reason) = reserved_setting(name) {
+                return Err(invalid(key, value, reason));
+            }
+            if is_secret_setting(name) {
+                let reason = "a secret: name the variable holding it in kafka.extra_env instead";
+                return Err(invalid(key, NOT_SHOWN, reason));
+            }
+        }
+        for (name, var) in &self.extra_env {
+            let key = format!("kafka.extra_env.{name:?}");
+            if let Some(reason) = reserved_setting(name) {
+                return Err(invalid(key, var, reason));
+            }
+            if self.extra.contains_key(name) {
+                let reason = format!("kafka.extra.{name:?} is set too");
+                return Err(invalid(key, var, reason));
+            }
+            env_var_name(&key, var)?;
+        }
+        Ok(KafkaConfig {
+            brokers: parse_brokers(&self.brokers)?,
+            group_id: self.group_id,
+            session_timeout,
+            extra: self.extra,
+            extra_env: self.extra_env,
+        })
+    }
+}
+
+/// Why `kafka.extra` may not set this setting of the compactor's consumer, if it may not.
+fn reserved_setting(name: &str) -> Option<&'static str> {
+    match name {
+        "enable.auto.commit" | "enable.auto.offset.store" | "auto.offset.reset" => Some(
+            "cannot be overridden: the compactor's offsets live in the table, Kafka's are a hint",
+        ),
+        "isolation.level" => Some("cannot be overridden: the compactor reads committed records"),
+        "bootstrap.servers" | "metadata.broker.list" => Some("set by kafka.brokers"),
+        "group.id" => Some("set by kafka.group_id"),
+        "session.timeout.ms" => Some("set by kafka.session_timeout"),
+        _ => None,
+    }
+}
+
+impl RawFiles {
+    fn validate(self) -> Result<FilesConfig, ConfigError> {
+        if !(1..=22).contains(&self.zstd_level) {
+            return Err(invalid(
+                "files.zstd_level",
+                self.zstd_level,
+                "expected 1 to 22",
+            ));
+        }
+        Ok(FilesConfig {
+            target_bytes: nonzero_usize("files.target_bytes", self.target_bytes)?,
+            max_age: parse_duration("files.max_age", &self.max_age)?,
+            row_group_rows: nonzero_usize("files.row_group_rows", self.row_group_rows)?,
+            // Checked to be 1..=22 above.
+            zstd_level: i32::try_from(self.zstd_level).unwrap_or(3),
+        })
+    }
+}
+
+impl RawMaintenance {
+    fn validate(self) -> Result<MaintenanceConfig, ConfigError> {
+        let vacuum_retention =
+            parse_duration("maintenance.vacuum_retention", &self.vacuum_retention)?;
+        if vacuum_retention < VACUUM_RETENTION_FLOOR {
+            return Err(invalid(
+                "maintenance.vacuum_retention",
+                &self.vacuum_retention,
+                "must be at least 1h: a reader's snapshot could lose files under it",
+            ));
+        }
+        let retention_days = match self.retention_days {
+            0 => None,
+            days @ 1..=36_500 => u32::try_from(days).ok(),
+            days => {
+                return Err(invalid(
+                    "maintenance.retention_days",
+                    days,
+                    "expected 0 (keep everything) to 36500",
+                ));
+            }
+        };
+        Ok(MaintenanceConfig {
+            interval: parse_duration("maintenance.interval", &self.interval)?,
+            vacuum_retention,
+            retention_days,
+        })
+    }
+}
+
+impl CompactConfig {
+    /// Parses and validates TOML text.
+    pub fn from_toml_str(text: &str) -> Result<Self, ConfigError> {
+        RawCompactConfig::from_toml_str(text)?.validate()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn refusal(text: &str) -> String {
+        CompactConfig::from_toml_str(text).unwrap_err().to_string()
+    }
+
+    #[test]
+    fn defaults_are_those_of_the_table() {
+        let config = CompactConfig::from_toml_str("").unwrap();
+        assert_eq!(config.table_root, "./data/tables");
+        assert_eq!(config.kafka.bootstrap_servers(), "127.0.0.1:9092");
+        assert_eq!(config.kafka.group_id, "candor-compactor");
+        assert_eq!(config.files.target_bytes.get(), 128 * 1024 * 1024);
+        assert_eq!(config.files.max_age, Duration::from_secs(60));
+        assert_eq!(config.dedupe_window, Duration::from_secs(600));
+        assert_eq!(config.maintenance.retention_days, None);
+        assert_eq!(config.metrics_addr.port(), 8889);
+    }
+
+    #[test]
+    fn the_example_config_parses_to_the_defaults() {
+        let example = include_str!("../../../deploy/compactor.example.toml");
+        let parsed = CompactConfig::from_toml_str(example).unwrap();
+        assert_eq!(parsed, CompactConfig::from_toml_str("").unwrap());
+    }
+
+    #[test]
+    fn bad_values_name_their_key() {
+        assert!(refusal("[files]\nzstd_level = 40\n").contains("files.zstd_level"));
+        assert!(refusal("[maintenance]\nvacuum_retention = \"5m\"\n").contains("at least 1h"));
+        assert!(
+            refusal("[kafka]\nextra = { \"enable.auto.commit\" = \"true\" }\n")
+                .contains("offsets live in the table")
+        );
+        assert!(
+            refusal("[kafka]\nextra = { \"sasl.password\" = \"hunter2\" }\n")
+                .contains("(not shown)")
+        );
+        assert!(
+            !refusal("[kafka]\nextra = { \"sasl.password\" = \"hunter2\" }\n").contains("hunter2")
+        );
+        assert!(refusal("[files]\nmax_age = \"soon\"\n").contains("files.max_age"));
+        assert!(refusal("tabel_root = \"x\"\n").contains("tabel_root"));
+        assert!(refusal("[maintenance]\nretention_days = -1\n").contains("retention_days"));
+    }
+}

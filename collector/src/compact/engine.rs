@@ -1,0 +1,366 @@
+//! The compactor's state between Kafka and the tables: what was read from each assigned
+//! partition since the last commit, and the rule for committing it.
+//!
+//! For each assigned source partition the engine holds `from` (the position the open span
+//! started at, which the table holds) and `next` (one past the last offset read). A record below
+//! `next` was read before and is skipped; rows are buffered per table. [`Engine::flush`] commits
+//! the `rejected` table first, then the others: a record's rejected row is thus stored no later
+//! than the position of its own table moves past it, so a crash in between re-reads it and the
+//! `rejected` table's own position filters the copy.
+
+use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::time::{Duration, Instant};
+
+use candor_schema::tables::{Arrival, Table};
+use deltalake::DeltaTable;
+use deltalake::parquet::file::properties::WriterProperties;
+
+use super::metrics::CompactMetrics;
+use super::rows::{self, Meta, Row, SourceRecord, TimeBounds};
+use super::table::{self, CommitReport, FileSettings, Span, TableError};
+
+/// A source topic-partition.
+pub type Source = (Table, i32);
+
+/// Settings of the engine.
+#[derive(Debug, Clone)]
+pub struct EngineSettings {
+    /// Names the compactor in rejected rows and commit metadata.
+    pub compactor_id: String,
+    /// Late and future bounds.
+    pub bounds: TimeBounds,
+    /// How long an id is remembered to drop a retried copy (in Kafka time).
+    pub dedupe_window: Duration,
+    /// Parquet bytes a flush is due at.
+    pub target_bytes: usize,
+    /// Age of the oldest buffered record a flush is due at.
+    pub max_age: Duration,
+    /// Row group size and codec level.
+    pub files: FileSettings,
+}
+
+#[derive(Debug, Default)]
+struct PartitionState {
+    from: i64,
+    next: i64,
+    rows: BTreeMap<Table, Vec<(Meta, Row)>>,
+}
+
+/// Remembers recent ids per table to drop a client's retried copy.
+#[derive(Debug, Default)]
+struct Dedupe {
+    seen: HashMap<(Table, String), (Source, i64)>,
+    order: VecDeque<(i64, Table, String)>,
+}
+
+impl Dedupe {
+    /// True when `id` was seen within the window; otherwise remembers it.
+    fn is_duplicate(
+        &mut self,
+        table: Table,
+        id: &str,
+        source: Source,
+        meta: &Meta,
+        window_micros: i64,
+    ) -> bool {
+        while let Some((at, _, _)) = self.order.front() {
+            if *at >= meta.kafka_micros.saturating_sub(window_micros) {
+                break;
+            }
+            if let Some((_, old_table, old_id)) = self.order.pop_front() {
+                self.seen.remove(&(old_table, old_id));
+            }
+        }
+        let key = (table, id.to_owned());
+        if self.seen.contains_key(&key) {
+            return true;
+        }
+        self.seen.insert(key, (source, meta.offset));
+        self.order
+            .push_back((meta.kafka_micros, table, id.to_owned()));
+        false
+    }
+
+    /// Forgets the ids of rows that were discarded unwritten, so that their re-read is kept.
+    fn forget(&mut self, source: Source, rows: &[(Meta, Row)], table: Table) {
+        for (meta, row) in rows {
+            if let Some(id) = row.id() {
+                let key = (table, id.to_owned());
+                if self.seen.get(&key) == Some(&(source, meta.offset)) {
+                    self.seen.remove(&key);
+                }
+            }
+        }
+    }
+}
+
+/// What a flush did, per table.
+#[derive(Debug, Default)]
+pub struct FlushReport {
+    /// Reports of the tables committed.
+    pub committed: Vec<(Table, CommitReport)>,
+    /// Positions to commit to Kafka as a hint: source → next offset.
+    pub positions: Vec<(Source, i64)>,
+    /// Sources whose rows were discarded to be re-read from this position.
+    pub reread: Vec<(Source, i64)>,
+}
+
+/// The compactor's buffer and commit rule.
+pub struct Engine {
+    settings: EngineSettings,
+    metrics: std::sync::Arc<CompactMetrics>,
+    partitions: BTreeMap<Source, PartitionState>,
+    dedupe: Dedupe,
+    oldest: Option<Instant>,
+    buffered_bytes: usize,
+    /// Parquet bytes per buffered record byte, learned from the files written.
+    ratio: f64,
+    properties: HashMap<Table, WriterProperties>,
+}
+
+impl Engine {
+    /// An engine with nothing assigned.
+    pub fn new(settings: EngineSettings, metrics: std::sync::Arc<CompactMetrics>) -> Self {
+        let properties = Table::ALL
+            .into_iter()
+            .map(|t| (t, table::writer_properties(t, settings.files)))
+            .collect();
+        Self {
+            settings,
+            metrics,
+            partitions: BTreeMap::new(),
+            dedupe: Dedupe::default(),
+            oldest: None,
+            buffered_bytes: 0,
+            ratio: 0.25,
+            properties,
+        }
+    }
+
+    /// A partition was assigned; reading starts at `position`, which the table holds. Rows
+    /// buffered for it earlier are discarded (they are re-read).
+    pub fn assign(&mut self, source: Source, position: i64) {
+        self.discard(source);
+        self.partitions.insert(
+            source,
+            PartitionState {
+                from: position,
+                next: position,
+                rows: BTreeMap::new(),
+            },
+        );
+    }
+
+    /// A partition was taken away: its unwritten rows are discarded; the new owner reads them
+    /// from the table's position.
+    pub fn revoke(&mut self, source: Source) {
+        self.discard(source);
+        self.partitions.remove(&source);
+    }
+
+    fn discard(&mut self, source: Source) {
+        if let Some(state) = self.partitions.get_mut(&source) {
+            for (table, rows) in std::mem::take(&mut state.rows) {
+                self.dedupe.forget(source, &rows, table);
+            }
+            state.next = state.from;
+        }
+    }
+
+    /// The assigned sources and where each reads next.
+    pub fn positions(&self) -> Vec<(Source, i64)> {
+        self.partitions
+            .iter()
+            .map(|(source, state)| (*source, state.next))
+            .collect()
+    }
+
+    /// Takes records read from Kafka.
+    pub fn intake(&mut self, records: Vec<SourceRecord>, now: Instant) {
+        let window = i64::try_from(self.settings.dedupe_window.as_micros()).unwrap_or(i64::MAX);
+        for record in records {
+            let source = (record.topic, record.partition);
+            self.metrics.consumed(record.topic.topic());
+            let Some(state) = self.partitions.get_mut(&source) else {
+                // Read before the revocation reached us: the new owner reads it.
+                self.metrics.not_assigned();
+                continue;
+            };
+            if record.offset < state.next {
+                self.metrics.read_again();
+                continue;
+            }
+            state.next = record.offset + 1;
+            // The position moved: even a record that adds no row (a duplicate) is due to be
+            // committed within the age bound.
+            self.oldest.get_or_insert(now);
+            let bytes = record.payload.as_ref().map_or(0, Vec::len);
+            let (meta, row) =
+                rows::decode(&record, &self.settings.bounds, &self.settings.compactor_id);
+            let table = row.table();
+            if let Row::Rejected(rejected) = &row
+                && record.topic != Table::Rejected
+            {
+                self.metrics.undecodable(&rejected.reason, &rejected.detail);
+            }
+            if meta.arrival != Arrival::OnTime {
+                self.metrics.off_time(table.name(), meta.arrival.as_str());
+            }
+            if let Some(id) = row.id()
+                && self.dedupe.is_duplicate(table, id, source, &meta, window)
+            {
+                self.metrics.duplicate(table.name());
+                continue;
+            }
+            state.rows.entry(table).or_default().push((meta, row));
+            self.buffered_bytes += bytes;
+        }
+        super::fault::reach(super::fault::Point::Read, None);
+    }
+
+    /// Whether the buffer is due to be written: its estimated Parquet size or its age.
+    pub fn due(&self, now: Instant) -> bool {
+        let estimate = self.buffered_bytes as f64 * self.ratio;
+        estimate >= self.settings.target_bytes as f64
+            || self
+                .oldest
+                .is_some_and(|oldest| now.duration_since(oldest) >= self.settings.max_age)
+    }
+
+    /// Whether any source moved since the last flush.
+    pub fn has_pending(&self) -> bool {
+        self.partitions
+            .values()
+            .any(|state| state.next > state.from)
+    }
+
+    /// Commits what was read: the `rejected` table first, then the others, each with the
+    /// positions of its sources. On a gap the source is reset to the table's position (in
+    /// `reread`); on any other error the buffer stays and the next flush tries again.
+    pub async fn flush(
+        &mut self,
+        tables: &mut BTreeMap<Table, DeltaTable>,
+    ) -> Result<FlushReport, TableError> {
+        let mut report = FlushReport::default();
+        let order = [
+            Table::Rejected,
+            Table::OutcomeEvents,
+            Table::OutcomeCounts,
+            Table::Heartbeats,
+        ];
+        for table in order {
+            let spans = self.spans_for(table);
+            if spans.is_empty() {
+                continue;
+            }
+            let Some(delta) = tables.get_mut(&table) else {
+                continue;
+            };
+            let metadata = HashMap::from([(
+                "candor.compactor_id".to_owned(),
+                serde_json::Value::from(self.settings.compactor_id.clone()),
+            )]);
+            let properties = &self.properties[&table];
+            let started = Instant::now();
+            match table::commit(delta, table, &spans, properties, metadata).await {
+                Ok(commit) => {
+                    self.metrics
+                        .committed(table.name(), &commit, started.elapsed());
+                    super::fault::reach(super::fault::Point::TableCommitted, Some(table.name()));
+                    report.committed.push((table, commit));
+                }
+                Err(TableError::Gap { held, .. }) => {
+                    // Re-read every source of this table from what the table holds.
+                    for (topic, partition) in spans.keys().copied().filter(|(t, _)| *t == table) {
+                        let held = match table::position(delta, table, topic, partition).await {
+                            Ok(position) => position.unwrap_or(0),
+                            Err(_) => held.unwrap_or(0),
+                        };
+                        self.metrics.error(
+                            "gap",
+                            "a span started past the table's position; re-reading",
+                        );
+                        self.assign((topic, partition), held);
+                        report.reread.push(((topic, partition), held));
+                    }
+                    return Ok(report);
+                }
+                Err(err) => {
+                    self.metrics.error(err.code(), &err);
+                    return Err(err);
+                }
+            }
+        }
+        let written: u64 = report.committed.iter().map(|(_, c)| c.bytes).sum();
+        if written > 0 && self.buffered_bytes > 0 {
+            self.ratio = written as f64 / self.buffered_bytes as f64;
+        }
+        for (source, state) in &mut self.partitions {
+            state.rows.clear();
+            state.from = state.next;
+            report.positions.push((*source, state.next));
+        }
+        self.buffered_bytes = 0;
+        self.oldest = None;
+        Ok(report)
+    }
+
+    /// The spans of `table`: one per home source (even without rows, so that its position
+    /// moves) and, for `rejected`, one per other source that has rejected rows.
+    fn spans_for(&self, table: Table) -> BTreeMap<Source, Span> {
+        self.partitions
+            .iter()
+            .filter(|(source, state)| {
+                (source.0 == table && state.next > state.from) || state.rows.contains_key(&table)
+            })
+            .map(|(source, state)| {
+                let span = Span {
+                    from: state.from,
+                    to: state.next,
+                    rows: state.rows.get(&table).cloned().unwrap_or_default(),
+                };
+                (*source, span)
+            })
+            .collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn meta(offset: i64, kafka_micros: i64) -> Meta {
+        Meta {
+            partition: 0,
+            offset,
+            kafka_micros,
+            arrival: Arrival::OnTime,
+        }
+    }
+
+    #[test]
+    fn dedupe_drops_a_copy_within_the_window_and_keeps_one_after_it() {
+        let mut dedupe = Dedupe::default();
+        let source = (Table::OutcomeEvents, 0);
+        let t = Table::OutcomeEvents;
+        assert!(!dedupe.is_duplicate(t, "a", source, &meta(1, 0), 10));
+        assert!(dedupe.is_duplicate(t, "a", source, &meta(2, 5), 10));
+        assert!(!dedupe.is_duplicate(t, "b", source, &meta(3, 20), 10));
+        // "a" left the window when time reached 20.
+        assert!(!dedupe.is_duplicate(t, "a", source, &meta(4, 21), 10));
+    }
+
+    #[test]
+    fn forgetting_discarded_rows_lets_their_reread_through() {
+        let mut dedupe = Dedupe::default();
+        let source = (Table::OutcomeEvents, 0);
+        let t = Table::OutcomeEvents;
+        assert!(!dedupe.is_duplicate(t, "a", source, &meta(1, 0), 10));
+        let row = Row::Event(Box::new(candor_schema::proto::OutcomeEvent {
+            event_id: "a".into(),
+            ..Default::default()
+        }));
+        dedupe.forget(source, &[(meta(1, 0), row)], t);
+        assert!(!dedupe.is_duplicate(t, "a", source, &meta(1, 0), 10));
+    }
+}

@@ -1,0 +1,686 @@
+//! Pure: a Kafka record becomes one typed row of one table, and rows become Arrow record batches
+//! in the tables' schemas ([`candor_schema::tables`]).
+//!
+//! A record that cannot be decoded or does not meet the contract is never dropped: it becomes a
+//! row of the `rejected` table with the reason, a bounded copy of its bytes, and the topic,
+//! partition and offset it came from.
+
+use std::sync::Arc;
+
+use candor_schema::proto::{Heartbeat, OutcomeCount, OutcomeEvent, Rejected, Temporality};
+use candor_schema::tables::{Arrival, RejectedSource, Table};
+use candor_schema::vocab::{FailureKind, OutcomeClass, RetryAction};
+use deltalake::arrow::array::{
+    ArrayRef, BinaryArray, BooleanArray, Date32Array, Int32Array, Int64Array, RecordBatch,
+    StringArray, TimestampMicrosecondArray,
+};
+use deltalake::arrow::error::ArrowError;
+use prost::Message as _;
+
+/// Bytes of an undecodable record copied into the `rejected` table.
+pub const MAX_REJECTED_COPY_BYTES: usize = 4096;
+
+const MICROS_PER_DAY: i64 = 86_400_000_000;
+
+/// A Kafka record, owned, as it enters the compactor.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SourceRecord {
+    /// The table of the topic it was read from.
+    pub topic: Table,
+    /// Kafka partition.
+    pub partition: i32,
+    /// Kafka offset.
+    pub offset: i64,
+    /// Kafka's timestamp in milliseconds, when the record has one.
+    pub timestamp_ms: Option<i64>,
+    /// The value; `None` for a record without one.
+    pub payload: Option<Vec<u8>>,
+}
+
+/// Where a row came from and how its time relates to its arrival.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Meta {
+    /// Kafka partition of the record.
+    pub partition: i32,
+    /// Kafka offset of the record.
+    pub offset: i64,
+    /// Kafka timestamp of the record, in microseconds.
+    pub kafka_micros: i64,
+    /// The row's time against `kafka_micros`.
+    pub arrival: Arrival,
+}
+
+/// A row of the `rejected` table.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RejectedRow {
+    /// Who refused it.
+    pub source: RejectedSource,
+    /// The reason code.
+    pub reason: String,
+    /// What exactly was wrong.
+    pub detail: String,
+    /// `traces`, `metrics`, or empty.
+    pub signal: String,
+    /// The sender's service, when known.
+    pub service_name: String,
+    /// A bounded copy of the input.
+    pub input: Vec<u8>,
+    /// Whether `input` was cut.
+    pub input_truncated: bool,
+    /// Events or points it stands for.
+    pub count: i64,
+    /// When it was received, in microseconds.
+    pub received_micros: i64,
+    /// The collector (or compactor) that refused it.
+    pub collector_id: String,
+    /// The topic it was read from.
+    pub topic: &'static str,
+    /// The record's schema version, when it could be read.
+    pub schema_version: Option<i32>,
+}
+
+/// One decoded row.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Row {
+    /// For `outcome_events` (boxed: an event is twice the size of the other rows).
+    Event(Box<OutcomeEvent>),
+    /// For `outcome_counts`.
+    Count(OutcomeCount),
+    /// For `heartbeats`.
+    Heartbeat(Heartbeat),
+    /// For `rejected`.
+    Rejected(RejectedRow),
+}
+
+impl Row {
+    /// The table the row belongs to.
+    pub fn table(&self) -> Table {
+        match self {
+            Self::Event(_) => Table::OutcomeEvents,
+            Self::Count(_) => Table::OutcomeCounts,
+            Self::Heartbeat(_) => Table::Heartbeats,
+            Self::Rejected(_) => Table::Rejected,
+        }
+    }
+
+    /// The id that is the same for a client's retried copy, when the table has one.
+    pub fn id(&self) -> Option<&str> {
+        match self {
+            Self::Event(event) => Some(&event.event_id),
+            Self::Count(count) => Some(&count.point_id),
+            Self::Heartbeat(_) | Self::Rejected(_) => None,
+        }
+    }
+
+    /// The row's time ([`Table::time_column`]) in microseconds.
+    pub fn time_micros(&self) -> i64 {
+        match self {
+            Self::Event(event) => micros(event.event_time_unix_nano),
+            Self::Count(count) => micros(count.time_unix_nano),
+            Self::Heartbeat(beat) => micros(beat.time_unix_nano),
+            Self::Rejected(row) => row.received_micros,
+        }
+    }
+
+    /// The first sort key within a file ([`Table::sort_columns`]).
+    fn sort_key(&self) -> &str {
+        match self {
+            Self::Event(event) => &event.tool_target,
+            Self::Count(count) => &count.tool_target,
+            Self::Heartbeat(beat) => &beat.collector_id,
+            Self::Rejected(row) => &row.reason,
+        }
+    }
+}
+
+/// Bounds past which a row's time is flagged rather than on time.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TimeBounds {
+    /// Older than the Kafka timestamp by more than this: `late`.
+    pub late_after_micros: i64,
+    /// Newer than the Kafka timestamp by more than this: `future`.
+    pub future_after_micros: i64,
+}
+
+impl TimeBounds {
+    /// Classifies a row time against the record's Kafka time.
+    pub fn arrival(&self, time_micros: i64, kafka_micros: i64) -> Arrival {
+        if time_micros < kafka_micros.saturating_sub(self.late_after_micros) {
+            Arrival::Late
+        } else if time_micros > kafka_micros.saturating_add(self.future_after_micros) {
+            Arrival::Future
+        } else {
+            Arrival::OnTime
+        }
+    }
+}
+
+/// Why a record could not become a row of its own table.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Refusal {
+    reason: &'static str,
+    detail: String,
+}
+
+fn refuse(reason: &'static str, detail: impl Into<String>) -> Refusal {
+    Refusal {
+        reason,
+        detail: detail.into(),
+    }
+}
+
+/// Decodes one record into its row; anything wrong makes it a `rejected` row instead.
+/// `compactor_id` names the refuser in such a row.
+pub fn decode(record: &SourceRecord, bounds: &TimeBounds, compactor_id: &str) -> (Meta, Row) {
+    let kafka_micros = record.timestamp_ms.map(|ms| ms.saturating_mul(1000));
+    let row = match &record.payload {
+        Some(payload) => decode_payload(record.topic, payload),
+        None => Err(refuse("no_payload", "the record has no value")),
+    };
+    let row = match row {
+        Ok(row) => row,
+        Err(refusal) => {
+            let payload = record.payload.as_deref().unwrap_or_default();
+            let kept = payload.len().min(MAX_REJECTED_COPY_BYTES);
+            Row::Rejected(RejectedRow {
+                source: RejectedSource::Compactor,
+                reason: refusal.reason.to_owned(),
+                detail: refusal.detail,
+                signal: String::new(),
+                service_name: String::new(),
+                input: payload[..kept].to_vec(),
+                input_truncated: kept < payload.len(),
+                count: 1,
+                received_micros: kafka_micros.unwrap_or(0),
+                collector_id: compactor_id.to_owned(),
+                topic: record.topic.topic(),
+                schema_version: None,
+            })
+        }
+    };
+    let time = row.time_micros();
+    // A record without a Kafka timestamp is measured against its own time: on time.
+    let kafka_micros = kafka_micros.unwrap_or(time);
+    let meta = Meta {
+        partition: record.partition,
+        offset: record.offset,
+        kafka_micros,
+        arrival: bounds.arrival(time, kafka_micros),
+    };
+    (meta, row)
+}
+
+fn decode_payload(topic: Table, payload: &[u8]) -> Result<Row, Refusal> {
+    let undecodable = |err: prost::DecodeError| refuse("undecodable", err.to_string());
+    let row = match topic {
+        Table::OutcomeEvents => Row::Event(Box::new(
+            OutcomeEvent::decode(payload).map_err(undecodable)?,
+        )),
+        Table::OutcomeCounts => Row::Count(OutcomeCount::decode(payload).map_err(undecodable)?),
+        Table::Heartbeats => Row::Heartbeat(Heartbeat::decode(payload).map_err(undecodable)?),
+        Table::Rejected => {
+            let rejected = Rejected::decode(payload).map_err(undecodable)?;
+            Row::Rejected(from_collector(rejected)?)
+        }
+    };
+    check(&row)?;
+    Ok(row)
+}
+
+fn from_collector(rejected: Rejected) -> Result<RejectedRow, Refusal> {
+    Ok(RejectedRow {
+        source: RejectedSource::Collector,
+        reason: rejected.reason,
+        detail: rejected.detail,
+        signal: rejected.signal,
+        service_name: rejected.service_name,
+        input: rejected.input,
+        input_truncated: rejected.input_truncated,
+        count: long("count", rejected.count)?,
+        received_micros: micros(rejected.received_time_unix_nano),
+        collector_id: rejected.collector_id,
+        topic: Table::Rejected.topic(),
+        schema_version: Some(version(rejected.schema_version)?),
+    })
+}
+
+/// The record's schema version as stored; only version 1 is known to this build.
+fn version(schema_version: u32) -> Result<i32, Refusal> {
+    if schema_version != candor_schema::proto::RECORD_SCHEMA_VERSION {
+        return Err(refuse(
+            "unknown_schema_version",
+            format!("schema_version {schema_version}; this build reads 1"),
+        ));
+    }
+    Ok(1)
+}
+
+fn long(field: &str, value: u64) -> Result<i64, Refusal> {
+    i64::try_from(value).map_err(|_| {
+        refuse(
+            "value_out_of_range",
+            format!("{field} = {value} is past i64"),
+        )
+    })
+}
+
+/// The contract's checks, again: a reader does not trust that the writer validated.
+fn check(row: &Row) -> Result<(), Refusal> {
+    match row {
+        Row::Event(event) => {
+            version(event.schema_version)?;
+            vocab::<OutcomeClass>("unknown_class", &event.outcome_class)?;
+            vocab::<FailureKind>("unknown_kind", &event.failure_kind)?;
+            vocab::<RetryAction>("unknown_action", &event.retry_action)?;
+            for (field, value) in [
+                ("retry_backoff_ms", event.retry_backoff_ms),
+                ("partial_returned", event.partial_returned),
+                ("partial_expected", event.partial_expected),
+            ] {
+                if let Some(value) = value {
+                    long(field, value)?;
+                }
+            }
+            if let Some(code) = event.http_status_code {
+                i32::try_from(code).map_err(|_| {
+                    refuse("value_out_of_range", format!("http_status_code = {code}"))
+                })?;
+            }
+            if event.event_id.is_empty() {
+                return Err(refuse("missing_id", "event_id is empty"));
+            }
+        }
+        Row::Count(count) => {
+            version(count.schema_version)?;
+            vocab::<OutcomeClass>("unknown_class", &count.outcome_class)?;
+            long("value", count.value)?;
+            if Temporality::try_from(count.temporality).is_err() {
+                let detail = format!("temporality {}", count.temporality);
+                return Err(refuse("unknown_temporality", detail));
+            }
+            if count.point_id.is_empty() {
+                return Err(refuse("missing_id", "point_id is empty"));
+            }
+        }
+        Row::Heartbeat(beat) => {
+            version(beat.schema_version)?;
+            for (field, value) in [
+                ("interval_ms", beat.interval_ms),
+                ("accepted_events", beat.accepted_events),
+                ("accepted_counts", beat.accepted_counts),
+                ("heartbeat.rejected", beat.rejected),
+            ] {
+                long(field, value)?;
+            }
+        }
+        Row::Rejected(_) => {}
+    }
+    Ok(())
+}
+
+fn vocab<T: std::str::FromStr>(reason: &'static str, value: &str) -> Result<(), Refusal>
+where
+    T::Err: std::fmt::Display,
+{
+    value
+        .parse::<T>()
+        .map(drop)
+        .map_err(|err| refuse(reason, err.to_string()))
+}
+
+/// Nanoseconds since the epoch to microseconds, as stored (sub-microsecond digits are cut).
+fn micros(nanos: u64) -> i64 {
+    // u64 nanoseconds / 1000 is below 2^54, which always fits in an i64.
+    i64::try_from(nanos / 1000).unwrap_or(i64::MAX)
+}
+
+/// A u64 that [`check`] proved fits in an i64.
+fn checked(value: u64) -> i64 {
+    i64::try_from(value).unwrap_or(i64::MAX)
+}
+
+/// The UTC day of a time in microseconds, as days since the epoch (the `date` column).
+pub fn day(micros: i64) -> i32 {
+    // i64 micros / a day's micros is within ±1.1e8, which fits in an i32.
+    i32::try_from(micros.div_euclid(MICROS_PER_DAY)).unwrap_or(i32::MAX)
+}
+
+/// Sorts rows by the table's sort columns: the first key, then time.
+pub fn sort(rows: &mut [(Meta, Row)]) {
+    rows.sort_by(|(_, a), (_, b)| {
+        a.sort_key()
+            .cmp(b.sort_key())
+            .then(a.time_micros().cmp(&b.time_micros()))
+    });
+}
+
+/// Builds the record batch of `table` from rows that all belong to it (rows of another table
+/// are skipped: the caller groups by table).
+pub fn to_batch(table: Table, rows: &[(Meta, Row)]) -> Result<RecordBatch, ArrowError> {
+    let mut columns: Vec<ArrayRef> = match table {
+        Table::OutcomeEvents => event_columns(rows),
+        Table::OutcomeCounts => count_columns(rows),
+        Table::Rejected => rejected_columns(rows),
+        Table::Heartbeats => heartbeat_columns(rows),
+    };
+    let metas: Vec<(&Meta, &Row)> = rows
+        .iter()
+        .filter(|(_, row)| row.table() == table)
+        .map(|(meta, row)| (meta, row))
+        .collect();
+    let version = |row: &Row| match row {
+        Row::Event(event) => Some(checked_i32(event.schema_version)),
+        Row::Count(count) => Some(checked_i32(count.schema_version)),
+        Row::Heartbeat(beat) => Some(checked_i32(beat.schema_version)),
+        Row::Rejected(rejected) => rejected.schema_version,
+    };
+    columns.extend([
+        Arc::new(Int32Array::from_iter(
+            metas.iter().map(|(_, row)| version(row)),
+        )) as ArrayRef,
+        Arc::new(Int32Array::from_iter_values(
+            metas.iter().map(|(meta, _)| meta.partition),
+        )),
+        Arc::new(Int64Array::from_iter_values(
+            metas.iter().map(|(meta, _)| meta.offset),
+        )),
+        timestamps(metas.iter().map(|(meta, _)| meta.kafka_micros)),
+        Arc::new(StringArray::from_iter_values(
+            metas.iter().map(|(meta, _)| meta.arrival.as_str()),
+        )),
+        Arc::new(Date32Array::from_iter_values(
+            metas.iter().map(|(_, row)| day(row.time_micros())),
+        )),
+    ]);
+    RecordBatch::try_new(table.schema(), columns)
+}
+
+fn checked_i32(version: u32) -> i32 {
+    i32::try_from(version).unwrap_or(i32::MAX)
+}
+
+fn timestamps(values: impl Iterator<Item = i64>) -> ArrayRef {
+    Arc::new(TimestampMicrosecondArray::from_iter_values(values).with_timezone("UTC"))
+}
+
+fn strings<'a>(values: impl Iterator<Item = &'a str>) -> ArrayRef {
+    Arc::new(StringArray::from_iter_values(values))
+}
+
+fn optional_strings<'a>(values: impl Iterator<Item = Option<&'a str>>) -> ArrayRef {
+    Arc::new(StringArray::from_iter(values))
+}
+
+fn longs(values: impl Iterator<Item = i64>) -> ArrayRef {
+    Arc::new(Int64Array::from_iter_values(values))
+}
+
+fn event_columns(rows: &[(Meta, Row)]) -> Vec<ArrayRef> {
+    let events: Vec<&OutcomeEvent> = rows
+        .iter()
+        .filter_map(|(_, row)| match row {
+            Row::Event(event) => Some(&**event),
+            _ => None,
+        })
+        .collect();
+    let e = || events.iter().copied();
+    vec![
+        strings(e().map(|e| e.event_id.as_str())),
+        strings(e().map(|e| e.trace_id.as_str())),
+        strings(e().map(|e| e.span_id.as_str())),
+        timestamps(e().map(|e| micros(e.event_time_unix_nano))),
+        strings(e().map(|e| e.service_name.as_str())),
+        strings(e().map(|e| e.service_instance_id.as_str())),
+        strings(e().map(|e| e.outcome_class.as_str())),
+        strings(e().map(|e| e.tool_name.as_str())),
+        strings(e().map(|e| e.tool_target.as_str())),
+        strings(e().map(|e| e.failure_kind.as_str())),
+        strings(e().map(|e| e.retry_action.as_str())),
+        longs(e().map(|e| i64::from(e.retry_attempt))),
+        longs(e().map(|e| i64::from(e.retry_max_attempts))),
+        Arc::new(Int64Array::from_iter(
+            e().map(|e| e.retry_backoff_ms.map(checked)),
+        )),
+        Arc::new(Int32Array::from_iter(
+            e().map(|e| e.http_status_code.map(checked_i32)),
+        )),
+        optional_strings(e().map(|e| e.error_type.as_deref())),
+        Arc::new(Int64Array::from_iter(
+            e().map(|e| e.partial_returned.map(checked)),
+        )),
+        Arc::new(Int64Array::from_iter(
+            e().map(|e| e.partial_expected.map(checked)),
+        )),
+        optional_strings(e().map(|e| e.coverage.as_deref())),
+        optional_strings(e().map(|e| e.dropped.as_deref())),
+        optional_strings(e().map(|e| e.authority.as_deref())),
+        timestamps(e().map(|e| micros(e.received_time_unix_nano))),
+        strings(e().map(|e| e.collector_id.as_str())),
+    ]
+}
+
+fn count_columns(rows: &[(Meta, Row)]) -> Vec<ArrayRef> {
+    let counts: Vec<&OutcomeCount> = rows
+        .iter()
+        .filter_map(|(_, row)| match row {
+            Row::Count(count) => Some(count),
+            _ => None,
+        })
+        .collect();
+    let c = || counts.iter().copied();
+    let temporality = |value: i32| match Temporality::try_from(value) {
+        Ok(Temporality::Delta) => "delta",
+        Ok(Temporality::Cumulative) => "cumulative",
+        _ => "unspecified",
+    };
+    vec![
+        strings(c().map(|c| c.point_id.as_str())),
+        strings(c().map(|c| c.service_name.as_str())),
+        strings(c().map(|c| c.service_instance_id.as_str())),
+        strings(c().map(|c| c.tool_name.as_str())),
+        strings(c().map(|c| c.tool_target.as_str())),
+        strings(c().map(|c| c.outcome_class.as_str())),
+        timestamps(c().map(|c| micros(c.start_time_unix_nano))),
+        timestamps(c().map(|c| micros(c.time_unix_nano))),
+        longs(c().map(|c| checked(c.value))),
+        strings(c().map(|c| temporality(c.temporality))),
+        timestamps(c().map(|c| micros(c.received_time_unix_nano))),
+        strings(c().map(|c| c.collector_id.as_str())),
+    ]
+}
+
+fn rejected_columns(rows: &[(Meta, Row)]) -> Vec<ArrayRef> {
+    let rejected: Vec<&RejectedRow> = rows
+        .iter()
+        .filter_map(|(_, row)| match row {
+            Row::Rejected(rejected) => Some(rejected),
+            _ => None,
+        })
+        .collect();
+    let r = || rejected.iter().copied();
+    vec![
+        strings(r().map(|r| r.source.as_str())),
+        strings(r().map(|r| r.reason.as_str())),
+        strings(r().map(|r| r.detail.as_str())),
+        strings(r().map(|r| r.signal.as_str())),
+        strings(r().map(|r| r.service_name.as_str())),
+        Arc::new(BinaryArray::from_iter_values(
+            r().map(|r| r.input.as_slice()),
+        )),
+        Arc::new(BooleanArray::from_iter(
+            r().map(|r| Some(r.input_truncated)),
+        )),
+        longs(r().map(|r| r.count)),
+        timestamps(r().map(|r| r.received_micros)),
+        strings(r().map(|r| r.collector_id.as_str())),
+        strings(r().map(|r| r.topic)),
+    ]
+}
+
+fn heartbeat_columns(rows: &[(Meta, Row)]) -> Vec<ArrayRef> {
+    let beats: Vec<&Heartbeat> = rows
+        .iter()
+        .filter_map(|(_, row)| match row {
+            Row::Heartbeat(beat) => Some(beat),
+            _ => None,
+        })
+        .collect();
+    let h = || beats.iter().copied();
+    vec![
+        strings(h().map(|h| h.collector_id.as_str())),
+        timestamps(h().map(|h| micros(h.time_unix_nano))),
+        timestamps(h().map(|h| micros(h.started_time_unix_nano))),
+        longs(h().map(|h| checked(h.interval_ms))),
+        longs(h().map(|h| checked(h.accepted_events))),
+        longs(h().map(|h| checked(h.accepted_counts))),
+        longs(h().map(|h| checked(h.rejected))),
+    ]
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use candor_schema::names::topic;
+
+    const BOUNDS: TimeBounds = TimeBounds {
+        late_after_micros: 86_400_000_000,
+        future_after_micros: 300_000_000,
+    };
+    const NOW_MS: i64 = 1_780_000_000_000;
+
+    fn event(target: &str, class: &str) -> OutcomeEvent {
+        OutcomeEvent {
+            schema_version: 1,
+            event_id: format!("id-{target}"),
+            trace_id: "0af7651916cd43dd8448eb211c80319c".into(),
+            span_id: "b7ad6b7169203331".into(),
+            event_time_unix_nano: u64::try_from(NOW_MS).unwrap() * 1_000_000 - 5_000_000,
+            service_name: "checkout".into(),
+            service_instance_id: "i-1".into(),
+            outcome_class: class.into(),
+            tool_name: "search".into(),
+            tool_target: target.into(),
+            failure_kind: "timeout".into(),
+            retry_action: "exhausted".into(),
+            retry_attempt: 3,
+            retry_max_attempts: 3,
+            http_status_code: Some(504),
+            received_time_unix_nano: u64::try_from(NOW_MS).unwrap() * 1_000_000,
+            collector_id: "c-1".into(),
+            ..Default::default()
+        }
+    }
+
+    fn record(topic: Table, payload: Vec<u8>) -> SourceRecord {
+        SourceRecord {
+            topic,
+            partition: 2,
+            offset: 41,
+            timestamp_ms: Some(NOW_MS),
+            payload: Some(payload),
+        }
+    }
+
+    #[test]
+    fn a_valid_event_becomes_an_event_row_on_time() {
+        let payload = event("https://a.example", "access_failure").encode_to_vec();
+        let (meta, row) = decode(&record(Table::OutcomeEvents, payload), &BOUNDS, "k");
+        assert!(matches!(row, Row::Event(_)), "{row:?}");
+        assert_eq!(meta.arrival, Arrival::OnTime);
+        assert_eq!((meta.partition, meta.offset), (2, 41));
+    }
+
+    #[test]
+    fn garbage_and_unknown_vocabulary_become_rejected_rows_with_a_reason() {
+        let cases = [
+            (vec![0xff, 0xff, 0xff], "undecodable"),
+            (event("t", "maybe").encode_to_vec(), "unknown_class"),
+            (
+                OutcomeEvent {
+                    schema_version: 9,
+                    ..event("t", "partial")
+                }
+                .encode_to_vec(),
+                "unknown_schema_version",
+            ),
+        ];
+        for (payload, reason) in cases {
+            let (_, row) = decode(&record(Table::OutcomeEvents, payload.clone()), &BOUNDS, "k");
+            let Row::Rejected(rejected) = row else {
+                panic!("{reason}: not rejected");
+            };
+            assert_eq!(rejected.reason, reason);
+            assert_eq!(rejected.topic, topic::OUTCOME_EVENTS);
+            assert_eq!(rejected.input, payload);
+            assert_eq!(rejected.source, RejectedSource::Compactor);
+        }
+        let no_value = SourceRecord {
+            payload: None,
+            ..record(Table::Heartbeats, vec![])
+        };
+        let (_, row) = decode(&no_value, &BOUNDS, "k");
+        assert!(matches!(row, Row::Rejected(r) if r.reason == "no_payload"));
+    }
+
+    #[test]
+    fn a_huge_undecodable_record_keeps_a_bounded_copy() {
+        let payload = vec![0xffu8; MAX_REJECTED_COPY_BYTES * 3];
+        let (_, row) = decode(&record(Table::OutcomeCounts, payload), &BOUNDS, "k");
+        let Row::Rejected(rejected) = row else {
+            panic!("not rejected")
+        };
+        assert_eq!(rejected.input.len(), MAX_REJECTED_COPY_BYTES);
+        assert!(rejected.input_truncated);
+    }
+
+    #[test]
+    fn old_and_future_times_are_flagged_not_dropped() {
+        let hour_ns = 3_600_000_000_000u64;
+        let mut old = event("t", "partial");
+        old.event_time_unix_nano -= 48 * hour_ns;
+        let mut ahead = event("t", "partial");
+        ahead.event_time_unix_nano += hour_ns;
+        let (meta, _) = decode(
+            &record(Table::OutcomeEvents, old.encode_to_vec()),
+            &BOUNDS,
+            "k",
+        );
+        assert_eq!(meta.arrival, Arrival::Late);
+        let (meta, _) = decode(
+            &record(Table::OutcomeEvents, ahead.encode_to_vec()),
+            &BOUNDS,
+            "k",
+        );
+        assert_eq!(meta.arrival, Arrival::Future);
+    }
+
+    #[test]
+    fn a_batch_has_the_table_schema_and_sorted_rows() {
+        let mut rows: Vec<(Meta, Row)> = ["b", "a", "c"]
+            .into_iter()
+            .map(|target| {
+                let payload = event(target, "partial").encode_to_vec();
+                decode(&record(Table::OutcomeEvents, payload), &BOUNDS, "k")
+            })
+            .collect();
+        sort(&mut rows);
+        let batch = to_batch(Table::OutcomeEvents, &rows).unwrap();
+        assert_eq!(batch.schema(), Table::OutcomeEvents.schema());
+        assert_eq!(batch.num_rows(), 3);
+        let targets = batch
+            .column_by_name(candor_schema::tables::column::TOOL_TARGET)
+            .unwrap()
+            .as_any()
+            .downcast_ref::<StringArray>()
+            .unwrap();
+        let targets: Vec<&str> = targets.iter().map(Option::unwrap).collect();
+        assert_eq!(targets, ["a", "b", "c"]);
+    }
+
+    #[test]
+    fn day_is_the_utc_date_also_before_the_epoch() {
+        assert_eq!(day(0), 0);
+        assert_eq!(day(MICROS_PER_DAY - 1), 0);
+        assert_eq!(day(-1), -1);
+    }
+}

@@ -1,0 +1,279 @@
+//! Delta Lake I/O of the compactor: open or create the tables, read the Kafka positions they hold,
+//! and commit rows together with the positions they cover, in one Delta transaction.
+//!
+//! Each table keeps, per source topic-partition, an application transaction
+//! (`app_id` = `topic/partition`, [`app_id`]) whose version is the next Kafka offset to read. A
+//! commit checks those against the table's newest version first:
+//! - rows below the table's position are already stored (by this process before a crash, or by
+//!   another instance after a rebalance) and are left out;
+//! - a home span that starts past the table's position would leave a hole, so the commit is
+//!   refused ([`TableError::Gap`]) and the caller re-reads from the table's position;
+//! - two commits racing with the same `app_id` are serialised by Delta's conflict check: the
+//!   loser fails and its caller re-reads.
+
+use std::collections::{BTreeMap, HashMap};
+
+use candor_schema::tables::{Table, column};
+use deltalake::arrow::error::ArrowError;
+use deltalake::kernel::engine::arrow_conversion::TryIntoKernel as _;
+use deltalake::kernel::transaction::{CommitBuilder, CommitProperties};
+use deltalake::kernel::{Action, StructType, Transaction};
+use deltalake::parquet::basic::{Compression, ZstdLevel};
+use deltalake::parquet::file::properties::{EnabledStatistics, WriterProperties};
+use deltalake::parquet::schema::types::ColumnPath;
+use deltalake::protocol::{DeltaOperation, SaveMode};
+use deltalake::writer::{DeltaWriter as _, RecordBatchWriter};
+use deltalake::{DeltaTable, DeltaTableError};
+
+use super::rows::{self, Meta, Row};
+
+/// Why a table operation failed.
+#[derive(Debug, thiserror::Error)]
+pub enum TableError {
+    /// Delta Lake or the object store failed (including a lost commit race).
+    #[error("delta table {table}: {source}")]
+    Delta {
+        /// The table.
+        table: &'static str,
+        /// The cause.
+        source: DeltaTableError,
+    },
+    /// The rows could not be made into Arrow arrays (a bug: rows are checked when decoded).
+    #[error("building the arrow batch of {table}: {source}")]
+    Arrow {
+        /// The table.
+        table: &'static str,
+        /// The cause.
+        source: ArrowError,
+    },
+    /// A span would start past what the table holds: committing it would leave a hole.
+    #[error(
+        "{table}: rows of {app_id} start at offset {from} but the table holds up to {held:?}; re-read from the table"
+    )]
+    Gap {
+        /// The table.
+        table: &'static str,
+        /// The source topic-partition.
+        app_id: String,
+        /// The first offset of the span.
+        from: i64,
+        /// The table's position.
+        held: Option<i64>,
+    },
+}
+
+impl TableError {
+    /// A short, stable code for metrics.
+    pub fn code(&self) -> &'static str {
+        match self {
+            Self::Delta { .. } => "delta",
+            Self::Arrow { .. } => "arrow",
+            Self::Gap { .. } => "gap",
+        }
+    }
+}
+
+/// The application transaction id of a source topic-partition.
+pub fn app_id(topic: Table, partition: i32) -> String {
+    format!("{}/{partition}", topic.topic())
+}
+
+/// Rows of one source topic-partition for one table, and the offsets they cover.
+#[derive(Debug, Clone, Default)]
+pub struct Span {
+    /// The position reading started from: rows cover `from..to` (records not in `rows` were
+    /// removed as duplicates or are rows of another table).
+    pub from: i64,
+    /// The next offset after the last record read.
+    pub to: i64,
+    /// The rows, in offset order.
+    pub rows: Vec<(Meta, Row)>,
+}
+
+/// What one commit did.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct CommitReport {
+    /// The new table version, when something was committed.
+    pub version: Option<u64>,
+    /// Rows written.
+    pub rows: usize,
+    /// Rows left out because the table already held them.
+    pub already_stored: usize,
+    /// Parquet files added.
+    pub files: usize,
+    /// Bytes of those files.
+    pub bytes: u64,
+    /// Newest row time committed, in microseconds.
+    pub watermark_micros: Option<i64>,
+}
+
+/// How files are written.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct FileSettings {
+    /// Rows per row group.
+    pub row_group_rows: usize,
+    /// zstd level.
+    pub zstd_level: i32,
+}
+
+/// The Parquet writer properties of a table: zstd, statistics per page, dictionaries except on
+/// the table's high-cardinality columns, bloom filters on its lookup columns.
+pub fn writer_properties(table: Table, settings: FileSettings) -> WriterProperties {
+    let level = ZstdLevel::try_new(settings.zstd_level).unwrap_or_default();
+    let mut builder = WriterProperties::builder()
+        .set_compression(Compression::ZSTD(level))
+        .set_max_row_group_row_count(Some(settings.row_group_rows))
+        .set_statistics_enabled(EnabledStatistics::Page)
+        .set_dictionary_enabled(true);
+    for name in table.plain_columns() {
+        builder = builder.set_column_dictionary_enabled(ColumnPath::from(*name), false);
+    }
+    for name in table.bloom_filter_columns() {
+        builder = builder.set_column_bloom_filter_enabled(ColumnPath::from(*name), true);
+    }
+    builder.build()
+}
+
+/// The URL of a table under the root: a local directory (created when missing) or an object
+/// store URL. The table name is a constant, never input, so nothing from a record reaches a path.
+pub fn table_url(root: &str, table: Table) -> Result<url::Url, TableError> {
+    let location = format!("{}/{}", root.trim_end_matches('/'), table.name());
+    deltalake::ensure_table_uri(location).map_err(|source| TableError::Delta {
+        table: table.name(),
+        source,
+    })
+}
+
+/// Opens a table, creating it with its schema and date partitioning when it does not exist.
+pub async fn open_or_create(root: &str, table: Table) -> Result<DeltaTable, TableError> {
+    let delta = |source| TableError::Delta {
+        table: table.name(),
+        source,
+    };
+    let url = table_url(root, table)?;
+    let opened = DeltaTable::try_from_url(url).await.map_err(delta)?;
+    if opened.version().is_some() {
+        return Ok(opened);
+    }
+    let schema: StructType = table.schema().as_ref().try_into_kernel().map_err(|err| {
+        delta(DeltaTableError::Generic(format!(
+            "the arrow schema has no delta equivalent: {err}"
+        )))
+    })?;
+    opened
+        .create()
+        .with_table_name(table.name())
+        .with_columns(schema.fields().cloned())
+        .with_partition_columns([column::DATE])
+        .with_save_mode(SaveMode::Ignore)
+        .await
+        .map_err(delta)
+}
+
+/// The position (next offset to read) a table holds for a source topic-partition.
+pub async fn position(
+    delta: &DeltaTable,
+    table: Table,
+    topic: Table,
+    partition: i32,
+) -> Result<Option<i64>, TableError> {
+    let err = |source| TableError::Delta {
+        table: table.name(),
+        source,
+    };
+    let snapshot = delta.snapshot().map_err(err)?;
+    snapshot
+        .transaction_version(delta.log_store().as_ref(), app_id(topic, partition))
+        .await
+        .map_err(err)
+}
+
+/// Commits the spans' rows to `table` with their positions. `spans` maps a source
+/// topic-partition to its span; a span is "home" when its topic is the table's own.
+///
+/// The table state is refreshed first; rows the table already holds are left out. Nothing is
+/// committed when no row and no position would change.
+pub async fn commit(
+    delta: &mut DeltaTable,
+    table: Table,
+    spans: &BTreeMap<(Table, i32), Span>,
+    properties: &WriterProperties,
+    metadata: HashMap<String, serde_json::Value>,
+) -> Result<CommitReport, TableError> {
+    let err = |source| TableError::Delta {
+        table: table.name(),
+        source,
+    };
+    delta.update_state().await.map_err(err)?;
+    let mut rows: Vec<(Meta, Row)> = Vec::new();
+    let mut transactions = Vec::new();
+    let mut report = CommitReport::default();
+    for (&(topic, partition), span) in spans {
+        let held = position(delta, table, topic, partition).await?;
+        let home = topic == table;
+        if home && held.unwrap_or(0) < span.from {
+            return Err(TableError::Gap {
+                table: table.name(),
+                app_id: app_id(topic, partition),
+                from: span.from,
+                held,
+            });
+        }
+        let keep_from = held.unwrap_or(0);
+        for (meta, row) in &span.rows {
+            if meta.offset >= keep_from {
+                rows.push((*meta, row.clone()));
+            } else {
+                report.already_stored += 1;
+            }
+        }
+        if held.is_none_or(|held| span.to > held) {
+            transactions.push(Transaction::new(app_id(topic, partition), span.to));
+        }
+    }
+    if rows.is_empty() && transactions.is_empty() {
+        return Ok(report);
+    }
+    rows::sort(&mut rows);
+    report.rows = rows.len();
+    report.watermark_micros = rows.iter().map(|(_, row)| row.time_micros()).max();
+    let mut actions = Vec::new();
+    if !rows.is_empty() {
+        let batch = rows::to_batch(table, &rows).map_err(|source| TableError::Arrow {
+            table: table.name(),
+            source,
+        })?;
+        let mut writer = RecordBatchWriter::for_table(delta)
+            .map_err(err)?
+            .with_writer_properties(properties.clone());
+        writer.write(batch).await.map_err(err)?;
+        let adds = writer.flush().await.map_err(err)?;
+        report.files = adds.len();
+        report.bytes = adds
+            .iter()
+            .map(|add| u64::try_from(add.size).unwrap_or(0))
+            .sum();
+        actions.extend(adds.into_iter().map(Action::Add));
+    }
+    super::fault::reach(super::fault::Point::FilesWritten, Some(table.name()));
+    let operation = DeltaOperation::Write {
+        mode: SaveMode::Append,
+        partition_by: Some(vec![column::DATE.to_owned()]),
+        predicate: None,
+    };
+    let properties = CommitProperties::default()
+        .with_application_transactions(transactions)
+        .with_metadata(metadata);
+    let finalized = CommitBuilder::from(properties)
+        .with_actions(actions)
+        .build(
+            Some(delta.snapshot().map_err(err)?),
+            delta.log_store(),
+            operation,
+        )
+        .await
+        .map_err(err)?;
+    report.version = Some(finalized.version());
+    delta.state = Some(finalized.snapshot());
+    Ok(report)
+}

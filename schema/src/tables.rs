@@ -1,0 +1,410 @@
+//! The Delta Lake tables of the pipeline: one per Kafka topic, typed columns, partitioned by date.
+//!
+//! This module is the single source of the tables' Arrow schemas: the compactor writes with them
+//! and the query side reads with them. Column names are the constants of [`column`].
+//!
+//! - Times are UTC timestamps in microseconds (the records carry nanoseconds; Delta Lake's
+//!   `timestamp` type holds microseconds, so the last three digits are cut).
+//! - Trace and span ids are lower-case hex strings, as in the records.
+//! - Closed vocabularies (class, kind, action, temporality) are strings. The writer stores them
+//!   dictionary-encoded in Parquet ([`Table::plain_columns`] lists the few columns that are not).
+//! - Unsigned counts of the records become signed 64-bit columns, since Delta Lake has no unsigned
+//!   type; a value past `i64::MAX` is not stored as a wrong number, the record is rejected.
+//! - Every row carries the Kafka partition and offset it came from and the record's schema version.
+//!
+//! ```
+//! use candor_schema::names::topic;
+//! use candor_schema::tables::{column, Table};
+//! let events = Table::OutcomeEvents.schema();
+//! assert!(events.field_with_name(column::EVENT_ID).is_ok());
+//! assert_eq!(Table::from_topic(topic::OUTCOME_EVENTS), Some(Table::OutcomeEvents));
+//! assert_eq!(Table::OutcomeEvents.partition_column(), column::DATE);
+//! ```
+
+use std::sync::Arc;
+
+use arrow_schema::{DataType, Field, Schema, SchemaRef, TimeUnit};
+
+use crate::names;
+
+/// Column names of the tables.
+pub mod column {
+    /// The UTC date of the row's time column; the partition column of every table.
+    pub const DATE: &str = "date";
+    /// `schema_version` of the record the row came from.
+    pub const SCHEMA_VERSION: &str = "schema_version";
+    /// Kafka partition of the record.
+    pub const KAFKA_PARTITION: &str = "kafka_partition";
+    /// Kafka offset of the record.
+    pub const KAFKA_OFFSET: &str = "kafka_offset";
+    /// Kafka's timestamp of the record (when the collector produced it).
+    pub const KAFKA_TIMESTAMP: &str = "kafka_timestamp";
+    /// `on_time`, `late` or `future`: the row's time against its Kafka timestamp ([`super::Arrival`]).
+    pub const ARRIVAL: &str = "arrival";
+    /// When the collector received the data.
+    pub const RECEIVED_TIME: &str = "received_time";
+    /// The collector that received it.
+    pub const COLLECTOR_ID: &str = "collector_id";
+    /// Deterministic id of an outcome event (same for a client's retried export).
+    pub const EVENT_ID: &str = "event_id";
+    /// Trace id, hex.
+    pub const TRACE_ID: &str = "trace_id";
+    /// Span id, hex.
+    pub const SPAN_ID: &str = "span_id";
+    /// When the event happened.
+    pub const EVENT_TIME: &str = "event_time";
+    /// `service.name` of the sender.
+    pub const SERVICE_NAME: &str = "service_name";
+    /// `service.instance.id` of the sender.
+    pub const SERVICE_INSTANCE_ID: &str = "service_instance_id";
+    /// Outcome class, wire spelling.
+    pub const OUTCOME_CLASS: &str = "outcome_class";
+    /// Tool name.
+    pub const TOOL_NAME: &str = "tool_name";
+    /// Tool target (verbatim; a string, never a path).
+    pub const TOOL_TARGET: &str = "tool_target";
+    /// Failure kind, wire spelling.
+    pub const FAILURE_KIND: &str = "failure_kind";
+    /// Retry action, wire spelling.
+    pub const RETRY_ACTION: &str = "retry_action";
+    /// Attempt number, from 1.
+    pub const RETRY_ATTEMPT: &str = "retry_attempt";
+    /// Attempts the policy allows.
+    pub const RETRY_MAX_ATTEMPTS: &str = "retry_max_attempts";
+    /// Backoff before the next attempt, when one follows.
+    pub const RETRY_BACKOFF_MS: &str = "retry_backoff_ms";
+    /// HTTP status code, when there was a response.
+    pub const HTTP_STATUS_CODE: &str = "http_status_code";
+    /// `error.type`.
+    pub const ERROR_TYPE: &str = "error_type";
+    /// Items a Partial returned.
+    pub const PARTIAL_RETURNED: &str = "partial_returned";
+    /// Items a Partial should have returned, when known.
+    pub const PARTIAL_EXPECTED: &str = "partial_expected";
+    /// What a Partial covered.
+    pub const COVERAGE: &str = "coverage";
+    /// What a Partial dropped.
+    pub const DROPPED: &str = "dropped";
+    /// The authority the call acted under.
+    pub const AUTHORITY: &str = "authority";
+    /// Deterministic id of a counter point.
+    pub const POINT_ID: &str = "point_id";
+    /// Start of a counter point's interval.
+    pub const START_TIME: &str = "start_time";
+    /// Time of a counter point or a heartbeat.
+    pub const TIME: &str = "time";
+    /// Counter value, as sent.
+    pub const VALUE: &str = "value";
+    /// `delta`, `cumulative` or `unspecified`, as sent.
+    pub const TEMPORALITY: &str = "temporality";
+    /// Who refused the input: `collector` or `compactor` ([`super::RejectedSource`]).
+    pub const SOURCE: &str = "source";
+    /// The rejection reason.
+    pub const REASON: &str = "reason";
+    /// What exactly was wrong.
+    pub const DETAIL: &str = "detail";
+    /// `traces` or `metrics` for the collector's rejections; empty for the compactor's.
+    pub const SIGNAL: &str = "signal";
+    /// A bounded copy of the refused input.
+    pub const INPUT: &str = "input";
+    /// Whether `input` was cut to its bound.
+    pub const INPUT_TRUNCATED: &str = "input_truncated";
+    /// How many events or points the rejection stands for.
+    pub const COUNT: &str = "count";
+    /// The Kafka topic the refused record was read from.
+    pub const TOPIC: &str = "topic";
+    /// When the heartbeat's collector started.
+    pub const STARTED_TIME: &str = "started_time";
+    /// The heartbeat interval.
+    pub const INTERVAL_MS: &str = "interval_ms";
+    /// Events accepted since the previous heartbeat.
+    pub const ACCEPTED_EVENTS: &str = "accepted_events";
+    /// Counter points accepted since the previous heartbeat.
+    pub const ACCEPTED_COUNTS: &str = "accepted_counts";
+    /// Events and points refused since the previous heartbeat.
+    pub const REJECTED_RECORDS: &str = "rejected_records";
+}
+
+/// One of the pipeline's tables.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Table {
+    /// `outcome_events`.
+    OutcomeEvents,
+    /// `outcome_counts`.
+    OutcomeCounts,
+    /// `rejected`.
+    Rejected,
+    /// `heartbeats`.
+    Heartbeats,
+}
+
+impl Table {
+    /// Every table.
+    pub const ALL: [Table; 4] = [
+        Table::OutcomeEvents,
+        Table::OutcomeCounts,
+        Table::Rejected,
+        Table::Heartbeats,
+    ];
+
+    /// The table's name, which is also its directory under the table root.
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::OutcomeEvents => names::table::OUTCOME_EVENTS,
+            Self::OutcomeCounts => names::table::OUTCOME_COUNTS,
+            Self::Rejected => names::table::REJECTED,
+            Self::Heartbeats => names::table::HEARTBEATS,
+        }
+    }
+
+    /// The Kafka topic the table is written from.
+    pub fn topic(self) -> &'static str {
+        match self {
+            Self::OutcomeEvents => names::topic::OUTCOME_EVENTS,
+            Self::OutcomeCounts => names::topic::OUTCOME_COUNTS,
+            Self::Rejected => names::topic::REJECTED,
+            Self::Heartbeats => names::topic::HEARTBEATS,
+        }
+    }
+
+    /// The table written from `topic`, if it is one of the pipeline's.
+    pub fn from_topic(topic: &str) -> Option<Table> {
+        Self::ALL.into_iter().find(|table| table.topic() == topic)
+    }
+
+    /// The table called `name`.
+    pub fn from_name(name: &str) -> Option<Table> {
+        Self::ALL.into_iter().find(|table| table.name() == name)
+    }
+
+    /// The partition column (the UTC date of [`Table::time_column`]).
+    pub fn partition_column(self) -> &'static str {
+        column::DATE
+    }
+
+    /// The time a row is about: its date partition and the table's watermark come from it.
+    pub fn time_column(self) -> &'static str {
+        match self {
+            Self::OutcomeEvents => column::EVENT_TIME,
+            Self::OutcomeCounts | Self::Heartbeats => column::TIME,
+            Self::Rejected => column::RECEIVED_TIME,
+        }
+    }
+
+    /// Rows are sorted by these columns within a file.
+    pub fn sort_columns(self) -> &'static [&'static str] {
+        match self {
+            Self::OutcomeEvents => &[column::TOOL_TARGET, column::EVENT_TIME],
+            Self::OutcomeCounts => &[column::TOOL_TARGET, column::TIME],
+            Self::Rejected => &[column::REASON, column::RECEIVED_TIME],
+            Self::Heartbeats => &[column::COLLECTOR_ID, column::TIME],
+        }
+    }
+
+    /// Columns with a Parquet bloom filter, for point lookups.
+    pub fn bloom_filter_columns(self) -> &'static [&'static str] {
+        match self {
+            Self::OutcomeEvents => &[column::TRACE_ID, column::TOOL_TARGET],
+            Self::OutcomeCounts => &[column::TOOL_TARGET],
+            Self::Rejected | Self::Heartbeats => &[],
+        }
+    }
+
+    /// High-cardinality columns stored without a Parquet dictionary; every other column has one.
+    pub fn plain_columns(self) -> &'static [&'static str] {
+        match self {
+            Self::OutcomeEvents => &[
+                column::EVENT_ID,
+                column::TRACE_ID,
+                column::SPAN_ID,
+                column::KAFKA_OFFSET,
+            ],
+            Self::OutcomeCounts => &[column::POINT_ID, column::KAFKA_OFFSET],
+            Self::Rejected => &[column::INPUT, column::DETAIL, column::KAFKA_OFFSET],
+            Self::Heartbeats => &[column::KAFKA_OFFSET],
+        }
+    }
+
+    /// The column that identifies a record across a client's retries, when the table has one;
+    /// duplicates of it are removed.
+    pub fn id_column(self) -> Option<&'static str> {
+        match self {
+            Self::OutcomeEvents => Some(column::EVENT_ID),
+            Self::OutcomeCounts => Some(column::POINT_ID),
+            Self::Rejected | Self::Heartbeats => None,
+        }
+    }
+
+    /// The table's Arrow schema.
+    pub fn schema(self) -> SchemaRef {
+        let mut fields = match self {
+            Self::OutcomeEvents => vec![
+                text(column::EVENT_ID),
+                text(column::TRACE_ID),
+                text(column::SPAN_ID),
+                time(column::EVENT_TIME),
+                text(column::SERVICE_NAME),
+                text(column::SERVICE_INSTANCE_ID),
+                text(column::OUTCOME_CLASS),
+                text(column::TOOL_NAME),
+                text(column::TOOL_TARGET),
+                text(column::FAILURE_KIND),
+                text(column::RETRY_ACTION),
+                long(column::RETRY_ATTEMPT),
+                long(column::RETRY_MAX_ATTEMPTS),
+                optional(long(column::RETRY_BACKOFF_MS)),
+                optional(Field::new(column::HTTP_STATUS_CODE, DataType::Int32, false)),
+                optional(text(column::ERROR_TYPE)),
+                optional(long(column::PARTIAL_RETURNED)),
+                optional(long(column::PARTIAL_EXPECTED)),
+                optional(text(column::COVERAGE)),
+                optional(text(column::DROPPED)),
+                optional(text(column::AUTHORITY)),
+                time(column::RECEIVED_TIME),
+                text(column::COLLECTOR_ID),
+            ],
+            Self::OutcomeCounts => vec![
+                text(column::POINT_ID),
+                text(column::SERVICE_NAME),
+                text(column::SERVICE_INSTANCE_ID),
+                text(column::TOOL_NAME),
+                text(column::TOOL_TARGET),
+                text(column::OUTCOME_CLASS),
+                time(column::START_TIME),
+                time(column::TIME),
+                long(column::VALUE),
+                text(column::TEMPORALITY),
+                time(column::RECEIVED_TIME),
+                text(column::COLLECTOR_ID),
+            ],
+            Self::Rejected => vec![
+                text(column::SOURCE),
+                text(column::REASON),
+                text(column::DETAIL),
+                text(column::SIGNAL),
+                text(column::SERVICE_NAME),
+                Field::new(column::INPUT, DataType::Binary, false),
+                Field::new(column::INPUT_TRUNCATED, DataType::Boolean, false),
+                long(column::COUNT),
+                time(column::RECEIVED_TIME),
+                text(column::COLLECTOR_ID),
+                text(column::TOPIC),
+            ],
+            Self::Heartbeats => vec![
+                text(column::COLLECTOR_ID),
+                time(column::TIME),
+                time(column::STARTED_TIME),
+                long(column::INTERVAL_MS),
+                long(column::ACCEPTED_EVENTS),
+                long(column::ACCEPTED_COUNTS),
+                long(column::REJECTED_RECORDS),
+            ],
+        };
+        // A record the compactor could not decode has no schema version.
+        let version_nullable = self == Self::Rejected;
+        fields.extend([
+            Field::new(column::SCHEMA_VERSION, DataType::Int32, version_nullable),
+            Field::new(column::KAFKA_PARTITION, DataType::Int32, false),
+            long(column::KAFKA_OFFSET),
+            time(column::KAFKA_TIMESTAMP),
+            text(column::ARRIVAL),
+            Field::new(column::DATE, DataType::Date32, false),
+        ]);
+        Arc::new(Schema::new(fields))
+    }
+}
+
+fn text(name: &str) -> Field {
+    Field::new(name, DataType::Utf8, false)
+}
+
+fn long(name: &str) -> Field {
+    Field::new(name, DataType::Int64, false)
+}
+
+fn time(name: &str) -> Field {
+    Field::new(
+        name,
+        DataType::Timestamp(TimeUnit::Microsecond, Some("UTC".into())),
+        false,
+    )
+}
+
+fn optional(field: Field) -> Field {
+    field.with_nullable(true)
+}
+
+/// A row's time against the Kafka timestamp of its record: far in the past or the future is
+/// still stored, flagged and counted, never dropped.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Arrival {
+    /// Within the configured bounds.
+    OnTime,
+    /// Older than the record's Kafka timestamp by more than the late bound.
+    Late,
+    /// Newer than the record's Kafka timestamp by more than the future bound.
+    Future,
+}
+
+impl Arrival {
+    /// The stored spelling.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::OnTime => "on_time",
+            Self::Late => "late",
+            Self::Future => "future",
+        }
+    }
+}
+
+/// Who refused a row of the `rejected` table.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum RejectedSource {
+    /// The collector refused OTLP input (from `candor.rejected.v1`).
+    Collector,
+    /// The compactor could not decode or store a Kafka record.
+    Compactor,
+}
+
+impl RejectedSource {
+    /// The stored spelling.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Collector => "collector",
+            Self::Compactor => "compactor",
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_listed_column_exists_in_its_table() {
+        for table in Table::ALL {
+            let schema = table.schema();
+            let mut listed: Vec<&str> =
+                [table.sort_columns(), table.bloom_filter_columns()].concat();
+            listed.extend(table.plain_columns());
+            listed.extend(table.id_column());
+            listed.extend([table.time_column(), table.partition_column()]);
+            for name in listed {
+                assert!(
+                    schema.field_with_name(name).is_ok(),
+                    "{} lists {name}, which it does not have",
+                    table.name()
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn names_and_topics_round_trip() {
+        for table in Table::ALL {
+            assert_eq!(Table::from_topic(table.topic()), Some(table));
+            assert_eq!(Table::from_name(table.name()), Some(table));
+        }
+        assert_eq!(Table::from_topic("candor.other.v1"), None);
+    }
+}

@@ -1,0 +1,122 @@
+//! The compactor (`candor-collector compact`) writing Delta tables under a directory, and an
+//! independent reader of those tables (the Python `deltalake` package).
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use crate::collector::get;
+use crate::process::Running;
+use crate::{free_port, python, target_dir, wait_for};
+
+/// A running compactor.
+pub struct Compactor {
+    /// `127.0.0.1:port` of `/metrics`, `/healthz`, `/readyz`.
+    pub metrics_endpoint: String,
+    process: Running,
+}
+
+/// How to start a compactor.
+#[derive(Debug, Clone)]
+pub struct Options {
+    /// The consumer group (a fresh one per start joins in about 3 s with Tansu).
+    pub group_id: String,
+    /// `files.max_age`.
+    pub max_age: String,
+    /// Environment variables (e.g. `CANDOR_COMPACT_CRASH_AT`).
+    pub env: Vec<(String, String)>,
+}
+
+impl Default for Options {
+    fn default() -> Self {
+        Self {
+            group_id: "candor-compactor-e2e".into(),
+            max_age: "500ms".into(),
+            env: Vec::new(),
+        }
+    }
+}
+
+impl Compactor {
+    /// Starts a compactor reading `bootstrap` into tables under `root`; waits for `/readyz`.
+    pub async fn start(bootstrap: &str, root: &Path, options: Options) -> Self {
+        let binary = target_dir().join("candor-collector");
+        assert!(binary.exists(), "{} is missing", binary.display());
+        let metrics = free_port();
+        let args = vec![
+            "compact".to_owned(),
+            "--table-root".into(),
+            root.display().to_string(),
+            "--kafka-brokers".into(),
+            bootstrap.to_owned(),
+            "--metrics-addr".into(),
+            format!("127.0.0.1:{metrics}"),
+            "--group-id".into(),
+            options.group_id.clone(),
+            "--max-age".into(),
+            options.max_age.clone(),
+            "--compactor-id".into(),
+            format!("e2e-{metrics}"),
+        ];
+        let env: Vec<(&str, &str)> = options
+            .env
+            .iter()
+            .map(|(k, v)| (k.as_str(), v.as_str()))
+            .collect();
+        let process = Running::spawn(&format!("compactor-{metrics}"), &binary, &args, &env);
+        let compactor = Self {
+            metrics_endpoint: format!("127.0.0.1:{metrics}"),
+            process,
+        };
+        let address = compactor.metrics_endpoint.clone();
+        wait_for("the compactor's /readyz", Duration::from_secs(60), || {
+            let address = address.clone();
+            async move { (get(&address, "/readyz").await.map(|(s, _)| s) == Some(200)).then_some(()) }
+        })
+        .await;
+        compactor
+    }
+
+    /// One sample of `/metrics`, e.g. `candor_compactor_rows_written_total{table="outcome_events"}`.
+    pub async fn sample(&self, series: &str) -> Option<f64> {
+        let (_, text) = get(&self.metrics_endpoint, "/metrics").await?;
+        text.lines().find_map(|line| {
+            line.strip_prefix(series)
+                .and_then(|rest| rest.trim().parse().ok())
+        })
+    }
+
+    /// What the compactor has logged.
+    pub fn output(&self) -> String {
+        self.process.output()
+    }
+
+    /// The process.
+    pub fn process(&mut self) -> &mut Running {
+        &mut self.process
+    }
+}
+
+fn reader_script() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("e2e/clients/read_delta.py")
+}
+
+/// Every row of a table, read by the Python `deltalake` package from the files its Delta log
+/// lists, one JSON object per row (timestamps as microseconds, binary as hex).
+pub fn read_table(root: &Path, table: &str) -> Vec<serde_json::Value> {
+    let output = std::process::Command::new(python())
+        .arg(reader_script())
+        .arg(root.join(table))
+        .output()
+        .unwrap_or_else(|err| panic!("running the Delta reader: {err}"));
+    assert!(
+        output.status.success(),
+        "the Delta reader failed: {}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    String::from_utf8_lossy(&output.stdout)
+        .lines()
+        .map(|line| {
+            serde_json::from_str(line).unwrap_or_else(|err| panic!("reader line {line:?}: {err}"))
+        })
+        .collect()
+}

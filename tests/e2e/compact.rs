@@ -6,7 +6,9 @@ use std::path::Path;
 use std::time::Duration;
 
 use candor_e2e::collector::{Collector, Options};
-use candor_e2e::compactor::{self, Compactor, read_table};
+use candor_e2e::compactor::{
+    self, Compactor, maintain, read_table, start_reader_loop, table_files,
+};
 use candor_e2e::kafka::{decode_all, read_topic};
 use candor_e2e::tansu::Tansu;
 use candor_e2e::wait_for;
@@ -317,4 +319,190 @@ fn tempdir(name: &str) -> std::path::PathBuf {
     ));
     std::fs::create_dir_all(&dir).unwrap();
     dir
+}
+
+/// Sends `n` events whose time is `age` before now, with targets `prefix-i`.
+async fn send_aged(collector: &Collector, prefix: &str, n: usize, age: Duration) {
+    let mut client = TraceServiceClient::connect(collector.grpc_endpoint.clone())
+        .await
+        .unwrap();
+    let at = std::time::SystemTime::now() - age;
+    let nanos =
+        u64::try_from(at.duration_since(std::time::UNIX_EPOCH).unwrap().as_nanos()).unwrap();
+    let events = (0..n)
+        .map(|i| {
+            let mut event = outcome_event("access_failure", &format!("{prefix}-{i}"));
+            event.time_unix_nano = nanos;
+            event
+        })
+        .collect();
+    client.export(trace_request(events)).await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn late_rows_are_flagged_optimize_and_vacuum_keep_readers_whole_retention_drops_old_days() {
+    let tansu = Tansu::start().await;
+    let collector = Collector::start(&tansu.bootstrap, Options::default()).await;
+    let root = tempdir("maintenance");
+    let compactor = Compactor::start(&tansu.bootstrap, &root, compactor::Options::default()).await;
+    let two_days = Duration::from_secs(2 * 86_400);
+    // Three commits into the partition of two days ago (three small files), one into today's.
+    for (round, total) in [(0, 100.0), (1, 200.0), (2, 300.0)] {
+        send_aged(&collector, &format!("old{round}"), 100, two_days).await;
+        wait_for("a commit", Duration::from_secs(30), || async {
+            (compactor.sample(ROWS_WRITTEN).await >= Some(total)).then_some(())
+        })
+        .await;
+    }
+    send_aged(&collector, "today", 100, Duration::ZERO).await;
+    wait_for("400 rows", Duration::from_secs(30), || async {
+        (compactor.sample(ROWS_WRITTEN).await >= Some(400.0)).then_some(())
+    })
+    .await;
+
+    // Two days old is past `time.late_after` (24h): stored, flagged and counted.
+    let rows = read_table(&root, table::OUTCOME_EVENTS);
+    let late = rows.iter().filter(|row| row["arrival"] == "late").count();
+    assert_eq!((rows.len(), late), (400, 300));
+    let late_metric =
+        "candor_compactor_off_time_records_total{table=\"outcome_events\",arrival=\"late\"}";
+    assert_eq!(compactor.sample(late_metric).await, Some(300.0));
+
+    let old_files = |files: &[String]| files.iter().filter(|f| !f.contains(&today())).count();
+    let before = table_files(&root, table::OUTCOME_EVENTS);
+    assert!(old_files(&before) >= 3, "{before:?}");
+    // A file no commit refers to, older than the vacuum retention (168h): what a crashed commit
+    // leaves.
+    let orphan = root
+        .join(table::OUTCOME_EVENTS)
+        .join("orphan-from-a-crash.parquet");
+    std::fs::write(&orphan, b"not referenced").unwrap();
+    let old = std::time::SystemTime::now() - Duration::from_secs(200 * 3600);
+    std::fs::File::options()
+        .write(true)
+        .open(&orphan)
+        .unwrap()
+        .set_modified(old)
+        .unwrap();
+
+    // Optimize and vacuum while an independent reader reads the table again and again.
+    let reader = start_reader_loop(&root, table::OUTCOME_EVENTS, 8);
+    let (ok, report) = maintain(&root, "", &["--optimize", "--vacuum"]);
+    assert!(ok, "{report}");
+    let reads = reader.wait_with_output().unwrap();
+    let reads = String::from_utf8_lossy(&reads.stdout).into_owned();
+    let counts: Vec<(u64, u64)> = reads
+        .lines()
+        .map(|line| {
+            let fields: Vec<u64> = line.split(' ').map(|f| f.parse().unwrap()).collect();
+            (fields[1], fields[2])
+        })
+        .collect();
+    assert!(
+        counts.len() >= 2,
+        "the reader read only {} times",
+        counts.len()
+    );
+    assert!(
+        counts
+            .iter()
+            .all(|&(rows, distinct)| rows == 400 && distinct == 400),
+        "a read saw a row twice or missed one: {reads}"
+    );
+    let after = table_files(&root, table::OUTCOME_EVENTS);
+    assert_eq!(
+        old_files(&after),
+        1,
+        "optimize merges the closed day: {after:?}\n{report}"
+    );
+    assert!(!orphan.exists(), "vacuum deletes the orphan: {report}");
+    assert_eq!(read_table(&root, table::OUTCOME_EVENTS).len(), 400);
+
+    // Retention of one day drops the partition of two days ago and keeps today's.
+    let (ok, report) = maintain(
+        &root,
+        "[maintenance]\nretention_days = 1\n",
+        &["--retention"],
+    );
+    assert!(ok, "{report}");
+    let rows = read_table(&root, table::OUTCOME_EVENTS);
+    assert_eq!(rows.len(), 100, "{report}");
+    assert!(
+        rows.iter()
+            .all(|row| text(row, "tool_target").starts_with("today-"))
+    );
+    // Retention is refused when the configuration keeps everything.
+    let (ok, report) = maintain(&root, "", &["--retention"]);
+    assert!(!ok && report.contains("retention_days"), "{report}");
+}
+
+/// Today's date as in partition paths.
+fn today() -> String {
+    let days = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs()
+        / 86_400;
+    // Civil date from days since the epoch (Howard Hinnant's algorithm).
+    let z = i64::try_from(days).unwrap() + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z - era * 146_097;
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let d = doy - (153 * mp + 2) / 5 + 1;
+    let m = if mp < 10 { mp + 3 } else { mp - 9 };
+    let y = yoe + era * 400 + i64::from(m <= 2);
+    format!("date={y:04}-{m:02}-{d:02}")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_compactors_in_one_group_with_a_rebalance_mid_stream_store_each_event_once() {
+    let tansu = Tansu::start().await;
+    let collector = Collector::start(&tansu.bootstrap, Options::default()).await;
+    let root = tempdir("rebalance");
+    let options = compactor::Options {
+        group_id: "rebalance".into(),
+        ..compactor::Options::default()
+    };
+    const ASSIGNED: &str = "candor_compactor_assigned_partitions";
+    let mut first = Compactor::start(&tansu.bootstrap, &root, options.clone()).await;
+    wait_for(
+        "the first member's assignment",
+        Duration::from_secs(60),
+        || async { (first.sample(ASSIGNED).await == Some(12.0)).then_some(()) },
+    )
+    .await;
+    send(&collector, "before", 300).await;
+    // A second member joins: the twelve partitions are split between the two.
+    let second = Compactor::start(&tansu.bootstrap, &root, options).await;
+    wait_for(
+        "the partitions split between two members",
+        Duration::from_secs(60),
+        || async {
+            let (a, b) = (first.sample(ASSIGNED).await, second.sample(ASSIGNED).await);
+            (a > Some(0.0) && b > Some(0.0) && a.zip(b).map(|(a, b)| a + b) == Some(12.0))
+                .then_some(())
+        },
+    )
+    .await;
+    send(&collector, "during", 300).await;
+    // The first leaves cleanly: the second takes every partition.
+    first.process().terminate().await;
+    wait_for(
+        "the second member holding all partitions",
+        Duration::from_secs(60),
+        || async { (second.sample(ASSIGNED).await == Some(12.0)).then_some(()) },
+    )
+    .await;
+    send(&collector, "after", 300).await;
+    let rows = wait_for("900 events in the table", Duration::from_secs(90), || {
+        let root = root.clone();
+        async move {
+            let rows = rows_by_id(&root);
+            (rows.len() >= 900).then_some(rows)
+        }
+    })
+    .await;
+    assert_eq!(rows.len(), 900, "{}", second.output());
 }

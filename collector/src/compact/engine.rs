@@ -149,6 +149,7 @@ impl Engine {
                 rows: BTreeMap::new(),
             },
         );
+        self.metrics.set_assigned(self.partitions.len());
     }
 
     /// A partition was taken away: its unwritten rows are discarded; the new owner reads them
@@ -156,6 +157,7 @@ impl Engine {
     pub fn revoke(&mut self, source: Source) {
         self.discard(source);
         self.partitions.remove(&source);
+        self.metrics.set_assigned(self.partitions.len());
     }
 
     fn discard(&mut self, source: Source) {

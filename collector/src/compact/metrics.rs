@@ -15,7 +15,9 @@ use std::fmt;
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::metrics::{Counter, CounterVec, GaugeVec, HistogramVec, write_header, write_sample};
+use crate::metrics::{
+    Counter, CounterVec, Gauge, GaugeVec, HistogramVec, write_header, write_sample,
+};
 
 use super::table::CommitReport;
 
@@ -63,6 +65,8 @@ pub mod names {
             "Records skipped because they were read before (a seek back or a redelivery).";
         NOT_ASSIGNED_TOTAL = "candor_compactor_records_not_assigned_total",
             "Records of a partition no longer assigned here, left to its new owner.";
+        ASSIGNED_PARTITIONS = "candor_compactor_assigned_partitions",
+            "Kafka partitions assigned to this compactor.";
         MAINTENANCE_TOTAL = "candor_compactor_maintenance_total",
             "Maintenance runs, by table, job (optimize, vacuum, retention) and result.";
         SERIES_OVERFLOW_TOTAL = "candor_compactor_metric_series_overflow_total",
@@ -89,6 +93,7 @@ pub struct CompactMetrics {
     maintenance: CounterVec,
     read_again: Counter,
     not_assigned: Counter,
+    assigned: Gauge,
     overflow: Arc<Counter>,
 }
 
@@ -119,6 +124,7 @@ impl CompactMetrics {
             maintenance: counters(MAINTENANCE_TOTAL, &["table", "job", "result"]),
             read_again: Counter::new(),
             not_assigned: Counter::new(),
+            assigned: Gauge::new(),
             overflow,
         })
     }
@@ -136,6 +142,12 @@ impl CompactMetrics {
     /// A record of a partition not assigned here.
     pub fn not_assigned(&self) {
         self.not_assigned.inc();
+    }
+
+    /// How many partitions are assigned here now.
+    pub fn set_assigned(&self, partitions: usize) {
+        self.assigned
+            .set(i64::try_from(partitions).unwrap_or(i64::MAX));
     }
 
     /// A record stored as a rejected row; logged with what was wrong.
@@ -220,6 +232,14 @@ impl CompactMetrics {
             write_header(out, name, "counter");
             write_sample(out, name, (&[], &[]), None, counter.get());
         }
+        write_header(out, names::ASSIGNED_PARTITIONS, "gauge");
+        write_sample(
+            out,
+            names::ASSIGNED_PARTITIONS,
+            (&[], &[]),
+            None,
+            self.assigned.get(),
+        );
         text
     }
 

@@ -2,13 +2,18 @@
 Delta log lists) and prints every row as one JSON object per line.
 
 Timestamps are printed as microseconds since the epoch (UTC), dates as YYYY-MM-DD, binary as hex.
-Usage: read_delta.py TABLE_DIR
+Usage: read_delta.py TABLE_DIR              every row, as JSON lines
+       read_delta.py --files TABLE_DIR      the data files of the current version, one per line
+       read_delta.py --loop SECONDS TABLE_DIR
+                                            read the whole table again and again for SECONDS;
+                                            print "version rows distinct_event_ids" per read
 """
 
 import datetime
 import json
 import os
 import sys
+import time
 
 import pyarrow
 from deltalake import DeltaTable
@@ -28,6 +33,17 @@ def plain(value):
 
 
 def main():
+    if sys.argv[1] == "--files":
+        for path in DeltaTable(sys.argv[2]).file_uris():
+            print(path)
+        return
+    if sys.argv[1] == "--loop":
+        deadline = time.monotonic() + float(sys.argv[2])
+        while time.monotonic() < deadline:
+            table = DeltaTable(sys.argv[3])
+            ids = table.to_pyarrow_dataset().to_table(columns=["event_id"]).column(0)
+            print(table.version(), len(ids), len(set(ids.to_pylist())), flush=True)
+        return
     table = DeltaTable(sys.argv[1])
     data = pyarrow.table(table.to_pyarrow_dataset().to_table())
     for row in data.to_pylist():

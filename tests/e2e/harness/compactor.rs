@@ -120,3 +120,58 @@ pub fn read_table(root: &Path, table: &str) -> Vec<serde_json::Value> {
         })
         .collect()
 }
+
+/// The data files of a table's current version, as listed by the independent reader.
+pub fn table_files(root: &Path, table: &str) -> Vec<String> {
+    let output = std::process::Command::new(python())
+        .arg(reader_script())
+        .arg("--files")
+        .arg(root.join(table))
+        .output()
+        .unwrap_or_else(|err| panic!("running the Delta reader: {err}"));
+    assert!(
+        output.status.success(),
+        "the Delta reader failed: {}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    String::from_utf8_lossy(&output.stdout)
+        .lines()
+        .map(str::to_owned)
+        .collect()
+}
+
+/// Starts the independent reader reading `table` again and again for `seconds`; its output is
+/// one `version rows distinct_ids` line per read.
+pub fn start_reader_loop(root: &Path, table: &str, seconds: u32) -> std::process::Child {
+    std::process::Command::new(python())
+        .arg(reader_script())
+        .arg("--loop")
+        .arg(seconds.to_string())
+        .arg(root.join(table))
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap_or_else(|err| panic!("starting the Delta reader: {err}"))
+}
+
+/// Runs `candor-collector maintain` with a configuration file's contents and flags; returns
+/// whether it succeeded and what it printed.
+pub fn maintain(root: &Path, config: &str, flags: &[&str]) -> (bool, String) {
+    let path = root.with_extension("maintain.toml");
+    std::fs::write(&path, config).unwrap_or_else(|err| panic!("writing {}: {err}", path.display()));
+    let output = std::process::Command::new(target_dir().join("candor-collector"))
+        .arg("maintain")
+        .arg("--config")
+        .arg(&path)
+        .arg("--table-root")
+        .arg(root)
+        .args(flags)
+        .output()
+        .unwrap_or_else(|err| panic!("running maintain: {err}"));
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&output.stdout),
+        String::from_utf8_lossy(&output.stderr)
+    );
+    (output.status.success(), text)
+}

@@ -506,3 +506,86 @@ async fn two_compactors_in_one_group_with_a_rebalance_mid_stream_store_each_even
     .await;
     assert_eq!(rows.len(), 900, "{}", second.output());
 }
+
+/// A small tmpfs, unmounted when dropped.
+struct SmallDisk(std::path::PathBuf);
+
+impl SmallDisk {
+    fn mount(name: &str, size: &str) -> Self {
+        let dir = tempdir(name);
+        let status = std::process::Command::new("mount")
+            .args(["-t", "tmpfs", "-o", &format!("size={size}"), "tmpfs"])
+            .arg(&dir)
+            .status()
+            .unwrap();
+        assert!(
+            status.success(),
+            "mounting a tmpfs at {} failed: the disk-full test needs root (CI runs as root)",
+            dir.display()
+        );
+        Self(dir)
+    }
+
+    /// Fills the free space with a file; returns its path.
+    fn fill(&self) -> std::path::PathBuf {
+        use std::io::Write as _;
+        let path = self.0.join("filler");
+        let mut file = std::fs::File::create(&path).unwrap();
+        let block = vec![0u8; 64 * 1024];
+        while file.write_all(&block).is_ok() {}
+        // The last partial block, byte by byte, until not even one fits.
+        while file.write_all(&[0]).is_ok() {}
+        path
+    }
+}
+
+impl Drop for SmallDisk {
+    fn drop(&mut self) {
+        let _ = std::process::Command::new("umount").arg(&self.0).status();
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_full_disk_stops_commits_visibly_and_nothing_is_lost_when_space_returns() {
+    let tansu = Tansu::start().await;
+    let collector = Collector::start(&tansu.bootstrap, Options::default()).await;
+    let disk = SmallDisk::mount("full", "16m");
+    let compactor =
+        Compactor::start(&tansu.bootstrap, &disk.0, compactor::Options::default()).await;
+    let filler = disk.fill();
+    send(&collector, "full", 300).await;
+    let delta_errors = "candor_compactor_errors_total{reason=\"delta\"}";
+    wait_for(
+        "a failed commit counted",
+        Duration::from_secs(30),
+        || async { (compactor.sample(delta_errors).await >= Some(1.0)).then_some(()) },
+    )
+    .await;
+    let (status, _) =
+        candor_e2e::collector::get_status(&compactor.metrics_endpoint, "/readyz").await;
+    assert_eq!(status, Some(503), "not ready while commits fail");
+    assert!(
+        compactor.output().contains("compactor error"),
+        "{}",
+        compactor.output()
+    );
+    assert_eq!(compactor.sample(ROWS_WRITTEN).await.unwrap_or(0.0), 0.0);
+
+    std::fs::remove_file(filler).unwrap();
+    let rows = wait_for(
+        "300 events once space returned",
+        Duration::from_secs(60),
+        || {
+            let root = disk.0.clone();
+            async move {
+                let rows = rows_by_id(&root);
+                (rows.len() >= 300).then_some(rows)
+            }
+        },
+    )
+    .await;
+    assert_eq!(rows.len(), 300);
+    let (status, _) =
+        candor_e2e::collector::get_status(&compactor.metrics_endpoint, "/readyz").await;
+    assert_eq!(status, Some(200), "ready again");
+}

@@ -121,6 +121,14 @@ impl Collector {
     }
 }
 
+/// The status code and body of a GET, `None` parts when nothing answered.
+pub async fn get_status(address: &str, path: &str) -> (Option<u16>, String) {
+    match get(address, path).await {
+        Some((status, body)) => (Some(status), body),
+        None => (None, String::new()),
+    }
+}
+
 /// A bare HTTP/1.0 GET over a fresh connection: the status code and the body.
 pub(crate) async fn get(address: &str, path: &str) -> Option<(u16, String)> {
     use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};

@@ -1,12 +1,12 @@
 #!/usr/bin/env bash
 # Runs Candor's local stack with demo traffic: Tansu (SQLite storage under the data directory),
-# the collector, local flaky tool servers, and the adapter's probe calling them through Candor
-# every second. Ctrl-C stops everything. A second run reuses the data.
+# the collector, the compactor (Delta tables under DATA/tables), local flaky tool servers, and the
+# adapter's probe calling them through Candor every second. Ctrl-C stops everything. A second run
+# reuses the data.
 #
 #   ./deploy/local/up.sh [--data-dir DIR] [--no-demo]      (env CANDOR_DATA_DIR, default ./data)
 #
-# The pipeline's later stages (compactor, query CLI, dashboards) are not built yet; this starts
-# what exists.
+# The pipeline's later stages (query CLI, dashboards) are not built yet; this starts what exists.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/../.."
 root="$(pwd)"
@@ -32,7 +32,7 @@ cargo build --release --locked -p candor-collector --bin candor-collector
 cargo build --release --locked -p candor-adapter --example probe
 bin="$CARGO_TARGET_DIR/release"
 
-for port in 9092 4317 4318 8888 8181; do
+for port in 9092 4317 4318 8888 8889 8181; do
     if (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null; then
         echo "port $port is taken; stop what uses it and run again" >&2
         exit 1
@@ -61,11 +61,21 @@ for _ in $(seq 150); do
     sleep 0.2
 done
 curl -sf 127.0.0.1:8888/readyz >/dev/null || { echo "the collector did not become ready; see $data/collector.log" >&2; exit 1; }
+"$bin/candor-collector" compact --config "$root/deploy/compactor.example.toml" \
+    --table-root "$data/tables" >"$data/compactor.log" 2>&1 &
+pids+=($!)
+for _ in $(seq 150); do
+    curl -sf 127.0.0.1:8889/readyz >/dev/null && break
+    sleep 0.2
+done
+curl -sf 127.0.0.1:8889/readyz >/dev/null || { echo "the compactor did not become ready; see $data/compactor.log" >&2; exit 1; }
 
 cat <<INFO
 Candor is running.
   OTLP             grpc 127.0.0.1:4317   http 127.0.0.1:4318
   collector        http://127.0.0.1:8888/metrics   /readyz
+  compactor        http://127.0.0.1:8889/metrics   /readyz   (files every 60 s)
+  tables           $data/tables  (outcome_events, outcome_counts, rejected, heartbeats)
   Kafka (Tansu)    127.0.0.1:9092
   data and logs    $data
   read a topic     $bin/candor-collector read --topic candor.outcome-events.v1 --kafka-brokers 127.0.0.1:9092

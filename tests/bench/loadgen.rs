@@ -48,6 +48,14 @@ struct Args {
     /// acks=all, zstd, 1,000 in flight): the ceiling the collector is measured against.
     #[arg(long)]
     raw_kafka: Option<String>,
+    /// With `--raw-kafka`: produce this many distinct, realistic records (unique ids, 50
+    /// targets, 8 services, every field the collector fills), each timed `--age-s` seconds ago,
+    /// then stop; `--rate` paces them (records/s).
+    #[arg(long)]
+    preload: Option<u64>,
+    /// With `--preload`: how old the records' event times are, in seconds.
+    #[arg(long, default_value_t = 0)]
+    age_s: u64,
 }
 
 fn kv(key: &str, value: any_value::Value) -> KeyValue {
@@ -280,9 +288,145 @@ async fn raw_kafka(brokers: &str, seconds: u64) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// One realistic record, distinct for every `n`: what the collector writes for an adapter's
+/// failure event.
+fn realistic_event(n: u64, event_nanos: u64) -> (String, Vec<u8>) {
+    use candor_schema::proto::OutcomeEvent;
+    use prost::Message as _;
+    // A cheap mix so ids look random, like the collector's SHA-256 prefixes.
+    let mix = |x: u64| {
+        let x = (x ^ (x >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+        let x = (x ^ (x >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+        x ^ (x >> 31)
+    };
+    let target = format!("https://api-{}.internal/v1/search", n % 50);
+    let (class, kind, action) = match n % 10 {
+        0..=5 => ("access_failure", "server_error", "retry"),
+        6 | 7 => ("access_failure", "timeout", "exhausted"),
+        8 => ("access_failure", "rate_limited", "retry"),
+        _ => ("partial", "truncated", "accept_partial"),
+    };
+    let partial = class == "partial";
+    let event =
+        OutcomeEvent {
+            schema_version: 1,
+            event_id: format!("{:016x}{:016x}", mix(n), mix(n ^ 0x5555)),
+            trace_id: format!("{:016x}{:016x}", mix(n / 3), mix(n / 3 + 7)),
+            span_id: format!("{:016x}", mix(n + 11)),
+            event_time_unix_nano: event_nanos + n % 1_000_000,
+            service_name: format!("service-{}", n % 8),
+            service_instance_id: format!("service-{}-{}", n % 8, n % 3),
+            outcome_class: class.into(),
+            tool_name: ["search", "lookup", "fetch", "geocode"][(n % 4) as usize].into(),
+            tool_target: target.clone(),
+            failure_kind: kind.into(),
+            retry_action: action.into(),
+            retry_attempt: 1 + (n % 3) as u32,
+            retry_max_attempts: 3,
+            retry_backoff_ms: (action == "retry").then_some(100 + n % 400),
+            http_status_code: (!partial && kind != "timeout")
+                .then_some(if kind == "rate_limited" { 429 } else { 503 }),
+            error_type: (!partial).then(|| kind.to_owned()),
+            partial_returned: partial.then_some(20),
+            partial_expected: partial.then_some(100),
+            coverage: partial.then(|| "first page".to_owned()),
+            dropped: partial.then(|| "pages 2-5".to_owned()),
+            authority: None,
+            received_time_unix_nano: event_nanos + n % 1_000_000 + 2_000_000,
+            collector_id: "collector-1".into(),
+        };
+    (target, event.encode_to_vec())
+}
+
+/// Produces `n` distinct realistic records to the events topic (idempotent, acks=all, zstd) and
+/// prints how long it took.
+async fn preload(brokers: &str, n: u64, age_s: u64, rate: Option<u64>) -> anyhow::Result<()> {
+    use rdkafka::admin::{AdminClient, AdminOptions, NewTopic, TopicReplication};
+    use rdkafka::producer::{FutureProducer, FutureRecord};
+    let admin: AdminClient<rdkafka::client::DefaultClientContext> = rdkafka::ClientConfig::new()
+        .set("bootstrap.servers", brokers)
+        .create()
+        .context("admin client")?;
+    // The result is per topic: "already exists" is fine, a missing topic shows up as failed sends.
+    let _ = admin
+        .create_topics(
+            [&NewTopic::new(
+                topic::OUTCOME_EVENTS,
+                3,
+                TopicReplication::Fixed(1),
+            )],
+            &AdminOptions::new(),
+        )
+        .await
+        .context("creating the events topic")?;
+    let producer: FutureProducer = rdkafka::ClientConfig::new()
+        .set("bootstrap.servers", brokers)
+        .set("enable.idempotence", "true")
+        .set("acks", "all")
+        .set("compression.type", "zstd")
+        .set("linger.ms", "5")
+        .create()
+        .context("producer")?;
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .context("clock")?;
+    let event_nanos = u64::try_from(now.as_nanos())?.saturating_sub(age_s * 1_000_000_000);
+    let started = Instant::now();
+    let mut in_flight = std::collections::VecDeque::new();
+    let mut acknowledged = 0u64;
+    for i in 0..n {
+        if let Some(rate) = rate {
+            let due = started + Duration::from_secs_f64(i as f64 / rate as f64);
+            tokio::time::sleep_until(due.into()).await;
+        }
+        let (key, payload) = realistic_event(i, event_nanos + i * 1000);
+        loop {
+            match producer.send_result(
+                FutureRecord::to(topic::OUTCOME_EVENTS)
+                    .key(&key)
+                    .payload(&payload),
+            ) {
+                Ok(delivery) => {
+                    in_flight.push_back(delivery);
+                    break;
+                }
+                Err(_) => {
+                    if let Some(delivery) = in_flight.pop_front()
+                        && matches!(delivery.await, Ok(Ok(_)))
+                    {
+                        acknowledged += 1;
+                    }
+                }
+            }
+        }
+        while in_flight.len() >= 10_000 {
+            if let Some(delivery) = in_flight.pop_front()
+                && matches!(delivery.await, Ok(Ok(_)))
+            {
+                acknowledged += 1;
+            }
+        }
+    }
+    for delivery in in_flight {
+        if matches!(delivery.await, Ok(Ok(_))) {
+            acknowledged += 1;
+        }
+    }
+    let elapsed = started.elapsed().as_secs_f64();
+    println!("preloaded {acknowledged} of {n} records in {elapsed:.1}s");
+    anyhow::ensure!(
+        acknowledged == n,
+        "only {acknowledged} of {n} records were acknowledged"
+    );
+    Ok(())
+}
+
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
     let args = Args::parse();
+    if let (Some(brokers), Some(n)) = (&args.raw_kafka, args.preload) {
+        return preload(brokers, n, args.age_s, args.rate).await;
+    }
     if let Some(brokers) = &args.raw_kafka {
         return raw_kafka(brokers, args.seconds).await;
     }

@@ -589,3 +589,39 @@ async fn a_full_disk_stops_commits_visibly_and_nothing_is_lost_when_space_return
         candor_e2e::collector::get_status(&compactor.metrics_endpoint, "/readyz").await;
     assert_eq!(status, Some(200), "ready again");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_retried_copy_is_dropped_also_after_the_compactor_restarts() {
+    let tansu = Tansu::start().await;
+    let collector = Collector::start(&tansu.bootstrap, Options::default()).await;
+    let root = tempdir("dedupe");
+    let mut first = Compactor::start(&tansu.bootstrap, &root, compactor::Options::default()).await;
+    send(&collector, "retried", 100).await;
+    wait_for("100 rows", Duration::from_secs(30), || async {
+        (first.sample(ROWS_WRITTEN).await >= Some(100.0)).then_some(())
+    })
+    .await;
+    first.process().terminate().await;
+    // The client sends the same export again (say its answer was lost): the same event ids.
+    send(&collector, "retried", 100).await;
+    let second = Compactor::start(
+        &tansu.bootstrap,
+        &root,
+        compactor::Options {
+            group_id: "dedupe-restarted".into(),
+            ..compactor::Options::default()
+        },
+    )
+    .await;
+    let duplicates = "candor_compactor_duplicates_removed_total{table=\"outcome_events\"}";
+    wait_for("100 copies dropped", Duration::from_secs(30), || async {
+        (second.sample(duplicates).await >= Some(100.0)).then_some(())
+    })
+    .await;
+    assert_eq!(rows_by_id(&root).len(), 100, "{}", second.output());
+    assert!(
+        second.output().contains("dedupe window restored"),
+        "{}",
+        second.output()
+    );
+}

@@ -39,6 +39,7 @@ pub const VACUUM_RETENTION_FLOOR: Duration = Duration::from_secs(3600);
 /// | `kafka.extra`, `kafka.extra_env` | empty | more librdkafka settings, as for the ingest role |
 /// | `files.target_bytes` | `134217728` (128 MiB) | write a file once the buffered rows would make about this much Parquet |
 /// | `files.max_age` | `"60s"` | write at the latest this long after the oldest buffered record arrived |
+/// | `files.max_rows` | `1048576` | write at the latest when this many rows are buffered: the memory bound (about 1 KiB per buffered row) |
 /// | `files.row_group_rows` | `1048576` | rows per Parquet row group |
 /// | `files.zstd_level` | `3` | zstd level of the Parquet pages, 1 to 22 |
 /// | `dedupe.window` | `"10m"` | how long an `event_id` (or `point_id`) is remembered to drop a client's retried copy |
@@ -105,6 +106,8 @@ pub struct RawFiles {
     pub target_bytes: i64,
     /// `files.max_age`.
     pub max_age: String,
+    /// `files.max_rows`.
+    pub max_rows: i64,
     /// `files.row_group_rows`.
     pub row_group_rows: i64,
     /// `files.zstd_level`.
@@ -116,6 +119,7 @@ impl Default for RawFiles {
         Self {
             target_bytes: 128 * 1024 * 1024,
             max_age: "60s".into(),
+            max_rows: 1024 * 1024,
             row_group_rows: 1024 * 1024,
             zstd_level: 3,
         }
@@ -248,6 +252,8 @@ pub struct FilesConfig {
     pub target_bytes: NonZeroUsize,
     /// Age of the oldest buffered record a file is written at.
     pub max_age: Duration,
+    /// Buffered rows a file is written at.
+    pub max_rows: NonZeroUsize,
     /// Rows per row group.
     pub row_group_rows: NonZeroUsize,
     /// zstd level, 1 to 22.
@@ -370,6 +376,7 @@ impl RawFiles {
         Ok(FilesConfig {
             target_bytes: nonzero_usize("files.target_bytes", self.target_bytes)?,
             max_age: parse_duration("files.max_age", &self.max_age)?,
+            max_rows: nonzero_usize("files.max_rows", self.max_rows)?,
             row_group_rows: nonzero_usize("files.row_group_rows", self.row_group_rows)?,
             // Checked to be 1..=22 above.
             zstd_level: i32::try_from(self.zstd_level).unwrap_or(3),

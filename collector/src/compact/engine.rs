@@ -35,6 +35,8 @@ pub struct EngineSettings {
     pub target_bytes: usize,
     /// Age of the oldest buffered record a flush is due at.
     pub max_age: Duration,
+    /// Buffered rows a flush is due at (the memory bound).
+    pub max_rows: usize,
     /// Row group size and codec level.
     pub files: FileSettings,
 }
@@ -81,6 +83,19 @@ impl Dedupe {
         false
     }
 
+    /// Remembers an id already stored (read back from the table at start), oldest first.
+    fn remember(
+        &mut self,
+        table: Table,
+        id: String,
+        source: Source,
+        offset: i64,
+        kafka_micros: i64,
+    ) {
+        self.order.push_back((kafka_micros, table, id.clone()));
+        self.seen.insert((table, id), (source, offset));
+    }
+
     /// Forgets the ids of rows that were discarded unwritten, so that their re-read is kept.
     fn forget(&mut self, source: Source, rows: &[(Meta, Row)], table: Table) {
         for (meta, row) in rows {
@@ -113,6 +128,7 @@ pub struct Engine {
     dedupe: Dedupe,
     oldest: Option<Instant>,
     buffered_bytes: usize,
+    buffered_rows: usize,
     /// Parquet bytes per buffered record byte, learned from the files written.
     ratio: f64,
     properties: HashMap<Table, WriterProperties>,
@@ -132,8 +148,18 @@ impl Engine {
             dedupe: Dedupe::default(),
             oldest: None,
             buffered_bytes: 0,
+            buffered_rows: 0,
             ratio: 0.25,
             properties,
+        }
+    }
+
+    /// Remembers ids the table already holds (from [`table::recent_ids`], oldest first), so that
+    /// a retried copy arriving after a restart is still dropped.
+    pub fn remember_stored(&mut self, table: Table, ids: Vec<(String, i32, i64, i64)>) {
+        for (id, partition, offset, kafka_micros) in ids {
+            self.dedupe
+                .remember(table, id, (table, partition), offset, kafka_micros);
         }
     }
 
@@ -216,6 +242,7 @@ impl Engine {
             }
             state.rows.entry(table).or_default().push((meta, row));
             self.buffered_bytes += bytes;
+            self.buffered_rows += 1;
         }
         super::fault::reach(super::fault::Point::Read, None);
     }
@@ -224,6 +251,7 @@ impl Engine {
     pub fn due(&self, now: Instant) -> bool {
         let estimate = self.buffered_bytes as f64 * self.ratio;
         estimate >= self.settings.target_bytes as f64
+            || self.buffered_rows >= self.settings.max_rows
             || self
                 .oldest
                 .is_some_and(|oldest| now.duration_since(oldest) >= self.settings.max_age)
@@ -303,6 +331,7 @@ impl Engine {
             report.positions.push((*source, state.next));
         }
         self.buffered_bytes = 0;
+        self.buffered_rows = 0;
         self.oldest = None;
         Ok(report)
     }

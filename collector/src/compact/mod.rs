@@ -103,6 +103,7 @@ pub async fn run(config: CompactConfig, context: RunContext) -> Result<(), Compa
             dedupe_window: config.dedupe_window,
             target_bytes: config.files.target_bytes.get(),
             max_age: config.files.max_age,
+            max_rows: config.files.max_rows.get(),
             files: FileSettings {
                 row_group_rows: config.files.row_group_rows.get(),
                 zstd_level: config.files.zstd_level,
@@ -110,6 +111,22 @@ pub async fn run(config: CompactConfig, context: RunContext) -> Result<(), Compa
         },
         Arc::clone(&metrics),
     );
+    // The dedupe window survives a restart: the ids stored within it are read back.
+    let since = SystemTime::now()
+        .checked_sub(config.dedupe_window)
+        .and_then(|t| t.duration_since(SystemTime::UNIX_EPOCH).ok())
+        .map_or(0, micros);
+    for (table, delta) in &tables {
+        let ids = table::recent_ids(delta, *table, since).await?;
+        if !ids.is_empty() {
+            tracing::info!(
+                table = table.name(),
+                ids = ids.len(),
+                "dedupe window restored from the table"
+            );
+        }
+        engine.remember_stored(*table, ids);
+    }
     let (input_tx, mut input_rx) = mpsc::channel(16);
     let (control_tx, control_rx) = std_mpsc::channel();
     let reader = source::start(

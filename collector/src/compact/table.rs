@@ -277,3 +277,78 @@ pub async fn commit(
     delta.state = Some(finalized.snapshot());
     Ok(report)
 }
+
+/// Ids of the rows of `table` whose Kafka timestamp is at or after `since_micros`, with where
+/// they came from: `(id, partition, offset, kafka_micros)`, oldest first. Empty for a table
+/// without an id column.
+pub async fn recent_ids(
+    delta: &DeltaTable,
+    table: Table,
+    since_micros: i64,
+) -> Result<Vec<(String, i32, i64, i64)>, TableError> {
+    use deltalake::arrow::array::{Array as _, Int32Array, Int64Array, StringArray};
+    use deltalake::arrow::compute::cast;
+    use deltalake::arrow::datatypes::DataType;
+    use deltalake::datafusion::prelude::SessionContext;
+
+    let Some(id_column) = table.id_column() else {
+        return Ok(Vec::new());
+    };
+    let err = |source| TableError::Delta {
+        table: table.name(),
+        source,
+    };
+    let query = |e: deltalake::datafusion::error::DataFusionError| {
+        err(DeltaTableError::Generic(format!("reading recent ids: {e}")))
+    };
+    let context = SessionContext::new();
+    delta
+        .update_datafusion_session(&context.state())
+        .map_err(err)?;
+    let provider = delta.table_provider().await.map_err(query)?;
+    context.register_table("t", provider).map_err(query)?;
+    // Column names are constants; the number is formatted here. Nothing from input is in it.
+    let sql = format!(
+        "SELECT {id_column}, {partition}, {offset}, CAST({timestamp} AS BIGINT) AS ts FROM t \
+         WHERE {timestamp} >= to_timestamp_micros({since_micros}) ORDER BY ts",
+        partition = column::KAFKA_PARTITION,
+        offset = column::KAFKA_OFFSET,
+        timestamp = column::KAFKA_TIMESTAMP,
+    );
+    let batches = context
+        .sql(&sql)
+        .await
+        .map_err(query)?
+        .collect()
+        .await
+        .map_err(query)?;
+    let mut ids = Vec::new();
+    for batch in batches {
+        let arrow = |e| TableError::Arrow {
+            table: table.name(),
+            source: e,
+        };
+        let id = cast(batch.column(0), &DataType::Utf8).map_err(arrow)?;
+        let (Some(id), Some(partition), Some(offset), Some(ts)) = (
+            id.as_any().downcast_ref::<StringArray>(),
+            batch.column(1).as_any().downcast_ref::<Int32Array>(),
+            batch.column(2).as_any().downcast_ref::<Int64Array>(),
+            batch.column(3).as_any().downcast_ref::<Int64Array>(),
+        ) else {
+            return Err(err(DeltaTableError::Generic(
+                "recent ids: unexpected column types".into(),
+            )));
+        };
+        for row in 0..batch.num_rows() {
+            if id.is_valid(row) {
+                ids.push((
+                    id.value(row).to_owned(),
+                    partition.value(row),
+                    offset.value(row),
+                    ts.value(row),
+                ));
+            }
+        }
+    }
+    Ok(ids)
+}

@@ -304,7 +304,7 @@ fn realistic_event(n: u64, event_nanos: u64) -> (String, Vec<u8>) {
         0..=5 => ("access_failure", "server_error", "retry"),
         6 | 7 => ("access_failure", "timeout", "exhausted"),
         8 => ("access_failure", "rate_limited", "retry"),
-        _ => ("partial", "truncated", "accept_partial"),
+        _ => ("partial", "declared_total", "accept_partial"),
     };
     let partial = class == "partial";
     let event =

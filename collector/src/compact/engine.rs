@@ -131,6 +131,9 @@ pub struct Engine {
     buffered_rows: usize,
     /// Parquet bytes per buffered record byte, learned from the files written.
     ratio: f64,
+    /// Records turned into rejected rows since the last flush: (source, reason) → (count, last
+    /// detail). Counted once committed; a discarded source's entries go with its rows.
+    refused: BTreeMap<(Source, String), (u64, String)>,
     properties: HashMap<Table, WriterProperties>,
 }
 
@@ -150,6 +153,7 @@ impl Engine {
             buffered_bytes: 0,
             buffered_rows: 0,
             ratio: 0.25,
+            refused: BTreeMap::new(),
             properties,
         }
     }
@@ -187,6 +191,7 @@ impl Engine {
     }
 
     fn discard(&mut self, source: Source) {
+        self.refused.retain(|(from, _), _| *from != source);
         if let Some(state) = self.partitions.get_mut(&source) {
             for (table, rows) in std::mem::take(&mut state.rows) {
                 self.dedupe.forget(source, &rows, table);
@@ -229,7 +234,10 @@ impl Engine {
             if let Row::Rejected(rejected) = &row
                 && record.topic != Table::Rejected
             {
-                self.metrics.undecodable(&rejected.reason, &rejected.detail);
+                let key = (source, rejected.reason.clone());
+                let entry = self.refused.entry(key).or_default();
+                entry.0 += 1;
+                entry.1.clone_from(&rejected.detail);
             }
             if meta.arrival != Arrival::OnTime {
                 self.metrics.off_time(table.name(), meta.arrival.as_str());
@@ -292,7 +300,10 @@ impl Engine {
             )]);
             let properties = &self.properties[&table];
             let started = Instant::now();
-            match table::commit(delta, table, &spans, properties, metadata).await {
+            let result = table::commit(delta, table, &spans, properties, metadata).await;
+            let home: Vec<Source> = spans.keys().copied().filter(|(t, _)| *t == table).collect();
+            drop(spans);
+            match result {
                 Ok(commit) => {
                     self.metrics
                         .committed(table.name(), &commit, started.elapsed());
@@ -301,7 +312,7 @@ impl Engine {
                 }
                 Err(TableError::Gap { held, .. }) => {
                     // Re-read every source of this table from what the table holds.
-                    for (topic, partition) in spans.keys().copied().filter(|(t, _)| *t == table) {
+                    for (topic, partition) in home {
                         let held = match table::position(delta, table, topic, partition).await {
                             Ok(position) => position.unwrap_or(0),
                             Err(_) => held.unwrap_or(0),
@@ -321,6 +332,15 @@ impl Engine {
                 }
             }
         }
+        let mut refused: BTreeMap<String, (u64, String)> = BTreeMap::new();
+        for ((_, reason), (count, detail)) in std::mem::take(&mut self.refused) {
+            let entry = refused.entry(reason).or_default();
+            entry.0 += count;
+            entry.1 = detail;
+        }
+        for (reason, (count, detail)) in refused {
+            self.metrics.undecodable(&reason, count, &detail);
+        }
         let written: u64 = report.committed.iter().map(|(_, c)| c.bytes).sum();
         if written > 0 && self.buffered_bytes > 0 {
             self.ratio = written as f64 / self.buffered_bytes as f64;
@@ -338,7 +358,7 @@ impl Engine {
 
     /// The spans of `table`: one per home source (even without rows, so that its position
     /// moves) and, for `rejected`, one per other source that has rejected rows.
-    fn spans_for(&self, table: Table) -> BTreeMap<Source, Span> {
+    fn spans_for(&self, table: Table) -> BTreeMap<Source, Span<'_>> {
         self.partitions
             .iter()
             .filter(|(source, state)| {
@@ -348,7 +368,7 @@ impl Engine {
                 let span = Span {
                     from: state.from,
                     to: state.next,
-                    rows: state.rows.get(&table).cloned().unwrap_or_default(),
+                    rows: state.rows.get(&table).map_or(&[], Vec::as_slice),
                 };
                 (*source, span)
             })

@@ -150,10 +150,16 @@ impl CompactMetrics {
             .set(i64::try_from(partitions).unwrap_or(i64::MAX));
     }
 
-    /// A record stored as a rejected row; logged with what was wrong.
-    pub fn undecodable(&self, reason: &str, detail: &str) {
-        self.undecodable.with(&[reason]).inc();
-        tracing::warn!(reason, detail, "record stored in the rejected table");
+    /// Records stored as rejected rows, one call per reason and flush: counted, and logged
+    /// once with the last detail (not once per record, which a burst would turn into a flood).
+    pub fn undecodable(&self, reason: &str, count: u64, detail: &str) {
+        self.undecodable.with(&[reason]).add(count);
+        tracing::warn!(
+            reason,
+            count,
+            detail,
+            "records stored in the rejected table"
+        );
     }
 
     /// A row whose time is far from its arrival (stored, flagged).

@@ -346,7 +346,7 @@ pub fn day(micros: i64) -> i32 {
 }
 
 /// Sorts rows by the table's sort columns: the first key, then time.
-pub fn sort(rows: &mut [(Meta, Row)]) {
+pub fn sort(rows: &mut [&(Meta, Row)]) {
     rows.sort_by(|(_, a), (_, b)| {
         a.sort_key()
             .cmp(b.sort_key())
@@ -356,7 +356,7 @@ pub fn sort(rows: &mut [(Meta, Row)]) {
 
 /// Builds the record batch of `table` from rows that all belong to it (rows of another table
 /// are skipped: the caller groups by table).
-pub fn to_batch(table: Table, rows: &[(Meta, Row)]) -> Result<RecordBatch, ArrowError> {
+pub fn to_batch(table: Table, rows: &[&(Meta, Row)]) -> Result<RecordBatch, ArrowError> {
     let mut columns: Vec<ArrayRef> = match table {
         Table::OutcomeEvents => event_columns(rows),
         Table::OutcomeCounts => count_columns(rows),
@@ -415,7 +415,7 @@ fn longs(values: impl Iterator<Item = i64>) -> ArrayRef {
     Arc::new(Int64Array::from_iter_values(values))
 }
 
-fn event_columns(rows: &[(Meta, Row)]) -> Vec<ArrayRef> {
+fn event_columns(rows: &[&(Meta, Row)]) -> Vec<ArrayRef> {
     let events: Vec<&OutcomeEvent> = rows
         .iter()
         .filter_map(|(_, row)| match row {
@@ -459,7 +459,7 @@ fn event_columns(rows: &[(Meta, Row)]) -> Vec<ArrayRef> {
     ]
 }
 
-fn count_columns(rows: &[(Meta, Row)]) -> Vec<ArrayRef> {
+fn count_columns(rows: &[&(Meta, Row)]) -> Vec<ArrayRef> {
     let counts: Vec<&OutcomeCount> = rows
         .iter()
         .filter_map(|(_, row)| match row {
@@ -489,7 +489,7 @@ fn count_columns(rows: &[(Meta, Row)]) -> Vec<ArrayRef> {
     ]
 }
 
-fn rejected_columns(rows: &[(Meta, Row)]) -> Vec<ArrayRef> {
+fn rejected_columns(rows: &[&(Meta, Row)]) -> Vec<ArrayRef> {
     let rejected: Vec<&RejectedRow> = rows
         .iter()
         .filter_map(|(_, row)| match row {
@@ -517,7 +517,7 @@ fn rejected_columns(rows: &[(Meta, Row)]) -> Vec<ArrayRef> {
     ]
 }
 
-fn heartbeat_columns(rows: &[(Meta, Row)]) -> Vec<ArrayRef> {
+fn heartbeat_columns(rows: &[&(Meta, Row)]) -> Vec<ArrayRef> {
     let beats: Vec<&Heartbeat> = rows
         .iter()
         .filter_map(|(_, row)| match row {
@@ -656,13 +656,14 @@ mod tests {
 
     #[test]
     fn a_batch_has_the_table_schema_and_sorted_rows() {
-        let mut rows: Vec<(Meta, Row)> = ["b", "a", "c"]
+        let rows: Vec<(Meta, Row)> = ["b", "a", "c"]
             .into_iter()
             .map(|target| {
                 let payload = event(target, "partial").encode_to_vec();
                 decode(&record(Table::OutcomeEvents, payload), &BOUNDS, "k")
             })
             .collect();
+        let mut rows: Vec<&(Meta, Row)> = rows.iter().collect();
         sort(&mut rows);
         let batch = to_batch(Table::OutcomeEvents, &rows).unwrap();
         assert_eq!(batch.schema(), Table::OutcomeEvents.schema());

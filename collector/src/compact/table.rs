@@ -79,15 +79,15 @@ pub fn app_id(topic: Table, partition: i32) -> String {
 }
 
 /// Rows of one source topic-partition for one table, and the offsets they cover.
-#[derive(Debug, Clone, Default)]
-pub struct Span {
+#[derive(Debug, Clone, Copy)]
+pub struct Span<'a> {
     /// The position reading started from: rows cover `from..to` (records not in `rows` were
     /// removed as duplicates or are rows of another table).
     pub from: i64,
     /// The next offset after the last record read.
     pub to: i64,
     /// The rows, in offset order.
-    pub rows: Vec<(Meta, Row)>,
+    pub rows: &'a [(Meta, Row)],
 }
 
 /// What one commit did.
@@ -196,7 +196,7 @@ pub async fn position(
 pub async fn commit(
     delta: &mut DeltaTable,
     table: Table,
-    spans: &BTreeMap<(Table, i32), Span>,
+    spans: &BTreeMap<(Table, i32), Span<'_>>,
     properties: &WriterProperties,
     metadata: HashMap<String, serde_json::Value>,
 ) -> Result<CommitReport, TableError> {
@@ -205,7 +205,7 @@ pub async fn commit(
         source,
     };
     delta.update_state().await.map_err(err)?;
-    let mut rows: Vec<(Meta, Row)> = Vec::new();
+    let mut rows: Vec<&(Meta, Row)> = Vec::new();
     let mut transactions = Vec::new();
     let mut report = CommitReport::default();
     for (&(topic, partition), span) in spans {
@@ -220,9 +220,9 @@ pub async fn commit(
             });
         }
         let keep_from = held.unwrap_or(0);
-        for (meta, row) in &span.rows {
-            if meta.offset >= keep_from {
-                rows.push((*meta, row.clone()));
+        for entry in span.rows {
+            if entry.0.offset >= keep_from {
+                rows.push(entry);
             } else {
                 report.already_stored += 1;
             }

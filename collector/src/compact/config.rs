@@ -357,6 +357,11 @@ fn reserved_setting(name: &str) -> Option<&'static str> {
             "cannot be overridden: the compactor's offsets live in the table, Kafka's are a hint",
         ),
         "isolation.level" => Some("cannot be overridden: the compactor reads committed records"),
+        "partition.assignment.strategy" | "group.protocol" => Some(
+            "cannot be overridden: the compactor assigns with the eager protocol at the tables' positions",
+        ),
+        "client.id" => Some("set from compactor_id"),
+        "statistics.interval.ms" => Some("set by the compactor (its lag metric)"),
         "bootstrap.servers" | "metadata.broker.list" => Some("set by kafka.brokers"),
         "group.id" => Some("set by kafka.group_id"),
         "session.timeout.ms" => Some("set by kafka.session_timeout"),

@@ -45,6 +45,10 @@ pub struct EngineSettings {
 struct PartitionState {
     from: i64,
     next: i64,
+    /// Records of an older generation (read before the latest assignment or seek) are stale.
+    generation: u64,
+    /// A seek back was asked for and not yet confirmed: every record is stale until then.
+    awaiting_seek: bool,
     rows: BTreeMap<Table, Vec<(Meta, Row)>>,
 }
 
@@ -167,19 +171,33 @@ impl Engine {
         }
     }
 
-    /// A partition was assigned; reading starts at `position`, which the table holds. Rows
-    /// buffered for it earlier are discarded (they are re-read).
-    pub fn assign(&mut self, source: Source, position: i64) {
+    /// A partition was assigned (or sought back) under `generation`; reading starts at
+    /// `position`, which the table holds. Rows buffered for it earlier are discarded (they are
+    /// read again).
+    pub fn assign(&mut self, source: Source, position: i64, generation: u64) {
         self.discard(source);
         self.partitions.insert(
             source,
             PartitionState {
                 from: position,
                 next: position,
+                generation,
+                awaiting_seek: false,
                 rows: BTreeMap::new(),
             },
         );
         self.metrics.set_assigned(self.partitions.len());
+    }
+
+    /// Drops what was read of a partition and waits for the seek back to `position`
+    /// ([`Engine::assign`] with the seek's generation ends the wait).
+    fn reread(&mut self, source: Source, position: i64) {
+        self.discard(source);
+        if let Some(state) = self.partitions.get_mut(&source) {
+            state.from = position;
+            state.next = position;
+            state.awaiting_seek = true;
+        }
     }
 
     /// A partition was taken away: its unwritten rows are discarded; the new owner reads them
@@ -200,14 +218,6 @@ impl Engine {
         }
     }
 
-    /// The assigned sources and where each reads next.
-    pub fn positions(&self) -> Vec<(Source, i64)> {
-        self.partitions
-            .iter()
-            .map(|(source, state)| (*source, state.next))
-            .collect()
-    }
-
     /// Takes records read from Kafka.
     pub fn intake(&mut self, records: Vec<SourceRecord>, now: Instant) {
         let window = i64::try_from(self.settings.dedupe_window.as_micros()).unwrap_or(i64::MAX);
@@ -219,9 +229,29 @@ impl Engine {
                 self.metrics.not_assigned();
                 continue;
             };
+            if record.generation < state.generation || state.awaiting_seek {
+                // Read before the latest assignment or seek: it is read again after it.
+                self.metrics.read_again();
+                continue;
+            }
             if record.offset < state.next {
                 self.metrics.read_again();
                 continue;
+            }
+            if record.offset > state.next {
+                // Kafka no longer holds what lies between (retention, a deleted topic): those
+                // records never reach the tables. Not silent.
+                let missing = record.offset - state.next;
+                self.metrics.error(
+                    "offsets_skipped",
+                    format!(
+                        "{}/{}: offsets {}..{} are not in Kafka; {missing} record(s) never stored",
+                        record.topic.topic(),
+                        record.partition,
+                        state.next,
+                        record.offset
+                    ),
+                );
             }
             state.next = record.offset + 1;
             // The position moved: even a record that adds no row (a duplicate) is due to be
@@ -280,20 +310,18 @@ impl Engine {
         tables: &mut BTreeMap<Table, DeltaTable>,
     ) -> Result<FlushReport, TableError> {
         let mut report = FlushReport::default();
-        let order = [
-            Table::Rejected,
-            Table::OutcomeEvents,
-            Table::OutcomeCounts,
-            Table::Heartbeats,
-        ];
+        // `rejected` first; see the module documentation.
+        let order = std::iter::once(Table::Rejected)
+            .chain(Table::ALL.into_iter().filter(|t| *t != Table::Rejected));
         for table in order {
             let spans = self.spans_for(table);
             if spans.is_empty() {
                 continue;
             }
-            let Some(delta) = tables.get_mut(&table) else {
-                continue;
-            };
+            let delta = tables.get_mut(&table).ok_or_else(|| TableError::Delta {
+                table: table.name(),
+                source: deltalake::DeltaTableError::Generic("the table was not opened".into()),
+            })?;
             let metadata = HashMap::from([(
                 "candor.compactor_id".to_owned(),
                 serde_json::Value::from(self.settings.compactor_id.clone()),
@@ -310,19 +338,15 @@ impl Engine {
                     super::fault::reach(super::fault::Point::TableCommitted, Some(table.name()));
                     report.committed.push((table, commit));
                 }
-                Err(TableError::Gap { held, .. }) => {
+                Err(gap @ TableError::Gap { .. }) => {
+                    self.metrics.error(gap.code(), &gap);
                     // Re-read every source of this table from what the table holds.
-                    for (topic, partition) in home {
-                        let held = match table::position(delta, table, topic, partition).await {
-                            Ok(position) => position.unwrap_or(0),
-                            Err(_) => held.unwrap_or(0),
-                        };
-                        self.metrics.error(
-                            "gap",
-                            "a span started past the table's position; re-reading",
-                        );
-                        self.assign((topic, partition), held);
-                        report.reread.push(((topic, partition), held));
+                    for source in home {
+                        let held = table::position(delta, table, source.0, source.1)
+                            .await?
+                            .unwrap_or(0);
+                        self.reread(source, held);
+                        report.reread.push((source, held));
                     }
                     return Ok(report);
                 }

@@ -42,8 +42,11 @@ use self::rows::TimeBounds;
 use self::source::{Control, Input, SourceSettings};
 use self::table::{FileSettings, TableError};
 
-/// How long a failed flush waits before it is tried again; reading pauses meanwhile.
+/// How long a failed flush waits before it is tried again; fetching pauses meanwhile.
 const RETRY_FLUSH_AFTER: Duration = Duration::from_secs(2);
+/// How long the last commit at shutdown may take; past it, the records are read again at the
+/// next start.
+const SHUTDOWN_FLUSH_DEADLINE: Duration = Duration::from_secs(30);
 
 /// Why the compact role stopped.
 #[derive(Debug, thiserror::Error)]
@@ -148,6 +151,7 @@ pub async fn run(config: CompactConfig, context: RunContext) -> Result<(), Compa
     schedule.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     schedule.tick().await;
     let mut failed_at: Option<Instant> = None;
+    let mut maintenance: Option<tokio::task::JoinHandle<()>> = None;
     ready.store(true, Ordering::Relaxed);
     tracing::info!(root = %config.table_root, compactor_id = %compactor_id, "compactor running");
     let result = loop {
@@ -155,11 +159,12 @@ pub async fn run(config: CompactConfig, context: RunContext) -> Result<(), Compa
         tokio::select! {
             biased;
             _ = stop.wait_for(|stop| *stop) => break Ok(()),
-            input = input_rx.recv(), if accepting => match input {
+            // Read on while commits fail: fetching is paused, and rebalances must get through.
+            input = input_rx.recv() => match input {
                 Some(Input::Records(records)) => engine.intake(records, Instant::now()),
-                Some(Input::Assigned(assigned)) => {
-                    for (source, position) in assigned {
-                        engine.assign(source, position);
+                Some(Input::Assigned(assigned) | Input::Sought(assigned)) => {
+                    for (source, position, generation) in assigned {
+                        engine.assign(source, position, generation);
                     }
                 }
                 Some(Input::Revoked(revoked)) => {
@@ -171,7 +176,10 @@ pub async fn run(config: CompactConfig, context: RunContext) -> Result<(), Compa
             },
             _ = ticker.tick() => {}
             _ = schedule.tick() => {
-                tokio::spawn(maintain(config.clone(), Arc::clone(&metrics)));
+                // One run at a time: a slow run makes the next tick wait, not overlap.
+                if maintenance.as_ref().is_none_or(tokio::task::JoinHandle::is_finished) {
+                    maintenance = Some(tokio::spawn(maintain(config.clone(), Arc::clone(&metrics))));
+                }
             }
         }
         let now = Instant::now();
@@ -187,7 +195,11 @@ pub async fn run(config: CompactConfig, context: RunContext) -> Result<(), Compa
     ready.store(false, Ordering::Relaxed);
     if result.is_ok() && engine.has_pending() {
         tracing::info!("stopping: committing what was read");
-        if flush(&mut engine, &mut tables, &control_tx).await.is_err() {
+        let last = flush(&mut engine, &mut tables, &control_tx);
+        if !matches!(
+            tokio::time::timeout(SHUTDOWN_FLUSH_DEADLINE, last).await,
+            Ok(Ok(()))
+        ) {
             tracing::error!(
                 "stopping without committing the last records; they are read again at the next start"
             );
@@ -195,7 +207,12 @@ pub async fn run(config: CompactConfig, context: RunContext) -> Result<(), Compa
     }
     let _ = control_tx.send(Control::Stop);
     drop(input_rx);
-    let _ = tokio::task::spawn_blocking(move || reader.join()).await;
+    if !matches!(
+        tokio::task::spawn_blocking(move || reader.join()).await,
+        Ok(Ok(()))
+    ) {
+        metrics.error("reader", "the kafka consumer thread panicked");
+    }
     tracing::info!("compactor stopped");
     result
 }

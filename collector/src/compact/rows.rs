@@ -35,6 +35,9 @@ pub struct SourceRecord {
     pub timestamp_ms: Option<i64>,
     /// The value; `None` for a record without one.
     pub payload: Option<Vec<u8>>,
+    /// Which assignment or seek of its partition it was read under: a record read before the
+    /// partition's latest one is stale and dropped.
+    pub generation: u64,
 }
 
 /// Where a row came from and how its time relates to its arrival.
@@ -578,6 +581,7 @@ mod tests {
             offset: 41,
             timestamp_ms: Some(NOW_MS),
             payload: Some(payload),
+            generation: 0,
         }
     }
 

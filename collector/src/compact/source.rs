@@ -29,15 +29,19 @@ use super::rows::SourceRecord;
 /// Records read per hand-over to the async side.
 const CHUNK: usize = 4096;
 
-/// What the reader thread tells the async side, in the order it happened.
+/// What the reader thread tells the async side. Records read before a partition's latest
+/// assignment or seek may arrive after the message announcing it; their older generation tells
+/// them apart.
 #[derive(Debug)]
 pub enum Input {
     /// Records read.
     Records(Vec<SourceRecord>),
-    /// Partitions assigned, with the position each starts at.
-    Assigned(Vec<(Source, i64)>),
+    /// Partitions assigned: the position each starts at and its new generation.
+    Assigned(Vec<(Source, i64, u64)>),
     /// Partitions taken away.
     Revoked(Vec<Source>),
+    /// Partitions sought back: the position and the new generation.
+    Sought(Vec<(Source, i64, u64)>),
 }
 
 /// What the async side asks of the reader thread.
@@ -47,6 +51,10 @@ pub enum Control {
     CommitOffsets(Vec<(Source, i64)>),
     /// Read these partitions again from these positions.
     Seek(Vec<(Source, i64)>),
+    /// Stop fetching (commits are failing; memory must not grow).
+    Pause,
+    /// Fetch again.
+    Resume,
     /// Leave the group and end the thread.
     Stop,
 }
@@ -59,13 +67,38 @@ struct Context {
     positions: PositionLookup,
     input: mpsc::Sender<Input>,
     metrics: Arc<CompactMetrics>,
+    /// Per partition, bumped at every assignment and seek; only this thread touches it (the
+    /// rebalance callback runs inside `poll`), the mutex just makes the context `Sync`.
+    generations: std::sync::Mutex<HashMap<Source, u64>>,
+}
+
+impl Context {
+    fn next_generation(&self, source: Source) -> u64 {
+        let mut generations = self
+            .generations
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let generation = generations.entry(source).or_insert(0);
+        *generation += 1;
+        *generation
+    }
+
+    fn generation(&self, source: Source) -> u64 {
+        self.generations
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .get(&source)
+            .copied()
+            .unwrap_or(0)
+    }
 }
 
 impl ClientContext for Context {
     fn stats(&self, statistics: Statistics) {
+        // Only partitions this member fetches ("none": not assigned here).
         for (topic, stats) in &statistics.topics {
             for (partition, p) in &stats.partitions {
-                if *partition >= 0 && p.consumer_lag >= 0 {
+                if *partition >= 0 && p.consumer_lag >= 0 && p.fetch_state != "none" {
                     self.metrics.set_lag(topic, *partition, p.consumer_lag);
                 }
             }
@@ -74,6 +107,13 @@ impl ClientContext for Context {
 }
 
 impl ConsumerContext for Context {
+    fn commit_callback(&self, result: rdkafka::error::KafkaResult<()>, _: &TopicPartitionList) {
+        if let Err(err) = result {
+            // Only a hint for lag tools, but a failing one is shown.
+            self.metrics.error("offset_commit", err);
+        }
+    }
+
     fn rebalance(
         &self,
         consumer: &BaseConsumer<Self>,
@@ -103,7 +143,11 @@ impl ConsumerContext for Context {
                     if let Err(err) = tpl.set_partition_offset(source.0.topic(), source.1, offset) {
                         self.metrics.error("assign", err);
                     }
-                    assigned.push((*source, position.unwrap_or(0)));
+                    assigned.push((
+                        *source,
+                        position.unwrap_or(0),
+                        self.next_generation(*source),
+                    ));
                 }
                 tracing::info!(?assigned, "partitions assigned at the tables' positions");
                 // Told before the first record of these partitions can be read.
@@ -122,7 +166,9 @@ impl ConsumerContext for Context {
             other => {
                 self.metrics.error("rebalance", format!("{other:?}"));
                 let _ = self.input.blocking_send(Input::Revoked(sources));
-                let _ = consumer.unassign();
+                if let Err(err) = consumer.unassign() {
+                    self.metrics.error("assign", err);
+                }
             }
         }
     }
@@ -170,6 +216,7 @@ pub fn start(
         positions,
         input: input.clone(),
         metrics: Arc::clone(&metrics),
+        generations: std::sync::Mutex::new(HashMap::new()),
     };
     let consumer: BaseConsumer<Context> = config.create_with_context(context)?;
     let topics: Vec<&str> = Table::ALL.iter().map(|t| t.topic()).collect();
@@ -191,21 +238,31 @@ fn read_loop(
         loop {
             match control.try_recv() {
                 Ok(Control::CommitOffsets(positions)) => {
-                    commit_offsets(consumer, &positions, metrics)
+                    commit_offsets(consumer, &positions, metrics);
                 }
                 Ok(Control::Seek(positions)) => {
+                    let mut sought = Vec::new();
                     for ((topic, partition), offset) in positions {
+                        let generation = consumer.context().next_generation((topic, partition));
                         let seek = consumer.seek(
                             topic.topic(),
                             partition,
                             Offset::Offset(offset),
                             Duration::from_secs(10),
                         );
-                        if let Err(err) = seek {
-                            metrics.error("seek", err);
+                        match seek {
+                            Ok(()) => sought.push(((topic, partition), offset, generation)),
+                            // The partition stays stalled (its records are of an older
+                            // generation) until the next assignment, and that is shown.
+                            Err(err) => metrics.error("seek", err),
                         }
                     }
+                    if input.blocking_send(Input::Sought(sought)).is_err() {
+                        return;
+                    }
                 }
+                Ok(Control::Pause) => set_paused(consumer, true, metrics),
+                Ok(Control::Resume) => set_paused(consumer, false, metrics),
                 Ok(Control::Stop) | Err(std_mpsc::TryRecvError::Disconnected) => {
                     consumer.unsubscribe();
                     return;
@@ -224,6 +281,7 @@ fn read_loop(
                     offset: message.offset(),
                     timestamp_ms: message.timestamp().to_millis(),
                     payload: message.payload().map(<[u8]>::to_vec),
+                    generation: consumer.context().generation((topic, message.partition())),
                 });
                 if chunk.len() < CHUNK {
                     continue;
@@ -238,6 +296,23 @@ fn read_loop(
                 return;
             }
         }
+    }
+}
+
+/// Pauses or resumes fetching on every assigned partition; polling goes on, so rebalances are
+/// still answered.
+fn set_paused(consumer: &BaseConsumer<Context>, paused: bool, metrics: &CompactMetrics) {
+    let assignment = match consumer.assignment() {
+        Ok(assignment) => assignment,
+        Err(err) => return metrics.error("pause", err),
+    };
+    let result = if paused {
+        consumer.pause(&assignment)
+    } else {
+        consumer.resume(&assignment)
+    };
+    if let Err(err) = result {
+        metrics.error("pause", err);
     }
 }
 

@@ -9,7 +9,8 @@
 //! - a home span that starts past the table's position would leave a hole, so the commit is
 //!   refused ([`TableError::Gap`]) and the caller re-reads from the table's position;
 //! - two commits racing with the same `app_id` are serialised by Delta's conflict check: the
-//!   loser fails and its caller re-reads.
+//!   loser fails, keeps its rows and tries again later, when the reload leaves out what the
+//!   winner stored.
 
 use std::collections::{BTreeMap, HashMap};
 

@@ -18,7 +18,7 @@ use std::time::Duration;
 use serde::Deserialize;
 
 /// Shown in place of a value that may be a secret.
-pub(crate) const NOT_SHOWN: &str = "(not shown)";
+const NOT_SHOWN: &str = "(not shown)";
 
 /// Why a configuration was refused.
 #[derive(Debug, thiserror::Error)]
@@ -511,27 +511,7 @@ impl RawKafka {
             "zstd" => Compression::Zstd,
             other => return Err(invalid("kafka.compression", other, COMPRESSIONS)),
         };
-        for (name, value) in &self.extra {
-            let key = format!("kafka.extra.{name:?}");
-            if let Some(reason) = reserved_kafka_setting(name) {
-                return Err(invalid(key, value, reason));
-            }
-            if is_secret_setting(name) {
-                let reason = "a secret: name the variable holding it in kafka.extra_env instead";
-                return Err(invalid(key, NOT_SHOWN, reason));
-            }
-        }
-        for (name, var) in &self.extra_env {
-            let key = format!("kafka.extra_env.{name:?}");
-            if let Some(reason) = reserved_kafka_setting(name) {
-                return Err(invalid(key, var, reason));
-            }
-            if self.extra.contains_key(name) {
-                let reason = format!("kafka.extra.{name:?} is set too");
-                return Err(invalid(key, var, reason));
-            }
-            env_var_name(&key, var)?;
-        }
+        validate_kafka_extra(&self.extra, &self.extra_env, reserved_kafka_setting)?;
         Ok(KafkaConfig {
             brokers: parse_brokers(&self.brokers)?,
             create_topics: self.create_topics,
@@ -554,8 +534,7 @@ impl Config {
 
     /// The brokers as librdkafka's `bootstrap.servers`: `host:port` joined with commas.
     pub fn kafka_bootstrap_servers(&self) -> String {
-        let brokers: Vec<String> = self.kafka.brokers.iter().map(ToString::to_string).collect();
-        brokers.join(",")
+        bootstrap_servers(&self.kafka.brokers)
     }
 }
 
@@ -608,9 +587,46 @@ pub(crate) fn socket_addr(key: &str, value: &str) -> Result<SocketAddr, ConfigEr
         .map_err(|_| invalid(key, value, "expected an IP address and a port"))
 }
 
+/// Checks `kafka.extra` and `kafka.extra_env`: no setting `reserved` names, no secret written
+/// in the file, no setting in both, and variable names that are portable.
+pub(crate) fn validate_kafka_extra(
+    extra: &BTreeMap<String, String>,
+    extra_env: &BTreeMap<String, String>,
+    reserved: fn(&str) -> Option<&'static str>,
+) -> Result<(), ConfigError> {
+    for (name, value) in extra {
+        let key = format!("kafka.extra.{name:?}");
+        if let Some(reason) = reserved(name) {
+            return Err(invalid(key, value, reason));
+        }
+        if is_secret_setting(name) {
+            let reason = "a secret: name the variable holding it in kafka.extra_env instead";
+            return Err(invalid(key, NOT_SHOWN, reason));
+        }
+    }
+    for (name, var) in extra_env {
+        let key = format!("kafka.extra_env.{name:?}");
+        if let Some(reason) = reserved(name) {
+            return Err(invalid(key, var, reason));
+        }
+        if extra.contains_key(name) {
+            let reason = format!("kafka.extra.{name:?} is set too");
+            return Err(invalid(key, var, reason));
+        }
+        env_var_name(&key, var)?;
+    }
+    Ok(())
+}
+
+/// Brokers as librdkafka's `bootstrap.servers`: `host:port` joined with commas.
+pub(crate) fn bootstrap_servers(brokers: &[BrokerAddr]) -> String {
+    let brokers: Vec<String> = brokers.iter().map(ToString::to_string).collect();
+    brokers.join(",")
+}
+
 /// Refuses anything but a portable variable name; the value is not echoed, since a mistaken
 /// value here is most likely the secret itself.
-pub(crate) fn env_var_name(key: &str, name: &str) -> Result<(), ConfigError> {
+fn env_var_name(key: &str, name: &str) -> Result<(), ConfigError> {
     let portable = name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
         && name.starts_with(|c: char| c.is_ascii_alphabetic() || c == '_');
     let reason = "expected the name of an environment variable (letters, digits, _)";
@@ -637,7 +653,7 @@ fn reserved_kafka_setting(name: &str) -> Option<&'static str> {
 
 /// librdkafka settings that hold a secret (`sasl.password`, `ssl.key.password`,
 /// `sasl.oauthbearer.client.secret`, an inline private key, ...).
-pub(crate) fn is_secret_setting(name: &str) -> bool {
+fn is_secret_setting(name: &str) -> bool {
     name.ends_with("password") || name.contains("secret") || name == "ssl.key.pem"
 }
 

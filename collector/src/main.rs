@@ -231,6 +231,26 @@ fn load_compact_config(
     Ok(raw.validate()?)
 }
 
+/// `kafka.extra` plus the settings of `kafka.extra_env`, read from the environment.
+fn kafka_settings(
+    extra: &std::collections::BTreeMap<String, String>,
+    extra_env: &std::collections::BTreeMap<String, String>,
+) -> anyhow::Result<std::collections::BTreeMap<String, String>> {
+    let mut settings = extra.clone();
+    for (key, var) in extra_env {
+        let value = std::env::var(var)
+            .with_context(|| format!("kafka.extra_env.{key} names {var}, which is not set"))?;
+        settings.insert(key.clone(), value);
+    }
+    Ok(settings)
+}
+
+/// A process's id when the configuration names none: host name and process id.
+fn default_id() -> String {
+    let host = std::fs::read_to_string("/etc/hostname").unwrap_or_default();
+    format!("{}-{}", host.trim(), std::process::id())
+}
+
 fn runtime() -> anyhow::Result<tokio::runtime::Runtime> {
     tokio::runtime::Builder::new_multi_thread()
         .enable_all()
@@ -261,17 +281,10 @@ fn compact(args: CompactArgs) -> anyhow::Result<()> {
             raw.compactor_id = Some(id.clone());
         }
     })?;
-    let mut kafka_extra = config.kafka.extra.clone();
-    for (key, var) in &config.kafka.extra_env {
-        let value = std::env::var(var)
-            .with_context(|| format!("kafka.extra_env.{key} names {var}, which is not set"))?;
-        kafka_extra.insert(key.clone(), value);
-    }
-    let compactor_id = config.compactor_id.clone().unwrap_or_else(|| {
-        let host = std::fs::read_to_string("/etc/hostname").unwrap_or_default();
-        format!("{}-{}", host.trim(), std::process::id())
-    });
-    runtime()?.block_on(async move {
+    let kafka_extra = kafka_settings(&config.kafka.extra, &config.kafka.extra_env)?;
+    let compactor_id = config.compactor_id.clone().unwrap_or_else(default_id);
+    let runtime = runtime()?;
+    let result = runtime.block_on(async move {
         let metrics = CompactMetrics::new();
         let ready = Arc::new(AtomicBool::new(false));
         let listener = bind(config.metrics_addr, "metrics.addr").await?;
@@ -332,7 +345,10 @@ fn compact(args: CompactArgs) -> anyhow::Result<()> {
         let _ = stop.send(true);
         let _ = server.await;
         result.context("compactor task")?.context("compactor")
-    })
+    });
+    // A consumer that could not close (no broker) is left behind, not waited for.
+    runtime.shutdown_timeout(Duration::from_secs(1));
+    result
 }
 
 /// `candor-collector maintain`: one maintenance run over every table.
@@ -499,16 +515,8 @@ async fn run_ingest(config: Config) -> anyhow::Result<()> {
             "otlp.auth_token_env names a variable that is empty; an empty token would let anyone in"
         );
     }
-    let mut extra = config.kafka.extra.clone();
-    for (key, var) in &config.kafka.extra_env {
-        let value = std::env::var(var)
-            .with_context(|| format!("kafka.extra_env.{key} names {var}, which is not set"))?;
-        extra.insert(key.clone(), value);
-    }
-    let collector_id = config.collector_id.clone().unwrap_or_else(|| {
-        let host = std::fs::read_to_string("/etc/hostname").unwrap_or_default();
-        format!("{}-{}", host.trim(), std::process::id())
-    });
+    let extra = kafka_settings(&config.kafka.extra, &config.kafka.extra_env)?;
+    let collector_id = config.collector_id.clone().unwrap_or_else(default_id);
     let metrics = CollectorMetrics::new();
     let producer = Arc::new(Producer::new(
         ProducerSettings {

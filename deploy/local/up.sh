@@ -43,8 +43,12 @@ pids=()
 stop() {
     trap - EXIT
     echo; echo "stopping"
-    kill "${pids[@]}" 2>/dev/null || true
-    wait 2>/dev/null || true
+    # Newest first, each awaited: the compactor and the collector finish their last commit and
+    # flush while the broker is still up.
+    for ((i = ${#pids[@]} - 1; i >= 0; i--)); do
+        kill "${pids[$i]}" 2>/dev/null || true
+        wait "${pids[$i]}" 2>/dev/null || true
+    done
 }
 trap stop EXIT
 # Ctrl-C or SIGTERM ends the script; leaving runs `stop`.

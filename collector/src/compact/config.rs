@@ -18,8 +18,8 @@ use std::time::Duration;
 use serde::Deserialize;
 
 use crate::config::{
-    BrokerAddr, ConfigError, NOT_SHOWN, env_var_name, invalid, is_secret_setting, nonzero_usize,
-    parse_brokers, parse_duration, socket_addr,
+    BrokerAddr, ConfigError, invalid, nonzero_usize, parse_brokers, parse_duration, socket_addr,
+    validate_kafka_extra,
 };
 
 /// The shortest vacuum retention accepted: a reader's snapshot older than this may lose files
@@ -240,8 +240,7 @@ pub struct KafkaConfig {
 impl KafkaConfig {
     /// The brokers as librdkafka's `bootstrap.servers`.
     pub fn bootstrap_servers(&self) -> String {
-        let brokers: Vec<String> = self.brokers.iter().map(ToString::to_string).collect();
-        brokers.join(",")
+        crate::config::bootstrap_servers(&self.brokers)
     }
 }
 
@@ -319,27 +318,7 @@ impl RawKafka {
             ));
         }
         let session_timeout = parse_duration("kafka.session_timeout", &self.session_timeout)?;
-        for (name, value) in &self.extra {
-            let key = format!("kafka.extra.{name:?}");
-            if let Some(reason) = reserved_setting(name) {
-                return Err(invalid(key, value, reason));
-            }
-            if is_secret_setting(name) {
-                let reason = "a secret: name the variable holding it in kafka.extra_env instead";
-                return Err(invalid(key, NOT_SHOWN, reason));
-            }
-        }
-        for (name, var) in &self.extra_env {
-            let key = format!("kafka.extra_env.{name:?}");
-            if let Some(reason) = reserved_setting(name) {
-                return Err(invalid(key, var, reason));
-            }
-            if self.extra.contains_key(name) {
-                let reason = format!("kafka.extra.{name:?} is set too");
-                return Err(invalid(key, var, reason));
-            }
-            env_var_name(&key, var)?;
-        }
+        validate_kafka_extra(&self.extra, &self.extra_env, reserved_setting)?;
         Ok(KafkaConfig {
             brokers: parse_brokers(&self.brokers)?,
             group_id: self.group_id,

@@ -47,6 +47,8 @@ const RETRY_FLUSH_AFTER: Duration = Duration::from_secs(2);
 /// How long the last commit at shutdown may take; past it, the records are read again at the
 /// next start.
 const SHUTDOWN_FLUSH_DEADLINE: Duration = Duration::from_secs(30);
+/// How long shutdown waits for the consumer to leave its group.
+const READER_CLOSE_DEADLINE: Duration = Duration::from_secs(10);
 
 /// Why the compact role stopped.
 #[derive(Debug, thiserror::Error)]
@@ -207,11 +209,20 @@ pub async fn run(config: CompactConfig, context: RunContext) -> Result<(), Compa
     }
     let _ = control_tx.send(Control::Stop);
     drop(input_rx);
-    if !matches!(
-        tokio::task::spawn_blocking(move || reader.join()).await,
-        Ok(Ok(()))
-    ) {
-        metrics.error("reader", "the kafka consumer thread panicked");
+    // Closing the consumer leaves the group, which waits for a broker; with none reachable it
+    // would hang. The tables hold the positions, so leaving without closing loses nothing.
+    let joined = tokio::time::timeout(
+        READER_CLOSE_DEADLINE,
+        tokio::task::spawn_blocking(move || reader.join()),
+    )
+    .await;
+    match joined {
+        Ok(Ok(Ok(()))) => {}
+        Ok(_) => metrics.error("reader", "the kafka consumer thread panicked"),
+        Err(_) => tracing::warn!(
+            deadline = ?READER_CLOSE_DEADLINE,
+            "the kafka consumer did not close in time (brokers unreachable?); exiting without it"
+        ),
     }
     tracing::info!("compactor stopped");
     result

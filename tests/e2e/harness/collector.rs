@@ -3,7 +3,7 @@
 use std::time::Duration;
 
 use crate::process::Running;
-use crate::{free_port, target_dir, wait_for};
+use crate::{free_port, target_dir};
 
 /// A running collector.
 pub struct Collector {
@@ -37,60 +37,55 @@ impl Collector {
              `cargo build -p candor-collector` first: testing only candor-e2e does not rebuild it",
             binary.display()
         );
-        let (grpc, http, metrics) = (free_port(), free_port(), free_port());
-        let mut args = vec![
-            "ingest".to_owned(),
-            "--grpc-addr".into(),
-            format!("127.0.0.1:{grpc}"),
-            "--http-addr".into(),
-            format!("127.0.0.1:{http}"),
-            "--metrics-addr".into(),
-            format!("127.0.0.1:{metrics}"),
-            "--kafka-brokers".into(),
-            bootstrap.to_owned(),
-            "--heartbeat-interval".into(),
-            "1s".into(),
-        ];
-        if let Some(config) = &options.config {
-            let path = std::env::temp_dir().join(format!(
-                "candor-e2e-collector-{}-{grpc}.toml",
-                std::process::id()
-            ));
-            std::fs::write(&path, config)
-                .unwrap_or_else(|err| panic!("writing {}: {err}", path.display()));
-            args.extend(["--config".to_owned(), path.display().to_string()]);
+        // A free port is found by binding and releasing it, so another process may take it
+        // before the collector binds it; that start is retried with new ports.
+        for _ in 0..PORT_ATTEMPTS {
+            let (grpc, http, metrics) = (free_port(), free_port(), free_port());
+            let mut args = vec![
+                "ingest".to_owned(),
+                "--grpc-addr".into(),
+                format!("127.0.0.1:{grpc}"),
+                "--http-addr".into(),
+                format!("127.0.0.1:{http}"),
+                "--metrics-addr".into(),
+                format!("127.0.0.1:{metrics}"),
+                "--kafka-brokers".into(),
+                bootstrap.to_owned(),
+                "--heartbeat-interval".into(),
+                "1s".into(),
+            ];
+            if let Some(config) = &options.config {
+                let path = std::env::temp_dir().join(format!(
+                    "candor-e2e-collector-{}-{grpc}.toml",
+                    std::process::id()
+                ));
+                std::fs::write(&path, config)
+                    .unwrap_or_else(|err| panic!("writing {}: {err}", path.display()));
+                args.extend(["--config".to_owned(), path.display().to_string()]);
+            }
+            let env: Vec<(&str, &str)> = options
+                .env
+                .iter()
+                .map(|(k, v)| (k.as_str(), v.as_str()))
+                .collect();
+            let process = Running::spawn(&format!("collector-{grpc}"), &binary, &args, &env);
+            let mut collector = Self {
+                grpc_endpoint: format!("http://127.0.0.1:{grpc}"),
+                http_endpoint: format!("http://127.0.0.1:{http}"),
+                metrics_endpoint: format!("127.0.0.1:{metrics}"),
+                process,
+            };
+            let probe = if options.skip_ready {
+                "/healthz"
+            } else {
+                "/readyz"
+            };
+            let address = collector.metrics_endpoint.clone();
+            if ready_or_port_taken(&mut collector.process, &address, probe, "collector").await {
+                return collector;
+            }
         }
-        let env: Vec<(&str, &str)> = options
-            .env
-            .iter()
-            .map(|(k, v)| (k.as_str(), v.as_str()))
-            .collect();
-        let process = Running::spawn(&format!("collector-{grpc}"), &binary, &args, &env);
-        let collector = Self {
-            grpc_endpoint: format!("http://127.0.0.1:{grpc}"),
-            http_endpoint: format!("http://127.0.0.1:{http}"),
-            metrics_endpoint: format!("127.0.0.1:{metrics}"),
-            process,
-        };
-        let probe = if options.skip_ready {
-            "/healthz"
-        } else {
-            "/readyz"
-        };
-        let address = collector.metrics_endpoint.clone();
-        wait_for(
-            &format!("the collector's {probe}"),
-            Duration::from_secs(30),
-            || {
-                let address = address.clone();
-                async move {
-                    (get(&address, probe).await.map(|(status, _)| status) == Some(200))
-                        .then_some(())
-                }
-            },
-        )
-        .await;
-        collector
+        panic!("the collector found no free ports in {PORT_ATTEMPTS} attempts")
     }
 
     /// The collector's `/metrics` text.
@@ -103,11 +98,7 @@ impl Collector {
 
     /// One sample of `/metrics`, e.g. `candor_collector_rejected_total{reason="unknown_class"}`.
     pub async fn sample(&self, series: &str) -> Option<f64> {
-        let text = self.metrics().await;
-        text.lines().find_map(|line| {
-            line.strip_prefix(series)
-                .and_then(|rest| rest.trim().parse().ok())
-        })
+        sample(&self.metrics_endpoint, series).await
     }
 
     /// What the collector has logged.
@@ -119,6 +110,49 @@ impl Collector {
     pub fn process(&mut self) -> &mut Running {
         &mut self.process
     }
+}
+
+/// Starts tried before giving up on finding free ports.
+pub(crate) const PORT_ATTEMPTS: usize = 5;
+
+/// Waits up to 60 s for `probe` at `address` to answer 200: true when it does, false when the
+/// process exited because a port was taken (the caller tries other ports). Any other exit, or
+/// the deadline, fails the test with the process's output.
+pub(crate) async fn ready_or_port_taken(
+    process: &mut Running,
+    address: &str,
+    probe: &str,
+    name: &str,
+) -> bool {
+    let deadline = std::time::Instant::now() + Duration::from_secs(60);
+    loop {
+        if get(address, probe).await.map(|(status, _)| status) == Some(200) {
+            return true;
+        }
+        if process.exited() {
+            let output = process.output();
+            assert!(
+                output.contains("is the port taken?"),
+                "the {name} exited before {probe} answered:\n{output}"
+            );
+            return false;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "timed out after 60s waiting for the {name}'s {probe}:\n{}",
+            process.output()
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+/// One sample of the `/metrics` served at `address`, e.g. `name{label="value"}`.
+pub(crate) async fn sample(address: &str, series: &str) -> Option<f64> {
+    let (_, text) = get(address, "/metrics").await?;
+    text.lines().find_map(|line| {
+        line.strip_prefix(series)
+            .and_then(|rest| rest.trim().parse().ok())
+    })
 }
 
 /// The status code and body of a GET, `None` parts when nothing answered.

@@ -2,11 +2,10 @@
 //! independent reader of those tables (the Python `deltalake` package).
 
 use std::path::{Path, PathBuf};
-use std::time::Duration;
 
-use crate::collector::get;
+use crate::collector::{PORT_ATTEMPTS, ready_or_port_taken};
 use crate::process::Running;
-use crate::{free_port, python, target_dir, wait_for};
+use crate::{free_port, python, target_dir};
 
 /// A running compactor.
 pub struct Compactor {
@@ -41,48 +40,44 @@ impl Compactor {
     pub async fn start(bootstrap: &str, root: &Path, options: Options) -> Self {
         let binary = target_dir().join("candor-collector");
         assert!(binary.exists(), "{} is missing", binary.display());
-        let metrics = free_port();
-        let args = vec![
-            "compact".to_owned(),
-            "--table-root".into(),
-            root.display().to_string(),
-            "--kafka-brokers".into(),
-            bootstrap.to_owned(),
-            "--metrics-addr".into(),
-            format!("127.0.0.1:{metrics}"),
-            "--group-id".into(),
-            options.group_id.clone(),
-            "--max-age".into(),
-            options.max_age.clone(),
-            "--compactor-id".into(),
-            format!("e2e-{metrics}"),
-        ];
-        let env: Vec<(&str, &str)> = options
-            .env
-            .iter()
-            .map(|(k, v)| (k.as_str(), v.as_str()))
-            .collect();
-        let process = Running::spawn(&format!("compactor-{metrics}"), &binary, &args, &env);
-        let compactor = Self {
-            metrics_endpoint: format!("127.0.0.1:{metrics}"),
-            process,
-        };
-        let address = compactor.metrics_endpoint.clone();
-        wait_for("the compactor's /readyz", Duration::from_secs(60), || {
-            let address = address.clone();
-            async move { (get(&address, "/readyz").await.map(|(s, _)| s) == Some(200)).then_some(()) }
-        })
-        .await;
-        compactor
+        for _ in 0..PORT_ATTEMPTS {
+            let metrics = free_port();
+            let args = vec![
+                "compact".to_owned(),
+                "--table-root".into(),
+                root.display().to_string(),
+                "--kafka-brokers".into(),
+                bootstrap.to_owned(),
+                "--metrics-addr".into(),
+                format!("127.0.0.1:{metrics}"),
+                "--group-id".into(),
+                options.group_id.clone(),
+                "--max-age".into(),
+                options.max_age.clone(),
+                "--compactor-id".into(),
+                format!("e2e-{metrics}"),
+            ];
+            let env: Vec<(&str, &str)> = options
+                .env
+                .iter()
+                .map(|(k, v)| (k.as_str(), v.as_str()))
+                .collect();
+            let process = Running::spawn(&format!("compactor-{metrics}"), &binary, &args, &env);
+            let mut compactor = Self {
+                metrics_endpoint: format!("127.0.0.1:{metrics}"),
+                process,
+            };
+            let address = compactor.metrics_endpoint.clone();
+            if ready_or_port_taken(&mut compactor.process, &address, "/readyz", "compactor").await {
+                return compactor;
+            }
+        }
+        panic!("the compactor found no free port in {PORT_ATTEMPTS} attempts")
     }
 
     /// One sample of `/metrics`, e.g. `candor_compactor_rows_written_total{table="outcome_events"}`.
     pub async fn sample(&self, series: &str) -> Option<f64> {
-        let (_, text) = get(&self.metrics_endpoint, "/metrics").await?;
-        text.lines().find_map(|line| {
-            line.strip_prefix(series)
-                .and_then(|rest| rest.trim().parse().ok())
-        })
+        crate::collector::sample(&self.metrics_endpoint, series).await
     }
 
     /// What the compactor has logged.

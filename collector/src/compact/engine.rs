@@ -52,11 +52,31 @@ struct PartitionState {
     rows: BTreeMap<Table, Vec<(Meta, Row)>>,
 }
 
+/// An id as a hash key: the contract's ids (32 lower-case hex digits) as the 128-bit number they
+/// spell, exactly and without an allocation; anything else as its text.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+enum IdKey {
+    Hex(u128),
+    Text(Box<str>),
+}
+
+impl IdKey {
+    fn of(id: &str) -> Self {
+        let hex = id.len() == 32 && id.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f'));
+        match u128::from_str_radix(id, 16) {
+            Ok(value) if hex => Self::Hex(value),
+            _ => Self::Text(id.into()),
+        }
+    }
+}
+
 /// Remembers recent ids per table to drop a client's retried copy.
 #[derive(Debug, Default)]
 struct Dedupe {
-    seen: HashMap<(Table, String), (Source, i64)>,
-    order: VecDeque<(i64, Table, String)>,
+    /// (table, id) → where it was read and its Kafka time.
+    seen: HashMap<(Table, IdKey), (Source, i64, i64)>,
+    /// Insertion order, oldest first, for expiry.
+    order: VecDeque<(i64, Table, IdKey)>,
 }
 
 impl Dedupe {
@@ -69,43 +89,51 @@ impl Dedupe {
         meta: &Meta,
         window_micros: i64,
     ) -> bool {
-        while let Some((at, _, _)) = self.order.front() {
-            if *at >= meta.kafka_micros.saturating_sub(window_micros) {
-                break;
-            }
-            if let Some((_, old_table, old_id)) = self.order.pop_front() {
-                self.seen.remove(&(old_table, old_id));
-            }
-        }
-        let key = (table, id.to_owned());
+        self.expire(meta.kafka_micros.saturating_sub(window_micros));
+        let key = (table, IdKey::of(id));
         if self.seen.contains_key(&key) {
             return true;
         }
-        self.seen.insert(key, (source, meta.offset));
-        self.order
-            .push_back((meta.kafka_micros, table, id.to_owned()));
+        self.insert(key, source, meta.offset, meta.kafka_micros);
         false
     }
 
+    /// Drops the entries older than `oldest`. An entry re-inserted later (after a discard) is
+    /// not dropped by its older queue entry: the times must match.
+    fn expire(&mut self, oldest: i64) {
+        while let Some((at, _, _)) = self.order.front() {
+            if *at >= oldest {
+                break;
+            }
+            if let Some((at, table, id)) = self.order.pop_front() {
+                let key = (table, id);
+                if self.seen.get(&key).is_some_and(|entry| entry.2 == at) {
+                    self.seen.remove(&key);
+                }
+            }
+        }
+    }
+
+    fn insert(&mut self, key: (Table, IdKey), source: Source, offset: i64, kafka_micros: i64) {
+        self.order.push_back((kafka_micros, key.0, key.1.clone()));
+        self.seen.insert(key, (source, offset, kafka_micros));
+    }
+
     /// Remembers an id already stored (read back from the table at start), oldest first.
-    fn remember(
-        &mut self,
-        table: Table,
-        id: String,
-        source: Source,
-        offset: i64,
-        kafka_micros: i64,
-    ) {
-        self.order.push_back((kafka_micros, table, id.clone()));
-        self.seen.insert((table, id), (source, offset));
+    fn remember(&mut self, table: Table, id: &str, source: Source, offset: i64, kafka_micros: i64) {
+        self.insert((table, IdKey::of(id)), source, offset, kafka_micros);
     }
 
     /// Forgets the ids of rows that were discarded unwritten, so that their re-read is kept.
     fn forget(&mut self, source: Source, rows: &[(Meta, Row)], table: Table) {
         for (meta, row) in rows {
             if let Some(id) = row.id() {
-                let key = (table, id.to_owned());
-                if self.seen.get(&key) == Some(&(source, meta.offset)) {
+                let key = (table, IdKey::of(id));
+                if self
+                    .seen
+                    .get(&key)
+                    .is_some_and(|entry| (entry.0, entry.1) == (source, meta.offset))
+                {
                     self.seen.remove(&key);
                 }
             }
@@ -167,7 +195,7 @@ impl Engine {
     pub fn remember_stored(&mut self, table: Table, ids: Vec<(String, i32, i64, i64)>) {
         for (id, partition, offset, kafka_micros) in ids {
             self.dedupe
-                .remember(table, id, (table, partition), offset, kafka_micros);
+                .remember(table, &id, (table, partition), offset, kafka_micros);
         }
     }
 
@@ -423,6 +451,41 @@ mod tests {
         assert!(!dedupe.is_duplicate(t, "b", source, &meta(3, 20), 10));
         // "a" left the window when time reached 20.
         assert!(!dedupe.is_duplicate(t, "a", source, &meta(4, 21), 10));
+    }
+
+    #[test]
+    fn contract_ids_become_numbers_and_others_stay_text() {
+        let id = "0123456789abcdef0123456789abcdef";
+        assert_eq!(
+            IdKey::of(id),
+            IdKey::Hex(0x0123_4567_89ab_cdef_0123_4567_89ab_cdef)
+        );
+        assert!(matches!(
+            IdKey::of("0123456789ABCDEF0123456789ABCDEF"),
+            IdKey::Text(_)
+        ));
+        assert!(matches!(
+            IdKey::of("+123456789abcdef0123456789abcdef"),
+            IdKey::Text(_)
+        ));
+        assert!(matches!(IdKey::of("abc"), IdKey::Text(_)));
+    }
+
+    #[test]
+    fn an_old_queue_entry_does_not_expire_a_newer_insertion_of_the_same_id() {
+        let mut dedupe = Dedupe::default();
+        let source = (Table::OutcomeEvents, 0);
+        let t = Table::OutcomeEvents;
+        assert!(!dedupe.is_duplicate(t, "a", source, &meta(1, 0), 10));
+        let row = Row::Event(Box::new(candor_schema::proto::OutcomeEvent {
+            event_id: "a".into(),
+            ..Default::default()
+        }));
+        dedupe.forget(source, &[(meta(1, 0), row)], t);
+        // Read again later: inserted anew at time 8.
+        assert!(!dedupe.is_duplicate(t, "a", source, &meta(1, 8), 10));
+        // Time 15 expires the entry of time 0, not the one of time 8.
+        assert!(dedupe.is_duplicate(t, "a", source, &meta(2, 15), 10));
     }
 
     #[test]

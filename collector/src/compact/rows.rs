@@ -350,7 +350,7 @@ pub fn day(micros: i64) -> i32 {
 
 /// Sorts rows by the table's sort columns: the first key, then time.
 pub fn sort(rows: &mut [&(Meta, Row)]) {
-    rows.sort_by(|(_, a), (_, b)| {
+    rows.sort_unstable_by(|(_, a), (_, b)| {
         a.sort_key()
             .cmp(b.sort_key())
             .then(a.time_micros().cmp(&b.time_micros()))

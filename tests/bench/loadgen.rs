@@ -212,26 +212,9 @@ fn percentile(sorted: &[Duration], p: f64) -> Duration {
 async fn raw_kafka(brokers: &str, seconds: u64) -> anyhow::Result<()> {
     use candor_schema::proto::OutcomeEvent;
     use prost::Message as _;
-    use rdkafka::producer::{FutureProducer, FutureRecord};
+    use rdkafka::producer::FutureRecord;
 
-    use rdkafka::admin::{AdminClient, AdminOptions, NewTopic, TopicReplication};
-    let admin: AdminClient<rdkafka::client::DefaultClientContext> = rdkafka::ClientConfig::new()
-        .set("bootstrap.servers", brokers)
-        .create()
-        .context("admin client")?;
-    let topic = NewTopic::new(topic::OUTCOME_EVENTS, 3, TopicReplication::Fixed(1));
-    admin
-        .create_topics([&topic], &AdminOptions::new())
-        .await
-        .context("creating the events topic")?;
-    let producer: FutureProducer = rdkafka::ClientConfig::new()
-        .set("bootstrap.servers", brokers)
-        .set("enable.idempotence", "true")
-        .set("acks", "all")
-        .set("compression.type", "zstd")
-        .set("linger.ms", "5")
-        .create()
-        .context("producer")?;
+    let producer = events_producer(brokers).await?;
     let payloads: Vec<(String, Vec<u8>)> = (0..50)
         .map(|i| {
             let target = format!("https://search-{i}.internal/v1/items");
@@ -288,6 +271,36 @@ async fn raw_kafka(brokers: &str, seconds: u64) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// Creates the events topic (3 partitions) unless it exists, and a producer like the
+/// collector's: idempotent, acks=all, zstd.
+async fn events_producer(brokers: &str) -> anyhow::Result<rdkafka::producer::FutureProducer> {
+    use rdkafka::admin::{AdminClient, AdminOptions, NewTopic, TopicReplication};
+    let admin: AdminClient<rdkafka::client::DefaultClientContext> = rdkafka::ClientConfig::new()
+        .set("bootstrap.servers", brokers)
+        .create()
+        .context("admin client")?;
+    // The result is per topic: "already exists" is fine, a missing topic shows up as failed sends.
+    let _ = admin
+        .create_topics(
+            [&NewTopic::new(
+                topic::OUTCOME_EVENTS,
+                3,
+                TopicReplication::Fixed(1),
+            )],
+            &AdminOptions::new(),
+        )
+        .await
+        .context("creating the events topic")?;
+    rdkafka::ClientConfig::new()
+        .set("bootstrap.servers", brokers)
+        .set("enable.idempotence", "true")
+        .set("acks", "all")
+        .set("compression.type", "zstd")
+        .set("linger.ms", "5")
+        .create()
+        .context("producer")
+}
+
 /// One realistic record, distinct for every `n`: what the collector writes for an adapter's
 /// failure event.
 fn realistic_event(n: u64, event_nanos: u64) -> (String, Vec<u8>) {
@@ -341,32 +354,8 @@ fn realistic_event(n: u64, event_nanos: u64) -> (String, Vec<u8>) {
 /// Produces `n` distinct realistic records to the events topic (idempotent, acks=all, zstd) and
 /// prints how long it took.
 async fn preload(brokers: &str, n: u64, age_s: u64, rate: Option<u64>) -> anyhow::Result<()> {
-    use rdkafka::admin::{AdminClient, AdminOptions, NewTopic, TopicReplication};
-    use rdkafka::producer::{FutureProducer, FutureRecord};
-    let admin: AdminClient<rdkafka::client::DefaultClientContext> = rdkafka::ClientConfig::new()
-        .set("bootstrap.servers", brokers)
-        .create()
-        .context("admin client")?;
-    // The result is per topic: "already exists" is fine, a missing topic shows up as failed sends.
-    let _ = admin
-        .create_topics(
-            [&NewTopic::new(
-                topic::OUTCOME_EVENTS,
-                3,
-                TopicReplication::Fixed(1),
-            )],
-            &AdminOptions::new(),
-        )
-        .await
-        .context("creating the events topic")?;
-    let producer: FutureProducer = rdkafka::ClientConfig::new()
-        .set("bootstrap.servers", brokers)
-        .set("enable.idempotence", "true")
-        .set("acks", "all")
-        .set("compression.type", "zstd")
-        .set("linger.ms", "5")
-        .create()
-        .context("producer")?;
+    use rdkafka::producer::FutureRecord;
+    let producer = events_producer(brokers).await?;
     let now = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .context("clock")?;

@@ -248,14 +248,6 @@ impl CompactMetrics {
         );
         text
     }
-
-    /// The value of one sample of [`render`](Self::render), e.g.
-    /// `candor_compactor_rows_written_total{table="outcome_events"}`.
-    pub fn sample(&self, series: &str) -> Option<f64> {
-        let text = self.render();
-        let value = |line: &str| line.strip_prefix(series)?.strip_prefix(' ')?.parse().ok();
-        text.lines().find_map(value)
-    }
 }
 
 #[cfg(test)]

@@ -152,8 +152,17 @@ pub async fn open_or_create(root: &str, table: Table) -> Result<DeltaTable, Tabl
         source,
     };
     let url = table_url(root, table)?;
-    let opened = DeltaTable::try_from_url(url).await.map_err(delta)?;
-    if opened.version().is_some() {
+    let mut opened = deltalake::DeltaTableBuilder::from_url(url)
+        .and_then(deltalake::DeltaTableBuilder::build)
+        .map_err(delta)?;
+    // Asked first, so that a table not made yet is not an error the Delta library logs.
+    if opened
+        .log_store()
+        .is_delta_table_location()
+        .await
+        .map_err(delta)?
+    {
+        opened.load().await.map_err(delta)?;
         return Ok(opened);
     }
     let schema: StructType = table.schema().as_ref().try_into_kernel().map_err(|err| {

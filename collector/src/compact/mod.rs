@@ -116,22 +116,6 @@ pub async fn run(config: CompactConfig, context: RunContext) -> Result<(), Compa
         },
         Arc::clone(&metrics),
     );
-    // The dedupe window survives a restart: the ids stored within it are read back.
-    let since = SystemTime::now()
-        .checked_sub(config.dedupe_window)
-        .and_then(|t| t.duration_since(SystemTime::UNIX_EPOCH).ok())
-        .map_or(0, micros);
-    for (table, delta) in &tables {
-        let ids = table::recent_ids(delta, *table, since).await?;
-        if !ids.is_empty() {
-            tracing::info!(
-                table = table.name(),
-                ids = ids.len(),
-                "dedupe window restored from the table"
-            );
-        }
-        engine.remember_stored(*table, ids);
-    }
     let (input_tx, mut input_rx) = mpsc::channel(16);
     let (control_tx, control_rx) = std_mpsc::channel();
     let reader = source::start(
@@ -142,7 +126,7 @@ pub async fn run(config: CompactConfig, context: RunContext) -> Result<(), Compa
             client_id: format!("candor-compactor-{compactor_id}"),
             extra: kafka_extra,
         },
-        position_lookup(config.table_root.clone()),
+        position_lookup(config.table_root.clone(), config.dedupe_window),
         input_tx,
         control_rx,
         Arc::clone(&metrics),
@@ -164,8 +148,17 @@ pub async fn run(config: CompactConfig, context: RunContext) -> Result<(), Compa
             // Read on while commits fail: fetching is paused, and rebalances must get through.
             input = input_rx.recv() => match input {
                 Some(Input::Records(records)) => engine.intake(records, Instant::now()),
-                Some(Input::Assigned(assigned) | Input::Sought(assigned)) => {
-                    for (source, position, generation) in assigned {
+                Some(Input::Assigned(assigned)) => {
+                    for assignment in assigned {
+                        let (table, partition) = assignment.source;
+                        engine.assign(assignment.source, assignment.position, assignment.generation);
+                        let ids = assignment.stored_ids.into_iter();
+                        let ids = ids.map(|(id, offset, at)| (id, partition, offset, at)).collect();
+                        engine.remember_stored(table, ids);
+                    }
+                }
+                Some(Input::Sought(sought)) => {
+                    for (source, position, generation) in sought {
                         engine.assign(source, position, generation);
                     }
                 }
@@ -247,12 +240,19 @@ async fn flush(
     }
 }
 
-/// Reads the positions of partitions from their tables, from the consumer thread.
-fn position_lookup(root: String) -> source::PositionLookup {
+/// Reads the positions of partitions from their tables, and the ids each stored within the
+/// dedupe window (so that the window survives a restart and follows a partition to its new
+/// owner), from the consumer thread.
+fn position_lookup(root: String, window: Duration) -> source::PositionLookup {
     let handle = tokio::runtime::Handle::current();
     Box::new(move |sources| {
         handle.block_on(async {
-            let mut positions = HashMap::new();
+            let since = SystemTime::now()
+                .checked_sub(window)
+                .and_then(|t| t.duration_since(SystemTime::UNIX_EPOCH).ok())
+                .map_or(0, |d| i64::try_from(d.as_micros()).unwrap_or(i64::MAX));
+            let mut found = HashMap::new();
+            let mut stored: HashMap<Table, Vec<(String, i32, i64, i64)>> = HashMap::new();
             let mut opened: HashMap<Table, DeltaTable> = HashMap::new();
             for &(topic, partition) in sources {
                 if let std::collections::hash_map::Entry::Vacant(slot) = opened.entry(topic) {
@@ -267,9 +267,29 @@ fn position_lookup(root: String) -> source::PositionLookup {
                 let position = table::position(delta, topic, topic, partition)
                     .await
                     .map_err(|err| err.to_string())?;
-                positions.insert((topic, partition), position);
+                if let std::collections::hash_map::Entry::Vacant(slot) = stored.entry(topic) {
+                    let ids = table::recent_ids(delta, topic, since)
+                        .await
+                        .map_err(|err| err.to_string())?;
+                    if !ids.is_empty() {
+                        tracing::info!(
+                            table = topic.name(),
+                            ids = ids.len(),
+                            "dedupe window restored from the table"
+                        );
+                    }
+                    slot.insert(ids);
+                }
+                let ids = stored
+                    .get(&topic)
+                    .into_iter()
+                    .flatten()
+                    .filter(|id| id.1 == partition)
+                    .map(|(id, _, offset, at)| (id.clone(), *offset, *at))
+                    .collect();
+                found.insert((topic, partition), (position, ids));
             }
-            Ok(positions)
+            Ok(found)
         })
     })
 }

@@ -36,12 +36,28 @@ const CHUNK: usize = 4096;
 pub enum Input {
     /// Records read.
     Records(Vec<SourceRecord>),
-    /// Partitions assigned: the position each starts at and its new generation.
-    Assigned(Vec<(Source, i64, u64)>),
+    /// Partitions assigned.
+    Assigned(Vec<Assignment>),
     /// Partitions taken away.
     Revoked(Vec<Source>),
     /// Partitions sought back: the position and the new generation.
     Sought(Vec<(Source, i64, u64)>),
+}
+
+/// An id the table already holds: `(id, offset, kafka_micros)`.
+pub type StoredId = (String, i64, i64);
+
+/// One partition assigned here.
+#[derive(Debug)]
+pub struct Assignment {
+    /// The partition.
+    pub source: Source,
+    /// Where reading starts: the table's position (0 when it has none).
+    pub position: i64,
+    /// The partition's new generation.
+    pub generation: u64,
+    /// Ids of the partition the table stored within the dedupe window, oldest first.
+    pub stored_ids: Vec<StoredId>,
 }
 
 /// What the async side asks of the reader thread.
@@ -60,8 +76,13 @@ pub enum Control {
 }
 
 /// Reads the tables' positions of partitions; blocking.
-pub type PositionLookup =
-    Box<dyn Fn(&[Source]) -> Result<HashMap<Source, Option<i64>>, String> + Send + Sync>;
+/// Reads from the tables, for partitions being assigned, their positions and the ids stored
+/// within the dedupe window; blocking.
+pub type PositionLookup = Box<
+    dyn Fn(&[Source]) -> Result<HashMap<Source, (Option<i64>, Vec<StoredId>)>, String>
+        + Send
+        + Sync,
+>;
 
 struct Context {
     positions: PositionLookup,
@@ -127,7 +148,7 @@ impl ConsumerContext for Context {
             .collect();
         match err {
             RDKafkaRespErr::RD_KAFKA_RESP_ERR__ASSIGN_PARTITIONS => {
-                let positions = (self.positions)(&sources).unwrap_or_else(|err| {
+                let mut positions = (self.positions)(&sources).unwrap_or_else(|err| {
                     self.metrics.error(
                         "position_lookup",
                         format!(
@@ -138,18 +159,21 @@ impl ConsumerContext for Context {
                 });
                 let mut assigned = Vec::new();
                 for source in &sources {
-                    let position = positions.get(source).copied().flatten();
+                    let (position, stored_ids) = positions.remove(source).unwrap_or_default();
                     let offset = position.map_or(Offset::Beginning, Offset::Offset);
                     if let Err(err) = tpl.set_partition_offset(source.0.topic(), source.1, offset) {
                         self.metrics.error("assign", err);
                     }
-                    assigned.push((
-                        *source,
-                        position.unwrap_or(0),
-                        self.next_generation(*source),
-                    ));
+                    assigned.push(Assignment {
+                        source: *source,
+                        position: position.unwrap_or(0),
+                        generation: self.next_generation(*source),
+                        stored_ids,
+                    });
                 }
-                tracing::info!(?assigned, "partitions assigned at the tables' positions");
+                let positions: Vec<(Source, i64)> =
+                    assigned.iter().map(|a| (a.source, a.position)).collect();
+                tracing::info!(assigned = ?positions, "partitions assigned at the tables' positions");
                 // Told before the first record of these partitions can be read.
                 let _ = self.input.blocking_send(Input::Assigned(assigned));
                 if let Err(err) = consumer.assign(tpl) {

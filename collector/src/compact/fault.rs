@@ -39,8 +39,14 @@ pub fn reach(point: Point, table: Option<&str>) {
     static SEEN: AtomicU64 = AtomicU64::new(0);
     let plan = PLAN.get_or_init(|| {
         let value = std::env::var("CANDOR_COMPACT_CRASH_AT").ok()?;
-        let (name, n) = value.split_once(':')?;
-        Some((name.to_owned(), n.parse().ok()?))
+        // A plan that cannot be read must not pass as "no crash": the test would prove nothing.
+        let parsed = value
+            .split_once(':')
+            .and_then(|(name, n)| Some((name.to_owned(), n.parse::<u64>().ok()?)));
+        match parsed {
+            Some(plan) => Some(plan),
+            None => panic!("CANDOR_COMPACT_CRASH_AT={value:?}: expected POINT[@TABLE]:N"),
+        }
     });
     let here = match table {
         Some(table) => format!("{}@{table}", point.as_str()),

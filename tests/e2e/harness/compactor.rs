@@ -95,33 +95,11 @@ fn reader_script() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("e2e/clients/read_delta.py")
 }
 
-/// Every row of a table, read by the Python `deltalake` package from the files its Delta log
-/// lists, one JSON object per row (timestamps as microseconds, binary as hex).
-pub fn read_table(root: &Path, table: &str) -> Vec<serde_json::Value> {
+/// Runs the independent reader with `args` and returns its output lines; fails on an error.
+fn run_reader(args: &[&std::ffi::OsStr]) -> Vec<String> {
     let output = std::process::Command::new(python())
         .arg(reader_script())
-        .arg(root.join(table))
-        .output()
-        .unwrap_or_else(|err| panic!("running the Delta reader: {err}"));
-    assert!(
-        output.status.success(),
-        "the Delta reader failed: {}",
-        String::from_utf8_lossy(&output.stderr)
-    );
-    String::from_utf8_lossy(&output.stdout)
-        .lines()
-        .map(|line| {
-            serde_json::from_str(line).unwrap_or_else(|err| panic!("reader line {line:?}: {err}"))
-        })
-        .collect()
-}
-
-/// The data files of a table's current version, as listed by the independent reader.
-pub fn table_files(root: &Path, table: &str) -> Vec<String> {
-    let output = std::process::Command::new(python())
-        .arg(reader_script())
-        .arg("--files")
-        .arg(root.join(table))
+        .args(args)
         .output()
         .unwrap_or_else(|err| panic!("running the Delta reader: {err}"));
     assert!(
@@ -133,6 +111,22 @@ pub fn table_files(root: &Path, table: &str) -> Vec<String> {
         .lines()
         .map(str::to_owned)
         .collect()
+}
+
+/// Every row of a table, read by the Python `deltalake` package from the files its Delta log
+/// lists, one JSON object per row (timestamps as microseconds, binary as hex).
+pub fn read_table(root: &Path, table: &str) -> Vec<serde_json::Value> {
+    run_reader(&[root.join(table).as_os_str()])
+        .iter()
+        .map(|line| {
+            serde_json::from_str(line).unwrap_or_else(|err| panic!("reader line {line:?}: {err}"))
+        })
+        .collect()
+}
+
+/// The data files of a table's current version, as listed by the independent reader.
+pub fn table_files(root: &Path, table: &str) -> Vec<String> {
+    run_reader(&["--files".as_ref(), root.join(table).as_os_str()])
 }
 
 /// Starts the independent reader reading `table` again and again for `seconds`; its output is

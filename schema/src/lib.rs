@@ -55,6 +55,8 @@ pub mod names;
 #[cfg(feature = "proto")]
 pub mod proto;
 pub mod redact;
+#[cfg(feature = "rows")]
+pub mod rows;
 #[cfg(feature = "arrow")]
 pub mod tables;
 pub mod time;

@@ -16,7 +16,7 @@ use deltalake::DeltaTable;
 use deltalake::parquet::file::properties::WriterProperties;
 
 use super::metrics::CompactMetrics;
-use super::rows::{self, Meta, Row, SourceRecord, TimeBounds};
+use candor_schema::rows::{self, Meta, Row, SourceRecord, TimeBounds};
 use super::table::{self, CommitReport, FileSettings, Span, TableError};
 
 /// A source topic-partition.

@@ -11,7 +11,7 @@
 //! restarts there after a crash or a rebalance, and a commit leaves out rows the table already
 //! holds, so no record is lost or stored twice (see `ARCHITECTURE.md`).
 //!
-//! Modules: [`config`] (the TOML configuration), [`rows`] (records to rows to Arrow batches,
+//! Modules: [`config`] (the TOML configuration), [`candor_schema::rows`] (records to rows to Arrow batches,
 //! pure), [`engine`] (the buffer and the commit rule), [`table`] (Delta I/O), [`source`] (the
 //! Kafka consumer), [`maintenance`] (optimize, vacuum, retention), [`metrics`] (self-telemetry)
 //! and [`fault`] (crash points for the crash tests).
@@ -21,7 +21,6 @@ pub mod engine;
 pub mod fault;
 pub mod maintenance;
 pub mod metrics;
-pub mod rows;
 pub mod source;
 pub mod table;
 
@@ -38,7 +37,7 @@ use tokio::sync::{mpsc, watch};
 use self::config::CompactConfig;
 use self::engine::{Engine, EngineSettings};
 use self::metrics::CompactMetrics;
-use self::rows::TimeBounds;
+use candor_schema::rows::{self, TimeBounds};
 use self::source::{Control, Input, SourceSettings};
 use self::table::{FileSettings, TableError};
 

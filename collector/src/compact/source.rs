@@ -24,7 +24,7 @@ use tokio::sync::mpsc;
 
 use super::engine::Source;
 use super::metrics::CompactMetrics;
-use super::rows::SourceRecord;
+use candor_schema::rows::SourceRecord;
 
 /// Records read per hand-over to the async side.
 const CHUNK: usize = 4096;

@@ -26,7 +26,7 @@ use deltalake::protocol::{DeltaOperation, SaveMode};
 use deltalake::writer::{DeltaWriter as _, RecordBatchWriter};
 use deltalake::{DeltaTable, DeltaTableError};
 
-use super::rows::{self, Meta, Row};
+use candor_schema::rows::{self, Meta, Row};
 
 /// Why a table operation failed.
 #[derive(Debug, thiserror::Error)]

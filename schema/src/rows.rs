@@ -1,5 +1,6 @@
 //! Pure: a Kafka record becomes one typed row of one table, and rows become Arrow record batches
-//! in the tables' schemas ([`candor_schema::tables`]).
+//! in the tables' schemas ([`crate::tables`]). The compactor writes these rows; the query side
+//! decodes the not-yet-compacted Kafka tail with the same code, so both read a record alike.
 //!
 //! A record that cannot be decoded or does not meet the contract is never dropped: it becomes a
 //! row of the `rejected` table with the reason, a bounded copy of its bytes, and the topic,
@@ -7,14 +8,14 @@
 
 use std::sync::Arc;
 
-use candor_schema::proto::{Heartbeat, OutcomeCount, OutcomeEvent, Rejected, Temporality};
-use candor_schema::tables::{Arrival, RejectedSource, Table};
-use candor_schema::vocab::{FailureKind, OutcomeClass, RetryAction};
-use deltalake::arrow::array::{
+use crate::proto::{Heartbeat, OutcomeCount, OutcomeEvent, Rejected, Temporality};
+use crate::tables::{Arrival, RejectedSource, Table};
+use crate::vocab::{FailureKind, OutcomeClass, RetryAction};
+use arrow_array::{
     ArrayRef, BinaryArray, BooleanArray, Date32Array, Int32Array, Int64Array, RecordBatch,
     StringArray, TimestampMicrosecondArray,
 };
-use deltalake::arrow::error::ArrowError;
+use arrow_schema::ArrowError;
 use prost::Message as _;
 
 /// Bytes of an undecodable record copied into the `rejected` table.
@@ -35,8 +36,8 @@ pub struct SourceRecord {
     pub timestamp_ms: Option<i64>,
     /// The value; `None` for a record without one.
     pub payload: Option<Vec<u8>>,
-    /// Which assignment or seek of its partition it was read under: a record read before the
-    /// partition's latest one is stale and dropped.
+    /// Which assignment or seek of its partition it was read under: the compactor drops a record
+    /// read before the partition's latest one as stale. Readers that do not seek use 0.
     pub generation: u64,
 }
 
@@ -249,7 +250,7 @@ fn from_collector(rejected: Rejected) -> Result<RejectedRow, Refusal> {
 
 /// The record's schema version as stored; only version 1 is known to this build.
 fn version(schema_version: u32) -> Result<i32, Refusal> {
-    if schema_version != candor_schema::proto::RECORD_SCHEMA_VERSION {
+    if schema_version != crate::proto::RECORD_SCHEMA_VERSION {
         return Err(refuse(
             "unknown_schema_version",
             format!("schema_version {schema_version}; this build reads 1"),
@@ -543,7 +544,7 @@ fn heartbeat_columns(rows: &[&(Meta, Row)]) -> Vec<ArrayRef> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use candor_schema::names::topic;
+    use crate::names::topic;
 
     const BOUNDS: TimeBounds = TimeBounds {
         late_after_micros: 86_400_000_000,
@@ -673,7 +674,7 @@ mod tests {
         assert_eq!(batch.schema(), Table::OutcomeEvents.schema());
         assert_eq!(batch.num_rows(), 3);
         let targets = batch
-            .column_by_name(candor_schema::tables::column::TOOL_TARGET)
+            .column_by_name(crate::tables::column::TOOL_TARGET)
             .unwrap()
             .as_any()
             .downcast_ref::<StringArray>()

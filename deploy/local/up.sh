@@ -29,7 +29,7 @@ if ! command -v tansu >/dev/null && [[ ! -x "$HOME/.cargo/bin/tansu" ]]; then
 fi
 tansu="$(command -v tansu || echo "$HOME/.cargo/bin/tansu")"
 cargo build --release --locked -p candor-collector --bin candor-collector
-cargo build --release --locked -p candor-adapter --example probe
+cargo build --release --locked -p candor-query --bin candor
 bin="$CARGO_TARGET_DIR/release"
 
 for port in 9092 4317 4318 8888 8889 8181; do
@@ -93,7 +93,7 @@ if [[ "$demo" == 1 ]]; then
         for tool in "search --items-field items --total-field total" "lookup --items-field items" "slow" "expired"; do
             set -- $tool
             name="$1"; shift
-            "$bin/examples/probe" "http://127.0.0.1:8181/$name" "$@" --timeout-ms 500 --max-attempts 2 \
+            "$bin/candor" probe "http://127.0.0.1:8181/$name" "$@" --timeout-ms 500 --max-attempts 2 \
                 --otlp-endpoint http://127.0.0.1:4317 >/dev/null 2>"$data/probe-$name.log" || true
         done
         sleep 1

@@ -235,6 +235,12 @@ impl Table {
         }
     }
 
+    /// The id of the Delta application transaction in which a table stores its position (the next
+    /// offset to read) for a partition of this table's topic: `topic/partition`.
+    pub fn position_app_id(self, partition: i32) -> String {
+        format!("{}/{partition}", self.topic())
+    }
+
     /// The table's Arrow schema.
     pub fn schema(self) -> SchemaRef {
         let mut fields = match self {

@@ -274,23 +274,7 @@ async fn raw_kafka(brokers: &str, seconds: u64) -> anyhow::Result<()> {
 /// Creates the events topic (3 partitions) unless it exists, and a producer like the
 /// collector's: idempotent, acks=all, zstd.
 async fn events_producer(brokers: &str) -> anyhow::Result<rdkafka::producer::FutureProducer> {
-    use rdkafka::admin::{AdminClient, AdminOptions, NewTopic, TopicReplication};
-    let admin: AdminClient<rdkafka::client::DefaultClientContext> = rdkafka::ClientConfig::new()
-        .set("bootstrap.servers", brokers)
-        .create()
-        .context("admin client")?;
-    // The result is per topic: "already exists" is fine, a missing topic shows up as failed sends.
-    let _ = admin
-        .create_topics(
-            [&NewTopic::new(
-                topic::OUTCOME_EVENTS,
-                3,
-                TopicReplication::Fixed(1),
-            )],
-            &AdminOptions::new(),
-        )
-        .await
-        .context("creating the events topic")?;
+    candor_e2e::kafka::create_topics(brokers, &[topic::OUTCOME_EVENTS], 3).await?;
     rdkafka::ClientConfig::new()
         .set("bootstrap.servers", brokers)
         .set("enable.idempotence", "true")

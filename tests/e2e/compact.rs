@@ -11,7 +11,7 @@ use candor_e2e::compactor::{
 };
 use candor_e2e::kafka::{decode_all, read_topic};
 use candor_e2e::tansu::Tansu;
-use candor_e2e::wait_for;
+use candor_e2e::{tempdir, wait_for};
 use candor_schema::names::{table, topic};
 use candor_schema::proto::OutcomeEvent;
 use opentelemetry_proto::tonic::collector::trace::v1::trace_service_client::TraceServiceClient;
@@ -309,16 +309,6 @@ async fn produce_garbage(producer: &FutureProducer, tag: &str) -> Vec<u8> {
 
 fn hex(bytes: &[u8]) -> String {
     bytes.iter().map(|b| format!("{b:02x}")).collect()
-}
-
-fn tempdir(name: &str) -> std::path::PathBuf {
-    let dir = std::env::temp_dir().join(format!(
-        "candor-e2e-tables-{name}-{}-{}",
-        std::process::id(),
-        candor_e2e::free_port()
-    ));
-    std::fs::create_dir_all(&dir).unwrap();
-    dir
 }
 
 /// Sends `n` events whose time is `age` before now, with targets `prefix-i`.

@@ -25,7 +25,8 @@ use prost::Message as _;
 
 const READ_TIMEOUT: Duration = Duration::from_secs(30);
 
-fn json(status: u16, body: &str) -> HttpExchange {
+/// A response from a scripted tool.
+pub(crate) fn json(status: u16, body: &str) -> HttpExchange {
     Ok(HttpResponse {
         status: http::StatusCode::from_u16(status).unwrap(),
         headers: http::HeaderMap::new(),

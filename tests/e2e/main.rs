@@ -7,3 +7,4 @@ mod compact;
 mod faults;
 mod foreign_clients;
 mod ingest;
+mod query;

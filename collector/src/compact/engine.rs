@@ -16,8 +16,8 @@ use deltalake::DeltaTable;
 use deltalake::parquet::file::properties::WriterProperties;
 
 use super::metrics::CompactMetrics;
-use candor_schema::rows::{self, Meta, Row, SourceRecord, TimeBounds};
 use super::table::{self, CommitReport, FileSettings, Span, TableError};
+use candor_schema::rows::{self, Meta, Row, SourceRecord, TimeBounds};
 
 /// A source topic-partition.
 pub type Source = (Table, i32);

@@ -37,9 +37,9 @@ use tokio::sync::{mpsc, watch};
 use self::config::CompactConfig;
 use self::engine::{Engine, EngineSettings};
 use self::metrics::CompactMetrics;
-use candor_schema::rows::{self, TimeBounds};
 use self::source::{Control, Input, SourceSettings};
 use self::table::{FileSettings, TableError};
+use candor_schema::rows::{self, TimeBounds};
 
 /// How long a failed flush waits before it is tried again; fetching pauses meanwhile.
 const RETRY_FLUSH_AFTER: Duration = Duration::from_secs(2);

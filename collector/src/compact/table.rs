@@ -76,7 +76,7 @@ impl TableError {
 
 /// The application transaction id of a source topic-partition.
 pub fn app_id(topic: Table, partition: i32) -> String {
-    format!("{}/{partition}", topic.topic())
+    topic.position_app_id(partition)
 }
 
 /// Rows of one source topic-partition for one table, and the offsets they cover.

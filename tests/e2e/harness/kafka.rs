@@ -1,4 +1,5 @@
-//! Reading a topic back, with explicit partition assignment (no consumer-group join to wait for).
+//! Making topics, and reading a topic back with explicit partition assignment (no consumer-group
+//! join to wait for).
 
 use std::time::{Duration, Instant};
 
@@ -6,6 +7,30 @@ use rdkafka::config::ClientConfig;
 use rdkafka::consumer::{BaseConsumer, Consumer as _};
 use rdkafka::message::Message as _;
 use rdkafka::{Offset, TopicPartitionList};
+
+/// Creates `topics` with `partitions` each (replication 1) unless they exist. The result is per
+/// topic and "already exists" is fine; a topic that could not be made shows up as failed sends.
+pub async fn create_topics(
+    bootstrap: &str,
+    topics: &[&str],
+    partitions: i32,
+) -> anyhow::Result<()> {
+    use anyhow::Context as _;
+    use rdkafka::admin::{AdminClient, AdminOptions, NewTopic, TopicReplication};
+    let admin: AdminClient<rdkafka::client::DefaultClientContext> = ClientConfig::new()
+        .set("bootstrap.servers", bootstrap)
+        .create()
+        .context("admin client")?;
+    let new: Vec<NewTopic<'_>> = topics
+        .iter()
+        .map(|topic| NewTopic::new(topic, partitions, TopicReplication::Fixed(1)))
+        .collect();
+    let _per_topic = admin
+        .create_topics(new.iter(), &AdminOptions::new())
+        .await
+        .context("creating topics")?;
+    Ok(())
+}
 
 /// One record as read back.
 #[derive(Debug, Clone)]

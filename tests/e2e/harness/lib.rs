@@ -6,6 +6,7 @@ pub mod collector;
 pub mod compactor;
 pub mod kafka;
 pub mod process;
+pub mod query;
 pub mod tansu;
 
 use std::net::TcpListener;
@@ -18,6 +19,17 @@ pub fn free_port() -> u16 {
         .and_then(|listener| listener.local_addr())
         .map(|addr| addr.port())
         .unwrap_or_else(|err| panic!("no free loopback port: {err}"))
+}
+
+/// A fresh directory under the system's temporary directory, unique to this process and call.
+pub fn tempdir(name: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!(
+        "candor-e2e-tables-{name}-{}-{}",
+        std::process::id(),
+        free_port()
+    ));
+    std::fs::create_dir_all(&dir).unwrap_or_else(|err| panic!("creating {}: {err}", dir.display()));
+    dir
 }
 
 /// The directory cargo builds binaries into (`target/debug`), found from this test binary

@@ -1,0 +1,629 @@
+//! The ready-made questions: `rates`, `spikes`, `incident`, `trace`, and free `sql`.
+//!
+//! Each builds its query with DataFusion's DataFrame API, so filter values from the command line
+//! are literals, never SQL text. Each filters on the `date` partition column as well as on the
+//! time column, so a question about one day reads only that day's files.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use candor_schema::OutcomeClass;
+use candor_schema::tables::{Table, column};
+use deltalake::arrow::array::{Array as _, Int64Array, RecordBatch, StringArray};
+use deltalake::arrow::compute::cast;
+use deltalake::arrow::datatypes::DataType;
+use deltalake::datafusion::dataframe::DataFrame;
+use deltalake::datafusion::error::DataFusionError;
+use deltalake::datafusion::execution::context::SQLOptions;
+use deltalake::datafusion::functions_aggregate::expr_fn::count;
+use deltalake::datafusion::logical_expr::cast as cast_expr;
+use deltalake::datafusion::prelude::{Expr, col, lit};
+use deltalake::datafusion::scalar::ScalarValue;
+use serde_json::Value;
+
+use crate::answer::Rows;
+use crate::rates::{self, Buckets, ClassCounts, Point, SpikeRule};
+use crate::reader::Reader;
+use crate::window::{Micros, Window, day, micros_of, rfc3339};
+
+/// A question that could not be answered as asked.
+#[derive(Debug, thiserror::Error)]
+pub enum CommandError {
+    /// The statement or a name in it is wrong: a usage error.
+    #[error(
+        "the SQL statement could not be run: {0}\n  the tables are outcome_events, \
+         outcome_counts, rejected and heartbeats; `candor sql \"DESCRIBE outcome_events\"` lists \
+         a table's columns"
+    )]
+    Sql(DataFusionError),
+    /// The statement would change something; this reader only reads.
+    #[error(
+        "the SQL statement would create or change data ({0}); candor only reads: use SELECT, \
+         DESCRIBE, SHOW or EXPLAIN"
+    )]
+    NotReadOnly(DataFusionError),
+    /// Reading failed while the question ran.
+    #[error("reading the tables failed: {0}")]
+    Read(DataFusionError),
+    /// An argument is malformed.
+    #[error("{0}")]
+    Usage(String),
+}
+
+impl CommandError {
+    /// Whether the person asked wrongly (exit 2) rather than the read failing (exit 4).
+    pub fn is_usage(&self) -> bool {
+        matches!(self, Self::Sql(_) | Self::NotReadOnly(_) | Self::Usage(_))
+    }
+}
+
+fn read(err: DataFusionError) -> CommandError {
+    CommandError::Read(err)
+}
+
+/// Exact-match filters every ready-made command takes.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Filters {
+    /// `service_name`.
+    pub service: Option<String>,
+    /// `tool_name`.
+    pub tool: Option<String>,
+    /// `tool_target`.
+    pub target: Option<String>,
+}
+
+impl Filters {
+    fn apply(&self, mut frame: DataFrame) -> Result<DataFrame, DataFusionError> {
+        for (name, value) in [
+            (column::SERVICE_NAME, &self.service),
+            (column::TOOL_NAME, &self.tool),
+            (column::TOOL_TARGET, &self.target),
+        ] {
+            if let Some(value) = value {
+                frame = frame.filter(col(name).eq(lit(value.clone())))?;
+            }
+        }
+        Ok(frame)
+    }
+}
+
+/// What `rates` groups by.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum GroupBy {
+    /// `tool_target`.
+    Target,
+    /// `tool_name`.
+    Tool,
+    /// `service_name`.
+    Service,
+}
+
+impl GroupBy {
+    fn column(self) -> &'static str {
+        match self {
+            Self::Target => column::TOOL_TARGET,
+            Self::Tool => column::TOOL_NAME,
+            Self::Service => column::SERVICE_NAME,
+        }
+    }
+
+    fn label(self) -> &'static str {
+        match self {
+            Self::Target => "target",
+            Self::Tool => "tool",
+            Self::Service => "service",
+        }
+    }
+}
+
+fn timestamp(at: Micros) -> Expr {
+    lit(ScalarValue::TimestampMicrosecond(
+        Some(at),
+        Some("UTC".into()),
+    ))
+}
+
+/// `time_column` in `[since, until)`, and the `date` partitions that can hold it.
+fn in_window(time_column: &str, since: Micros, until: Micros) -> Expr {
+    let (first, last) = (day(since), day(until.saturating_sub(1)));
+    col(time_column)
+        .gt_eq(timestamp(since))
+        .and(col(time_column).lt(timestamp(until)))
+        .and(col(column::DATE).gt_eq(lit(ScalarValue::Date32(Some(first)))))
+        .and(col(column::DATE).lt_eq(lit(ScalarValue::Date32(Some(last)))))
+}
+
+/// Runs a statement; anything but a query (DDL, DML, `SET`, `COPY`) is refused.
+pub async fn sql(reader: &Reader, statement: &str) -> Result<Rows, CommandError> {
+    let options = SQLOptions::new()
+        .with_allow_ddl(false)
+        .with_allow_dml(false)
+        .with_allow_statements(false);
+    let frame = reader
+        .context
+        .sql_with_options(statement, options)
+        .await
+        .map_err(|err| {
+            let text = err.to_string();
+            if text.contains("not supported")
+                && (text.contains("DDL") || text.contains("DML") || text.contains("Statement"))
+            {
+                CommandError::NotReadOnly(err)
+            } else {
+                CommandError::Sql(err)
+            }
+        })?;
+    let batches = frame.collect().await.map_err(CommandError::Sql)?;
+    Rows::from_batches(&batches).map_err(|err| CommandError::Read(err.into()))
+}
+
+/// The parameters of `rates`.
+#[derive(Debug, Clone)]
+pub struct RatesQuery {
+    /// The window.
+    pub window: Window,
+    /// Grouping.
+    pub by: GroupBy,
+    /// Bucket width; `None` for one bucket.
+    pub step: Option<Duration>,
+    /// How far before the window to look for a cumulative series' baseline point.
+    pub lookback: Duration,
+    /// Filters.
+    pub filters: Filters,
+}
+
+/// Rates and their notes.
+pub struct RatesAnswer {
+    /// One row per group and bucket.
+    pub rows: Rows,
+    /// What the reader should know (series without a baseline, ignored points).
+    pub notes: Vec<String>,
+}
+
+/// Counter points of the window (and its lookback), grouped by `by`.
+async fn points(
+    reader: &Reader,
+    since: Micros,
+    until: Micros,
+    by: GroupBy,
+    filters: &Filters,
+) -> Result<(Vec<Point>, u64), CommandError> {
+    let frame = reader
+        .context
+        .table(Table::OutcomeCounts.name())
+        .await
+        .map_err(read)?
+        .filter(in_window(column::TIME, since, until))
+        .map_err(read)?;
+    let frame = filters.apply(frame).map_err(read)?;
+    let frame = frame
+        .select(vec![
+            col(column::SERVICE_NAME),
+            col(column::SERVICE_INSTANCE_ID),
+            col(column::TOOL_NAME),
+            col(column::TOOL_TARGET),
+            col(column::OUTCOME_CLASS),
+            col(column::TEMPORALITY),
+            cast_expr(col(column::START_TIME), DataType::Int64),
+            cast_expr(col(column::TIME), DataType::Int64),
+            col(column::VALUE),
+            col(column::POINT_ID),
+        ])
+        .map_err(read)?;
+    let batches = frame.collect().await.map_err(read)?;
+    let group_index = match by {
+        GroupBy::Service => 0,
+        GroupBy::Tool => 2,
+        GroupBy::Target => 3,
+    };
+    let mut seen = std::collections::HashSet::new();
+    let mut out = Vec::new();
+    let mut unspecified = 0u64;
+    for batch in &batches {
+        let text: Vec<StringArray> = (0..6)
+            .chain([9])
+            .map(|i| strings(batch, i))
+            .collect::<Result<_, _>>()?;
+        let start = ints(batch, 6)?;
+        let time = ints(batch, 7)?;
+        let value = ints(batch, 8)?;
+        for row in 0..batch.num_rows() {
+            // A retried copy the tail and the table both hold is one point.
+            if !seen.insert(text[6].value(row).to_owned()) {
+                continue;
+            }
+            let temporality = text[5].value(row);
+            let cumulative = match temporality {
+                "cumulative" => true,
+                "delta" => false,
+                _ => {
+                    unspecified += 1;
+                    continue;
+                }
+            };
+            let Ok(class) = text[4].value(row).parse::<OutcomeClass>() else {
+                continue;
+            };
+            let series = (0..6)
+                .map(|i| text[i].value(row))
+                .collect::<Vec<_>>()
+                .join("\u{1f}");
+            out.push(Point {
+                series,
+                group: text[group_index].value(row).to_owned(),
+                class,
+                cumulative,
+                start: start.value(row),
+                time: time.value(row),
+                value: value.value(row),
+            });
+        }
+    }
+    Ok((out, unspecified))
+}
+
+/// Terminal failure events (retry action other than `retry`) per (group, bucket start).
+async fn failure_events(
+    reader: &Reader,
+    buckets: Buckets,
+    by: GroupBy,
+    filters: &Filters,
+) -> Result<BTreeMap<(String, Micros), u64>, CommandError> {
+    let frame = reader
+        .context
+        .table(Table::OutcomeEvents.name())
+        .await
+        .map_err(read)?
+        .filter(in_window(column::EVENT_TIME, buckets.since, buckets.until))
+        .map_err(read)?
+        .filter(col(column::RETRY_ACTION).not_eq(lit("retry")))
+        .map_err(read)?;
+    let frame = filters.apply(frame).map_err(read)?;
+    let micros = cast_expr(col(column::EVENT_TIME), DataType::Int64);
+    let bucket = match buckets.step {
+        Some(step) => (micros - lit(buckets.since)) / lit(step),
+        None => lit(0i64),
+    };
+    let batches = frame
+        .aggregate(
+            vec![col(by.column()).alias("group"), bucket.alias("bucket")],
+            vec![count(lit(1)).alias("events")],
+        )
+        .map_err(read)?
+        .collect()
+        .await
+        .map_err(read)?;
+    let mut out = BTreeMap::new();
+    for batch in &batches {
+        let group = strings(batch, 0)?;
+        let bucket = ints(batch, 1)?;
+        let events = ints(batch, 2)?;
+        for row in 0..batch.num_rows() {
+            let start = buckets.since + bucket.value(row) * buckets.step.unwrap_or(0);
+            let events = u64::try_from(events.value(row)).unwrap_or(0);
+            *out.entry((group.value(row).to_owned(), start)).or_insert(0) += events;
+        }
+    }
+    Ok(out)
+}
+
+/// `candor rates`.
+pub async fn rates(reader: &Reader, query: &RatesQuery) -> Result<RatesAnswer, CommandError> {
+    let step = query.step.map(micros_of);
+    let buckets = Buckets {
+        since: query.window.since,
+        until: query.window.until,
+        step,
+    };
+    let lookback_since = query.window.since.saturating_sub(micros_of(query.lookback));
+    let (mut points, unspecified) = points(
+        reader,
+        lookback_since,
+        query.window.until,
+        query.by,
+        &query.filters,
+    )
+    .await?;
+    let increases = rates::increases(&mut points, buckets);
+    let events = failure_events(reader, buckets, query.by, &query.filters).await?;
+    let found = rates::rate_rows(&increases, &events, buckets);
+    let mut rows = Rows::new(&[
+        query.by.label(),
+        "bucket_start",
+        "bucket_end",
+        "calls",
+        "success",
+        "empty",
+        "partial",
+        "access_failure",
+        "silent_failure_rate",
+        "denominator",
+        "failure_events",
+    ]);
+    let mut missing = 0usize;
+    for row in &found {
+        let counts = |pick: fn(&ClassCounts) -> u64| {
+            row.counts
+                .map_or(Value::Null, |counts| Value::from(pick(&counts)))
+        };
+        let denominator = row.denominator();
+        if denominator == rates::Denominator::Missing {
+            missing += 1;
+        }
+        rows.push(vec![
+            Value::from(row.group.clone()),
+            Value::from(rfc3339(row.bucket_start)),
+            Value::from(rfc3339(row.bucket_end)),
+            counts(ClassCounts::calls),
+            counts(|c| c.success),
+            counts(|c| c.empty),
+            counts(|c| c.partial),
+            counts(|c| c.access_failure),
+            row.rate().map_or(Value::Null, Value::from),
+            serde_json::to_value(denominator).unwrap_or(Value::Null),
+            Value::from(row.failure_events),
+        ]);
+    }
+    let mut notes = Vec::new();
+    if missing > 0 {
+        notes.push(format!(
+            "{missing} row(s) have failure events but no call counts (denominator missing): their \
+             rate is unknown, not 0 %; the adapter's tool.outcomes counter did not reach the table \
+             for them"
+        ));
+    }
+    if increases.series_without_baseline > 0 {
+        notes.push(format!(
+            "{} counter series had no point before the window (lookback {}): their first point \
+             only served as a baseline, so calls before it are not counted; a longer --lookback \
+             may find one",
+            increases.series_without_baseline,
+            humantime::format_duration(query.lookback)
+        ));
+    }
+    if unspecified > 0 {
+        notes.push(format!(
+            "{unspecified} counter point(s) with unspecified temporality were left out"
+        ));
+    }
+    Ok(RatesAnswer { rows, notes })
+}
+
+/// The parameters of `spikes`.
+#[derive(Debug, Clone)]
+pub struct SpikesQuery {
+    /// The end of the window (now by default).
+    pub until: Micros,
+    /// The recent window.
+    pub window: Duration,
+    /// The baseline before it.
+    pub baseline: Duration,
+    /// Factor and floor.
+    pub rule: SpikeRule,
+    /// How far before the baseline to look for baseline points.
+    pub lookback: Duration,
+    /// Filters.
+    pub filters: Filters,
+}
+
+/// `candor spikes`: the window covered is baseline + window.
+pub async fn spikes(reader: &Reader, query: &SpikesQuery) -> Result<RatesAnswer, CommandError> {
+    let window_start = query.until.saturating_sub(micros_of(query.window));
+    let baseline_start = window_start.saturating_sub(micros_of(query.baseline));
+    let (mut points, _) = points(
+        reader,
+        baseline_start.saturating_sub(micros_of(query.lookback)),
+        query.until,
+        GroupBy::Target,
+        &query.filters,
+    )
+    .await?;
+    let per_target = |points: &mut [Point], since, until| -> BTreeMap<String, ClassCounts> {
+        let increases = rates::increases(
+            points,
+            Buckets {
+                since,
+                until,
+                step: None,
+            },
+        );
+        increases
+            .buckets
+            .into_iter()
+            .map(|((target, _), counts)| (target, counts))
+            .collect()
+    };
+    let recent = per_target(&mut points, window_start, query.until);
+    let before = per_target(&mut points, baseline_start, window_start);
+    let found = rates::spikes(&recent, &before, query.rule);
+    let mut rows = Rows::new(&[
+        "target",
+        "window_access_failures",
+        "window_calls",
+        "window_rate",
+        "baseline_access_failures",
+        "baseline_calls",
+        "baseline_rate",
+        "factor",
+    ]);
+    for spike in &found {
+        rows.push(vec![
+            Value::from(spike.target.clone()),
+            Value::from(spike.window_failures),
+            Value::from(spike.window_calls),
+            Value::from(spike.window_rate),
+            Value::from(spike.baseline_failures),
+            Value::from(spike.baseline_calls),
+            spike.baseline_rate.map_or(Value::Null, Value::from),
+            spike.factor.map_or_else(|| Value::from("new"), Value::from),
+        ]);
+    }
+    Ok(RatesAnswer {
+        rows,
+        notes: Vec::new(),
+    })
+}
+
+/// The event columns `incident` and `trace` show, in order.
+const EVENT_COLUMNS: &[&str] = &[
+    column::EVENT_TIME,
+    column::SERVICE_NAME,
+    column::SERVICE_INSTANCE_ID,
+    column::TOOL_NAME,
+    column::TOOL_TARGET,
+    column::OUTCOME_CLASS,
+    column::FAILURE_KIND,
+    column::RETRY_ACTION,
+    column::RETRY_ATTEMPT,
+    column::RETRY_MAX_ATTEMPTS,
+    column::HTTP_STATUS_CODE,
+    column::ERROR_TYPE,
+    column::COVERAGE,
+    column::DROPPED,
+    column::TRACE_ID,
+    column::SPAN_ID,
+    column::EVENT_ID,
+];
+
+/// Events in order, with the summaries a person needs during an incident.
+pub struct EventsAnswer {
+    /// The events.
+    pub rows: Rows,
+    /// Retry outcomes and services involved.
+    pub summary: Vec<String>,
+}
+
+async fn events(reader: &Reader, filter: Expr) -> Result<EventsAnswer, CommandError> {
+    let frame = reader
+        .context
+        .table(Table::OutcomeEvents.name())
+        .await
+        .map_err(read)?
+        .filter(filter)
+        .map_err(read)?
+        .sort(vec![
+            col(column::EVENT_TIME).sort(true, false),
+            col(column::KAFKA_PARTITION).sort(true, false),
+            col(column::KAFKA_OFFSET).sort(true, false),
+        ])
+        .map_err(read)?
+        .select(
+            EVENT_COLUMNS
+                .iter()
+                .map(|name| col(*name))
+                .collect::<Vec<Expr>>(),
+        )
+        .map_err(read)?;
+    let batches = frame.collect().await.map_err(read)?;
+    let rows = Rows::from_batches(&batches).map_err(|err| CommandError::Read(err.into()))?;
+    let rows = if rows.columns.is_empty() {
+        Rows::new(EVENT_COLUMNS)
+    } else {
+        rows
+    };
+    let summary = summarize(&rows);
+    Ok(EventsAnswer { rows, summary })
+}
+
+/// Retry outcomes (exhausted, permanent, accepted partial, retried attempts) and services.
+fn summarize(rows: &Rows) -> Vec<String> {
+    let mut actions: BTreeMap<String, u64> = BTreeMap::new();
+    let mut services: BTreeMap<String, u64> = BTreeMap::new();
+    for row in &rows.rows {
+        let text = |name: &str| {
+            row.get(name)
+                .and_then(Value::as_str)
+                .unwrap_or("")
+                .to_owned()
+        };
+        *actions.entry(text(column::RETRY_ACTION)).or_default() += 1;
+        *services.entry(text(column::SERVICE_NAME)).or_default() += 1;
+    }
+    if rows.rows.is_empty() {
+        return Vec::new();
+    }
+    let get = |name: &str| actions.get(name).copied().unwrap_or(0);
+    let services: Vec<String> = services
+        .iter()
+        .map(|(name, events)| format!("{name} ({events})"))
+        .collect();
+    vec![
+        format!(
+            "calls that ended failed: {} exhausted (ran out of retries), {} permanent (not \
+             retryable), {} partial answers accepted; {} attempt(s) were retried",
+            get("exhausted"),
+            get("permanent"),
+            get("accept_partial"),
+            get("retry")
+        ),
+        format!("services involved: {}", services.join(", ")),
+    ]
+}
+
+/// `candor incident`: every event of one target in the window.
+pub async fn incident(
+    reader: &Reader,
+    window: Window,
+    filters: &Filters,
+) -> Result<EventsAnswer, CommandError> {
+    let mut filter = in_window(column::EVENT_TIME, window.since, window.until);
+    for (name, value) in [
+        (column::SERVICE_NAME, &filters.service),
+        (column::TOOL_NAME, &filters.tool),
+        (column::TOOL_TARGET, &filters.target),
+    ] {
+        if let Some(value) = value {
+            filter = filter.and(col(name).eq(lit(value.clone())));
+        }
+    }
+    events(reader, filter).await
+}
+
+/// Checks a trace id: 32 hex digits, any case; returns it in lower case as stored.
+pub fn trace_id(raw: &str) -> Result<String, CommandError> {
+    let id = raw.trim().to_ascii_lowercase();
+    if id.len() == 32 && id.bytes().all(|b| b.is_ascii_hexdigit()) && id != "0".repeat(32) {
+        Ok(id)
+    } else {
+        Err(CommandError::Usage(format!(
+            "{raw:?} is not a trace id: expected 32 hex digits, as in the trace_id column"
+        )))
+    }
+}
+
+/// `candor trace`: every event of one trace.
+pub async fn trace(
+    reader: &Reader,
+    id: &str,
+    window: Option<Window>,
+) -> Result<EventsAnswer, CommandError> {
+    let mut filter = col(column::TRACE_ID).eq(lit(id.to_owned()));
+    if let Some(window) = window {
+        filter = filter.and(in_window(column::EVENT_TIME, window.since, window.until));
+    }
+    events(reader, filter).await
+}
+
+fn strings(batch: &RecordBatch, index: usize) -> Result<StringArray, CommandError> {
+    let array = cast(batch.column(index), &DataType::Utf8).map_err(|e| read(e.into()))?;
+    array
+        .as_any()
+        .downcast_ref::<StringArray>()
+        .cloned()
+        .ok_or_else(|| read(DataFusionError::Internal("expected strings".into())))
+}
+
+fn ints(batch: &RecordBatch, index: usize) -> Result<Int64Array, CommandError> {
+    let array = cast(batch.column(index), &DataType::Int64).map_err(|e| read(e.into()))?;
+    let ints = array
+        .as_any()
+        .downcast_ref::<Int64Array>()
+        .cloned()
+        .ok_or_else(|| read(DataFusionError::Internal("expected integers".into())))?;
+    if ints.null_count() > 0 {
+        return Err(read(DataFusionError::Internal(
+            "unexpected null in a required column".into(),
+        )));
+    }
+    Ok(ints)
+}

@@ -1,0 +1,455 @@
+//! `candor`: silent-failure rates, spikes and incident forensics over Candor's tables, each answer
+//! stating its own coverage.
+//!
+//! Exit codes: 0 rows found, 1 a confirmed empty answer, 3 partial (a source could not be read,
+//! or the window reaches past the newest data any source holds), 4 access failure (no source
+//! could be read), 2 usage error.
+
+mod probe;
+
+use std::io::{IsTerminal as _, Write as _};
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::time::{Duration, SystemTime};
+
+use candor_query::answer::{Format, Report};
+use candor_query::commands::{self, CommandError, Filters, GroupBy, RatesQuery, SpikesQuery};
+use candor_query::rates::SpikeRule;
+use candor_query::reader::{ReadOptions, Reader};
+use candor_query::store::TableRoot;
+use candor_query::tail::TailSettings;
+use candor_query::window::{self, TimeArg, Window, micros_of};
+use candor_schema::tables::Table;
+use clap::{Args, Parser, Subcommand};
+
+/// Windows that end within this of now read the Kafka tail unless `--no-live` is given.
+const LIVE_REACH: Duration = Duration::from_secs(300);
+
+/// Silent-failure rates, spikes and incident forensics over Candor's tables.
+#[derive(Debug, Parser)]
+#[command(name = "candor", version, about, long_about = None)]
+struct Cli {
+    #[command(flatten)]
+    global: Global,
+    #[command(subcommand)]
+    command: Command,
+}
+
+/// Where to read and how to show it; the same flags and variables as the services.
+#[derive(Debug, Args)]
+struct Global {
+    /// The local stack's data directory; the tables are under DIR/tables.
+    #[arg(long, global = true, env = "CANDOR_DATA_DIR", default_value = "data")]
+    data_dir: PathBuf,
+    /// The table root as a directory or object store URL (overrides --data-dir).
+    #[arg(long, global = true, env = "CANDOR_TABLES")]
+    tables: Option<String>,
+    /// Kafka bootstrap servers, for the not-yet-compacted tail.
+    #[arg(
+        long,
+        global = true,
+        env = "CANDOR_KAFKA",
+        default_value = "127.0.0.1:9092"
+    )]
+    kafka: String,
+    /// Also read the Kafka tail (the default when the window reaches the last 5 minutes).
+    #[arg(long, global = true, conflicts_with = "no_live")]
+    live: bool,
+    /// Read the tables only.
+    #[arg(long, global = true)]
+    no_live: bool,
+    /// How long reading the Kafka tail may take.
+    #[arg(long, global = true, default_value = "5s")]
+    kafka_timeout: String,
+    /// At most this many tail records (past it the answer is partial).
+    #[arg(long, global = true, default_value_t = 1_000_000)]
+    tail_limit: usize,
+    /// table (default on a terminal), json (the contract envelope; the default otherwise), csv.
+    #[arg(long, global = true, value_enum)]
+    format: Option<Format>,
+}
+
+#[derive(Debug, Args)]
+struct WindowArgs {
+    /// Start: a duration before now (1h, 30m) or an RFC 3339 time [default: 1h].
+    #[arg(long, alias = "from")]
+    since: Option<String>,
+    /// End: a duration before now or an RFC 3339 time [default: now].
+    #[arg(long, alias = "to")]
+    until: Option<String>,
+}
+
+#[derive(Debug, Args)]
+struct FilterArgs {
+    /// Only this service (service.name).
+    #[arg(long)]
+    service: Option<String>,
+    /// Only this tool.
+    #[arg(long)]
+    tool: Option<String>,
+    /// Only this target.
+    #[arg(long)]
+    target: Option<String>,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Run a SQL query over outcome_events, outcome_counts, rejected and heartbeats.
+    Sql {
+        /// The statement (SELECT, DESCRIBE, SHOW or EXPLAIN).
+        statement: String,
+    },
+    /// Silent-failure rate, (access_failure + partial) / all calls, per group.
+    Rates {
+        #[command(flatten)]
+        window: WindowArgs,
+        #[command(flatten)]
+        filters: FilterArgs,
+        /// Group by target, tool or service.
+        #[arg(long, value_enum, default_value_t = GroupBy::Target)]
+        by: GroupBy,
+        /// Bucket width (5m, 1h); one bucket over the whole window when absent.
+        #[arg(long)]
+        step: Option<String>,
+        /// How far before the window to look for a counter's baseline point.
+        #[arg(long, default_value = "15m")]
+        lookback: String,
+    },
+    /// Targets whose AccessFailure rate in the recent window exceeds their baseline.
+    Spikes {
+        /// The recent window.
+        #[arg(long, default_value = "5m")]
+        window: String,
+        /// The baseline before the window.
+        #[arg(long, default_value = "1h")]
+        baseline: String,
+        /// The window's rate must be at least this many times the baseline's.
+        #[arg(long, default_value_t = 3.0)]
+        factor: f64,
+        /// And hold at least this many AccessFailure calls.
+        #[arg(long, default_value_t = 10)]
+        min_events: u64,
+        /// End of the window: a duration before now or an RFC 3339 time [default: now].
+        #[arg(long)]
+        until: Option<String>,
+        /// How far before the baseline to look for a counter's baseline point.
+        #[arg(long, default_value = "15m")]
+        lookback: String,
+        #[command(flatten)]
+        filters: FilterArgs,
+    },
+    /// Every failure event of a target in a window, in order, with retry outcomes.
+    Incident {
+        #[command(flatten)]
+        window: WindowArgs,
+        /// The target.
+        #[arg(long)]
+        target: String,
+        /// Only this service.
+        #[arg(long)]
+        service: Option<String>,
+        /// Only this tool.
+        #[arg(long)]
+        tool: Option<String>,
+    },
+    /// Every failure event of one trace, in order.
+    Trace {
+        /// The trace id, 32 hex digits.
+        trace_id: String,
+        /// Only events after this (a duration before now or an RFC 3339 time).
+        #[arg(long, alias = "from")]
+        since: Option<String>,
+        /// Only events before this.
+        #[arg(long, alias = "to")]
+        until: Option<String>,
+    },
+    /// GET one URL through the adapter and print its envelope.
+    Probe(probe::ProbeArgs),
+}
+
+/// A usage error: exit 2 with the message.
+struct Usage(String);
+
+impl<E: std::fmt::Display> From<E> for Usage {
+    fn from(err: E) -> Self {
+        Self(err.to_string())
+    }
+}
+
+fn time_arg(raw: Option<&String>) -> Result<Option<TimeArg>, Usage> {
+    raw.map(|raw| TimeArg::parse(raw))
+        .transpose()
+        .map_err(Usage::from)
+}
+
+fn window_of(args: &WindowArgs, now: i64) -> Result<Window, Usage> {
+    Ok(Window::resolve(
+        time_arg(args.since.as_ref())?,
+        time_arg(args.until.as_ref())?,
+        now,
+    )?)
+}
+
+fn filters(args: FilterArgs) -> Filters {
+    Filters {
+        service: args.service,
+        tool: args.tool,
+        target: args.target,
+    }
+}
+
+/// A question with every argument parsed, before anything is read.
+enum Question {
+    Sql(String),
+    Rates(RatesQuery),
+    Spikes(SpikesQuery),
+    Incident { window: Window, filters: Filters },
+    Trace { id: String, window: Option<Window> },
+}
+
+impl Question {
+    fn parse(command: Command, now: i64) -> Result<Self, Usage> {
+        let duration = |flag, raw: &str| window::parse_duration(flag, raw).map_err(Usage::from);
+        Ok(match command {
+            Command::Sql { statement } => Self::Sql(statement),
+            Command::Rates {
+                window,
+                filters: filter_args,
+                by,
+                step,
+                lookback,
+            } => Self::Rates(RatesQuery {
+                window: window_of(&window, now)?,
+                by,
+                step: step.map(|raw| duration("--step", &raw)).transpose()?,
+                lookback: duration("--lookback", &lookback)?,
+                filters: filters(filter_args),
+            }),
+            Command::Spikes {
+                window,
+                baseline,
+                factor,
+                min_events,
+                until,
+                lookback,
+                filters: filter_args,
+            } => {
+                if !(factor.is_finite() && factor > 0.0) {
+                    return Err(Usage(format!(
+                        "--factor {factor}: expected a positive number like 3"
+                    )));
+                }
+                let until = time_arg(until.as_ref())?.map_or(now, |arg| arg.resolve(now));
+                Self::Spikes(SpikesQuery {
+                    until,
+                    window: duration("--window", &window)?,
+                    baseline: duration("--baseline", &baseline)?,
+                    rule: SpikeRule { factor, min_events },
+                    lookback: duration("--lookback", &lookback)?,
+                    filters: filters(filter_args),
+                })
+            }
+            Command::Incident {
+                window,
+                target,
+                service,
+                tool,
+            } => Self::Incident {
+                window: window_of(&window, now)?,
+                filters: Filters {
+                    service,
+                    tool,
+                    target: Some(target),
+                },
+            },
+            Command::Trace {
+                trace_id,
+                since,
+                until,
+            } => Self::Trace {
+                id: commands::trace_id(&trace_id)?,
+                window: if since.is_some() || until.is_some() {
+                    Some(window_of(&WindowArgs { since, until }, now)?)
+                } else {
+                    None
+                },
+            },
+            Command::Probe(_) => return Err(Usage("probe reads no tables".into())),
+        })
+    }
+
+    /// The tables it needs and the window it covers.
+    fn plan(&self) -> (Vec<Table>, Option<Window>) {
+        match self {
+            Self::Sql(_) => (Table::ALL.to_vec(), None),
+            Self::Rates(query) => (
+                vec![Table::OutcomeEvents, Table::OutcomeCounts],
+                Some(query.window),
+            ),
+            Self::Spikes(query) => {
+                let since = query
+                    .until
+                    .saturating_sub(micros_of(query.window))
+                    .saturating_sub(micros_of(query.baseline));
+                (
+                    vec![Table::OutcomeEvents, Table::OutcomeCounts],
+                    Some(Window {
+                        since,
+                        until: query.until,
+                    }),
+                )
+            }
+            Self::Incident { window, .. } => (vec![Table::OutcomeEvents], Some(*window)),
+            Self::Trace { window, .. } => (vec![Table::OutcomeEvents], *window),
+        }
+    }
+
+    fn name(&self) -> &'static str {
+        match self {
+            Self::Sql(_) => "candor sql",
+            Self::Rates(_) => "candor rates",
+            Self::Spikes(_) => "candor spikes",
+            Self::Incident { .. } => "candor incident",
+            Self::Trace { .. } => "candor trace",
+        }
+    }
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    // deltalake brings two TLS providers; name one so object stores do not panic choosing.
+    let _already_installed = rustls::crypto::ring::default_provider().install_default();
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(runtime) => runtime,
+        Err(err) => {
+            eprintln!("candor: could not start: {err}");
+            return ExitCode::from(4);
+        }
+    };
+    runtime.block_on(run(cli))
+}
+
+async fn run(cli: Cli) -> ExitCode {
+    let Cli { global, command } = cli;
+    if let Command::Probe(args) = command {
+        return match probe::run(args).await {
+            Ok(code) => code,
+            Err(err) => {
+                eprintln!("candor probe: {err:#}");
+                ExitCode::from(2)
+            }
+        };
+    }
+    match answer(global, command).await {
+        Ok((report, format)) => {
+            let (out, err) = report.render(format);
+            let _ = std::io::stdout().write_all(out.as_bytes());
+            let _ = std::io::stderr().write_all(err.as_bytes());
+            ExitCode::from(report.exit_code())
+        }
+        Err(Failed::Usage(message)) => {
+            eprintln!("candor: {message}");
+            ExitCode::from(2)
+        }
+        Err(Failed::Read(message)) => {
+            eprintln!("candor: {message}\nACCESS FAILURE: nothing can be concluded.");
+            ExitCode::from(4)
+        }
+    }
+}
+
+enum Failed {
+    Usage(String),
+    Read(String),
+}
+
+impl From<Usage> for Failed {
+    fn from(usage: Usage) -> Self {
+        Self::Usage(usage.0)
+    }
+}
+
+impl From<CommandError> for Failed {
+    fn from(err: CommandError) -> Self {
+        if err.is_usage() {
+            Self::Usage(err.to_string())
+        } else {
+            Self::Read(err.to_string())
+        }
+    }
+}
+
+async fn answer(global: Global, command: Command) -> Result<(Report, Format), Failed> {
+    let started = SystemTime::now();
+    let now = window::now();
+    let format = global.format.unwrap_or(if std::io::stdout().is_terminal() {
+        Format::Table
+    } else {
+        Format::Json
+    });
+    let question = Question::parse(command, now)?;
+    let (tables, window) = question.plan();
+    // Questions without a window (SQL, a whole trace) may reach now, so they read the tail.
+    let recent = window.is_none_or(|w| w.until >= now.saturating_sub(micros_of(LIVE_REACH)));
+    let live = global.live || (!global.no_live && recent);
+    let tail = if live {
+        Some(TailSettings {
+            brokers: global.kafka.clone(),
+            timeout: window::parse_duration("--kafka-timeout", &global.kafka_timeout)
+                .map_err(Usage::from)?,
+            max_records: global.tail_limit,
+        })
+    } else {
+        None
+    };
+    let root = global.tables.clone().unwrap_or_else(|| {
+        global
+            .data_dir
+            .join("tables")
+            .to_string_lossy()
+            .into_owned()
+    });
+    let reader = Reader::open(ReadOptions {
+        root: TableRoot::new(root.clone()),
+        tail,
+        tables,
+    })
+    .await;
+    let mut coverage = reader.coverage(window);
+    let name = question.name();
+    let (rows, summary) = match question {
+        Question::Sql(statement) => (commands::sql(&reader, &statement).await?, vec![]),
+        Question::Rates(query) => {
+            let answer = commands::rates(&reader, &query).await?;
+            coverage.notes.extend(answer.notes);
+            (answer.rows, vec![])
+        }
+        Question::Spikes(query) => {
+            let answer = commands::spikes(&reader, &query).await?;
+            coverage.notes.extend(answer.notes);
+            (answer.rows, vec![])
+        }
+        Question::Incident { window, filters } => {
+            let answer = commands::incident(&reader, window, &filters).await?;
+            (answer.rows, answer.summary)
+        }
+        Question::Trace { id, window } => {
+            let answer = commands::trace(&reader, &id, window).await?;
+            (answer.rows, answer.summary)
+        }
+    };
+    Ok((
+        Report {
+            command: name.to_owned(),
+            target: root,
+            rows,
+            coverage,
+            summary,
+            started,
+        },
+        format,
+    ))
+}

@@ -1,0 +1,445 @@
+//! Silent-failure rates from the `tool.outcomes` counter points. Pure.
+//!
+//! A series is one counter stream: (service, instance, tool, target, class, temporality). Its
+//! points become per-bucket increases, the way Prometheus' `increase()` reads a counter:
+//!
+//! - **delta** points are increases already; each counts in the bucket of its time.
+//! - **cumulative** points count the difference to the series' previous point. When the start
+//!   time changed or the value went down, the counter was reset or its process restarted, and the
+//!   whole new value is the increase. The first point of a series has no previous point: if its
+//!   counter started inside the window, all of its value counts; otherwise it only serves as the
+//!   baseline for the next one (and the series is reported as "without a baseline", since what
+//!   it counted between the window start and that point is unknown). Points up to a lookback
+//!   before the window are read to serve as baselines.
+//!
+//! The silent-failure rate of a bucket is (access_failure + partial) / all calls. When a group has
+//! failure events but no counter points, the denominator is missing: the rate is not computed,
+//! and that is said, never shown as 0 %.
+
+use std::collections::BTreeMap;
+
+use candor_schema::OutcomeClass;
+use serde::Serialize;
+
+use crate::window::{Micros, serialize_micros};
+
+/// One counter point, as the rates need it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Point {
+    /// Identifies the series (any string that is equal exactly for points of one series).
+    pub series: String,
+    /// The group the series belongs to (its target, tool or service).
+    pub group: String,
+    /// The class it counts.
+    pub class: OutcomeClass,
+    /// Cumulative (true) or delta (false).
+    pub cumulative: bool,
+    /// When the counter (cumulative) or the interval (delta) started.
+    pub start: Micros,
+    /// The point's time.
+    pub time: Micros,
+    /// The value as sent.
+    pub value: i64,
+}
+
+/// How a window is cut into buckets.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Buckets {
+    /// Window start, inclusive.
+    pub since: Micros,
+    /// Window end, exclusive.
+    pub until: Micros,
+    /// Bucket width; `None` for one bucket over the whole window.
+    pub step: Option<Micros>,
+}
+
+impl Buckets {
+    /// The start of the bucket holding `time`, when it is inside the window.
+    pub fn bucket_of(&self, time: Micros) -> Option<Micros> {
+        if time < self.since || time >= self.until {
+            return None;
+        }
+        Some(match self.step {
+            Some(step) if step > 0 => self.since + (time - self.since) / step * step,
+            _ => self.since,
+        })
+    }
+
+    /// The end of the bucket starting at `start`.
+    pub fn bucket_end(&self, start: Micros) -> Micros {
+        match self.step {
+            Some(step) if step > 0 => start.saturating_add(step).min(self.until),
+            _ => self.until,
+        }
+    }
+}
+
+/// Calls per class in one bucket.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+pub struct ClassCounts {
+    /// Success calls.
+    pub success: u64,
+    /// Empty calls.
+    pub empty: u64,
+    /// Partial calls.
+    pub partial: u64,
+    /// AccessFailure calls.
+    pub access_failure: u64,
+}
+
+impl ClassCounts {
+    /// All calls.
+    pub fn calls(&self) -> u64 {
+        self.success + self.empty + self.partial + self.access_failure
+    }
+
+    /// Calls that did not get a whole answer: access_failure + partial.
+    pub fn silent_failures(&self) -> u64 {
+        self.partial + self.access_failure
+    }
+
+    fn add(&mut self, class: OutcomeClass, increase: u64) {
+        let slot = match class {
+            OutcomeClass::Success => &mut self.success,
+            OutcomeClass::Empty => &mut self.empty,
+            OutcomeClass::Partial => &mut self.partial,
+            OutcomeClass::AccessFailure => &mut self.access_failure,
+        };
+        *slot = slot.saturating_add(increase);
+    }
+}
+
+/// Per-bucket increases of a set of series.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Increases {
+    /// (group, bucket start) → calls per class. A key exists when the group has a point in the
+    /// bucket, even one that added nothing.
+    pub buckets: BTreeMap<(String, Micros), ClassCounts>,
+    /// Series whose first point read is inside the window but whose counter started before it.
+    pub series_without_baseline: u64,
+}
+
+/// Turns counter points into per-bucket increases. `points` is sorted here.
+pub fn increases(points: &mut [Point], buckets: Buckets) -> Increases {
+    points.sort_unstable_by(|a, b| (&a.series, a.time, a.start).cmp(&(&b.series, b.time, b.start)));
+    let mut out = Increases::default();
+    let mut previous: Option<&Point> = None;
+    for point in points.iter() {
+        let prev = previous.filter(|prev| prev.series == point.series);
+        previous = Some(point);
+        let Some(bucket) = buckets.bucket_of(point.time) else {
+            continue;
+        };
+        let value = u64::try_from(point.value).unwrap_or(0);
+        let increase = if !point.cumulative {
+            value
+        } else {
+            match prev {
+                Some(prev) if prev.start == point.start && point.value >= prev.value => {
+                    u64::try_from(point.value - prev.value).unwrap_or(0)
+                }
+                Some(_) => value,
+                None if point.start >= buckets.since => value,
+                None => {
+                    out.series_without_baseline += 1;
+                    0
+                }
+            }
+        };
+        out.buckets
+            .entry((point.group.clone(), bucket))
+            .or_default()
+            .add(point.class, increase);
+    }
+    out
+}
+
+/// Whether a rate has a denominator.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Denominator {
+    /// Calls were counted.
+    Counted,
+    /// Counter points exist but no call was made in the bucket.
+    NoCalls,
+    /// No counter points: calls are unknown (failure events alone give no rate).
+    Missing,
+}
+
+/// One row of `candor rates`.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct RateRow {
+    /// The target, tool or service.
+    pub group: String,
+    /// Bucket start.
+    #[serde(serialize_with = "serialize_micros")]
+    pub bucket_start: Micros,
+    /// Bucket end.
+    #[serde(serialize_with = "serialize_micros")]
+    pub bucket_end: Micros,
+    /// Calls per class; `None` when the denominator is missing.
+    pub counts: Option<ClassCounts>,
+    /// Terminal failure events stored for the group in the bucket.
+    pub failure_events: u64,
+}
+
+impl RateRow {
+    /// Whether the rate has a denominator.
+    pub fn denominator(&self) -> Denominator {
+        match self.counts {
+            None => Denominator::Missing,
+            Some(counts) if counts.calls() == 0 => Denominator::NoCalls,
+            Some(_) => Denominator::Counted,
+        }
+    }
+
+    /// (access_failure + partial) / calls, when there were calls.
+    pub fn rate(&self) -> Option<f64> {
+        let counts = self.counts?;
+        let calls = counts.calls();
+        // u64 → f64 loses precision only past 2^53 calls.
+        (calls > 0).then(|| counts.silent_failures() as f64 / calls as f64)
+    }
+}
+
+/// Joins the counters' increases with the failure events per (group, bucket start).
+pub fn rate_rows(
+    increases: &Increases,
+    failure_events: &BTreeMap<(String, Micros), u64>,
+    buckets: Buckets,
+) -> Vec<RateRow> {
+    let mut keys: Vec<&(String, Micros)> = increases
+        .buckets
+        .keys()
+        .chain(failure_events.keys())
+        .collect();
+    keys.sort();
+    keys.dedup();
+    keys.into_iter()
+        .map(|key| RateRow {
+            group: key.0.clone(),
+            bucket_start: key.1,
+            bucket_end: buckets.bucket_end(key.1),
+            counts: increases.buckets.get(key).copied(),
+            failure_events: failure_events.get(key).copied().unwrap_or(0),
+        })
+        .collect()
+}
+
+/// A target whose AccessFailure rate rose.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Spike {
+    /// The target.
+    pub target: String,
+    /// AccessFailure calls in the window.
+    pub window_failures: u64,
+    /// All calls in the window.
+    pub window_calls: u64,
+    /// AccessFailure rate in the window.
+    pub window_rate: f64,
+    /// AccessFailure calls in the baseline.
+    pub baseline_failures: u64,
+    /// All calls in the baseline.
+    pub baseline_calls: u64,
+    /// AccessFailure rate in the baseline; `None` when the baseline had no calls.
+    pub baseline_rate: Option<f64>,
+    /// window rate / baseline rate; `None` when the baseline rate is zero or unknown (a new
+    /// failure), which ranks first.
+    pub factor: Option<f64>,
+}
+
+/// What the spike rule needs.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct SpikeRule {
+    /// The window must exceed the baseline rate by this factor.
+    pub factor: f64,
+    /// And hold at least this many AccessFailure calls.
+    pub min_events: u64,
+}
+
+/// Targets whose AccessFailure rate in `window` exceeds `baseline`'s by the rule's factor, with
+/// at least its minimum of failures; the steepest first.
+pub fn spikes(
+    window: &BTreeMap<String, ClassCounts>,
+    baseline: &BTreeMap<String, ClassCounts>,
+    rule: SpikeRule,
+) -> Vec<Spike> {
+    let rate = |counts: &ClassCounts| {
+        let calls = counts.calls();
+        (calls > 0).then(|| counts.access_failure as f64 / calls as f64)
+    };
+    let mut found: Vec<Spike> = window
+        .iter()
+        .filter_map(|(target, now)| {
+            let window_rate = rate(now)?;
+            if now.access_failure < rule.min_events {
+                return None;
+            }
+            let before = baseline.get(target).copied().unwrap_or_default();
+            let baseline_rate = rate(&before);
+            let factor = baseline_rate
+                .filter(|rate| *rate > 0.0)
+                .map(|rate| window_rate / rate);
+            // Compared cross-multiplied, so that exactly `factor` times the baseline counts
+            // (a quotient of floats can fall just short of it).
+            let exceeds = now.access_failure as f64 * before.calls() as f64
+                >= rule.factor * before.access_failure as f64 * now.calls() as f64;
+            if !exceeds {
+                return None;
+            }
+            Some(Spike {
+                target: target.clone(),
+                window_failures: now.access_failure,
+                window_calls: now.calls(),
+                window_rate,
+                baseline_failures: before.access_failure,
+                baseline_calls: before.calls(),
+                baseline_rate,
+                factor,
+            })
+        })
+        .collect();
+    found.sort_by(|a, b| {
+        let steepness = |spike: &Spike| spike.factor.unwrap_or(f64::INFINITY);
+        steepness(b)
+            .total_cmp(&steepness(a))
+            .then(b.window_failures.cmp(&a.window_failures))
+            .then(a.target.cmp(&b.target))
+    });
+    found
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const MIN: Micros = 60_000_000;
+
+    fn point(series: &str, class: OutcomeClass, start: Micros, time: Micros, value: i64) -> Point {
+        Point {
+            series: format!("{series}/{class}"),
+            group: series.to_owned(),
+            class,
+            cumulative: true,
+            start,
+            time,
+            value,
+        }
+    }
+
+    fn one_bucket() -> Buckets {
+        Buckets {
+            since: 10 * MIN,
+            until: 20 * MIN,
+            step: None,
+        }
+    }
+
+    #[test]
+    fn cumulative_increases_survive_resets_and_restarts() {
+        let af = OutcomeClass::AccessFailure;
+        let mut points = vec![
+            // Baseline before the window, then +5, then a restart (new start) at 3, then +2.
+            point("a", af, 0, 9 * MIN, 10),
+            point("a", af, 0, 11 * MIN, 15),
+            point("a", af, 12 * MIN, 13 * MIN, 3),
+            point("a", af, 12 * MIN, 14 * MIN, 5),
+            // A reset with the same start time: the value went down, the new value counts.
+            point("a", af, 0, 15 * MIN, 1),
+        ];
+        let out = increases(&mut points, one_bucket());
+        let counts = out.buckets[&("a".to_owned(), 10 * MIN)];
+        assert_eq!(counts.access_failure, 5 + 3 + 2 + 1);
+        assert_eq!(out.series_without_baseline, 0);
+    }
+
+    #[test]
+    fn first_points_count_only_when_the_counter_started_inside() {
+        let ok = OutcomeClass::Success;
+        let mut points = vec![
+            // Started inside the window: its whole value counts.
+            point("new", ok, 12 * MIN, 13 * MIN, 7),
+            // Started before, first seen inside: a baseline only.
+            point("old", ok, 0, 13 * MIN, 100),
+            point("old", ok, 0, 14 * MIN, 104),
+        ];
+        let out = increases(&mut points, one_bucket());
+        assert_eq!(out.buckets[&("new".to_owned(), 10 * MIN)].success, 7);
+        assert_eq!(out.buckets[&("old".to_owned(), 10 * MIN)].success, 4);
+        assert_eq!(out.series_without_baseline, 1);
+    }
+
+    #[test]
+    fn delta_points_are_summed_into_their_buckets() {
+        let buckets = Buckets {
+            since: 10 * MIN,
+            until: 20 * MIN,
+            step: Some(5 * MIN),
+        };
+        let mut points: Vec<Point> = [(11, 2), (14, 3), (16, 4), (9, 100), (20, 100)]
+            .into_iter()
+            .map(|(minute, value)| Point {
+                cumulative: false,
+                ..point(
+                    "d",
+                    OutcomeClass::Partial,
+                    (minute - 1) * MIN,
+                    minute * MIN,
+                    value,
+                )
+            })
+            .collect();
+        let out = increases(&mut points, buckets);
+        assert_eq!(out.buckets[&("d".to_owned(), 10 * MIN)].partial, 5);
+        assert_eq!(out.buckets[&("d".to_owned(), 15 * MIN)].partial, 4);
+        assert_eq!(out.buckets.len(), 2);
+    }
+
+    #[test]
+    fn a_missing_denominator_is_said_not_zero() {
+        let buckets = one_bucket();
+        let events = BTreeMap::from([(("only-events".to_owned(), 10 * MIN), 4)]);
+        let mut points = vec![
+            point("idle", OutcomeClass::Success, 0, 9 * MIN, 5),
+            point("idle", OutcomeClass::Success, 0, 11 * MIN, 5),
+        ];
+        let rows = rate_rows(&increases(&mut points, buckets), &events, buckets);
+        assert_eq!(rows.len(), 2);
+        assert_eq!(rows[0].group, "idle");
+        assert_eq!(rows[0].denominator(), Denominator::NoCalls);
+        assert_eq!(rows[0].rate(), None);
+        assert_eq!(rows[1].group, "only-events");
+        assert_eq!(rows[1].denominator(), Denominator::Missing);
+        assert_eq!(rows[1].rate(), None);
+        assert_eq!(rows[1].failure_events, 4);
+    }
+
+    #[test]
+    fn spikes_rank_new_failures_first_and_respect_the_floor() {
+        let counts = |success, access_failure| ClassCounts {
+            success,
+            access_failure,
+            ..ClassCounts::default()
+        };
+        let window = BTreeMap::from([
+            ("steady".to_owned(), counts(90, 10)),
+            ("tripled".to_owned(), counts(70, 30)),
+            ("new".to_owned(), counts(80, 20)),
+            ("tiny".to_owned(), counts(1, 2)),
+        ]);
+        let baseline = BTreeMap::from([
+            ("steady".to_owned(), counts(900, 100)),
+            ("tripled".to_owned(), counts(900, 100)),
+            ("new".to_owned(), counts(1000, 0)),
+        ]);
+        let rule = SpikeRule {
+            factor: 3.0,
+            min_events: 10,
+        };
+        let found = spikes(&window, &baseline, rule);
+        let names: Vec<&str> = found.iter().map(|spike| spike.target.as_str()).collect();
+        assert_eq!(names, ["new", "tripled"]);
+        assert_eq!(found[0].factor, None);
+        assert!((found[1].factor.unwrap_or(0.0) - 3.0).abs() < 1e-9);
+    }
+}

@@ -1,0 +1,520 @@
+//! The read path: every table, plus its Kafka tail, registered in one DataFusion session under the
+//! table's name, with a [`SourceReport`] for each source.
+//!
+//! Opening never fails as a whole: a source that cannot be read is recorded as such, and the
+//! answer's [`Coverage`] says so. The tail starts at each table's stored position, so it holds
+//! only records the table does not; a client's retried copy that reached both is removed from the
+//! tail by its id, as the compactor would have removed it.
+
+use std::collections::{BTreeMap, HashSet};
+use std::sync::Arc;
+
+use candor_schema::rows::{self, Meta, Row};
+use candor_schema::tables::{Table, column};
+use deltalake::arrow::array::{Array as _, RecordBatch, StringArray, TimestampMicrosecondArray};
+use deltalake::arrow::compute::cast;
+use deltalake::arrow::datatypes::SchemaRef;
+use deltalake::datafusion::catalog::TableProvider;
+use deltalake::datafusion::datasource::MemTable;
+use deltalake::datafusion::error::DataFusionError;
+use deltalake::datafusion::prelude::{SessionConfig, SessionContext, col, lit};
+use deltalake::datafusion::scalar::ScalarValue;
+
+use crate::coverage::{Coverage, Heartbeat, SourceReport, SourceState};
+use crate::store::{OpenTable, StoreError, TableRoot};
+use crate::tail::{Tail, TailSettings, TopicTail};
+use crate::window::{Micros, Window, now};
+
+/// How long a client's retried copy can trail the original (the compactor's default dedupe
+/// window); tail rows are checked against table rows this far back.
+const DEDUPE_WINDOW_MICROS: Micros = 10 * 60 * 1_000_000;
+
+/// What to read.
+#[derive(Debug, Clone)]
+pub struct ReadOptions {
+    /// Where the tables are.
+    pub root: TableRoot,
+    /// The Kafka tail to read as well; `None` with `--live` off.
+    pub tail: Option<TailSettings>,
+    /// The tables the question needs. The heartbeats are always read: they are the clock of
+    /// the coverage.
+    pub tables: Vec<Table>,
+}
+
+/// A DataFusion failure, with the statement's problem in its words.
+#[derive(Debug, thiserror::Error)]
+#[error("{0}")]
+pub struct QueryError(#[from] pub DataFusionError);
+
+/// The opened sources.
+pub struct Reader {
+    /// The session, with each table registered under its name.
+    pub context: SessionContext,
+    sources: Vec<SourceReport>,
+    heartbeat: Option<Heartbeat>,
+    now: Micros,
+}
+
+/// The session settings: Parquet filter pushdown on, so that bloom filters, page indexes and
+/// row-group statistics prune what a question does not need.
+pub fn session() -> SessionContext {
+    let mut config = SessionConfig::new().with_information_schema(true);
+    let parquet = &mut config.options_mut().execution.parquet;
+    parquet.pushdown_filters = true;
+    parquet.reorder_filters = true;
+    parquet.bloom_filter_on_read = true;
+    parquet.enable_page_index = true;
+    SessionContext::new_with_config(config)
+}
+
+impl Reader {
+    /// Opens the tables and reads the tail.
+    pub async fn open(options: ReadOptions) -> Self {
+        let context = session();
+        let now = now();
+        let mut tables = options.tables.clone();
+        if !tables.contains(&Table::Heartbeats) {
+            tables.push(Table::Heartbeats);
+        }
+        tables.sort();
+        let mut reader = Self {
+            context,
+            sources: Vec::new(),
+            heartbeat: None,
+            now,
+        };
+        if let Err(err) = options.root.check() {
+            for &table in &tables {
+                reader.sources.push(SourceReport::unreachable(
+                    table_source(table),
+                    err.to_string(),
+                ));
+                if options.tail.is_some() {
+                    reader.sources.push(SourceReport {
+                        state: SourceState::Skipped {
+                            reason: "without the table its start offsets are unknown".into(),
+                        },
+                        ..SourceReport::unreachable(kafka_source(table), "")
+                    });
+                }
+                // An empty table keeps SQL over it valid; the coverage says it was not read.
+                reader.register_empty(table);
+            }
+            return reader;
+        }
+        let mut opened: BTreeMap<Table, OpenTable> = BTreeMap::new();
+        let mut failed: BTreeMap<Table, StoreError> = BTreeMap::new();
+        for &table in &tables {
+            match OpenTable::open(&options.root, table).await {
+                Ok(open) => {
+                    opened.insert(table, open);
+                }
+                Err(err) => {
+                    failed.insert(table, err);
+                }
+            }
+        }
+        let tails = match &options.tail {
+            Some(settings) => Some(read_tail(settings.clone(), &tables, &opened).await),
+            None => None,
+        };
+        for &table in &tables {
+            let tail = match &tails {
+                Some(Ok(tails)) => Some(tails.get(&table).cloned().unwrap_or_default()),
+                _ => None,
+            };
+            reader
+                .register(table, opened.get(&table), failed.remove(&table), tail)
+                .await;
+            match &tails {
+                None => reader.sources.push(SourceReport {
+                    state: SourceState::Skipped {
+                        reason: "--live is off".into(),
+                    },
+                    ..SourceReport::unreachable(kafka_source(table), "")
+                }),
+                Some(Err(reason)) => reader.sources.push(SourceReport::unreachable(
+                    kafka_source(table),
+                    reason.clone(),
+                )),
+                Some(Ok(_)) => {}
+            }
+        }
+        reader
+    }
+
+    /// The coverage of an answer over `window`.
+    pub fn coverage(&self, window: Option<Window>) -> Coverage {
+        Coverage::new(window, self.sources.clone(), self.heartbeat, self.now)
+    }
+
+    /// When the reader was opened.
+    pub fn now(&self) -> Micros {
+        self.now
+    }
+
+    /// Registers `table` as its table unioned with its tail, and records both sources.
+    async fn register(
+        &mut self,
+        table: Table,
+        open: Option<&OpenTable>,
+        failure: Option<StoreError>,
+        tail: Option<TopicTail>,
+    ) {
+        let table_provider = match open {
+            Some(open) => match open.provider(&self.context).await {
+                Ok(provider) => Some((open, provider)),
+                Err(err) => {
+                    self.sources.push(SourceReport::unreachable(
+                        table_source(table),
+                        err.to_string(),
+                    ));
+                    None
+                }
+            },
+            None => {
+                let reason = failure.map_or_else(|| "not opened".to_owned(), |err| err.to_string());
+                self.sources
+                    .push(SourceReport::unreachable(table_source(table), reason));
+                None
+            }
+        };
+        if let Some((open, provider)) = &table_provider {
+            let report = self.table_report(table, open, provider.clone()).await;
+            self.sources.push(report);
+        }
+        let mut tail_batch = None;
+        if let Some(mut tail) = tail {
+            let mut rows: Vec<(Meta, Row)> = std::mem::take(&mut tail.rows)
+                .into_iter()
+                .filter(|(_, row)| row.table() == table)
+                .collect();
+            let mut removed = dedupe_within(&mut rows);
+            if let Some((_, provider)) = &table_provider {
+                removed += self
+                    .dedupe_against(table, provider.clone(), &mut rows)
+                    .await;
+            }
+            let newest = rows.iter().map(|(_, row)| row.time_micros()).max();
+            self.note_heartbeats(&rows);
+            let detail = tail_detail(&tail, removed);
+            let count = u64::try_from(rows.len()).unwrap_or(u64::MAX);
+            let state = if tail.problems.is_empty() {
+                SourceState::Read
+            } else {
+                SourceState::Incomplete {
+                    reason: tail.problems.join("; "),
+                }
+            };
+            self.sources.push(SourceReport {
+                state,
+                ..SourceReport::read(kafka_source(table), newest, count, detail)
+            });
+            let refs: Vec<&(Meta, Row)> = rows.iter().collect();
+            match rows::to_batch(table, &refs) {
+                Ok(batch) if batch.num_rows() > 0 => tail_batch = Some(batch),
+                Ok(_) => {}
+                Err(err) => self.sources.push(SourceReport::unreachable(
+                    kafka_source(table),
+                    format!("tail rows could not be assembled: {err}"),
+                )),
+            }
+        }
+        let provider: Arc<dyn TableProvider> = match (table_provider, tail_batch) {
+            (Some((_, provider)), None) => provider,
+            (Some((_, provider)), Some(batch)) => match self.union(provider.clone(), batch).await {
+                Ok(view) => view,
+                Err(err) => {
+                    self.sources.push(SourceReport::unreachable(
+                        kafka_source(table),
+                        format!("tail rows could not be joined to the table: {err}"),
+                    ));
+                    provider
+                }
+            },
+            (None, Some(batch)) => match mem_table(batch.schema(), vec![batch]) {
+                Ok(mem) => mem,
+                Err(_) => empty_table(table),
+            },
+            (None, None) => empty_table(table),
+        };
+        // Registering replaces nothing: each name is registered once per session.
+        let _previous = self.context.register_table(table.name(), provider);
+    }
+
+    fn register_empty(&mut self, table: Table) {
+        let _previous = self
+            .context
+            .register_table(table.name(), empty_table(table));
+    }
+
+    async fn table_report(
+        &mut self,
+        table: Table,
+        open: &OpenTable,
+        provider: Arc<dyn TableProvider>,
+    ) -> SourceReport {
+        let time = table.time_column();
+        let newest = match self.newest(provider.clone(), time).await {
+            Ok(newest) => newest,
+            Err(err) => {
+                return SourceReport::unreachable(
+                    table_source(table),
+                    format!("its newest {time} could not be read: {err}"),
+                );
+            }
+        };
+        if table == Table::Heartbeats {
+            match self.newest_heartbeat(provider).await {
+                Ok(beat) => self.offer_heartbeat(beat),
+                Err(err) => {
+                    return SourceReport::unreachable(
+                        table_source(table),
+                        format!("its newest heartbeat could not be read: {err}"),
+                    );
+                }
+            }
+        }
+        let detail = format!(
+            "version {}",
+            open.version()
+                .map_or_else(|| "none".into(), |v| v.to_string())
+        );
+        let rows = self.count(open).unwrap_or(0);
+        SourceReport::read(table_source(table), newest, rows, detail)
+    }
+
+    fn count(&self, open: &OpenTable) -> Option<u64> {
+        let snapshot = open.delta.snapshot().ok()?;
+        let files = snapshot.log_data();
+        let mut rows = 0u64;
+        for file in files.iter() {
+            rows += u64::try_from(file.num_records()?).ok()?;
+        }
+        Some(rows)
+    }
+
+    async fn newest(
+        &self,
+        provider: Arc<dyn TableProvider>,
+        time: &str,
+    ) -> Result<Option<Micros>, DataFusionError> {
+        use deltalake::datafusion::functions_aggregate::expr_fn::max;
+        let batches = self
+            .context
+            .read_table(provider)?
+            .aggregate(vec![], vec![max(col(time)).alias("newest")])?
+            .collect()
+            .await?;
+        Ok(first_micros(&batches, 0))
+    }
+
+    async fn newest_heartbeat(
+        &self,
+        provider: Arc<dyn TableProvider>,
+    ) -> Result<Option<Heartbeat>, DataFusionError> {
+        let batches = self
+            .context
+            .read_table(provider)?
+            .sort(vec![col(column::TIME).sort(false, false)])?
+            .limit(0, Some(1))?
+            .select(vec![col(column::TIME), col(column::INTERVAL_MS)])?
+            .collect()
+            .await?;
+        let at = first_micros(&batches, 0);
+        let interval = batches.iter().find(|b| b.num_rows() > 0).and_then(|batch| {
+            batch
+                .column(1)
+                .as_any()
+                .downcast_ref::<deltalake::arrow::array::Int64Array>()
+                .map(|ms| ms.value(0).saturating_mul(1000))
+        });
+        Ok(at
+            .zip(interval)
+            .map(|(at, interval)| Heartbeat { at, interval }))
+    }
+
+    /// Keeps the newer of the known heartbeat and `beat`.
+    fn offer_heartbeat(&mut self, beat: Option<Heartbeat>) {
+        if let Some(beat) = beat
+            && self.heartbeat.is_none_or(|known| beat.at > known.at)
+        {
+            self.heartbeat = Some(beat);
+        }
+    }
+
+    fn note_heartbeats(&mut self, rows: &[(Meta, Row)]) {
+        for (_, row) in rows {
+            if let Row::Heartbeat(beat) = row {
+                self.offer_heartbeat(Some(Heartbeat {
+                    at: row.time_micros(),
+                    interval: i64::try_from(beat.interval_ms)
+                        .unwrap_or(i64::MAX)
+                        .saturating_mul(1000),
+                }));
+            }
+        }
+    }
+
+    /// Drops tail rows whose id the table already holds; returns how many.
+    async fn dedupe_against(
+        &self,
+        table: Table,
+        provider: Arc<dyn TableProvider>,
+        rows: &mut Vec<(Meta, Row)>,
+    ) -> u64 {
+        let (Some(id_column), Some(oldest)) = (
+            table.id_column(),
+            rows.iter().map(|(meta, _)| meta.kafka_micros).min(),
+        ) else {
+            return 0;
+        };
+        let since = ScalarValue::TimestampMicrosecond(
+            Some(oldest.saturating_sub(DEDUPE_WINDOW_MICROS)),
+            Some("UTC".into()),
+        );
+        let stored: Result<Vec<RecordBatch>, DataFusionError> = async {
+            self.context
+                .read_table(provider)?
+                .filter(col(column::KAFKA_TIMESTAMP).gt_eq(lit(since)))?
+                .select(vec![col(id_column)])?
+                .collect()
+                .await
+        }
+        .await;
+        let Ok(stored) = stored else {
+            return 0;
+        };
+        let mut ids: HashSet<String> = HashSet::new();
+        for batch in &stored {
+            let Ok(column) = cast(
+                batch.column(0),
+                &deltalake::arrow::datatypes::DataType::Utf8,
+            ) else {
+                continue;
+            };
+            if let Some(strings) = column.as_any().downcast_ref::<StringArray>() {
+                ids.extend(strings.iter().flatten().map(str::to_owned));
+            }
+        }
+        let before = rows.len();
+        rows.retain(|(_, row)| row.id().is_none_or(|id| !ids.contains(id)));
+        u64::try_from(before - rows.len()).unwrap_or(0)
+    }
+
+    async fn union(
+        &self,
+        provider: Arc<dyn TableProvider>,
+        batch: RecordBatch,
+    ) -> Result<Arc<dyn TableProvider>, DataFusionError> {
+        // The provider's types win (a Delta scan may present strings or times differently).
+        let schema = provider.schema();
+        let mut columns = Vec::with_capacity(schema.fields().len());
+        for field in schema.fields() {
+            let column = batch.column_by_name(field.name()).ok_or_else(|| {
+                DataFusionError::Plan(format!("the tail has no column {}", field.name()))
+            })?;
+            columns.push(cast(column, field.data_type())?);
+        }
+        let batch = RecordBatch::try_new(schema.clone(), columns)?;
+        let tail = mem_table(schema, vec![batch])?;
+        let union = self
+            .context
+            .read_table(provider)?
+            .union(self.context.read_table(tail)?)?;
+        Ok(union.into_view())
+    }
+}
+
+/// Reads the tails of `tables` from the positions the opened tables hold.
+async fn read_tail(
+    settings: TailSettings,
+    tables: &[Table],
+    opened: &BTreeMap<Table, OpenTable>,
+) -> Result<BTreeMap<Table, TopicTail>, String> {
+    let topics = tables.to_vec();
+    let connected = tokio::task::spawn_blocking(move || Tail::connect(settings, &topics))
+        .await
+        .map_err(|err| format!("the tail reader stopped: {err}"))?;
+    let (tail, partitions) = connected.map_err(|err| err.to_string())?;
+    let mut starts = BTreeMap::new();
+    for (table, ids) in partitions {
+        for partition in ids {
+            let start = match opened.get(&table) {
+                Some(open) => open
+                    .position(partition)
+                    .await
+                    .map_err(|err| format!("the table's position could not be read: {err}"))?
+                    .unwrap_or(0),
+                None => 0,
+            };
+            starts.insert((table, partition), start);
+        }
+    }
+    tokio::task::spawn_blocking(move || tail.read(&starts))
+        .await
+        .map_err(|err| format!("the tail reader stopped: {err}"))
+}
+
+/// Removes rows whose id an earlier row has; returns how many.
+fn dedupe_within(rows: &mut Vec<(Meta, Row)>) -> u64 {
+    let mut seen: HashSet<String> = HashSet::new();
+    let before = rows.len();
+    rows.retain(|(_, row)| row.id().is_none_or(|id| seen.insert(id.to_owned())));
+    u64::try_from(before - rows.len()).unwrap_or(0)
+}
+
+fn tail_detail(tail: &TopicTail, duplicates: u64) -> String {
+    let ranges: Vec<String> = tail
+        .ranges
+        .iter()
+        .map(|range| format!("p{} {}..{}", range.partition, range.from, range.to))
+        .collect();
+    let mut detail = format!("offsets {}", ranges.join(" "));
+    if duplicates > 0 {
+        detail.push_str(&format!("; {duplicates} retried copies removed"));
+    }
+    detail
+}
+
+fn mem_table(
+    schema: SchemaRef,
+    batches: Vec<RecordBatch>,
+) -> Result<Arc<dyn TableProvider>, DataFusionError> {
+    Ok(Arc::new(MemTable::try_new(schema, vec![batches])?))
+}
+
+fn empty_table(table: Table) -> Arc<dyn TableProvider> {
+    let schema = table.schema();
+    // An empty MemTable of a valid schema cannot fail to build.
+    match MemTable::try_new(schema.clone(), vec![vec![]]) {
+        Ok(mem) => Arc::new(mem),
+        Err(_) => Arc::new(deltalake::datafusion::datasource::empty::EmptyTable::new(
+            schema,
+        )),
+    }
+}
+
+fn first_micros(batches: &[RecordBatch], column: usize) -> Option<Micros> {
+    let batch = batches.iter().find(|batch| batch.num_rows() > 0)?;
+    let array = cast(
+        batch.column(column),
+        &deltalake::arrow::datatypes::DataType::Timestamp(
+            deltalake::arrow::datatypes::TimeUnit::Microsecond,
+            None,
+        ),
+    )
+    .ok()?;
+    let times = array.as_any().downcast_ref::<TimestampMicrosecondArray>()?;
+    times.is_valid(0).then(|| times.value(0))
+}
+
+/// The name of a table source in a coverage report.
+pub fn table_source(table: Table) -> String {
+    format!("table {}", table.name())
+}
+
+/// The name of a Kafka tail source in a coverage report.
+pub fn kafka_source(table: Table) -> String {
+    format!("kafka {}", table.topic())
+}

@@ -1,0 +1,161 @@
+//! The Delta tables, opened read-only: where they are, their positions and their newest rows.
+//!
+//! Nothing here writes: a table is loaded from its log and handed to DataFusion as a table
+//! provider. A table root that does not exist is an error that names the fix, not an empty
+//! answer.
+
+use std::path::Path;
+use std::sync::Arc;
+
+use candor_schema::tables::Table;
+use deltalake::DeltaTable;
+use deltalake::datafusion::catalog::TableProvider;
+use deltalake::datafusion::prelude::SessionContext;
+
+/// Why a table could not be opened.
+#[derive(Debug, thiserror::Error)]
+pub enum StoreError {
+    /// The root is a local directory that does not exist.
+    #[error(
+        "the table root {0} does not exist; start the local stack (./deploy/local/up.sh) or the \
+         compactor, or point --data-dir / --tables (CANDOR_DATA_DIR / CANDOR_TABLES) at the \
+         tables"
+    )]
+    RootMissing(String),
+    /// The root or a table location is not a usable URL.
+    #[error("the table root {root:?} is not a directory or URL: {reason}")]
+    BadRoot {
+        /// As given.
+        root: String,
+        /// What was wrong.
+        reason: String,
+    },
+    /// No Delta table at the location.
+    #[error("no {table} table under {root}: the compactor has not created it yet")]
+    NoTable {
+        /// The table.
+        table: &'static str,
+        /// The root.
+        root: String,
+    },
+    /// The Delta library failed.
+    #[error("reading the {table} table: {source}")]
+    Delta {
+        /// The table.
+        table: &'static str,
+        /// The cause.
+        source: deltalake::DeltaTableError,
+    },
+}
+
+/// Where the tables are: a local directory or an object store URL.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TableRoot(String);
+
+impl TableRoot {
+    /// A root as given (a path or a URL).
+    pub fn new(root: impl Into<String>) -> Self {
+        Self(root.into())
+    }
+
+    /// As given.
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+
+    /// Fails when the root is a local directory that does not exist.
+    pub fn check(&self) -> Result<(), StoreError> {
+        let local = !self.0.contains("://") || self.0.starts_with("file://");
+        let path = self.0.strip_prefix("file://").unwrap_or(&self.0);
+        if local && !Path::new(path).is_dir() {
+            return Err(StoreError::RootMissing(self.0.clone()));
+        }
+        Ok(())
+    }
+
+    fn table_url(&self, table: Table) -> Result<url::Url, StoreError> {
+        let location = format!("{}/{}", self.0.trim_end_matches('/'), table.name());
+        deltalake::ensure_table_uri(location).map_err(|err| StoreError::BadRoot {
+            root: self.0.clone(),
+            reason: err.to_string(),
+        })
+    }
+}
+
+/// One table as loaded: the Delta table at one version.
+#[derive(Debug, Clone)]
+pub struct OpenTable {
+    /// Which table.
+    pub table: Table,
+    /// The loaded table.
+    pub delta: DeltaTable,
+}
+
+impl OpenTable {
+    /// Loads the newest version of `table` under `root`, read-only.
+    pub async fn open(root: &TableRoot, table: Table) -> Result<Self, StoreError> {
+        let delta_err = |source| StoreError::Delta {
+            table: table.name(),
+            source,
+        };
+        let url = root.table_url(table)?;
+        let mut delta = deltalake::DeltaTableBuilder::from_url(url)
+            .and_then(deltalake::DeltaTableBuilder::build)
+            .map_err(delta_err)?;
+        if !delta
+            .log_store()
+            .is_delta_table_location()
+            .await
+            .map_err(delta_err)?
+        {
+            return Err(StoreError::NoTable {
+                table: table.name(),
+                root: root.as_str().to_owned(),
+            });
+        }
+        delta.load().await.map_err(delta_err)?;
+        Ok(Self { table, delta })
+    }
+
+    /// The table version read.
+    pub fn version(&self) -> Option<u64> {
+        self.delta.version()
+    }
+
+    /// The position (next offset to read) the table holds for a partition of its own topic:
+    /// everything before it is in the table, nothing after it is.
+    pub async fn position(&self, partition: i32) -> Result<Option<i64>, StoreError> {
+        let err = |source| StoreError::Delta {
+            table: self.table.name(),
+            source,
+        };
+        self.delta
+            .snapshot()
+            .map_err(err)?
+            .transaction_version(
+                self.delta.log_store().as_ref(),
+                self.table.position_app_id(partition),
+            )
+            .await
+            .map_err(err)
+    }
+
+    /// The table as a DataFusion provider, with its object store registered in `context`.
+    pub async fn provider(
+        &self,
+        context: &SessionContext,
+    ) -> Result<Arc<dyn TableProvider>, StoreError> {
+        let err = |source| StoreError::Delta {
+            table: self.table.name(),
+            source,
+        };
+        self.delta
+            .update_datafusion_session(&context.state())
+            .map_err(err)?;
+        self.delta.table_provider().await.map_err(|e| {
+            err(deltalake::DeltaTableError::Generic(format!(
+                "as a query source: {e}"
+            )))
+        })
+    }
+}

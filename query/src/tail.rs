@@ -1,0 +1,270 @@
+//! The Kafka tail: records the compactor has not stored yet, read from each table's position to
+//! the end of its partition as it was when reading began.
+//!
+//! The consumer only assigns partitions and never commits, so it changes no consumer group's
+//! offsets. Records become rows with the compactor's own decoder ([`candor_schema::rows`]), so
+//! the tail and the table agree on every column. Whatever could not be read is said: a partition
+//! whose records Kafka already deleted before the compactor stored them, or a read that ran out
+//! of time.
+
+use std::collections::BTreeMap;
+use std::time::{Duration, Instant};
+
+use candor_schema::rows::{self, Meta, Row, SourceRecord, TimeBounds};
+use candor_schema::tables::Table;
+use rdkafka::config::ClientConfig;
+use rdkafka::consumer::{BaseConsumer, Consumer as _};
+use rdkafka::error::KafkaError;
+use rdkafka::message::Message as _;
+use rdkafka::{Offset, TopicPartitionList};
+
+/// Who decoded a record the tail could not read, in its `rejected` row.
+const READER_ID: &str = "candor-query";
+
+/// Where and how long to read.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TailSettings {
+    /// Kafka bootstrap servers, `host:port[,host:port]`.
+    pub brokers: String,
+    /// How long reading the whole tail may take.
+    pub timeout: Duration,
+    /// At most this many records in all; past it the tail is incomplete.
+    pub max_records: usize,
+}
+
+/// Why the tail could not be read at all.
+#[derive(Debug, thiserror::Error)]
+pub enum TailError {
+    /// The client could not be made.
+    #[error("kafka client: {0}")]
+    Client(#[source] KafkaError),
+    /// No metadata within the timeout: the brokers are unreachable.
+    #[error("no answer from kafka at {brokers} within {timeout:?}: {source}")]
+    Unreachable {
+        /// The brokers.
+        brokers: String,
+        /// The timeout.
+        timeout: Duration,
+        /// The cause.
+        source: KafkaError,
+    },
+    /// The topic does not exist.
+    #[error("topic {0} does not exist on the brokers")]
+    NoTopic(&'static str),
+}
+
+/// The range of one partition that was read.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+pub struct PartitionRange {
+    /// Partition.
+    pub partition: i32,
+    /// First offset read (the table's position, or Kafka's oldest when that is later).
+    pub from: i64,
+    /// Offset after the last one read.
+    pub to: i64,
+    /// The partition's end when reading began.
+    pub end: i64,
+}
+
+/// The tail of one topic.
+#[derive(Debug, Clone, Default)]
+pub struct TopicTail {
+    /// Decoded rows; a record that could not be decoded is a `rejected` row.
+    pub rows: Vec<(Meta, Row)>,
+    /// What was read, per partition.
+    pub ranges: Vec<PartitionRange>,
+    /// What could not be read, in words.
+    pub problems: Vec<String>,
+}
+
+/// A connected tail reader.
+pub struct Tail {
+    consumer: BaseConsumer,
+    settings: TailSettings,
+    started: Instant,
+}
+
+impl Tail {
+    /// Connects and fetches the partitions of `topics`. Blocking.
+    pub fn connect(
+        settings: TailSettings,
+        topics: &[Table],
+    ) -> Result<(Self, BTreeMap<Table, Vec<i32>>), TailError> {
+        let started = Instant::now();
+        let consumer: BaseConsumer = ClientConfig::new()
+            .set("bootstrap.servers", &settings.brokers)
+            // Never joins the group (partitions are assigned) and never commits.
+            .set("group.id", READER_ID)
+            .set("client.id", READER_ID)
+            .set("enable.auto.commit", "false")
+            .set("enable.auto.offset.store", "false")
+            .set("enable.partition.eof", "true")
+            .set("log_level", "3")
+            .create()
+            .map_err(TailError::Client)?;
+        let mut partitions = BTreeMap::new();
+        for &topic in topics {
+            let metadata = consumer
+                .fetch_metadata(Some(topic.topic()), settings.timeout)
+                .map_err(|source| TailError::Unreachable {
+                    brokers: settings.brokers.clone(),
+                    timeout: settings.timeout,
+                    source,
+                })?;
+            let ids: Vec<i32> = metadata
+                .topics()
+                .iter()
+                .filter(|found| found.name() == topic.topic() && found.error().is_none())
+                .flat_map(|found| found.partitions().iter().map(|p| p.id()))
+                .collect();
+            if ids.is_empty() {
+                return Err(TailError::NoTopic(topic.topic()));
+            }
+            partitions.insert(topic, ids);
+        }
+        Ok((
+            Self {
+                consumer,
+                settings,
+                started,
+            },
+            partitions,
+        ))
+    }
+
+    /// Reads every `(topic, partition)` of `starts` from its start offset to the partition's
+    /// current end. Blocking.
+    pub fn read(&self, starts: &BTreeMap<(Table, i32), i64>) -> BTreeMap<Table, TopicTail> {
+        let mut tails: BTreeMap<Table, TopicTail> = BTreeMap::new();
+        let mut assignment = TopicPartitionList::new();
+        // (topic, partition) → (next offset expected, end)
+        let mut pending: BTreeMap<(Table, i32), (i64, i64)> = BTreeMap::new();
+        for (&(topic, partition), &start) in starts {
+            let tail = tails.entry(topic).or_default();
+            let (low, high) =
+                match self
+                    .consumer
+                    .fetch_watermarks(topic.topic(), partition, self.time_left())
+                {
+                    Ok(marks) => marks,
+                    Err(err) => {
+                        tail.problems.push(format!(
+                            "partition {partition}: its offsets could not be read: {err}"
+                        ));
+                        continue;
+                    }
+                };
+            let from = start.max(low);
+            if start < low {
+                tail.problems.push(format!(
+                    "partition {partition}: offsets {start}..{low} were deleted from Kafka before \
+                     the compactor stored them"
+                ));
+            }
+            tail.ranges.push(PartitionRange {
+                partition,
+                from,
+                to: from,
+                end: high,
+            });
+            if from < high {
+                pending.insert((topic, partition), (from, high));
+                if let Err(err) =
+                    assignment.add_partition_offset(topic.topic(), partition, Offset::Offset(from))
+                {
+                    tail.problems.push(format!(
+                        "partition {partition}: could not be assigned: {err}"
+                    ));
+                    pending.remove(&(topic, partition));
+                }
+            }
+        }
+        if pending.is_empty() {
+            return tails;
+        }
+        if let Err(err) = self.consumer.assign(&assignment) {
+            for (topic, partition) in pending.keys() {
+                tails.entry(*topic).or_default().problems.push(format!(
+                    "partition {partition}: could not be assigned: {err}"
+                ));
+            }
+            return tails;
+        }
+        let bounds = TimeBounds {
+            late_after_micros: 24 * 3_600_000_000,
+            future_after_micros: 300_000_000,
+        };
+        let mut records = 0usize;
+        let mut last_error: Option<String> = None;
+        while !pending.is_empty() {
+            let left = self.time_left();
+            if left.is_zero() || records >= self.settings.max_records {
+                break;
+            }
+            let Some(polled) = self.consumer.poll(left.min(Duration::from_millis(200))) else {
+                continue;
+            };
+            let message = match polled {
+                Ok(message) => message,
+                Err(KafkaError::PartitionEOF(_)) => continue,
+                Err(err) => {
+                    // librdkafka retries transient errors itself; the deadline ends the read, and
+                    // the last error says why it did not finish.
+                    last_error = Some(err.to_string());
+                    continue;
+                }
+            };
+            let Some(topic) = Table::from_topic(message.topic()) else {
+                continue;
+            };
+            let key = (topic, message.partition());
+            let Some(&(_, end)) = pending.get(&key) else {
+                continue;
+            };
+            if message.offset() >= end {
+                pending.remove(&key);
+                continue;
+            }
+            let record = SourceRecord {
+                topic,
+                partition: message.partition(),
+                offset: message.offset(),
+                timestamp_ms: message.timestamp().to_millis(),
+                payload: message.payload().map(<[u8]>::to_vec),
+                generation: 0,
+            };
+            records += 1;
+            let tail = tails.entry(topic).or_default();
+            tail.rows.push(rows::decode(&record, &bounds, READER_ID));
+            if let Some(range) = tail
+                .ranges
+                .iter_mut()
+                .find(|range| range.partition == message.partition())
+            {
+                range.to = message.offset() + 1;
+            }
+            if message.offset() + 1 >= end {
+                pending.remove(&key);
+            } else {
+                pending.insert(key, (message.offset() + 1, end));
+            }
+        }
+        let stopped_by = if records >= self.settings.max_records {
+            format!("limit of {} records", self.settings.max_records)
+        } else {
+            format!("timeout of {:?}", self.settings.timeout)
+        };
+        let cause = last_error.map_or_else(String::new, |err| format!(" (last error: {err})"));
+        for ((topic, partition), (next, end)) in pending {
+            tails.entry(topic).or_default().problems.push(format!(
+                "partition {partition}: read up to offset {next} of {end} before the \
+                 {stopped_by}{cause}"
+            ));
+        }
+        tails
+    }
+
+    fn time_left(&self) -> Duration {
+        self.settings.timeout.saturating_sub(self.started.elapsed())
+    }
+}

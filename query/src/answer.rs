@@ -167,6 +167,8 @@ pub struct Report {
     pub coverage: Coverage,
     /// Lines a person reads under the rows (summaries of retry outcomes, services, …).
     pub summary: Vec<String>,
+    /// What a confirmed empty answer found none of, as a headline: `No failures`, `No spikes`.
+    pub nothing: String,
     /// When the question was asked.
     pub started: SystemTime,
 }
@@ -293,10 +295,10 @@ impl Report {
                 "{} row(s); every source was read across the whole window.",
                 self.rows.rows.len()
             ),
-            OutcomeClass::Empty => {
-                "No failures: nothing matched, and every source was read across the whole window."
-                    .to_owned()
-            }
+            OutcomeClass::Empty => format!(
+                "{}: nothing matched, and every source was read across the whole window.",
+                self.nothing
+            ),
             OutcomeClass::Partial if self.rows.rows.is_empty() => "PARTIAL: nothing matched in \
                 what could be read, but not everything could be; this is NOT a confirmed \
                 absence."
@@ -336,7 +338,8 @@ impl Report {
         if let Some(until) = self.coverage.covered_until {
             let _ = writeln!(out, "  covered until: {}", crate::window::rfc3339(until));
         }
-        out
+        // Service names, reasons and notes carry input from senders and brokers.
+        out.lines().map(|line| sanitize(line) + "\n").collect()
     }
 }
 
@@ -353,16 +356,27 @@ fn cell(value: &Value, rounded: bool) -> String {
     }
 }
 
-/// Aligned columns; control characters in values are shown escaped so a value cannot move the
-/// cursor or fake a row.
+/// `text` with control characters escaped, so that a value from a sender cannot move the
+/// terminal's cursor, change its colours or fake a line.
+pub fn sanitize(text: &str) -> String {
+    if text.chars().any(char::is_control) {
+        text.chars()
+            .map(|c| {
+                if c.is_control() {
+                    c.escape_default().to_string()
+                } else {
+                    c.to_string()
+                }
+            })
+            .collect()
+    } else {
+        text.to_owned()
+    }
+}
+
+/// Aligned columns; control characters in names and values are shown escaped.
 fn table(rows: &Rows) -> String {
-    let escape = |text: String| -> String {
-        if text.chars().any(char::is_control) {
-            text.escape_default().to_string()
-        } else {
-            text
-        }
-    };
+    let escape = |text: String| -> String { sanitize(&text) };
     let body: Vec<Vec<String>> = rows
         .rows
         .iter()
@@ -397,7 +411,8 @@ fn table(rows: &Rows) -> String {
     if rows.columns.is_empty() {
         return out;
     }
-    line(&rows.columns, &mut out);
+    let header: Vec<String> = rows.columns.iter().map(|name| sanitize(name)).collect();
+    line(&header, &mut out);
     for row in &body {
         line(row, &mut out);
     }
@@ -429,7 +444,7 @@ fn csv(rows: &Rows) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::coverage::SourceReport;
+    use crate::coverage::{Heartbeat, SourceReport};
     use crate::window::Window;
 
     fn report(rows: Rows, sources: Vec<SourceReport>) -> Report {
@@ -443,10 +458,15 @@ mod tests {
                     until: 1_000,
                 }),
                 sources,
-                None,
+                Some(Heartbeat {
+                    at: 1_500,
+                    interval: 10,
+                    from_tail: false,
+                }),
                 2_000,
             ),
             summary: Vec::new(),
+            nothing: "No failures".into(),
             started: SystemTime::now(),
         }
     }
@@ -519,5 +539,13 @@ mod tests {
         let shown = table(&hostile);
         assert_eq!(shown.lines().count(), 2, "{shown}");
         assert!(shown.contains("\\n"));
+        assert!(!shown.contains('\u{1b}'));
+        let mut hostile_report = answer.clone();
+        hostile_report.summary = vec!["services involved: \u{1b}]0;pwned\u{7}x".into()];
+        let footer = hostile_report.footer();
+        assert!(
+            !footer.contains('\u{1b}') && footer.contains("\\u{1b}"),
+            "{footer}"
+        );
     }
 }

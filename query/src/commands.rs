@@ -12,10 +12,9 @@ use candor_schema::tables::{Table, column};
 use deltalake::arrow::array::{Array as _, Int64Array, RecordBatch, StringArray};
 use deltalake::arrow::compute::cast;
 use deltalake::arrow::datatypes::DataType;
-use deltalake::datafusion::dataframe::DataFrame;
 use deltalake::datafusion::error::DataFusionError;
 use deltalake::datafusion::execution::context::SQLOptions;
-use deltalake::datafusion::functions_aggregate::expr_fn::count;
+use deltalake::datafusion::functions_aggregate::expr_fn::count_distinct;
 use deltalake::datafusion::logical_expr::cast as cast_expr;
 use deltalake::datafusion::prelude::{Expr, col, lit};
 use deltalake::datafusion::scalar::ScalarValue;
@@ -24,7 +23,8 @@ use serde_json::Value;
 use crate::answer::Rows;
 use crate::rates::{self, Buckets, ClassCounts, Point, SpikeRule};
 use crate::reader::Reader;
-use crate::window::{Micros, Window, day, micros_of, rfc3339};
+use crate::window::{Micros, Window, micros_of, rfc3339};
+use candor_schema::rows::day;
 
 /// A question that could not be answered as asked.
 #[derive(Debug, thiserror::Error)]
@@ -73,17 +73,24 @@ pub struct Filters {
 }
 
 impl Filters {
-    fn apply(&self, mut frame: DataFrame) -> Result<DataFrame, DataFusionError> {
-        for (name, value) in [
+    /// The filters as one predicate; `None` without any.
+    fn expr(&self) -> Option<Expr> {
+        [
             (column::SERVICE_NAME, &self.service),
             (column::TOOL_NAME, &self.tool),
             (column::TOOL_TARGET, &self.target),
-        ] {
-            if let Some(value) = value {
-                frame = frame.filter(col(name).eq(lit(value.clone())))?;
-            }
+        ]
+        .into_iter()
+        .filter_map(|(name, value)| value.as_ref().map(|value| col(name).eq(lit(value.clone()))))
+        .reduce(Expr::and)
+    }
+
+    /// `predicate` and the filters.
+    fn and(&self, predicate: Expr) -> Expr {
+        match self.expr() {
+            Some(filters) => predicate.and(filters),
+            None => predicate,
         }
-        Ok(frame)
     }
 }
 
@@ -133,27 +140,49 @@ fn in_window(time_column: &str, since: Micros, until: Micros) -> Expr {
         .and(col(column::DATE).lt_eq(lit(ScalarValue::Date32(Some(last)))))
 }
 
+/// Whether a DataFusion error is about the statement (a usage error) rather than the data.
+fn is_statement_error(err: &DataFusionError) -> bool {
+    matches!(
+        err.find_root(),
+        DataFusionError::SQL(..)
+            | DataFusionError::Plan(_)
+            | DataFusionError::SchemaError(..)
+            | DataFusionError::NotImplemented(_)
+    )
+}
+
 /// Runs a statement; anything but a query (DDL, DML, `SET`, `COPY`) is refused.
 pub async fn sql(reader: &Reader, statement: &str) -> Result<Rows, CommandError> {
     let options = SQLOptions::new()
         .with_allow_ddl(false)
         .with_allow_dml(false)
         .with_allow_statements(false);
-    let frame = reader
-        .context
-        .sql_with_options(statement, options)
-        .await
-        .map_err(|err| {
-            let text = err.to_string();
-            if text.contains("not supported")
-                && (text.contains("DDL") || text.contains("DML") || text.contains("Statement"))
-            {
+    // The same statement parsed without those limits tells a refused write from a wrong query.
+    let frame = match reader.context.sql_with_options(statement, options).await {
+        Ok(frame) => frame,
+        Err(err) => {
+            let writes = reader
+                .context
+                .state()
+                .create_logical_plan(statement)
+                .await
+                .is_ok();
+            return Err(if writes {
                 CommandError::NotReadOnly(err)
-            } else {
+            } else if is_statement_error(&err) {
                 CommandError::Sql(err)
-            }
-        })?;
-    let batches = frame.collect().await.map_err(CommandError::Sql)?;
+            } else {
+                CommandError::Read(err)
+            });
+        }
+    };
+    let batches = frame.collect().await.map_err(|err| {
+        if is_statement_error(&err) {
+            CommandError::Sql(err)
+        } else {
+            CommandError::Read(err)
+        }
+    })?;
     Rows::from_batches(&batches).map_err(|err| CommandError::Read(err.into()))
 }
 
@@ -180,11 +209,12 @@ pub struct RatesAnswer {
     pub notes: Vec<String>,
 }
 
-/// Counter points of the window (and its lookback), grouped by `by`.
+/// Counter points of `[since, until)` (the window and its lookback), grouped by `by`, and the
+/// number of points with unspecified temporality inside `window`, which are left out.
 async fn points(
     reader: &Reader,
     since: Micros,
-    until: Micros,
+    window: Window,
     by: GroupBy,
     filters: &Filters,
 ) -> Result<(Vec<Point>, u64), CommandError> {
@@ -193,101 +223,114 @@ async fn points(
         .table(Table::OutcomeCounts.name())
         .await
         .map_err(read)?
-        .filter(in_window(column::TIME, since, until))
+        .filter(filters.and(in_window(column::TIME, since, window.until)))
         .map_err(read)?;
-    let frame = filters.apply(frame).map_err(read)?;
-    let frame = frame
-        .select(vec![
-            col(column::SERVICE_NAME),
-            col(column::SERVICE_INSTANCE_ID),
-            col(column::TOOL_NAME),
-            col(column::TOOL_TARGET),
-            col(column::OUTCOME_CLASS),
-            col(column::TEMPORALITY),
-            cast_expr(col(column::START_TIME), DataType::Int64),
-            cast_expr(col(column::TIME), DataType::Int64),
-            col(column::VALUE),
-            col(column::POINT_ID),
-        ])
+    let series = [
+        column::SERVICE_NAME,
+        column::SERVICE_INSTANCE_ID,
+        column::TOOL_NAME,
+        column::TOOL_TARGET,
+        column::OUTCOME_CLASS,
+        column::TEMPORALITY,
+    ];
+    let mut columns: Vec<Expr> = series.iter().map(|name| col(*name)).collect();
+    columns.extend([
+        cast_expr(col(column::START_TIME), DataType::Int64).alias(column::START_TIME),
+        cast_expr(col(column::TIME), DataType::Int64).alias(column::TIME),
+        col(column::VALUE),
+        col(column::POINT_ID),
+    ]);
+    let batches = frame
+        .select(columns)
+        .map_err(read)?
+        .collect()
+        .await
         .map_err(read)?;
-    let batches = frame.collect().await.map_err(read)?;
-    let group_index = match by {
-        GroupBy::Service => 0,
-        GroupBy::Tool => 2,
-        GroupBy::Target => 3,
-    };
     let mut seen = std::collections::HashSet::new();
     let mut out = Vec::new();
     let mut unspecified = 0u64;
     for batch in &batches {
-        let text: Vec<StringArray> = (0..6)
-            .chain([9])
-            .map(|i| strings(batch, i))
+        let text = |name: &str| strings(batch, name);
+        let series_text: Vec<StringArray> = series
+            .iter()
+            .map(|name| text(name))
             .collect::<Result<_, _>>()?;
-        let start = ints(batch, 6)?;
-        let time = ints(batch, 7)?;
-        let value = ints(batch, 8)?;
+        let group = text(by.column())?;
+        let class = text(column::OUTCOME_CLASS)?;
+        let temporality = text(column::TEMPORALITY)?;
+        let id = text(column::POINT_ID)?;
+        let start = ints(batch, column::START_TIME)?;
+        let time = ints(batch, column::TIME)?;
+        let value = ints(batch, column::VALUE)?;
         for row in 0..batch.num_rows() {
             // A retried copy the tail and the table both hold is one point.
-            if !seen.insert(text[6].value(row).to_owned()) {
+            if !seen.insert(id.value(row).to_owned()) {
                 continue;
             }
-            let temporality = text[5].value(row);
-            let cumulative = match temporality {
+            let cumulative = match temporality.value(row) {
                 "cumulative" => true,
                 "delta" => false,
                 _ => {
-                    unspecified += 1;
+                    if window.contains(time.value(row)) {
+                        unspecified += 1;
+                    }
                     continue;
                 }
             };
-            let Ok(class) = text[4].value(row).parse::<OutcomeClass>() else {
+            let Ok(class) = class.value(row).parse::<OutcomeClass>() else {
                 continue;
             };
-            let series = (0..6)
-                .map(|i| text[i].value(row))
-                .collect::<Vec<_>>()
-                .join("\u{1f}");
             out.push(Point {
-                series,
-                group: text[group_index].value(row).to_owned(),
+                series: series_text
+                    .iter()
+                    .map(|column| column.value(row))
+                    .collect::<Vec<_>>()
+                    .join("\u{1f}"),
+                group: group.value(row).to_owned(),
                 class,
                 cumulative,
                 start: start.value(row),
                 time: time.value(row),
                 value: value.value(row),
+                id: id.value(row).to_owned(),
             });
         }
     }
     Ok((out, unspecified))
 }
 
-/// Terminal failure events (retry action other than `retry`) per (group, bucket start).
+/// Distinct terminal failure events (retry action other than `retry`) per (group, bucket
+/// start), of one class when `class` is given.
 async fn failure_events(
     reader: &Reader,
     buckets: Buckets,
     by: GroupBy,
     filters: &Filters,
+    class: Option<OutcomeClass>,
 ) -> Result<BTreeMap<(String, Micros), u64>, CommandError> {
+    let mut predicate = in_window(column::EVENT_TIME, buckets.since, buckets.until)
+        .and(col(column::RETRY_ACTION).not_eq(lit("retry")));
+    if let Some(class) = class {
+        predicate = predicate.and(col(column::OUTCOME_CLASS).eq(lit(class.as_str())));
+    }
     let frame = reader
         .context
         .table(Table::OutcomeEvents.name())
         .await
         .map_err(read)?
-        .filter(in_window(column::EVENT_TIME, buckets.since, buckets.until))
-        .map_err(read)?
-        .filter(col(column::RETRY_ACTION).not_eq(lit("retry")))
+        .filter(filters.and(predicate))
         .map_err(read)?;
-    let frame = filters.apply(frame).map_err(read)?;
     let micros = cast_expr(col(column::EVENT_TIME), DataType::Int64);
     let bucket = match buckets.step {
         Some(step) => (micros - lit(buckets.since)) / lit(step),
         None => lit(0i64),
     };
+    // Distinct ids: a copy that reached the table after the compactor's dedupe window is one
+    // event, not two.
     let batches = frame
         .aggregate(
             vec![col(by.column()).alias("group"), bucket.alias("bucket")],
-            vec![count(lit(1)).alias("events")],
+            vec![count_distinct(col(column::EVENT_ID)).alias("events")],
         )
         .map_err(read)?
         .collect()
@@ -295,9 +338,9 @@ async fn failure_events(
         .map_err(read)?;
     let mut out = BTreeMap::new();
     for batch in &batches {
-        let group = strings(batch, 0)?;
-        let bucket = ints(batch, 1)?;
-        let events = ints(batch, 2)?;
+        let group = strings(batch, "group")?;
+        let bucket = ints(batch, "bucket")?;
+        let events = ints(batch, "events")?;
         for row in 0..batch.num_rows() {
             let start = buckets.since + bucket.value(row) * buckets.step.unwrap_or(0);
             let events = u64::try_from(events.value(row)).unwrap_or(0);
@@ -319,13 +362,13 @@ pub async fn rates(reader: &Reader, query: &RatesQuery) -> Result<RatesAnswer, C
     let (mut points, unspecified) = points(
         reader,
         lookback_since,
-        query.window.until,
+        query.window,
         query.by,
         &query.filters,
     )
     .await?;
     let increases = rates::increases(&mut points, buckets);
-    let events = failure_events(reader, buckets, query.by, &query.filters).await?;
+    let events = failure_events(reader, buckets, query.by, &query.filters, None).await?;
     let found = rates::rate_rows(&increases, &events, buckets);
     let mut rows = Rows::new(&[
         query.by.label(),
@@ -410,15 +453,21 @@ pub struct SpikesQuery {
 pub async fn spikes(reader: &Reader, query: &SpikesQuery) -> Result<RatesAnswer, CommandError> {
     let window_start = query.until.saturating_sub(micros_of(query.window));
     let baseline_start = window_start.saturating_sub(micros_of(query.baseline));
+    let whole = Window {
+        since: baseline_start,
+        until: query.until,
+    };
+    let lookback_since = baseline_start.saturating_sub(micros_of(query.lookback));
     let (mut points, _) = points(
         reader,
-        baseline_start.saturating_sub(micros_of(query.lookback)),
-        query.until,
+        lookback_since,
+        whole,
         GroupBy::Target,
         &query.filters,
     )
     .await?;
-    let per_target = |points: &mut [Point], since, until| -> BTreeMap<String, ClassCounts> {
+    let mut without_baseline = 0;
+    let mut per_target = |points: &mut [Point], since, until| -> BTreeMap<String, ClassCounts> {
         let increases = rates::increases(
             points,
             Buckets {
@@ -427,6 +476,7 @@ pub async fn spikes(reader: &Reader, query: &SpikesQuery) -> Result<RatesAnswer,
                 step: None,
             },
         );
+        without_baseline += increases.series_without_baseline;
         increases
             .buckets
             .into_iter()
@@ -458,10 +508,55 @@ pub async fn spikes(reader: &Reader, query: &SpikesQuery) -> Result<RatesAnswer,
             spike.factor.map_or_else(|| Value::from("new"), Value::from),
         ]);
     }
-    Ok(RatesAnswer {
-        rows,
-        notes: Vec::new(),
-    })
+    // A target that failed often but has no call counts cannot be given a rate; it is listed
+    // with its failure events, never left out.
+    let window_buckets = Buckets {
+        since: window_start,
+        until: query.until,
+        step: None,
+    };
+    let events = failure_events(
+        reader,
+        window_buckets,
+        GroupBy::Target,
+        &query.filters,
+        Some(OutcomeClass::AccessFailure),
+    )
+    .await?;
+    let mut uncounted = Vec::new();
+    for ((target, _), failures) in events {
+        if failures >= query.rule.min_events && !recent.contains_key(&target) {
+            rows.push(vec![
+                Value::from(target.clone()),
+                Value::from(failures),
+                Value::Null,
+                Value::Null,
+                Value::Null,
+                Value::Null,
+                Value::Null,
+                Value::from("unknown: no call counts"),
+            ]);
+            uncounted.push(target);
+        }
+    }
+    let mut notes = Vec::new();
+    if !uncounted.is_empty() {
+        notes.push(format!(
+            "{} target(s) had at least {} terminal AccessFailure events in the window but no call \
+             counts, so their rate is unknown: {}",
+            uncounted.len(),
+            query.rule.min_events,
+            uncounted.join(", ")
+        ));
+    }
+    if without_baseline > 0 {
+        notes.push(format!(
+            "{without_baseline} counter series had no point before their window (lookback {}): \
+             calls before their first point are not counted",
+            humantime::format_duration(query.lookback)
+        ));
+    }
+    Ok(RatesAnswer { rows, notes })
 }
 
 /// The event columns `incident` and `trace` show, in order.
@@ -566,17 +661,11 @@ pub async fn incident(
     window: Window,
     filters: &Filters,
 ) -> Result<EventsAnswer, CommandError> {
-    let mut filter = in_window(column::EVENT_TIME, window.since, window.until);
-    for (name, value) in [
-        (column::SERVICE_NAME, &filters.service),
-        (column::TOOL_NAME, &filters.tool),
-        (column::TOOL_TARGET, &filters.target),
-    ] {
-        if let Some(value) = value {
-            filter = filter.and(col(name).eq(lit(value.clone())));
-        }
-    }
-    events(reader, filter).await
+    events(
+        reader,
+        filters.and(in_window(column::EVENT_TIME, window.since, window.until)),
+    )
+    .await
 }
 
 /// Checks a trace id: 32 hex digits, any case; returns it in lower case as stored.
@@ -604,26 +693,45 @@ pub async fn trace(
     events(reader, filter).await
 }
 
-fn strings(batch: &RecordBatch, index: usize) -> Result<StringArray, CommandError> {
-    let array = cast(batch.column(index), &DataType::Utf8).map_err(|e| read(e.into()))?;
+fn column_named<'a>(
+    batch: &'a RecordBatch,
+    name: &str,
+) -> Result<&'a deltalake::arrow::array::ArrayRef, CommandError> {
+    batch.column_by_name(name).ok_or_else(|| {
+        read(DataFusionError::Internal(format!(
+            "no column {name} in the result"
+        )))
+    })
+}
+
+fn strings(batch: &RecordBatch, name: &str) -> Result<StringArray, CommandError> {
+    let array = cast(column_named(batch, name)?, &DataType::Utf8).map_err(|e| read(e.into()))?;
     array
         .as_any()
         .downcast_ref::<StringArray>()
         .cloned()
-        .ok_or_else(|| read(DataFusionError::Internal("expected strings".into())))
+        .ok_or_else(|| {
+            read(DataFusionError::Internal(format!(
+                "{name}: expected strings"
+            )))
+        })
 }
 
-fn ints(batch: &RecordBatch, index: usize) -> Result<Int64Array, CommandError> {
-    let array = cast(batch.column(index), &DataType::Int64).map_err(|e| read(e.into()))?;
+fn ints(batch: &RecordBatch, name: &str) -> Result<Int64Array, CommandError> {
+    let array = cast(column_named(batch, name)?, &DataType::Int64).map_err(|e| read(e.into()))?;
     let ints = array
         .as_any()
         .downcast_ref::<Int64Array>()
         .cloned()
-        .ok_or_else(|| read(DataFusionError::Internal("expected integers".into())))?;
+        .ok_or_else(|| {
+            read(DataFusionError::Internal(format!(
+                "{name}: expected integers"
+            )))
+        })?;
     if ints.null_count() > 0 {
-        return Err(read(DataFusionError::Internal(
-            "unexpected null in a required column".into(),
-        )));
+        return Err(read(DataFusionError::Internal(format!(
+            "{name}: unexpected null in a required column"
+        ))));
     }
     Ok(ints)
 }

@@ -3,16 +3,24 @@
 //! Every answer carries a [`Coverage`]: the sources it read (each table, each Kafka tail), how far
 //! each reached, and what could not be read. Its class follows the contract:
 //!
-//! - **access_failure**: no source could be read; nothing can be concluded.
-//! - **partial**: a source could not be read, or was read only in part, or the window reaches past
-//!   the newest data any source holds (`covered_until`).
-//! - **empty**: every source was read across the whole window and nothing matched.
+//! - **access_failure**: no source the question needs could be read, or the query itself failed;
+//!   nothing can be concluded.
+//! - **partial**: a needed source could not be read, or was read only in part, or the window
+//!   reaches past `covered_until`.
+//! - **empty**: every needed source was read across the whole window and nothing matched.
 //! - **success**: rows were found and the whole window was covered.
 //!
 //! `covered_until` is how far the data provably reaches. The collector writes a heartbeat every
-//! few seconds, so the newest heartbeat read shows the pipeline was carrying data up to then. The
-//! next heartbeat may not have arrived yet, so the coverage extends two heartbeat intervals past
-//! it (never past now). Without any heartbeat, it is the newest row any source holds.
+//! few seconds to every record's path (Kafka, then the tables), so the newest heartbeat read shows
+//! the pipeline carried data up to then. A heartbeat read from the Kafka tail, which was read to
+//! its end, extends the coverage by two heartbeat intervals (the next one may not be due yet); a
+//! heartbeat from a table does not, since the table may end right after it. Never past now. With
+//! no heartbeat read, how far the data reaches is unknown, and any window is partial. A question
+//! without a window (SQL, a whole trace) asks about everything up to now.
+//!
+//! The heartbeats and the events are separate tables committed by the same compactor flush; with
+//! several compactor members owning different partitions, a table's heartbeats can be ahead of a
+//! lagging member's partitions (read the tail with `--live` to close that gap).
 
 use candor_schema::OutcomeClass;
 use serde::Serialize;
@@ -53,8 +61,12 @@ pub struct SourceReport {
     /// The newest row time it holds.
     #[serde(serialize_with = "serialize_opt_micros")]
     pub newest: Option<Micros>,
-    /// Rows it contributed (after removing duplicates).
+    /// For a table, the rows it holds; for a tail, the rows it adds (after removing the copies the
+    /// table already holds).
     pub rows: u64,
+    /// Whether the question needs it (the heartbeats are read for the coverage clock only,
+    /// unless asked about).
+    pub needed: bool,
     /// Where it was read: a table version and its positions, or the Kafka offsets read.
     pub detail: String,
 }
@@ -72,6 +84,7 @@ impl SourceReport {
             state: SourceState::Read,
             newest,
             rows,
+            needed: true,
             detail,
         }
     }
@@ -85,6 +98,7 @@ impl SourceReport {
             },
             newest: None,
             rows: 0,
+            needed: true,
             detail: String::new(),
         }
     }
@@ -113,6 +127,8 @@ pub struct Heartbeat {
     pub at: Micros,
     /// The interval its collector sends them at, in microseconds.
     pub interval: Micros,
+    /// Whether it was read from the Kafka tail (read to its end) rather than from a table.
+    pub from_tail: bool,
 }
 
 /// What an answer covered.
@@ -127,47 +143,57 @@ pub struct Coverage {
     pub sources: Vec<SourceReport>,
     /// Anything else the reader should know (series without a baseline, ignored points, …).
     pub notes: Vec<String>,
+    /// Why the question itself failed while it ran, when it did.
+    pub failure: Option<String>,
+    /// When the answer was read.
+    #[serde(skip)]
+    pub now: Micros,
 }
 
 impl Coverage {
-    /// Coverage over `sources`, with `covered_until` derived from the newest heartbeat and the
-    /// newest rows (see the module documentation).
+    /// Coverage over `sources`, with `covered_until` derived from the newest heartbeat (see the
+    /// module documentation).
     pub fn new(
         window: Option<Window>,
         sources: Vec<SourceReport>,
         heartbeat: Option<Heartbeat>,
         now: Micros,
     ) -> Self {
-        let newest_row = sources.iter().filter_map(|source| source.newest).max();
-        let from_heartbeat =
-            heartbeat.map(|beat| beat.at.saturating_add(beat.interval.saturating_mul(2)));
-        // A row dated in the future (a sender's clock ahead) proves nothing past now.
-        let covered_until = match (from_heartbeat, newest_row) {
-            (Some(beat), Some(row)) => Some(beat.max(row)),
-            (beat, row) => beat.or(row),
-        }
-        .map(|until| until.min(now));
+        let covered_until = heartbeat.map(|beat| {
+            let slack = if beat.from_tail {
+                beat.interval.saturating_mul(2)
+            } else {
+                0
+            };
+            beat.at.saturating_add(slack).min(now)
+        });
         Self {
             window,
             covered_until,
             sources,
             notes: Vec::new(),
+            failure: None,
+            now,
         }
     }
 
-    /// Whether the window reaches past what the data covers.
+    /// The end of what the question asks about: the window's end, or now without a window.
+    fn asked_until(&self) -> Micros {
+        self.window.map_or(self.now, |window| window.until)
+    }
+
+    /// Whether the question reaches past what the data covers.
     pub fn reaches_past_data(&self) -> bool {
-        match self.window {
-            Some(window) => self.covered_until.is_none_or(|until| window.until > until),
-            None => false,
-        }
+        self.covered_until
+            .is_none_or(|until| self.asked_until() > until)
     }
 
     /// The answer's class, given how many rows it found.
     pub fn class(&self, rows: usize) -> OutcomeClass {
-        if !self.sources.iter().any(SourceReport::was_read) {
+        let needed = || self.sources.iter().filter(|source| source.needed);
+        if self.failure.is_some() || !needed().any(|source| source.was_read()) {
             OutcomeClass::AccessFailure
-        } else if self.sources.iter().any(SourceReport::is_short) || self.reaches_past_data() {
+        } else if needed().any(SourceReport::is_short) || self.reaches_past_data() {
             OutcomeClass::Partial
         } else if rows == 0 {
             OutcomeClass::Empty
@@ -191,15 +217,23 @@ impl Coverage {
                 SourceState::Read | SourceState::Skipped { .. } => None,
             })
             .collect();
-        if let Some(window) = self.window.filter(|_| self.reaches_past_data()) {
+        if let Some(failure) = &self.failure {
+            gaps.push(format!("the question failed while it ran: {failure}"));
+        }
+        if self.reaches_past_data() {
+            let asked = match self.window {
+                Some(window) => format!("the window ends at {}", rfc3339(window.until)),
+                None => format!("the question reaches now ({})", rfc3339(self.now)),
+            };
             gaps.push(match self.covered_until {
                 Some(until) => format!(
-                    "the window ends at {}, but the data read reaches only {}; nothing is known \
-                     after that",
-                    rfc3339(window.until),
+                    "{asked}, but the data read reaches only {}; nothing is known after that",
                     rfc3339(until)
                 ),
-                None => "no source holds any data, so nothing is known about the window".into(),
+                None => format!(
+                    "{asked}, but no collector heartbeat was read, so how far the data reaches is \
+                     unknown"
+                ),
             });
         }
         gaps
@@ -211,10 +245,11 @@ mod tests {
     use super::*;
 
     const NOW: Micros = 10_000_000_000;
+    const SECOND: Micros = 1_000_000;
 
     fn window(until: Micros) -> Option<Window> {
         Some(Window {
-            since: until - 3_600_000_000,
+            since: until - 3_600 * SECOND,
             until,
         })
     }
@@ -223,13 +258,22 @@ mod tests {
         SourceReport::read("table outcome_events", Some(newest), 1, String::new())
     }
 
+    fn beat(at: Micros, from_tail: bool) -> Option<Heartbeat> {
+        Some(Heartbeat {
+            at,
+            interval: 10 * SECOND,
+            from_tail,
+        })
+    }
+
     #[test]
-    fn class_follows_the_sources_and_the_window() {
-        let beat = Some(Heartbeat {
-            at: NOW - 5_000_000,
-            interval: 10_000_000,
-        });
-        let full = Coverage::new(window(NOW), vec![read(NOW - 60_000_000)], beat, NOW);
+    fn class_follows_the_needed_sources_and_the_window() {
+        let full = Coverage::new(
+            window(NOW),
+            vec![read(NOW - 60 * SECOND)],
+            beat(NOW - 5 * SECOND, true),
+            NOW,
+        );
         assert_eq!(full.covered_until, Some(NOW));
         assert_eq!(full.class(3), OutcomeClass::Success);
         assert_eq!(full.class(0), OutcomeClass::Empty);
@@ -243,24 +287,33 @@ mod tests {
         assert_eq!(short.class(0), OutcomeClass::Partial);
         assert!(short.gaps()[0].contains("broker down"));
 
+        // Only the heartbeats could be read: the question's own table could not.
+        let mut beats = SourceReport::read("table heartbeats", Some(NOW), 9, String::new());
+        beats.needed = false;
         let none = Coverage::new(
             window(NOW),
-            vec![SourceReport::unreachable("table t", "missing")],
-            None,
+            vec![SourceReport::unreachable("table t", "missing"), beats],
+            beat(NOW, false),
             NOW,
         );
         assert_eq!(none.class(0), OutcomeClass::AccessFailure);
+
+        let mut failed = full.clone();
+        failed.failure = Some("a file vanished".into());
+        assert_eq!(failed.class(3), OutcomeClass::AccessFailure);
+        assert!(failed.gaps()[0].contains("a file vanished"));
     }
 
     #[test]
-    fn a_window_past_the_data_is_partial() {
-        // The newest heartbeat is a minute old with a 10 s interval: covered 20 s past it.
-        let beat = Some(Heartbeat {
-            at: NOW - 60_000_000,
-            interval: 10_000_000,
-        });
-        let stale = Coverage::new(window(NOW), vec![read(NOW - 70_000_000)], beat, NOW);
-        assert_eq!(stale.covered_until, Some(NOW - 40_000_000));
+    fn a_question_past_the_data_is_partial() {
+        // A tail heartbeat a minute old with a 10 s interval: covered 20 s past it.
+        let stale = Coverage::new(
+            window(NOW),
+            vec![read(NOW - 70 * SECOND)],
+            beat(NOW - 60 * SECOND, true),
+            NOW,
+        );
+        assert_eq!(stale.covered_until, Some(NOW - 40 * SECOND));
         assert_eq!(stale.class(0), OutcomeClass::Partial);
         assert!(
             stale.gaps()[0].contains("reaches only"),
@@ -268,22 +321,39 @@ mod tests {
             stale.gaps()
         );
         // The same data answers an older window in full.
-        let older = Coverage::new(window(NOW - 50_000_000), stale.sources.clone(), beat, NOW);
+        let older = Coverage::new(
+            window(NOW - 50 * SECOND),
+            stale.sources.clone(),
+            beat(NOW - 60 * SECOND, true),
+            NOW,
+        );
         assert_eq!(older.class(0), OutcomeClass::Empty);
-        // Without heartbeats, the newest row is the limit.
-        let rows_only = Coverage::new(window(NOW), vec![read(NOW - 1)], None, NOW);
+        // A table's heartbeat gets no slack: the table may end right after it.
+        let table = Coverage::new(
+            window(NOW - 55 * SECOND),
+            stale.sources.clone(),
+            beat(NOW - 60 * SECOND, false),
+            NOW,
+        );
+        assert_eq!(table.covered_until, Some(NOW - 60 * SECOND));
+        assert_eq!(table.class(0), OutcomeClass::Partial);
+        // Without a heartbeat nothing is known, however new the rows.
+        let rows_only = Coverage::new(window(NOW - 3_600 * SECOND), vec![read(NOW)], None, NOW);
         assert_eq!(rows_only.class(1), OutcomeClass::Partial);
-        // A row from the future does not cover the future.
+        assert!(rows_only.gaps()[0].contains("no collector heartbeat"));
+        // A heartbeat dated in the future covers nothing past now.
         let ahead = Coverage::new(
-            window(NOW + 60_000_000),
-            vec![read(NOW + 3_600_000_000)],
-            beat,
+            window(NOW + 60 * SECOND),
+            vec![read(NOW)],
+            beat(NOW + 3_600 * SECOND, true),
             NOW,
         );
         assert_eq!(ahead.covered_until, Some(NOW));
         assert_eq!(ahead.class(1), OutcomeClass::Partial);
-        // SQL states no window and is judged by its sources only.
-        let sql = Coverage::new(None, vec![read(0)], None, NOW);
-        assert_eq!(sql.class(1), OutcomeClass::Success);
+        // Without a window the question reaches now: a table read alone falls short of it.
+        let sql = Coverage::new(None, vec![read(0)], beat(NOW - 30 * SECOND, false), NOW);
+        assert_eq!(sql.class(1), OutcomeClass::Partial);
+        let live = Coverage::new(None, vec![read(0)], beat(NOW - 5 * SECOND, true), NOW);
+        assert_eq!(live.class(1), OutcomeClass::Success);
     }
 }

@@ -12,7 +12,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::{Duration, SystemTime};
 
-use candor_query::answer::{Format, Report};
+use candor_query::answer::{Format, Report, Rows};
 use candor_query::commands::{self, CommandError, Filters, GroupBy, RatesQuery, SpikesQuery};
 use candor_query::rates::SpikeRule;
 use candor_query::reader::{ReadOptions, Reader};
@@ -268,8 +268,13 @@ impl Question {
                 until,
             } => Self::Trace {
                 id: commands::trace_id(&trace_id)?,
+                // A trace may be of any age: without --since it starts at the beginning.
                 window: if since.is_some() || until.is_some() {
-                    Some(window_of(&WindowArgs { since, until }, now)?)
+                    Some(Window::resolve(
+                        Some(time_arg(since.as_ref())?.unwrap_or(TimeArg::At(0))),
+                        time_arg(until.as_ref())?,
+                        now,
+                    )?)
                 } else {
                     None
                 },
@@ -311,6 +316,16 @@ impl Question {
             Self::Spikes(_) => "candor spikes",
             Self::Incident { .. } => "candor incident",
             Self::Trace { .. } => "candor trace",
+        }
+    }
+
+    /// What a confirmed empty answer found none of.
+    fn nothing(&self) -> &'static str {
+        match self {
+            Self::Sql(_) => "No rows",
+            Self::Rates(_) => "No calls and no failures recorded",
+            Self::Spikes(_) => "No spikes",
+            Self::Incident { .. } | Self::Trace { .. } => "No failures",
         }
     }
 }
@@ -420,25 +435,33 @@ async fn answer(global: Global, command: Command) -> Result<(Report, Format), Fa
     .await;
     let mut coverage = reader.coverage(window);
     let name = question.name();
-    let (rows, summary) = match question {
-        Question::Sql(statement) => (commands::sql(&reader, &statement).await?, vec![]),
-        Question::Rates(query) => {
-            let answer = commands::rates(&reader, &query).await?;
+    let nothing = question.nothing();
+    let answered = match question {
+        Question::Sql(statement) => commands::sql(&reader, &statement)
+            .await
+            .map(|rows| (rows, vec![])),
+        Question::Rates(query) => commands::rates(&reader, &query).await.map(|answer| {
             coverage.notes.extend(answer.notes);
             (answer.rows, vec![])
-        }
-        Question::Spikes(query) => {
-            let answer = commands::spikes(&reader, &query).await?;
+        }),
+        Question::Spikes(query) => commands::spikes(&reader, &query).await.map(|answer| {
             coverage.notes.extend(answer.notes);
             (answer.rows, vec![])
-        }
-        Question::Incident { window, filters } => {
-            let answer = commands::incident(&reader, window, &filters).await?;
-            (answer.rows, answer.summary)
-        }
-        Question::Trace { id, window } => {
-            let answer = commands::trace(&reader, &id, window).await?;
-            (answer.rows, answer.summary)
+        }),
+        Question::Incident { window, filters } => commands::incident(&reader, window, &filters)
+            .await
+            .map(|answer| (answer.rows, answer.summary)),
+        Question::Trace { id, window } => commands::trace(&reader, &id, window)
+            .await
+            .map(|answer| (answer.rows, answer.summary)),
+    };
+    let (rows, summary) = match answered {
+        Ok(answer) => answer,
+        Err(err) if err.is_usage() => return Err(Failed::Usage(err.to_string())),
+        // Reading failed part way: an access failure, stated like any other answer.
+        Err(err) => {
+            coverage.failure = Some(err.to_string());
+            (Rows::default(), vec![])
         }
     };
     Ok((
@@ -448,6 +471,7 @@ async fn answer(global: Global, command: Command) -> Result<(Report, Format), Fa
             rows,
             coverage,
             summary,
+            nothing: nothing.to_owned(),
             started,
         },
         format,

@@ -8,9 +8,9 @@
 //!   time changed or the value went down, the counter was reset or its process restarted, and the
 //!   whole new value is the increase. The first point of a series has no previous point: if its
 //!   counter started inside the window, all of its value counts; otherwise it only serves as the
-//!   baseline for the next one (and the series is reported as "without a baseline", since what
-//!   it counted between the window start and that point is unknown). Points up to a lookback
-//!   before the window are read to serve as baselines.
+//!   baseline for the next one, makes no bucket of its own, and the series is reported as
+//!   "without a baseline" (what it counted between the window start and that point is unknown).
+//!   Points up to a lookback before the window are read to serve as baselines.
 //!
 //! The silent-failure rate of a bucket is (access_failure + partial) / all calls. When a group has
 //! failure events but no counter points, the denominator is missing: the rate is not computed,
@@ -40,6 +40,8 @@ pub struct Point {
     pub time: Micros,
     /// The value as sent.
     pub value: i64,
+    /// The point's id: orders points of equal time and start.
+    pub id: String,
 }
 
 /// How a window is cut into buckets.
@@ -142,7 +144,7 @@ pub fn increases(points: &mut [Point], buckets: Buckets) -> Increases {
                 None if point.start >= buckets.since => value,
                 None => {
                     out.series_without_baseline += 1;
-                    0
+                    continue;
                 }
             }
         };
@@ -324,6 +326,7 @@ mod tests {
             start,
             time,
             value,
+            id: format!("{series}/{time}/{start}"),
         }
     }
 
@@ -366,6 +369,11 @@ mod tests {
         let out = increases(&mut points, one_bucket());
         assert_eq!(out.buckets[&("new".to_owned(), 10 * MIN)].success, 7);
         assert_eq!(out.buckets[&("old".to_owned(), 10 * MIN)].success, 4);
+        assert_eq!(out.series_without_baseline, 1);
+        // A baseline alone makes no bucket: its calls are unknown, not zero.
+        let mut alone = vec![point("alone", ok, 0, 13 * MIN, 100)];
+        let out = increases(&mut alone, one_bucket());
+        assert!(out.buckets.is_empty());
         assert_eq!(out.series_without_baseline, 1);
     }
 

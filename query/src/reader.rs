@@ -67,13 +67,22 @@ pub fn session() -> SessionContext {
     SessionContext::new_with_config(config)
 }
 
+/// The rows of one table read from the Kafka tails, with what reading them found.
+#[derive(Debug, Default)]
+struct TailPart {
+    rows: Vec<(Meta, Row)>,
+    /// The tail of the table's own topic, when it was read.
+    own: Option<TopicTail>,
+}
+
 impl Reader {
     /// Opens the tables and reads the tail.
     pub async fn open(options: ReadOptions) -> Self {
         let context = session();
         let now = now();
         let mut tables = options.tables.clone();
-        if !tables.contains(&Table::Heartbeats) {
+        let heartbeats_needed = tables.contains(&Table::Heartbeats);
+        if !heartbeats_needed {
             tables.push(Table::Heartbeats);
         }
         tables.sort();
@@ -90,16 +99,15 @@ impl Reader {
                     err.to_string(),
                 ));
                 if options.tail.is_some() {
-                    reader.sources.push(SourceReport {
-                        state: SourceState::Skipped {
-                            reason: "without the table its start offsets are unknown".into(),
-                        },
-                        ..SourceReport::unreachable(kafka_source(table), "")
-                    });
+                    reader.sources.push(skipped(
+                        table,
+                        "without the table its start offsets are unknown",
+                    ));
                 }
                 // An empty table keeps SQL over it valid; the coverage says it was not read.
                 reader.register_empty(table);
             }
+            reader.mark_needed(heartbeats_needed);
             return reader;
         }
         let mut opened: BTreeMap<Table, OpenTable> = BTreeMap::new();
@@ -114,33 +122,60 @@ impl Reader {
                 }
             }
         }
+        // Only the tails of opened tables are read: without a table's position, where its tail
+        // starts is unknown.
+        let readable: Vec<Table> = opened.keys().copied().collect();
         let tails = match &options.tail {
-            Some(settings) => Some(read_tail(settings.clone(), &tables, &opened).await),
-            None => None,
+            Some(settings) if !readable.is_empty() => {
+                Some(read_tail(settings.clone(), &readable, &opened).await)
+            }
+            _ => None,
         };
+        // A record that could not be decoded becomes a `rejected` row, wherever it was read.
+        let mut parts: BTreeMap<Table, TailPart> = BTreeMap::new();
+        if let Some(Ok(read)) = &tails {
+            for (topic, tail) in read {
+                let mut tail = tail.clone();
+                for (meta, row) in std::mem::take(&mut tail.rows) {
+                    parts.entry(row.table()).or_default().rows.push((meta, row));
+                }
+                parts.entry(*topic).or_default().own = Some(tail);
+            }
+        }
         for &table in &tables {
-            let tail = match &tails {
-                Some(Ok(tails)) => Some(tails.get(&table).cloned().unwrap_or_default()),
-                _ => None,
-            };
+            let open = opened.get(&table);
+            let part = parts.remove(&table).unwrap_or_default();
             reader
-                .register(table, opened.get(&table), failed.remove(&table), tail)
+                .register(table, open, failed.remove(&table), part)
                 .await;
-            match &tails {
-                None => reader.sources.push(SourceReport {
-                    state: SourceState::Skipped {
-                        reason: "--live is off".into(),
-                    },
-                    ..SourceReport::unreachable(kafka_source(table), "")
-                }),
-                Some(Err(reason)) => reader.sources.push(SourceReport::unreachable(
+            match (&options.tail, &tails) {
+                (None, _) => reader.sources.push(skipped(table, "--live is off")),
+                (Some(_), _) if open.is_none() => reader.sources.push(skipped(
+                    table,
+                    "without the table its start offsets are unknown",
+                )),
+                (Some(_), Some(Err(reason))) => reader.sources.push(SourceReport::unreachable(
                     kafka_source(table),
                     reason.clone(),
                 )),
-                Some(Ok(_)) => {}
+                _ => {}
             }
         }
+        reader.mark_needed(heartbeats_needed);
         reader
+    }
+
+    /// Marks the heartbeat sources as read for the coverage clock only, unless asked about.
+    fn mark_needed(&mut self, heartbeats_needed: bool) {
+        let names = [
+            table_source(Table::Heartbeats),
+            kafka_source(Table::Heartbeats),
+        ];
+        for source in &mut self.sources {
+            if names.contains(&source.name) {
+                source.needed = heartbeats_needed;
+            }
+        }
     }
 
     /// The coverage of an answer over `window`.
@@ -153,13 +188,13 @@ impl Reader {
         self.now
     }
 
-    /// Registers `table` as its table unioned with its tail, and records both sources.
+    /// Registers `table` as its table unioned with its tail rows, and records both sources.
     async fn register(
         &mut self,
         table: Table,
         open: Option<&OpenTable>,
         failure: Option<StoreError>,
-        tail: Option<TopicTail>,
+        part: TailPart,
     ) {
         let table_provider = match open {
             Some(open) => match open.provider(&self.context).await {
@@ -180,72 +215,94 @@ impl Reader {
             }
         };
         if let Some((open, provider)) = &table_provider {
-            let report = self.table_report(table, open, provider.clone()).await;
+            let mut report = self.table_report(table, open, provider.clone()).await;
+            if let Some(own) = &part.own {
+                let positions: Vec<String> = own
+                    .ranges
+                    .iter()
+                    .map(|range| format!("p{}={}", range.partition, range.start))
+                    .collect();
+                report
+                    .detail
+                    .push_str(&format!(", positions {}", positions.join(" ")));
+            }
             self.sources.push(report);
         }
-        let mut tail_batch = None;
-        if let Some(mut tail) = tail {
-            let mut rows: Vec<(Meta, Row)> = std::mem::take(&mut tail.rows)
-                .into_iter()
-                .filter(|(_, row)| row.table() == table)
-                .collect();
-            let mut removed = dedupe_within(&mut rows);
-            if let Some((_, provider)) = &table_provider {
-                removed += self
-                    .dedupe_against(table, provider.clone(), &mut rows)
-                    .await;
-            }
-            let newest = rows.iter().map(|(_, row)| row.time_micros()).max();
-            self.note_heartbeats(&rows);
-            let detail = tail_detail(&tail, removed);
-            let count = u64::try_from(rows.len()).unwrap_or(u64::MAX);
-            let state = if tail.problems.is_empty() {
-                SourceState::Read
-            } else {
-                SourceState::Incomplete {
-                    reason: tail.problems.join("; "),
-                }
-            };
-            self.sources.push(SourceReport {
-                state,
-                ..SourceReport::read(kafka_source(table), newest, count, detail)
-            });
-            let refs: Vec<&(Meta, Row)> = rows.iter().collect();
-            match rows::to_batch(table, &refs) {
-                Ok(batch) if batch.num_rows() > 0 => tail_batch = Some(batch),
-                Ok(_) => {}
-                Err(err) => self.sources.push(SourceReport::unreachable(
-                    kafka_source(table),
-                    format!("tail rows could not be assembled: {err}"),
+        let Some(own) = part.own else {
+            self.register_provider(table, table_provider.map(|(_, provider)| provider));
+            return;
+        };
+        let mut rows = part.rows;
+        let mut problems = own.problems.clone();
+        let mut removed = dedupe_within(&mut rows);
+        if let Some((_, provider)) = &table_provider {
+            match self
+                .dedupe_against(table, provider.clone(), &mut rows)
+                .await
+            {
+                Ok(count) => removed += count,
+                Err(err) => problems.push(format!(
+                    "copies the table already holds could not be looked up, so some rows may be \
+                     counted twice: {err}"
                 )),
             }
         }
-        let provider: Arc<dyn TableProvider> = match (table_provider, tail_batch) {
-            (Some((_, provider)), None) => provider,
-            (Some((_, provider)), Some(batch)) => match self.union(provider.clone(), batch).await {
-                Ok(view) => view,
+        for (_, row) in &rows {
+            if let Row::Heartbeat(beat) = row {
+                self.offer_heartbeat(Some(Heartbeat {
+                    at: row.time_micros(),
+                    interval: i64::try_from(beat.interval_ms)
+                        .unwrap_or(i64::MAX)
+                        .saturating_mul(1000),
+                    from_tail: true,
+                }));
+            }
+        }
+        let newest = rows.iter().map(|(_, row)| row.time_micros()).max();
+        let count = u64::try_from(rows.len()).unwrap_or(u64::MAX);
+        let mut report = SourceReport::read(
+            kafka_source(table),
+            newest,
+            count,
+            tail_detail(&own, removed),
+        );
+        let mut provider = table_provider.map(|(_, provider)| provider);
+        if !rows.is_empty() {
+            let refs: Vec<&(Meta, Row)> = rows.iter().collect();
+            let joined = match rows::to_batch(table, &refs) {
+                Ok(batch) => self
+                    .union(provider.clone(), batch)
+                    .await
+                    .map_err(|err| err.to_string()),
+                Err(err) => Err(err.to_string()),
+            };
+            match joined {
+                Ok(view) => provider = Some(view),
                 Err(err) => {
-                    self.sources.push(SourceReport::unreachable(
-                        kafka_source(table),
-                        format!("tail rows could not be joined to the table: {err}"),
-                    ));
-                    provider
+                    report.state = SourceState::Unreachable {
+                        reason: format!("its rows could not be joined to the table: {err}"),
+                    };
+                    report.rows = 0;
                 }
-            },
-            (None, Some(batch)) => match mem_table(batch.schema(), vec![batch]) {
-                Ok(mem) => mem,
-                Err(_) => empty_table(table),
-            },
-            (None, None) => empty_table(table),
-        };
-        // Registering replaces nothing: each name is registered once per session.
+            }
+        }
+        if !problems.is_empty() && report.state == SourceState::Read {
+            report.state = SourceState::Incomplete {
+                reason: problems.join("; "),
+            };
+        }
+        self.sources.push(report);
+        self.register_provider(table, provider);
+    }
+
+    fn register_provider(&mut self, table: Table, provider: Option<Arc<dyn TableProvider>>) {
+        let provider = provider.unwrap_or_else(|| empty_table(table));
+        // Each name is registered once per session, so nothing is replaced.
         let _previous = self.context.register_table(table.name(), provider);
     }
 
     fn register_empty(&mut self, table: Table) {
-        let _previous = self
-            .context
-            .register_table(table.name(), empty_table(table));
+        self.register_provider(table, None);
     }
 
     async fn table_report(
@@ -284,6 +341,7 @@ impl Reader {
         SourceReport::read(table_source(table), newest, rows, detail)
     }
 
+    /// The rows the table holds, from the Delta log's per-file counts.
     fn count(&self, open: &OpenTable) -> Option<u64> {
         let snapshot = open.delta.snapshot().ok()?;
         let files = snapshot.log_data();
@@ -329,9 +387,11 @@ impl Reader {
                 .downcast_ref::<deltalake::arrow::array::Int64Array>()
                 .map(|ms| ms.value(0).saturating_mul(1000))
         });
-        Ok(at
-            .zip(interval)
-            .map(|(at, interval)| Heartbeat { at, interval }))
+        Ok(at.zip(interval).map(|(at, interval)| Heartbeat {
+            at,
+            interval,
+            from_tail: false,
+        }))
     }
 
     /// Keeps the newer of the known heartbeat and `beat`.
@@ -343,70 +403,79 @@ impl Reader {
         }
     }
 
-    fn note_heartbeats(&mut self, rows: &[(Meta, Row)]) {
-        for (_, row) in rows {
-            if let Row::Heartbeat(beat) = row {
-                self.offer_heartbeat(Some(Heartbeat {
-                    at: row.time_micros(),
-                    interval: i64::try_from(beat.interval_ms)
-                        .unwrap_or(i64::MAX)
-                        .saturating_mul(1000),
-                }));
-            }
-        }
-    }
-
-    /// Drops tail rows whose id the table already holds; returns how many.
+    /// Drops tail rows whose id the table already holds (stored within the compactor's dedupe
+    /// window before the row's own Kafka time); returns how many.
     async fn dedupe_against(
         &self,
         table: Table,
         provider: Arc<dyn TableProvider>,
         rows: &mut Vec<(Meta, Row)>,
-    ) -> u64 {
+    ) -> Result<u64, DataFusionError> {
         let (Some(id_column), Some(oldest)) = (
             table.id_column(),
             rows.iter().map(|(meta, _)| meta.kafka_micros).min(),
         ) else {
-            return 0;
+            return Ok(0);
         };
         let since = ScalarValue::TimestampMicrosecond(
             Some(oldest.saturating_sub(DEDUPE_WINDOW_MICROS)),
             Some("UTC".into()),
         );
-        let stored: Result<Vec<RecordBatch>, DataFusionError> = async {
-            self.context
-                .read_table(provider)?
-                .filter(col(column::KAFKA_TIMESTAMP).gt_eq(lit(since)))?
-                .select(vec![col(id_column)])?
-                .collect()
-                .await
-        }
-        .await;
-        let Ok(stored) = stored else {
-            return 0;
-        };
-        let mut ids: HashSet<String> = HashSet::new();
+        let stored = self
+            .context
+            .read_table(provider)?
+            .filter(col(column::KAFKA_TIMESTAMP).gt_eq(lit(since)))?
+            .select(vec![col(id_column), col(column::KAFKA_TIMESTAMP)])?
+            .collect()
+            .await?;
+        let mut ids: std::collections::HashMap<String, Micros> = std::collections::HashMap::new();
         for batch in &stored {
-            let Ok(column) = cast(
+            let column = cast(
                 batch.column(0),
                 &deltalake::arrow::datatypes::DataType::Utf8,
+            )?;
+            let times = cast(
+                batch.column(1),
+                &deltalake::arrow::datatypes::DataType::Timestamp(
+                    deltalake::arrow::datatypes::TimeUnit::Microsecond,
+                    None,
+                ),
+            )?;
+            let (Some(strings), Some(times)) = (
+                column.as_any().downcast_ref::<StringArray>(),
+                times.as_any().downcast_ref::<TimestampMicrosecondArray>(),
             ) else {
-                continue;
+                return Err(DataFusionError::Internal(
+                    "unexpected id column types".into(),
+                ));
             };
-            if let Some(strings) = column.as_any().downcast_ref::<StringArray>() {
-                ids.extend(strings.iter().flatten().map(str::to_owned));
+            for row in 0..batch.num_rows() {
+                if strings.is_valid(row) {
+                    ids.insert(strings.value(row).to_owned(), times.value(row));
+                }
             }
         }
         let before = rows.len();
-        rows.retain(|(_, row)| row.id().is_none_or(|id| !ids.contains(id)));
-        u64::try_from(before - rows.len()).unwrap_or(0)
+        // A copy counts as one only when it came within the window after the stored row, as the
+        // compactor would have dropped it.
+        rows.retain(|(meta, row)| {
+            row.id().is_none_or(|id| {
+                ids.get(id).is_none_or(|stored| {
+                    meta.kafka_micros.saturating_sub(*stored) > DEDUPE_WINDOW_MICROS
+                })
+            })
+        });
+        Ok(u64::try_from(before - rows.len()).unwrap_or(0))
     }
 
     async fn union(
         &self,
-        provider: Arc<dyn TableProvider>,
+        provider: Option<Arc<dyn TableProvider>>,
         batch: RecordBatch,
     ) -> Result<Arc<dyn TableProvider>, DataFusionError> {
+        let Some(provider) = provider else {
+            return mem_table(batch.schema(), vec![batch]);
+        };
         // The provider's types win (a Delta scan may present strings or times differently).
         let schema = provider.schema();
         let mut columns = Vec::with_capacity(schema.fields().len());
@@ -423,6 +492,15 @@ impl Reader {
             .read_table(provider)?
             .union(self.context.read_table(tail)?)?;
         Ok(union.into_view())
+    }
+}
+
+fn skipped(table: Table, reason: &str) -> SourceReport {
+    SourceReport {
+        state: SourceState::Skipped {
+            reason: reason.to_owned(),
+        },
+        ..SourceReport::unreachable(kafka_source(table), "")
     }
 }
 

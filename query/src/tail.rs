@@ -1,11 +1,13 @@
 //! The Kafka tail: records the compactor has not stored yet, read from each table's position to
 //! the end of its partition as it was when reading began.
 //!
-//! The consumer only assigns partitions and never commits, so it changes no consumer group's
-//! offsets. Records become rows with the compactor's own decoder ([`candor_schema::rows`]), so
+//! The consumers only assign partitions and never commit, so they change no consumer group's
+//! offsets. A partition's end is where the broker reports end-of-partition while reading (not a
+//! separate offsets request, which a Kafka-API broker was seen to answer wrongly for batched
+//! records). Records become rows with the compactor's own decoder ([`candor_schema::rows`]), so
 //! the tail and the table agree on every column. Whatever could not be read is said: a partition
-//! whose records Kafka already deleted before the compactor stored them, or a read that ran out
-//! of time.
+//! whose records Kafka already deleted before the compactor stored them, a position past the
+//! partition's end (an error from the broker), or a read that ran out of time.
 
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
@@ -58,12 +60,12 @@ pub enum TailError {
 pub struct PartitionRange {
     /// Partition.
     pub partition: i32,
+    /// The table's position: where the tail should start.
+    pub start: i64,
     /// First offset read (the table's position, or Kafka's oldest when that is later).
     pub from: i64,
-    /// Offset after the last one read.
+    /// Offset after the last one read: the partition's end, once it was reached.
     pub to: i64,
-    /// The partition's end when reading began.
-    pub end: i64,
 }
 
 /// The tail of one topic.
@@ -104,13 +106,15 @@ impl Tail {
             .map_err(TailError::Client)?;
         let mut partitions = BTreeMap::new();
         for &topic in topics {
-            let metadata = consumer
-                .fetch_metadata(Some(topic.topic()), settings.timeout)
-                .map_err(|source| TailError::Unreachable {
-                    brokers: settings.brokers.clone(),
-                    timeout: settings.timeout,
-                    source,
-                })?;
+            let left = settings.timeout.saturating_sub(started.elapsed());
+            let metadata =
+                consumer
+                    .fetch_metadata(Some(topic.topic()), left)
+                    .map_err(|source| TailError::Unreachable {
+                        brokers: settings.brokers.clone(),
+                        timeout: settings.timeout,
+                        source,
+                    })?;
             let ids: Vec<i32> = metadata
                 .topics()
                 .iter()
@@ -133,135 +137,147 @@ impl Tail {
     }
 
     /// Reads every `(topic, partition)` of `starts` from its start offset to the partition's
-    /// current end. Blocking.
+    /// end. Blocking.
     pub fn read(&self, starts: &BTreeMap<(Table, i32), i64>) -> BTreeMap<Table, TopicTail> {
-        let mut tails: BTreeMap<Table, TopicTail> = BTreeMap::new();
-        let mut assignment = TopicPartitionList::new();
-        // (topic, partition) → (next offset expected, end)
-        let mut pending: BTreeMap<(Table, i32), (i64, i64)> = BTreeMap::new();
+        let mut by_topic: BTreeMap<Table, Vec<(i32, i64)>> = BTreeMap::new();
         for (&(topic, partition), &start) in starts {
-            let tail = tails.entry(topic).or_default();
-            let (low, high) =
-                match self
-                    .consumer
-                    .fetch_watermarks(topic.topic(), partition, self.time_left())
-                {
-                    Ok(marks) => marks,
-                    Err(err) => {
-                        tail.problems.push(format!(
-                            "partition {partition}: its offsets could not be read: {err}"
-                        ));
-                        continue;
-                    }
-                };
-            let from = start.max(low);
-            if start < low {
-                tail.problems.push(format!(
-                    "partition {partition}: offsets {start}..{low} were deleted from Kafka before \
-                     the compactor stored them"
-                ));
+            by_topic.entry(topic).or_default().push((partition, start));
+        }
+        let mut records = 0usize;
+        by_topic
+            .into_iter()
+            .map(|(topic, partitions)| (topic, self.read_topic(topic, &partitions, &mut records)))
+            .collect()
+    }
+
+    /// One topic with its own consumer, so that an end-of-partition names one partition.
+    fn read_topic(
+        &self,
+        topic: Table,
+        partitions: &[(i32, i64)],
+        records: &mut usize,
+    ) -> TopicTail {
+        let mut tail = TopicTail::default();
+        let consumer: BaseConsumer = match ClientConfig::new()
+            .set("bootstrap.servers", &self.settings.brokers)
+            .set("group.id", READER_ID)
+            .set("client.id", READER_ID)
+            .set("enable.auto.commit", "false")
+            .set("enable.auto.offset.store", "false")
+            .set("enable.partition.eof", "true")
+            // A position past the end is an error to report, not a silent jump.
+            .set("auto.offset.reset", "error")
+            .set("log_level", "3")
+            .create()
+        {
+            Ok(consumer) => consumer,
+            Err(err) => {
+                tail.problems.push(format!("kafka client: {err}"));
+                return tail;
+            }
+        };
+        let mut assignment = TopicPartitionList::new();
+        let mut pending: BTreeMap<i32, i64> = BTreeMap::new();
+        for &(partition, start) in partitions {
+            let mut from = start;
+            match self
+                .consumer
+                .fetch_watermarks(topic.topic(), partition, self.time_left())
+            {
+                Ok((low, _)) if start < low => {
+                    tail.problems.push(format!(
+                        "partition {partition}: offsets {start}..{low} were deleted from Kafka \
+                         before the compactor stored them"
+                    ));
+                    from = low;
+                }
+                Ok(_) => {}
+                Err(err) => tail.problems.push(format!(
+                    "partition {partition}: its oldest offset could not be read: {err}"
+                )),
             }
             tail.ranges.push(PartitionRange {
                 partition,
+                start,
                 from,
                 to: from,
-                end: high,
             });
-            if from < high {
-                pending.insert((topic, partition), (from, high));
-                if let Err(err) =
-                    assignment.add_partition_offset(topic.topic(), partition, Offset::Offset(from))
-                {
-                    tail.problems.push(format!(
-                        "partition {partition}: could not be assigned: {err}"
-                    ));
-                    pending.remove(&(topic, partition));
+            match assignment.add_partition_offset(topic.topic(), partition, Offset::Offset(from)) {
+                Ok(()) => {
+                    pending.insert(partition, from);
                 }
+                Err(err) => tail.problems.push(format!(
+                    "partition {partition}: could not be assigned: {err}"
+                )),
             }
         }
         if pending.is_empty() {
-            return tails;
+            return tail;
         }
-        if let Err(err) = self.consumer.assign(&assignment) {
-            for (topic, partition) in pending.keys() {
-                tails.entry(*topic).or_default().problems.push(format!(
-                    "partition {partition}: could not be assigned: {err}"
-                ));
-            }
-            return tails;
+        if let Err(err) = consumer.assign(&assignment) {
+            tail.problems
+                .push(format!("its partitions could not be assigned: {err}"));
+            return tail;
         }
         let bounds = TimeBounds {
             late_after_micros: 24 * 3_600_000_000,
             future_after_micros: 300_000_000,
         };
-        let mut records = 0usize;
         let mut last_error: Option<String> = None;
         while !pending.is_empty() {
             let left = self.time_left();
-            if left.is_zero() || records >= self.settings.max_records {
+            if left.is_zero() || *records >= self.settings.max_records {
                 break;
             }
-            let Some(polled) = self.consumer.poll(left.min(Duration::from_millis(200))) else {
+            let Some(polled) = consumer.poll(left.min(Duration::from_millis(200))) else {
                 continue;
             };
             let message = match polled {
                 Ok(message) => message,
-                Err(KafkaError::PartitionEOF(_)) => continue,
+                Err(KafkaError::PartitionEOF(partition)) => {
+                    pending.remove(&partition);
+                    continue;
+                }
                 Err(err) => {
-                    // librdkafka retries transient errors itself; the deadline ends the read, and
-                    // the last error says why it did not finish.
+                    // librdkafka retries transient errors itself; the deadline ends the read,
+                    // and the last error says why it did not finish (an offset past the end
+                    // shows up here too).
                     last_error = Some(err.to_string());
                     continue;
                 }
             };
-            let Some(topic) = Table::from_topic(message.topic()) else {
-                continue;
-            };
-            let key = (topic, message.partition());
-            let Some(&(_, end)) = pending.get(&key) else {
-                continue;
-            };
-            if message.offset() >= end {
-                pending.remove(&key);
+            let partition = message.partition();
+            if !pending.contains_key(&partition) {
                 continue;
             }
             let record = SourceRecord {
                 topic,
-                partition: message.partition(),
+                partition,
                 offset: message.offset(),
                 timestamp_ms: message.timestamp().to_millis(),
                 payload: message.payload().map(<[u8]>::to_vec),
                 generation: 0,
             };
-            records += 1;
-            let tail = tails.entry(topic).or_default();
+            *records += 1;
             tail.rows.push(rows::decode(&record, &bounds, READER_ID));
-            if let Some(range) = tail
-                .ranges
-                .iter_mut()
-                .find(|range| range.partition == message.partition())
-            {
+            if let Some(range) = tail.ranges.iter_mut().find(|r| r.partition == partition) {
                 range.to = message.offset() + 1;
             }
-            if message.offset() + 1 >= end {
-                pending.remove(&key);
-            } else {
-                pending.insert(key, (message.offset() + 1, end));
-            }
+            pending.insert(partition, message.offset() + 1);
         }
-        let stopped_by = if records >= self.settings.max_records {
+        let stopped_by = if *records >= self.settings.max_records {
             format!("limit of {} records", self.settings.max_records)
         } else {
             format!("timeout of {:?}", self.settings.timeout)
         };
         let cause = last_error.map_or_else(String::new, |err| format!(" (last error: {err})"));
-        for ((topic, partition), (next, end)) in pending {
-            tails.entry(topic).or_default().problems.push(format!(
-                "partition {partition}: read up to offset {next} of {end} before the \
+        for (partition, next) in pending {
+            tail.problems.push(format!(
+                "partition {partition}: read up to offset {next} but not to its end before the \
                  {stopped_by}{cause}"
             ));
         }
-        tails
+        tail
     }
 
     fn time_left(&self) -> Duration {

@@ -124,16 +124,6 @@ impl Window {
     pub fn contains(&self, at: Micros) -> bool {
         self.since <= at && at < self.until
     }
-
-    /// The UTC days the window touches, as days since the epoch (the tables' `date` partitions).
-    pub fn days(&self) -> (i32, i32) {
-        (day(self.since), day(self.until.saturating_sub(1)))
-    }
-}
-
-/// The UTC day of a time, as days since the epoch.
-pub fn day(at: Micros) -> i32 {
-    i32::try_from(at.div_euclid(86_400_000_000)).unwrap_or(i32::MAX)
 }
 
 /// A duration in microseconds, saturating.
@@ -212,20 +202,5 @@ mod tests {
         assert!(parse_duration("--step", "0s").is_err());
         assert!(parse_duration("--step", "5 parsecs").is_err());
         assert_eq!(parse_duration("--step", "5m"), Ok(Duration::from_secs(300)));
-    }
-
-    #[test]
-    fn days_cover_the_window_ends() {
-        let midnight = NOW - 8 * 3_600_000_000;
-        let window = Window {
-            since: midnight,
-            until: midnight + 86_400_000_000,
-        };
-        assert_eq!(window.days(), (day(NOW), day(NOW)));
-        let window = Window {
-            since: midnight,
-            until: midnight + 86_400_000_001,
-        };
-        assert_eq!(window.days(), (day(NOW), day(NOW) + 1));
     }
 }

@@ -56,6 +56,14 @@ struct Args {
     /// With `--preload`: how old the records' event times are, in seconds.
     #[arg(long, default_value_t = 0)]
     age_s: u64,
+    /// With `--preload`: spread the event times evenly over this many seconds, ending
+    /// `--age-s` ago (0: one microsecond apart).
+    #[arg(long, default_value_t = 0)]
+    spread_s: u64,
+    /// With `--preload`: also produce the `tool.outcomes` counter points of the 50 targets
+    /// (cumulative, the four classes, one point a minute across the spread).
+    #[arg(long)]
+    counts: bool,
 }
 
 fn kv(key: &str, value: any_value::Value) -> KeyValue {
@@ -335,30 +343,109 @@ fn realistic_event(n: u64, event_nanos: u64) -> (String, Vec<u8>) {
     (target, event.encode_to_vec())
 }
 
-/// Produces `n` distinct realistic records to the events topic (idempotent, acks=all, zstd) and
-/// prints how long it took.
-async fn preload(brokers: &str, n: u64, age_s: u64, rate: Option<u64>) -> anyhow::Result<()> {
+/// The counter points of `--counts`: for each of the 50 targets and each class, one cumulative
+/// point a minute from `first` to `last` (nanoseconds), the counter started at `first`.
+fn realistic_counts(first: u64, last: u64) -> Vec<(String, Vec<u8>)> {
+    use candor_schema::proto::{OutcomeCount, Temporality};
+    use prost::Message as _;
+    let minute = 60_000_000_000u64;
+    let mut points = Vec::new();
+    for target_index in 0..50u64 {
+        let target = format!("https://api-{target_index}.internal/v1/search");
+        let mut at = first;
+        let mut minutes = 0u64;
+        while at <= last {
+            for (class, per_minute) in [
+                ("success", 400),
+                ("empty", 50),
+                ("partial", 10),
+                ("access_failure", 40 + target_index),
+            ] {
+                let count = OutcomeCount {
+                    schema_version: 1,
+                    point_id: format!("{target_index}-{class}-{at}"),
+                    service_name: format!("service-{}", target_index % 8),
+                    service_instance_id: format!("service-{}-0", target_index % 8),
+                    tool_name: ["search", "lookup", "fetch", "geocode"]
+                        [(target_index % 4) as usize]
+                        .into(),
+                    tool_target: target.clone(),
+                    outcome_class: class.into(),
+                    start_time_unix_nano: first,
+                    time_unix_nano: at,
+                    value: per_minute * minutes,
+                    temporality: Temporality::Cumulative as i32,
+                    received_time_unix_nano: at + 2_000_000,
+                    collector_id: "collector-1".into(),
+                };
+                points.push((target.clone(), count.encode_to_vec()));
+            }
+            at += minute;
+            minutes += 1;
+        }
+    }
+    points
+}
+
+/// A record's key and payload.
+type KeyedRecord = (String, Vec<u8>);
+
+/// What `--preload` produces.
+struct Preload {
+    n: u64,
+    age_s: u64,
+    spread_s: u64,
+    counts: bool,
+    rate: Option<u64>,
+}
+
+/// Produces `n` distinct realistic records to the events topic (idempotent, acks=all, zstd), and
+/// with `counts` the counter points of the same targets, and prints how long it took.
+async fn preload(brokers: &str, plan: Preload) -> anyhow::Result<()> {
     use rdkafka::producer::FutureRecord;
+    let Preload {
+        n,
+        age_s,
+        spread_s,
+        counts,
+        rate,
+    } = plan;
     let producer = events_producer(brokers).await?;
     let now = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .context("clock")?;
-    let event_nanos = u64::try_from(now.as_nanos())?.saturating_sub(age_s * 1_000_000_000);
+    let last_nanos = u64::try_from(now.as_nanos())?.saturating_sub(age_s * 1_000_000_000);
+    let event_nanos = last_nanos.saturating_sub(spread_s * 1_000_000_000);
+    let step = if spread_s == 0 {
+        1000
+    } else {
+        (spread_s * 1_000_000_000 / n.max(1)).max(1)
+    };
+    let mut records: Box<dyn Iterator<Item = (&'static str, KeyedRecord)>> =
+        Box::new((0..n).map(move |i| {
+            (
+                topic::OUTCOME_EVENTS,
+                realistic_event(i, event_nanos + i * step),
+            )
+        }));
+    if counts {
+        candor_e2e::kafka::create_topics(brokers, &[topic::OUTCOME_COUNTS], 3).await?;
+        let points = realistic_counts(event_nanos, last_nanos);
+        println!("with {} counter points", points.len());
+        records = Box::new(records.chain(points.into_iter().map(|p| (topic::OUTCOME_COUNTS, p))));
+    }
     let started = Instant::now();
     let mut in_flight = std::collections::VecDeque::new();
     let mut acknowledged = 0u64;
-    for i in 0..n {
+    let mut produced = 0u64;
+    for (i, (topic, (key, payload))) in records.enumerate() {
+        produced += 1;
         if let Some(rate) = rate {
             let due = started + Duration::from_secs_f64(i as f64 / rate as f64);
             tokio::time::sleep_until(due.into()).await;
         }
-        let (key, payload) = realistic_event(i, event_nanos + i * 1000);
         loop {
-            match producer.send_result(
-                FutureRecord::to(topic::OUTCOME_EVENTS)
-                    .key(&key)
-                    .payload(&payload),
-            ) {
+            match producer.send_result(FutureRecord::to(topic).key(&key).payload(&payload)) {
                 Ok(delivery) => {
                     in_flight.push_back(delivery);
                     break;
@@ -386,10 +473,10 @@ async fn preload(brokers: &str, n: u64, age_s: u64, rate: Option<u64>) -> anyhow
         }
     }
     let elapsed = started.elapsed().as_secs_f64();
-    println!("preloaded {acknowledged} of {n} records in {elapsed:.1}s");
+    println!("preloaded {acknowledged} of {produced} records in {elapsed:.1}s");
     anyhow::ensure!(
-        acknowledged == n,
-        "only {acknowledged} of {n} records were acknowledged"
+        acknowledged == produced,
+        "only {acknowledged} of {produced} records were acknowledged"
     );
     Ok(())
 }
@@ -398,7 +485,14 @@ async fn preload(brokers: &str, n: u64, age_s: u64, rate: Option<u64>) -> anyhow
 async fn main() -> anyhow::Result<()> {
     let args = Args::parse();
     if let (Some(brokers), Some(n)) = (&args.raw_kafka, args.preload) {
-        return preload(brokers, n, args.age_s, args.rate).await;
+        let plan = Preload {
+            n,
+            age_s: args.age_s,
+            spread_s: args.spread_s,
+            counts: args.counts,
+            rate: args.rate,
+        };
+        return preload(brokers, plan).await;
     }
     if let Some(brokers) = &args.raw_kafka {
         return raw_kafka(brokers, args.seconds).await;

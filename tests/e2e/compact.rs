@@ -10,6 +10,7 @@ use candor_e2e::compactor::{
     self, Compactor, maintain, read_table, start_reader_loop, table_files,
 };
 use candor_e2e::kafka::{decode_all, read_topic};
+use candor_e2e::query::candor;
 use candor_e2e::tansu::Tansu;
 use candor_e2e::{tempdir, wait_for};
 use candor_schema::names::{table, topic};
@@ -358,7 +359,7 @@ async fn late_rows_are_flagged_optimize_and_vacuum_keep_readers_whole_retention_
         "candor_compactor_off_time_records_total{table=\"outcome_events\",arrival=\"late\"}";
     assert_eq!(compactor.sample(late_metric).await, Some(300.0));
 
-    let old_files = |files: &[String]| files.iter().filter(|f| !f.contains(&today())).count();
+    let old_files = |files: &[String]| files.iter().filter(|f| !f.contains(&partition(0))).count();
     let before = table_files(&root, table::OUTCOME_EVENTS);
     assert!(old_files(&before) >= 3, "{before:?}");
     // A file no commit refers to, older than the vacuum retention (168h): what a crashed commit
@@ -406,6 +407,30 @@ async fn late_rows_are_flagged_optimize_and_vacuum_keep_readers_whole_retention_
         "optimize merges the closed day: {after:?}\n{report}"
     );
     assert!(!orphan.exists(), "vacuum deletes the orphan: {report}");
+    // The merged file keeps the table's file settings: its bloom filter on the target rules out
+    // a target within the file's min/max statistics that no row has.
+    let old_day = &partition(2)["date=".len()..];
+    let explain = candor(
+        &root,
+        &[
+            "sql",
+            &format!(
+                "EXPLAIN ANALYZE SELECT count(*) FROM outcome_events WHERE date = DATE '{old_day}' \
+                 AND tool_target = 'old1-50x'"
+            ),
+            "--no-live",
+            "--format",
+            "csv",
+        ],
+    );
+    assert!(
+        explain
+            .stdout
+            .contains("row_groups_pruned_bloom_filter=1 total → 0 matched"),
+        "{}\n{}",
+        explain.stdout,
+        explain.stderr
+    );
     assert_eq!(read_table(&root, table::OUTCOME_EVENTS).len(), 400);
 
     // Retention of one day drops the partition of two days ago and keeps today's.
@@ -426,24 +451,15 @@ async fn late_rows_are_flagged_optimize_and_vacuum_keep_readers_whole_retention_
     assert!(!ok && report.contains("retention_days"), "{report}");
 }
 
-/// Today's date as in partition paths.
-fn today() -> String {
-    let days = std::time::SystemTime::now()
+/// The partition path of the UTC day `days_ago` days before today.
+fn partition(days_ago: i64) -> String {
+    let now = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .unwrap()
-        .as_secs()
-        / 86_400;
-    // Civil date from days since the epoch (Howard Hinnant's algorithm).
-    let z = i64::try_from(days).unwrap() + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z - era * 146_097;
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let d = doy - (153 * mp + 2) / 5 + 1;
-    let m = if mp < 10 { mp + 3 } else { mp - 9 };
-    let y = yoe + era * 400 + i64::from(m <= 2);
-    format!("date={y:04}-{m:02}-{d:02}")
+        .as_secs();
+    let day = chrono::DateTime::from_timestamp(i64::try_from(now).unwrap() - days_ago * 86_400, 0)
+        .unwrap();
+    format!("date={}", day.format("%Y-%m-%d"))
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -24,6 +24,25 @@ use crate::ingest::json;
 
 const MINUTE: i64 = 60_000_000_000;
 
+#[test]
+fn probe_reports_an_unreachable_url_as_an_access_failure() {
+    let port = candor_e2e::free_port();
+    let url = format!("http://127.0.0.1:{port}/v1/items");
+    let probe = candor(
+        Path::new("/nonexistent"),
+        &["probe", &url, "--max-attempts", "1", "--timeout-ms", "500"],
+    );
+    assert_eq!(probe.code, 4, "{}", probe.stderr);
+    let envelope: Value = serde_json::from_str(&probe.stdout).unwrap();
+    assert_eq!(envelope["outcome"]["class"], "access_failure");
+    assert_eq!(envelope["outcome"]["failure"]["kind"], "connect");
+    assert!(
+        probe.stderr.contains("nothing can be concluded"),
+        "{}",
+        probe.stderr
+    );
+}
+
 fn rows_written(table: &str) -> String {
     format!("candor_compactor_rows_written_total{{table=\"{table}\"}}")
 }
@@ -175,6 +194,21 @@ impl Golden {
             let n = u64::try_from(m - 5).unwrap();
             for (class, value) in classes.iter().zip([0, 5 * n, 0, 0]) {
                 counts.push(c.point(class, at(5), at(m), value));
+            }
+        }
+        // spiky-f: +10 success a minute all hour; AccessFailures only in the last 15 minutes.
+        let f = Series {
+            service: "checkout",
+            instance: "i-6",
+            tool: "fetch",
+            target: "spiky-f",
+            temporality: Temporality::Cumulative,
+        };
+        for m in -10..60 {
+            let n = u64::try_from(m + 10).unwrap();
+            let failures = u64::try_from((m - 44).max(0)).unwrap() * 10;
+            for (class, value) in classes.iter().zip([10 * n, 0, 0, failures]) {
+                counts.push(f.point(class, at(-60), at(m), value));
             }
         }
         // late-e: a day and more before the window (stored flagged late).
@@ -524,8 +558,50 @@ async fn rates_trace_and_incident_match_an_independent_reader_and_state_their_co
     assert_eq!(restarted["success"].as_u64(), Some(600 + 237));
     assert_eq!(restarted["access_failure"].as_u64(), Some(60 + 104));
 
+    // Spikes: spiky-f failed only in the last quarter hour; search-a fails at a steady rate.
+    let end = rfc3339(golden.t0 + hour);
+    let spikes = candor(
+        &root,
+        &[
+            "spikes",
+            "--until",
+            &end,
+            "--window",
+            "15m",
+            "--baseline",
+            "45m",
+            "--no-live",
+        ],
+    );
+    assert_eq!(spikes.code, 0, "{}", spikes.stderr);
+    let found: Vec<Value> = spikes.rows();
+    assert_eq!(found.len(), 1, "{found:#?}");
+    assert_eq!(found[0]["target"], "spiky-f");
+    assert_eq!(found[0]["factor"], "new");
+    assert_eq!(found[0]["window_access_failures"].as_u64(), Some(150));
+
+    // Mistakes name the problem and the fix, with exit 2.
+    for (args, says) in [
+        (vec!["sql", "SELEC oops"], "SQL statement could not be run"),
+        (
+            vec!["sql", "SELECT no_such_column FROM outcome_events"],
+            "no_such_column",
+        ),
+        (
+            vec!["sql", "CREATE TABLE t AS SELECT 1"],
+            "candor only reads",
+        ),
+        (vec!["rates", "--since", "yesterday"], "RFC 3339"),
+        (vec!["rates", "--step", "0s"], "positive duration"),
+        (vec!["trace", "not-a-trace"], "32 hex digits"),
+    ] {
+        let wrong = candor(&root, &[&args[..], &["--no-live"]].concat());
+        assert_eq!(wrong.code, 2, "{args:?}: {}", wrong.stderr);
+        assert!(wrong.stderr.contains(says), "{args:?}: {}", wrong.stderr);
+    }
+
     // A trace, in order.
-    let trace = candor(&root, &["trace", TRACE, "--no-live"]);
+    let trace = candor(&root, &["trace", TRACE, "--no-live", "--until", &until]);
     assert_eq!(trace.code, 0, "{}", trace.stderr);
     let attempts: Vec<u64> = trace
         .rows()
@@ -533,8 +609,15 @@ async fn rates_trace_and_incident_match_an_independent_reader_and_state_their_co
         .map(|r| r["retry_attempt"].as_u64().unwrap())
         .collect();
     assert_eq!(attempts, [1, 2, 3]);
+    // Without a window a trace reaches now, which the tables alone do not: partial, and said.
     let summary = candor(&root, &["trace", TRACE, "--no-live", "--format", "table"]);
+    assert_eq!(summary.code, 3, "{}", summary.stderr);
     assert!(summary.stderr.contains("1 exhausted"), "{}", summary.stderr);
+    assert!(
+        summary.stderr.contains("reaches only"),
+        "{}",
+        summary.stderr
+    );
 
     // An incident: every event of one target, with the retry outcomes summed up.
     let incident = candor(
@@ -578,12 +661,19 @@ async fn rates_trace_and_incident_match_an_independent_reader_and_state_their_co
                 "EXPLAIN ANALYZE SELECT count(*) FROM outcome_events WHERE date = DATE '{day}' \
                  AND tool_target = 'orphan-d'"
             ),
-            "--no-live",
+            "--kafka",
+            &tansu.bootstrap,
             "--format",
             "csv",
         ],
     );
-    assert_eq!(explain.code, 0, "{}", explain.stderr);
+    // SQL reaches now, and this dataset's newest heartbeat is two hours old: partial, and said.
+    assert_eq!(explain.code, 3, "{}", explain.stderr);
+    assert!(
+        explain.stderr.contains("reaches only"),
+        "{}",
+        explain.stderr
+    );
     let files = compactor::table_files(&root, "outcome_events");
     let that_day = files
         .iter()

@@ -11,6 +11,7 @@ use std::time::Duration;
 
 use candor_schema::tables::column;
 use deltalake::operations::vacuum::VacuumMode;
+use deltalake::parquet::file::properties::WriterProperties;
 use deltalake::{DeltaTable, DeltaTableError, FilterOp, FilterValue};
 
 /// What a maintenance job did.
@@ -33,11 +34,14 @@ pub fn date_string(days: i32) -> String {
 }
 
 /// Merges the files of every date partition before `today` (days since the epoch) into files
-/// of about `target_bytes`. Today's partition is still being written and is left alone.
+/// of about `target_bytes`, written with the table's own `properties` (zstd, bloom filters,
+/// dictionaries) so that merged files prune as well as the compactor's. Today's partition is
+/// still being written and is left alone.
 pub async fn optimize(
     table: DeltaTable,
     today: i32,
     target_bytes: u64,
+    properties: WriterProperties,
 ) -> Result<(DeltaTable, JobReport), DeltaTableError> {
     let today = date_string(today);
     let filters = [(
@@ -50,6 +54,7 @@ pub async fn optimize(
         .optimize()
         .with_filters(&filters)
         .with_target_size(target)
+        .with_writer_properties(properties)
         .await?;
     Ok((
         table,

@@ -108,10 +108,7 @@ pub async fn run(config: CompactConfig, context: RunContext) -> Result<(), Compa
             target_bytes: config.files.target_bytes.get(),
             max_age: config.files.max_age,
             max_rows: config.files.max_rows.get(),
-            files: FileSettings {
-                row_group_rows: config.files.row_group_rows.get(),
-                zstd_level: config.files.zstd_level,
-            },
+            files: file_settings(&config),
         },
         Arc::clone(&metrics),
     );
@@ -350,7 +347,10 @@ pub async fn maintain_table(
             continue;
         }
         let result = match job {
-            "optimize" => maintenance::optimize(delta.clone(), today, target).await,
+            "optimize" => {
+                let properties = table::writer_properties(table, file_settings(config));
+                maintenance::optimize(delta.clone(), today, target, properties).await
+            }
             "retention" => match config.maintenance.retention_days {
                 Some(days) => maintenance::retention(delta.clone(), today, days).await,
                 None => continue,
@@ -381,4 +381,12 @@ pub async fn maintain_table(
         }
     }
     lines
+}
+
+/// How the compactor and the optimize job write Parquet files.
+fn file_settings(config: &CompactConfig) -> FileSettings {
+    FileSettings {
+        row_group_rows: config.files.row_group_rows.get(),
+        zstd_level: config.files.zstd_level,
+    }
 }

@@ -7,7 +7,8 @@ Semantics: counts points are deduplicated by point_id, events by event_id; the w
 adds the difference to the point before it in its series (service, instance, tool, target, class,
 temporality; ordered by time, start_time) among the points of [since - lookback, until), or its own
 value after a reset (start_time changed or value fell); with no point before it, its value if its
-start_time >= since, else 0, and the series counts once in series_without_baseline. 'unspecified'
+start_time >= since, else it is only a baseline (no increase, and no bucket of its own) and the
+series counts once in series_without_baseline. 'unspecified'
 points in the window are only counted. failure_events counts the terminal events (retry_action
 other than 'retry'). rate = (access_failure + partial) / calls; denominator says why it is null.
 
@@ -95,7 +96,9 @@ increases AS (
             ELSE 0
         END AS increase
     FROM considered
+    -- A cumulative series' first point that only serves as a baseline makes no bucket.
     WHERE time_us >= $since
+      AND NOT (temporality = 'cumulative' AND NOT has_prev AND start_us < $since)
 ),
 point_buckets AS (
     SELECT

@@ -1,0 +1,133 @@
+//! Hot timings of the read path as a library: the tables are opened once, then each question runs
+//! `--runs` times on the warm session; prints the fastest and the median run of each, and the
+//! process's peak memory.
+//!
+//! ```text
+//! cargo run --release -p candor-query --example hot -- --tables DIR --since T --until T \
+//!     --trace-id ID --target T --incident-from T [--runs 10]
+//! ```
+//!
+//! `tests/bench/query.sh` runs it on 10 million events beside the same questions asked as a fresh
+//! `candor` process and in DuckDB.
+
+use std::time::{Duration, Instant};
+
+use anyhow::Context as _;
+use candor_query::commands::{self, Filters, GroupBy, RatesQuery};
+use candor_query::reader::{ReadOptions, Reader};
+use candor_query::store::TableRoot;
+use candor_query::window::{TimeArg, Window, now};
+use candor_schema::tables::Table;
+use clap::Parser;
+
+/// Arguments.
+#[derive(Debug, Parser)]
+struct Args {
+    /// Table root.
+    #[arg(long)]
+    tables: String,
+    /// Rates window start (RFC 3339).
+    #[arg(long)]
+    since: String,
+    /// Rates window end (RFC 3339).
+    #[arg(long)]
+    until: String,
+    /// A trace to look up.
+    #[arg(long)]
+    trace_id: String,
+    /// A target for the incident question.
+    #[arg(long)]
+    target: String,
+    /// Start of the incident's hour (RFC 3339).
+    #[arg(long)]
+    incident_from: String,
+    /// Runs per question.
+    #[arg(long, default_value_t = 10)]
+    runs: usize,
+}
+
+fn window(since: &str, until: &str) -> anyhow::Result<Window> {
+    Ok(Window::resolve(
+        Some(TimeArg::parse(since)?),
+        Some(TimeArg::parse(until)?),
+        now(),
+    )?)
+}
+
+async fn time<F, Fut>(name: &str, runs: usize, mut question: F) -> anyhow::Result<()>
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = anyhow::Result<usize>>,
+{
+    let mut times: Vec<Duration> = Vec::with_capacity(runs);
+    let mut rows = 0;
+    for _ in 0..runs {
+        let started = Instant::now();
+        rows = question().await?;
+        times.push(started.elapsed());
+    }
+    times.sort();
+    let ms = |d: Duration| d.as_secs_f64() * 1000.0;
+    println!(
+        "hot {name}: rows {rows} min_ms {:.1} median_ms {:.1}",
+        ms(times[0]),
+        ms(times[times.len() / 2])
+    );
+    Ok(())
+}
+
+#[tokio::main]
+async fn main() -> anyhow::Result<()> {
+    let args = Args::parse();
+    anyhow::ensure!(args.runs > 0, "--runs must be positive");
+    let opened = Instant::now();
+    let reader = Reader::open(ReadOptions {
+        root: TableRoot::new(args.tables.clone()),
+        tail: None,
+        tables: vec![Table::OutcomeEvents, Table::OutcomeCounts],
+    })
+    .await;
+    println!("open: {:.1} ms", opened.elapsed().as_secs_f64() * 1000.0);
+    let rates = RatesQuery {
+        window: window(&args.since, &args.until)?,
+        by: GroupBy::Target,
+        step: None,
+        lookback: Duration::from_secs(900),
+        filters: Filters::default(),
+    };
+    let id = commands::trace_id(&args.trace_id)?;
+    let from = TimeArg::parse(&args.incident_from)?.resolve(now());
+    let hour = Window {
+        since: from,
+        until: from + 3_600_000_000,
+    };
+    let target = Filters {
+        target: Some(args.target.clone()),
+        ..Filters::default()
+    };
+    time("rates --by target", args.runs, || async {
+        Ok(commands::rates(&reader, &rates).await?.rows.rows.len())
+    })
+    .await?;
+    time("trace", args.runs, || async {
+        Ok(commands::trace(&reader, &id, None).await?.rows.rows.len())
+    })
+    .await?;
+    time("incident (one target, one hour)", args.runs, || async {
+        Ok(commands::incident(&reader, hour, &target)
+            .await?
+            .rows
+            .rows
+            .len())
+    })
+    .await?;
+    let status =
+        std::fs::read_to_string("/proc/self/status").context("reading /proc/self/status")?;
+    if let Some(line) = status.lines().find(|line| line.starts_with("VmHWM")) {
+        println!(
+            "hot peak memory: {}",
+            line.trim_start_matches("VmHWM:").trim()
+        );
+    }
+    Ok(())
+}

@@ -1,0 +1,95 @@
+#!/usr/bin/env bash
+# Measures `candor` on N generated events written through the real compactor, and prints figures:
+#   - the same three questions as a fresh `candor` process (wall time, peak memory), as a library
+#     on a warm session (`query/examples/hot.rs`), and in DuckDB over the same Parquet files:
+#     `rates --by target` over all of it, `trace <id>` for one trace, `incident` for one target
+#     and one hour.
+# The events are spread over 24 hours ending an hour ago, with the counter points of their 50
+# targets (one a minute per class); the compactor writes them with its default file settings
+# (max age 2 s here, so the run does not wait), then the closed day is optimized as the schedule
+# would.
+#
+#   bash tests/bench/query.sh [events]
+set -euo pipefail
+cd "$(dirname "${BASH_SOURCE[0]}")/../.."
+export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$HOME/.cache/candor-target}"
+events="${1:-10000000}"
+cargo build --release --locked -p candor-collector -p candor-e2e -p candor-query \
+    --bin candor-collector --bin candor-loadgen --bin candor --example hot
+bin="$CARGO_TARGET_DIR/release"
+python="${CANDOR_PYTHON:-$HOME/.cache/candor-venv/bin/python}"
+tansu="$(command -v tansu || echo "$HOME/.cargo/bin/tansu")"
+work="${CANDOR_BENCH_DIR:-$(mktemp -d)}"
+pids=()
+cleanup() { kill "${pids[@]}" 2>/dev/null || true; wait 2>/dev/null || true; }
+trap cleanup EXIT
+
+free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
+wait_port() { for _ in $(seq 200); do (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null && return 0; sleep 0.05; done; echo "port $1 never opened" >&2; return 1; }
+metric() { curl -sf "127.0.0.1:$1/metrics" | awk -v s="$2" '$1 == s { print $2 }'; }
+wait_rows() {
+    local table="$1" want="$2" rows
+    while true; do
+        rows=$(metric "$metrics" "candor_compactor_rows_written_total{table=\"$table\"}" || true)
+        [[ -n "$rows" && "${rows%.*}" -ge "$want" ]] && return 0
+        kill -0 "$compactor" || { echo "the compactor died; see $work/compactor.log"; exit 1; }
+        sleep 0.5
+    done
+}
+
+if [[ ! -d "$work/tables/outcome_events" ]]; then
+    kafka=$(free_port)
+    "$tansu" broker --listener-url "tcp://127.0.0.1:$kafka" --advertised-listener-url "tcp://127.0.0.1:$kafka" \
+        --storage-engine memory://tansu/ >"$work/tansu.log" 2>&1 &
+    pids+=($!)
+    wait_port "$kafka"
+    echo "== loading $events events and their counter points"
+    "$bin/candor-loadgen" --raw-kafka "127.0.0.1:$kafka" --preload "$events" --age-s 3600 \
+        --spread-s 86400 --counts | tee "$work/loadgen.log"
+    points=$(awk '/counter points/ { print $2 }' "$work/loadgen.log")
+    metrics=$(free_port)
+    started=$(date +%s)
+    "$bin/candor-collector" compact --table-root "$work/tables" --kafka-brokers "127.0.0.1:$kafka" \
+        --metrics-addr "127.0.0.1:$metrics" --max-age 2s --group-id bench >"$work/compactor.log" 2>&1 &
+    compactor=$!
+    pids+=("$compactor")
+    wait_rows outcome_events "$events"
+    wait_rows outcome_counts "$points"
+    echo "compacted in $(( $(date +%s) - started )) s"
+    kill "$compactor"; wait "$compactor" 2>/dev/null || true
+    "$bin/candor-collector" maintain --table-root "$work/tables" --optimize | grep -E "outcome_(events|counts)" || true
+fi
+du -sh "$work/tables/outcome_events" "$work/tables/outcome_counts"
+
+candor() { "$bin/candor" --tables "$work/tables" --no-live "$@"; }
+since=$(date -u -d '-26 hours' +%Y-%m-%dT%H:00:00Z)
+until=$(date -u +%Y-%m-%dT%H:%M:%SZ)
+incident_from=$(date -u -d '-13 hours' +%Y-%m-%dT%H:00:00Z)
+trace_id=$(candor sql "SELECT trace_id FROM outcome_events WHERE tool_target = 'https://api-7.internal/v1/search' LIMIT 1" --format csv 2>/dev/null | sed -n 2p)
+target='https://api-7.internal/v1/search'
+echo "trace $trace_id, target $target, rates $since to $until, incident hour from $incident_from"
+
+fresh() {
+    local name="$1"; shift
+    local best="" rss=""
+    for _ in 1 2 3 4 5; do
+        /usr/bin/time -f "%e %M" -o "$work/time" "$bin/candor" --tables "$work/tables" --no-live "$@" \
+            --format json >"$work/out.json" 2>/dev/null || [[ $? -le 3 ]]
+        read -r wall kib < <(tail -1 "$work/time")
+        if [[ -z "$best" ]] || awk -v a="$wall" -v b="$best" 'BEGIN { exit !(a < b) }'; then best="$wall"; fi
+        rss="$kib"
+    done
+    rows=$("$python" -c 'import json,sys; o=json.load(open(sys.argv[1]))["envelope"]["outcome"]; print(len(o.get("payload",{}).get("rows",[])))' "$work/out.json")
+    echo "fresh $name: rows $rows best_wall_ms $(awk -v w="$best" 'BEGIN { printf "%.0f", w * 1000 }') peak_rss_mib $((rss / 1024))"
+}
+echo "== fresh process (best of 5)"
+fresh "rates --by target" rates --by target --since "$since" --until "$until"
+fresh "trace" trace "$trace_id"
+fresh "incident (one target, one hour)" incident --target "$target" --since "$incident_from" \
+    --until "$(date -u -d "$incident_from + 1 hour" +%Y-%m-%dT%H:%M:%SZ)"
+echo "== library, warm session"
+"$bin/examples/hot" --tables "$work/tables" --since "$since" --until "$until" --trace-id "$trace_id" \
+    --target "$target" --incident-from "$incident_from"
+echo "== DuckDB over the same files"
+"$python" tests/bench/query_duckdb.py "$work/tables" "$since" "$until" "$trace_id" "$target" "$incident_from"
+echo "data kept in $work (CANDOR_BENCH_DIR=$work reuses it)"

@@ -1,0 +1,73 @@
+"""The `candor` benchmark's questions asked of DuckDB over the same Parquet files (the live file
+list from the Python deltalake package): the rates computation with the CLI's semantics
+(tests/e2e/clients/rates_duckdb.py), a plain group-by count per target, a trace lookup and one
+target's events in one hour. Prints the first (cold) and the fastest of the following runs.
+
+Usage: query_duckdb.py ROOT SINCE UNTIL TRACE_ID TARGET INCIDENT_FROM [RUNS]
+"""
+
+import importlib.util
+import os
+import sys
+import time
+
+import duckdb
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+SPEC = importlib.util.spec_from_file_location(
+    "rates_duckdb", os.path.join(HERE, "..", "e2e", "clients", "rates_duckdb.py")
+)
+rates = importlib.util.module_from_spec(SPEC)
+SPEC.loader.exec_module(rates)
+
+
+def timed(name, runs, run):
+    times, rows = [], 0
+    for _ in range(runs):
+        started = time.perf_counter()
+        rows = len(run())
+        times.append((time.perf_counter() - started) * 1000)
+    print(f"duckdb {name}: rows {rows} cold_ms {times[0]:.1f} hot_min_ms {min(times[1:] or times):.1f}")
+
+
+def main():
+    root, since, until, trace_id, target, incident_from = sys.argv[1:7]
+    runs = int(sys.argv[7]) if len(sys.argv) > 7 else 10
+    since_us, until_us = rates.parse_time(since), rates.parse_time(until)
+    from_us = rates.parse_time(incident_from)
+    con = duckdb.connect()
+    for name, table in (("counts", "outcome_counts"), ("events", "outcome_events")):
+        files = rates.live_files(os.path.join(root, table))
+        con.execute(
+            f"CREATE VIEW {name} AS SELECT * FROM read_parquet({files!r}, hive_partitioning = false)"
+        )
+    sql = rates.RATES_SQL.format(counts_filter="true", events_filter="true", group_column="tool_target")
+    params = {"since": since_us, "until": until_us, "lookback": 900_000_000, "step": until_us - since_us}
+    timed("rates --by target (same semantics)", runs, lambda: con.execute(sql, params).fetchall())
+    timed(
+        "group-by count per target",
+        runs,
+        lambda: con.execute("SELECT tool_target, count(*) FROM events GROUP BY 1").fetchall(),
+    )
+    timed(
+        "trace",
+        runs,
+        lambda: con.execute(
+            "SELECT * FROM events WHERE trace_id = ? ORDER BY event_time", [trace_id]
+        ).fetchall(),
+    )
+    timed(
+        "incident (one target, one hour)",
+        runs,
+        lambda: con.execute(
+            "SELECT * FROM events WHERE tool_target = ? AND epoch_us(event_time) >= ? "
+            "AND epoch_us(event_time) < ? ORDER BY event_time",
+            [target, from_us, from_us + 3_600_000_000],
+        ).fetchall(),
+    )
+
+
+if __name__ == "__main__":
+    main()
+    sys.stdout.flush()
+    os._exit(0)

@@ -14,7 +14,7 @@ use deltalake::arrow::compute::cast;
 use deltalake::arrow::datatypes::DataType;
 use deltalake::datafusion::error::DataFusionError;
 use deltalake::datafusion::execution::context::SQLOptions;
-use deltalake::datafusion::functions_aggregate::expr_fn::count_distinct;
+use deltalake::datafusion::functions_aggregate::expr_fn::count;
 use deltalake::datafusion::logical_expr::cast as cast_expr;
 use deltalake::datafusion::prelude::{Expr, col, lit};
 use deltalake::datafusion::scalar::ScalarValue;
@@ -247,6 +247,8 @@ async fn points(
         .await
         .map_err(read)?;
     let mut seen = std::collections::HashSet::new();
+    let mut groups: std::collections::HashMap<String, std::sync::Arc<str>> =
+        std::collections::HashMap::new();
     let mut out = Vec::new();
     let mut unspecified = 0u64;
     for batch in &batches {
@@ -263,8 +265,9 @@ async fn points(
         let time = ints(batch, column::TIME)?;
         let value = ints(batch, column::VALUE)?;
         for row in 0..batch.num_rows() {
+            let point_id = rates::key(&[id.value(row)]);
             // A retried copy the tail and the table both hold is one point.
-            if !seen.insert(id.value(row).to_owned()) {
+            if !seen.insert(point_id) {
                 continue;
             }
             let cumulative = match temporality.value(row) {
@@ -280,27 +283,33 @@ async fn points(
             let Ok(class) = class.value(row).parse::<OutcomeClass>() else {
                 continue;
             };
+            let name = group.value(row);
+            let group = match groups.get(name) {
+                Some(interned) => std::sync::Arc::clone(interned),
+                None => {
+                    let interned: std::sync::Arc<str> = std::sync::Arc::from(name);
+                    groups.insert(name.to_owned(), std::sync::Arc::clone(&interned));
+                    interned
+                }
+            };
+            let parts: Vec<&str> = series_text.iter().map(|column| column.value(row)).collect();
             out.push(Point {
-                series: series_text
-                    .iter()
-                    .map(|column| column.value(row))
-                    .collect::<Vec<_>>()
-                    .join("\u{1f}"),
-                group: group.value(row).to_owned(),
+                series: rates::key(&parts),
+                group,
                 class,
                 cumulative,
                 start: start.value(row),
                 time: time.value(row),
                 value: value.value(row),
-                id: id.value(row).to_owned(),
+                id: point_id,
             });
         }
     }
     Ok((out, unspecified))
 }
 
-/// Distinct terminal failure events (retry action other than `retry`) per (group, bucket
-/// start), of one class when `class` is given.
+/// Terminal failure events (retry action other than `retry`) per (group, bucket start), of one
+/// class when `class` is given.
 async fn failure_events(
     reader: &Reader,
     buckets: Buckets,
@@ -325,12 +334,12 @@ async fn failure_events(
         Some(step) => (micros - lit(buckets.since)) / lit(step),
         None => lit(0i64),
     };
-    // Distinct ids: a copy that reached the table after the compactor's dedupe window is one
-    // event, not two.
+    // Events as stored: the compactor removed retried copies within its dedupe window, and the
+    // reader removed the tail's copies of stored events.
     let batches = frame
         .aggregate(
             vec![col(by.column()).alias("group"), bucket.alias("bucket")],
-            vec![count_distinct(col(column::EVENT_ID)).alias("events")],
+            vec![count(lit(1)).alias("events")],
         )
         .map_err(read)?
         .collect()

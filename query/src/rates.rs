@@ -16,7 +16,8 @@
 //! failure events but no counter points, the denominator is missing: the rate is not computed,
 //! and that is said, never shown as 0 %.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
+use std::sync::Arc;
 
 use candor_schema::OutcomeClass;
 use serde::Serialize;
@@ -26,10 +27,10 @@ use crate::window::{Micros, serialize_micros};
 /// One counter point, as the rates need it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Point {
-    /// Identifies the series (any string that is equal exactly for points of one series).
-    pub series: String,
+    /// Identifies the series: equal exactly for the points of one series (see [`key`]).
+    pub series: u128,
     /// The group the series belongs to (its target, tool or service).
-    pub group: String,
+    pub group: Arc<str>,
     /// The class it counts.
     pub class: OutcomeClass,
     /// Cumulative (true) or delta (false).
@@ -40,8 +41,22 @@ pub struct Point {
     pub time: Micros,
     /// The value as sent.
     pub value: i64,
-    /// The point's id: orders points of equal time and start.
-    pub id: String,
+    /// The point's id as a [`key`]: orders points of equal time and start.
+    pub id: u128,
+}
+
+/// A 128-bit key of some strings, for series and point ids: comparing and sorting numbers is
+/// far cheaper than strings, and two different inputs share a key with a chance of about 2^-128.
+pub fn key(parts: &[&str]) -> u128 {
+    use std::hash::{Hash as _, Hasher as _};
+    let half = |seed: u8| {
+        // SipHash with fixed keys: the same input gives the same key in every run.
+        let mut hasher = std::hash::DefaultHasher::new();
+        seed.hash(&mut hasher);
+        parts.hash(&mut hasher);
+        hasher.finish()
+    };
+    (u128::from(half(0)) << 64) | u128::from(half(1))
 }
 
 /// How a window is cut into buckets.
@@ -123,8 +138,9 @@ pub struct Increases {
 
 /// Turns counter points into per-bucket increases. `points` is sorted here.
 pub fn increases(points: &mut [Point], buckets: Buckets) -> Increases {
-    points.sort_unstable_by(|a, b| (&a.series, a.time, a.start).cmp(&(&b.series, b.time, b.start)));
-    let mut out = Increases::default();
+    points.sort_unstable_by_key(|point| (point.series, point.time, point.start, point.id));
+    let mut series_without_baseline = 0;
+    let mut sums: HashMap<(Arc<str>, Micros), ClassCounts> = HashMap::new();
     let mut previous: Option<&Point> = None;
     for point in points.iter() {
         let prev = previous.filter(|prev| prev.series == point.series);
@@ -143,17 +159,22 @@ pub fn increases(points: &mut [Point], buckets: Buckets) -> Increases {
                 Some(_) => value,
                 None if point.start >= buckets.since => value,
                 None => {
-                    out.series_without_baseline += 1;
+                    series_without_baseline += 1;
                     continue;
                 }
             }
         };
-        out.buckets
-            .entry((point.group.clone(), bucket))
+        sums.entry((Arc::clone(&point.group), bucket))
             .or_default()
             .add(point.class, increase);
     }
-    out
+    Increases {
+        buckets: sums
+            .into_iter()
+            .map(|((group, bucket), counts)| ((group.to_string(), bucket), counts))
+            .collect(),
+        series_without_baseline,
+    }
 }
 
 /// Whether a rate has a denominator.
@@ -319,14 +340,14 @@ mod tests {
 
     fn point(series: &str, class: OutcomeClass, start: Micros, time: Micros, value: i64) -> Point {
         Point {
-            series: format!("{series}/{class}"),
-            group: series.to_owned(),
+            series: key(&[series, class.as_str()]),
+            group: Arc::from(series),
             class,
             cumulative: true,
             start,
             time,
             value,
-            id: format!("{series}/{time}/{start}"),
+            id: key(&[series, &time.to_string(), &start.to_string()]),
         }
     }
 

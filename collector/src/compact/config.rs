@@ -40,7 +40,7 @@ pub const VACUUM_RETENTION_FLOOR: Duration = Duration::from_secs(3600);
 /// | `files.target_bytes` | `134217728` (128 MiB) | write a file once the buffered rows would make about this much Parquet |
 /// | `files.max_age` | `"60s"` | write at the latest this long after the oldest buffered record arrived |
 /// | `files.max_rows` | `1048576` | write at the latest when this many rows are buffered: the memory bound (about 1 KiB per buffered row) |
-/// | `files.row_group_rows` | `1048576` | rows per Parquet row group |
+/// | `files.row_group_rows` | `131072` | rows per Parquet row group: small enough that a bloom filter leaves little to read for one trace, large enough for scans |
 /// | `files.zstd_level` | `3` | zstd level of the Parquet pages, 1 to 22 |
 /// | `dedupe.window` | `"10m"` | how long an `event_id` (or `point_id`) is remembered to drop a client's retried copy |
 /// | `time.late_after` | `"24h"` | a row whose time is older than its Kafka timestamp by more is flagged `late` |
@@ -120,7 +120,7 @@ impl Default for RawFiles {
             target_bytes: 128 * 1024 * 1024,
             max_age: "60s".into(),
             max_rows: 1024 * 1024,
-            row_group_rows: 1024 * 1024,
+            row_group_rows: 128 * 1024,
             zstd_level: 3,
         }
     }

@@ -2,7 +2,8 @@
 of <root>/outcome_counts and <root>/outcome_events list (the live file list comes from the Python
 deltalake package). The end-to-end golden tests compare the Rust CLI's answer with this one.
 
-Semantics: counts points are deduplicated by point_id, events by event_id; the window is
+Semantics: counts points are deduplicated by point_id; events are counted as stored (the
+compactor removed retried copies within its dedupe window); the window is
 [since, until). A 'delta' point in the window adds its value. A 'cumulative' point in the window
 adds the difference to the point before it in its series (service, instance, tool, target, class,
 temporality; ordered by time, start_time) among the points of [since - lookback, until), or its own
@@ -116,10 +117,9 @@ event_buckets AS (
     SELECT {group_column} AS grp, (event_time_us - $since) // $step AS bucket,
            count(*) AS failure_events
     FROM (
-        SELECT DISTINCT ON (event_id) *, epoch_us(event_time) AS event_time_us
+        SELECT *, epoch_us(event_time) AS event_time_us
         FROM events
         WHERE {events_filter}
-        ORDER BY event_id, event_time, retry_action
     )
     WHERE event_time_us >= $since AND event_time_us < $until AND retry_action <> 'retry'
     GROUP BY grp, bucket

@@ -105,6 +105,11 @@ async fn main() -> anyhow::Result<()> {
         target: Some(args.target.clone()),
         ..Filters::default()
     };
+    time("sql group-by count per target", args.runs, || async {
+        let statement = "SELECT tool_target, count(*) FROM outcome_events GROUP BY tool_target";
+        Ok(commands::sql(&reader, statement).await?.rows.len())
+    })
+    .await?;
     time("rates --by target", args.runs, || async {
         Ok(commands::rates(&reader, &rates).await?.rows.rows.len())
     })

@@ -28,8 +28,10 @@ if ! command -v tansu >/dev/null && [[ ! -x "$HOME/.cargo/bin/tansu" ]]; then
     cargo install tansu --locked --features dynostore,libsql
 fi
 tansu="$(command -v tansu || echo "$HOME/.cargo/bin/tansu")"
-cargo build --release --locked -p candor-collector --bin candor-collector
-cargo build --release --locked -p candor-query --bin candor
+# One build for every binary, with the same package set as the benchmarks (tests/bench/): cargo
+# unifies features per build, and a different set would compile DataFusion again.
+cargo build --release --locked -p candor-collector -p candor-e2e -p candor-query \
+    --bin candor-collector --bin candor-loadgen --bin candor
 bin="$CARGO_TARGET_DIR/release"
 
 for port in 9092 4317 4318 8888 8889 8181; do
@@ -83,6 +85,9 @@ Candor is running.
   Kafka (Tansu)    127.0.0.1:9092
   data and logs    $data
   read a topic     $bin/candor-collector read --topic candor.outcome-events.v1 --kafka-brokers 127.0.0.1:9092
+  ask              $bin/candor --data-dir $data rates --since 15m
+                   $bin/candor --data-dir $data spikes
+                   $bin/candor --data-dir $data incident --target http://127.0.0.1:8181/slow --since 15m
 INFO
 
 if [[ "$demo" == 1 ]]; then

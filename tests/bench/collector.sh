@@ -11,7 +11,9 @@ set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/../.."
 export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$HOME/.cache/candor-target}"
 seconds="${1:-15}"
-cargo build --release --locked -p candor-collector -p candor-e2e --bin candor-collector --bin candor-loadgen
+# The same package set as deploy/local/up.sh, so all share one release build of DataFusion.
+cargo build --release --locked -p candor-collector -p candor-e2e -p candor-query \
+    --bin candor-collector --bin candor-loadgen --bin candor
 bin="$CARGO_TARGET_DIR/release"
 tansu="$(command -v tansu || echo "$HOME/.cargo/bin/tansu")"
 work="$(mktemp -d)"

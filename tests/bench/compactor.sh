@@ -14,7 +14,9 @@ cd "$(dirname "${BASH_SOURCE[0]}")/../.."
 export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$HOME/.cache/candor-target}"
 records="${1:-2000000}"
 stream_seconds="${2:-150}"
-cargo build --release --locked -p candor-collector -p candor-e2e --bin candor-collector --bin candor-loadgen
+# The same package set as deploy/local/up.sh, so all share one release build of DataFusion.
+cargo build --release --locked -p candor-collector -p candor-e2e -p candor-query \
+    --bin candor-collector --bin candor-loadgen --bin candor
 bin="$CARGO_TARGET_DIR/release"
 python="${CANDOR_PYTHON:-$HOME/.cache/candor-venv/bin/python}"
 tansu="$(command -v tansu || echo "$HOME/.cargo/bin/tansu")"

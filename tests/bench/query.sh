@@ -14,6 +14,7 @@ set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/../.."
 export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$HOME/.cache/candor-target}"
 events="${1:-10000000}"
+# The same package set as deploy/local/up.sh, so both use one release build of DataFusion.
 cargo build --release --locked -p candor-collector -p candor-e2e -p candor-query \
     --bin candor-collector --bin candor-loadgen --bin candor --example hot
 bin="$CARGO_TARGET_DIR/release"

@@ -252,20 +252,23 @@ async fn a_body_over_the_size_cap_is_partial() {
 }
 
 /// The probe example, built by `cargo test` next to this test binary.
-fn probe_binary() -> PathBuf {
+/// The adapter's probe ships as `candor probe` (crate `candor-query`); `tests/run.sh` builds the
+/// workspace's binaries before the tests.
+fn candor_binary() -> PathBuf {
     let deps = std::env::current_exe().unwrap();
     let profile = deps.parent().and_then(|p| p.parent()).unwrap();
-    let probe = profile.join("examples").join("probe");
+    let candor = profile.join("candor");
     assert!(
-        probe.exists(),
-        "{} is missing: build the examples (cargo test builds them)",
-        probe.display()
+        candor.exists(),
+        "{} is missing: build the binaries first (cargo build --workspace --bins)",
+        candor.display()
     );
-    probe
+    candor
 }
 
 async fn probe(args: &[&str]) -> (i32, Value) {
-    let output = tokio::process::Command::new(probe_binary())
+    let output = tokio::process::Command::new(candor_binary())
+        .arg("probe")
         .args(args)
         .output()
         .await

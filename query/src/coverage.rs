@@ -18,6 +18,11 @@
 //! no heartbeat read, how far the data reaches is unknown, and any window is partial. A question
 //! without a window (SQL, a whole trace) asks about everything up to now.
 //!
+//! Inside the window, a stretch with no heartbeat for more than three of the intervals the last
+//! heartbeat promised is a silence: the pipeline was not carrying data then, so an answer over it
+//! is partial. Before the first heartbeat ever read nothing is checked (the pipeline did not
+//! exist, or retention removed it).
+//!
 //! The heartbeats and the events are separate tables committed by the same compactor flush; with
 //! several compactor members owning different partitions, a table's heartbeats can be ahead of a
 //! lagging member's partitions (read the tail with `--live` to close that gap).
@@ -141,6 +146,8 @@ pub struct Coverage {
     pub covered_until: Option<Micros>,
     /// Every source, read or not.
     pub sources: Vec<SourceReport>,
+    /// Stretches inside the window with no heartbeat: `(from, to)`.
+    pub silences: Vec<(Micros, Micros)>,
     /// Anything else the reader should know (series without a baseline, ignored points, …).
     pub notes: Vec<String>,
     /// Why the question itself failed while it ran, when it did.
@@ -171,6 +178,7 @@ impl Coverage {
             window,
             covered_until,
             sources,
+            silences: Vec::new(),
             notes: Vec::new(),
             failure: None,
             now,
@@ -193,7 +201,10 @@ impl Coverage {
         let needed = || self.sources.iter().filter(|source| source.needed);
         if self.failure.is_some() || !needed().any(|source| source.was_read()) {
             OutcomeClass::AccessFailure
-        } else if needed().any(SourceReport::is_short) || self.reaches_past_data() {
+        } else if needed().any(SourceReport::is_short)
+            || self.reaches_past_data()
+            || !self.silences.is_empty()
+        {
             OutcomeClass::Partial
         } else if rows == 0 {
             OutcomeClass::Empty
@@ -220,6 +231,14 @@ impl Coverage {
         if let Some(failure) = &self.failure {
             gaps.push(format!("the question failed while it ran: {failure}"));
         }
+        for (from, to) in &self.silences {
+            gaps.push(format!(
+                "no collector heartbeat between {} and {}: the pipeline was not carrying data \
+                 then, so nothing is known about that stretch",
+                rfc3339(*from),
+                rfc3339(*to)
+            ));
+        }
         if self.reaches_past_data() {
             let asked = match self.window {
                 Some(window) => format!("the window ends at {}", rfc3339(window.until)),
@@ -238,6 +257,20 @@ impl Coverage {
         }
         gaps
     }
+}
+
+/// The silences inside `window`: consecutive heartbeats `(at, interval)` (sorted by time) further
+/// apart than three of the intervals the earlier one promised.
+pub fn silences(heartbeats: &[(Micros, Micros)], window: Window) -> Vec<(Micros, Micros)> {
+    heartbeats
+        .windows(2)
+        .filter_map(|pair| {
+            let ((at, interval), (next, _)) = (pair[0], pair[1]);
+            let silent = next.saturating_sub(at) > interval.saturating_mul(3);
+            (silent && next > window.since && at < window.until)
+                .then(|| (at.max(window.since), next.min(window.until)))
+        })
+        .collect()
 }
 
 #[cfg(test)]
@@ -302,6 +335,41 @@ mod tests {
         failed.failure = Some("a file vanished".into());
         assert_eq!(failed.class(3), OutcomeClass::AccessFailure);
         assert!(failed.gaps()[0].contains("a file vanished"));
+    }
+
+    #[test]
+    fn a_silence_inside_the_window_is_partial() {
+        let window = Window {
+            since: 100 * SECOND,
+            until: 200 * SECOND,
+        };
+        let every_ten = |from: Micros, to: Micros| -> Vec<(Micros, Micros)> {
+            (from..to)
+                .step_by(10)
+                .map(|s| (s * SECOND, 10 * SECOND))
+                .collect()
+        };
+        // Steady heartbeats: no silence. Heartbeats only after the start: nothing is claimed.
+        assert!(silences(&every_ten(50, 250), window).is_empty());
+        assert!(silences(&every_ten(150, 250), window).is_empty());
+        // Nothing between 120 s and 170 s (50 s > 3 × 10 s).
+        let mut gap = every_ten(50, 121);
+        gap.extend(every_ten(170, 250));
+        assert_eq!(silences(&gap, window), [(120 * SECOND, 170 * SECOND)]);
+        // A gap that straddles the start is cut at the start.
+        let mut early = every_ten(0, 61);
+        early.extend(every_ten(130, 250));
+        assert_eq!(silences(&early, window), [(100 * SECOND, 130 * SECOND)]);
+        // A longer promised interval allows a longer pause.
+        let slow = vec![(90 * SECOND, 60 * SECOND), (180 * SECOND, 60 * SECOND)];
+        assert!(silences(&slow, window).is_empty());
+
+        let mut coverage =
+            Coverage::new(Some(window), vec![read(0)], beat(200 * SECOND, false), NOW);
+        assert_eq!(coverage.class(1), OutcomeClass::Success);
+        coverage.silences = silences(&gap, window);
+        assert_eq!(coverage.class(1), OutcomeClass::Partial);
+        assert!(coverage.gaps()[0].contains("no collector heartbeat between"));
     }
 
     #[test]

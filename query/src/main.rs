@@ -433,7 +433,7 @@ async fn answer(global: Global, command: Command) -> Result<(Report, Format), Fa
         tables,
     })
     .await;
-    let mut coverage = reader.coverage(window);
+    let mut coverage = reader.coverage(window).await;
     let name = question.name();
     let nothing = question.nothing();
     let answered = match question {

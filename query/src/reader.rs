@@ -20,7 +20,7 @@ use deltalake::datafusion::error::DataFusionError;
 use deltalake::datafusion::prelude::{SessionConfig, SessionContext, col, lit};
 use deltalake::datafusion::scalar::ScalarValue;
 
-use crate::coverage::{Coverage, Heartbeat, SourceReport, SourceState};
+use crate::coverage::{Coverage, Heartbeat, SourceReport, SourceState, silences};
 use crate::store::{OpenTable, StoreError, TableRoot};
 use crate::tail::{Tail, TailSettings, TopicTail};
 use crate::window::{Micros, Window, now};
@@ -178,9 +178,73 @@ impl Reader {
         }
     }
 
-    /// The coverage of an answer over `window`.
-    pub fn coverage(&self, window: Option<Window>) -> Coverage {
-        Coverage::new(window, self.sources.clone(), self.heartbeat, self.now)
+    /// The coverage of an answer over `window`, with the silences of the heartbeats (table and
+    /// tail) inside it.
+    pub async fn coverage(&self, window: Option<Window>) -> Coverage {
+        let mut coverage = Coverage::new(window, self.sources.clone(), self.heartbeat, self.now);
+        if let Some(window) = window {
+            match self.heartbeats_around(window).await {
+                Ok(beats) => coverage.silences = silences(&beats, window),
+                Err(err) => coverage.notes.push(format!(
+                    "the heartbeats inside the window could not be read, so silences in it were \
+                     not looked for: {err}"
+                )),
+            }
+        }
+        coverage
+    }
+
+    /// `(time, interval)` of every heartbeat from a little before `window` to its end, by time.
+    async fn heartbeats_around(
+        &self,
+        window: Window,
+    ) -> Result<Vec<(Micros, Micros)>, DataFusionError> {
+        // The heartbeat before the window decides whether its start was silent; collectors
+        // promise at most an hour between heartbeats here.
+        let before = window.since.saturating_sub(3 * 3_600_000_000);
+        let at = |micros| ScalarValue::TimestampMicrosecond(Some(micros), Some("UTC".into()));
+        let time = col(column::TIME);
+        let batches = self
+            .context
+            .table(Table::Heartbeats.name())
+            .await?
+            .filter(
+                time.clone()
+                    .gt_eq(lit(at(before)))
+                    .and(time.clone().lt(lit(at(window.until)))),
+            )?
+            .sort(vec![time.clone().sort(true, false)])?
+            .select(vec![time, col(column::INTERVAL_MS)])?
+            .collect()
+            .await?;
+        let mut beats = Vec::new();
+        for batch in &batches {
+            let times = cast(
+                batch.column(0),
+                &deltalake::arrow::datatypes::DataType::Timestamp(
+                    deltalake::arrow::datatypes::TimeUnit::Microsecond,
+                    None,
+                ),
+            )?;
+            let intervals = cast(
+                batch.column(1),
+                &deltalake::arrow::datatypes::DataType::Int64,
+            )?;
+            let (Some(times), Some(intervals)) = (
+                times.as_any().downcast_ref::<TimestampMicrosecondArray>(),
+                intervals
+                    .as_any()
+                    .downcast_ref::<deltalake::arrow::array::Int64Array>(),
+            ) else {
+                return Err(DataFusionError::Internal(
+                    "unexpected heartbeat column types".into(),
+                ));
+            };
+            for row in 0..batch.num_rows() {
+                beats.push((times.value(row), intervals.value(row).saturating_mul(1000)));
+            }
+        }
+        Ok(beats)
     }
 
     /// When the reader was opened.

@@ -327,17 +327,26 @@ impl Golden {
                 )
             }));
         }
-        // The pipeline was alive until a minute after the window: the coverage clock.
-        let beats = (0..6)
-            .map(|i| Heartbeat {
-                schema_version: 1,
-                collector_id: "golden".into(),
-                time_unix_nano: u64::try_from(at(61) + i * 10_000_000_000).unwrap(),
-                started_time_unix_nano: u64::try_from(at(-120)).unwrap(),
-                interval_ms: 10_000,
-                ..Heartbeat::default()
-            })
-            .collect();
+        // The coverage clock: hourly heartbeats the day before, then one every 10 s from 11
+        // minutes before the window to 2 minutes past its end, except for a 5-minute silence
+        // just before the window.
+        let started = at(-28 * 60);
+        let beat = |time: i64, interval_ms: u64| Heartbeat {
+            schema_version: 1,
+            collector_id: "golden".into(),
+            time_unix_nano: u64::try_from(time).unwrap(),
+            started_time_unix_nano: u64::try_from(started).unwrap(),
+            interval_ms,
+            ..Heartbeat::default()
+        };
+        let mut beats: Vec<Heartbeat> = (-28..0).map(|h| beat(at(h * 60), 3_600_000)).collect();
+        let ten_seconds: i64 = 10_000_000_000;
+        beats.extend(
+            (at(-11)..at(62))
+                .step_by(usize::try_from(ten_seconds).unwrap())
+                .filter(|t| !(at(-8)..at(-3)).contains(t))
+                .map(|t| beat(t, 10_000)),
+        );
         Self {
             t0,
             counts,
@@ -523,7 +532,16 @@ async fn rates_trace_and_incident_match_an_independent_reader_and_state_their_co
             "--no-live",
         ],
     );
-    assert_eq!(wide.code, 0, "{}", wide.stderr);
+    // The window holds the 5-minute heartbeat silence: partial, and said, with its rows.
+    assert_eq!(wide.code, 3, "{}", wide.stderr);
+    let dropped = &wide.json()["envelope"]["outcome"]["truncation"]["dropped"];
+    assert!(
+        dropped
+            .as_str()
+            .unwrap()
+            .contains("no collector heartbeat between"),
+        "{dropped}"
+    );
     let duck = duckdb_rates(
         &root,
         &["--since", &early, "--until", &until, "--by", "tool"],
@@ -601,7 +619,18 @@ async fn rates_trace_and_incident_match_an_independent_reader_and_state_their_co
     }
 
     // A trace, in order.
-    let trace = candor(&root, &["trace", TRACE, "--no-live", "--until", &until]);
+    let trace = candor(
+        &root,
+        &[
+            "trace",
+            TRACE,
+            "--no-live",
+            "--since",
+            &since,
+            "--until",
+            &until,
+        ],
+    );
     assert_eq!(trace.code, 0, "{}", trace.stderr);
     let attempts: Vec<u64> = trace
         .rows()

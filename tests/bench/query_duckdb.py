@@ -41,7 +41,7 @@ def main():
         con.execute(
             f"CREATE VIEW {name} AS SELECT * FROM read_parquet({files!r}, hive_partitioning = false)"
         )
-    sql = rates.RATES_SQL.format(counts_filter="true", events_filter="true", group_column="tool_target")
+    sql = rates.build_rates_sql("true", "true", "tool_target")
     params = {"since": since_us, "until": until_us, "lookback": 900_000_000, "step": until_us - since_us}
     timed("rates --by target (same semantics)", runs, lambda: con.execute(sql, params).fetchall())
     timed(

@@ -58,8 +58,8 @@ EVENTS_COLUMNS = {
 # All times below are integer microseconds since the epoch (UTC), so that no time zone setting and
 # no interval arithmetic can change a bucket. $step is the bucket width in microseconds; without
 # --step it is the whole window, which makes one bucket starting at $since.
-RATES_SQL = """
-WITH
+# The counter points, one per point_id, with times in microseconds.
+COUNTS_DEDUPED = """
 counts_deduped AS (
     SELECT DISTINCT ON (point_id)
         point_id, service_name, service_instance_id, tool_name, tool_target, outcome_class,
@@ -67,7 +67,12 @@ counts_deduped AS (
     FROM counts
     WHERE {counts_filter}
     ORDER BY point_id, time, start_time, value
-),
+)
+"""
+
+RATES_SQL = """
+WITH
+{counts_deduped},
 considered AS (
     SELECT
         *,
@@ -141,14 +146,7 @@ ORDER BY grp, bucket_start_us
 # 'unspecified' points in the window, and the cumulative series whose first considered point is in
 # the window, started before it, and so has nothing to take a difference from.
 TOTALS_SQL = """
-WITH counts_deduped AS (
-    SELECT DISTINCT ON (point_id)
-        point_id, service_name, service_instance_id, tool_name, tool_target, outcome_class,
-        epoch_us(start_time) AS start_us, epoch_us(time) AS time_us, value, temporality
-    FROM counts
-    WHERE {counts_filter}
-    ORDER BY point_id, time, start_time, value
-),
+WITH {counts_deduped},
 first_cumulative AS (
     SELECT DISTINCT ON (service_name, service_instance_id, tool_name, tool_target, outcome_class)
         time_us, start_us
@@ -162,6 +160,15 @@ SELECT
      WHERE temporality = 'unspecified' AND time_us >= $since AND time_us < $until),
     (SELECT count(*) FROM first_cumulative WHERE time_us >= $since AND start_us < $since)
 """
+
+
+def build_rates_sql(counts_filter, events_filter, group_column):
+    """RATES_SQL with its filters and grouping column filled in."""
+    return RATES_SQL.format(
+        counts_deduped=COUNTS_DEDUPED.format(counts_filter=counts_filter),
+        events_filter=events_filter,
+        group_column=group_column,
+    )
 
 
 def parse_time(text):
@@ -234,10 +241,8 @@ def main():
             params[option] = getattr(args, option)
     where = " AND ".join(conditions)
 
-    rates_sql = RATES_SQL.format(
-        counts_filter=where, events_filter=where, group_column=GROUP_COLUMNS[args.by]
-    )
-    totals_sql = TOTALS_SQL.format(counts_filter=where)
+    rates_sql = build_rates_sql(where, where, GROUP_COLUMNS[args.by])
+    totals_sql = TOTALS_SQL.format(counts_deduped=COUNTS_DEDUPED.format(counts_filter=where))
     # DuckDB refuses named parameters that a statement does not use: the totals have no buckets.
     totals_params = {key: value for key, value in params.items() if key != "step"}
 

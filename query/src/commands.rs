@@ -495,6 +495,19 @@ pub async fn spikes(reader: &Reader, query: &SpikesQuery) -> Result<RatesAnswer,
     let recent = per_target(&mut points, window_start, query.until);
     let before = per_target(&mut points, baseline_start, window_start);
     let found = rates::spikes(&recent, &before, query.rule);
+    // A spike's baseline is only as long as the target's counter history.
+    let mut first_point: BTreeMap<&str, Micros> = BTreeMap::new();
+    for point in &points {
+        let first = first_point.entry(&point.group).or_insert(point.time);
+        *first = (*first).min(point.time);
+    }
+    let short_baselines: Vec<String> = found
+        .iter()
+        .filter_map(|spike| {
+            let first = *first_point.get(spike.target.as_str())?;
+            (first > baseline_start).then(|| format!("{} (from {})", spike.target, rfc3339(first)))
+        })
+        .collect();
     let mut rows = Rows::new(&[
         "target",
         "window_access_failures",
@@ -556,6 +569,13 @@ pub async fn spikes(reader: &Reader, query: &SpikesQuery) -> Result<RatesAnswer,
             uncounted.len(),
             query.rule.min_events,
             uncounted.join(", ")
+        ));
+    }
+    if !short_baselines.is_empty() {
+        notes.push(format!(
+            "the baseline of these spikes is shorter than asked, since their counters begin inside \
+             it: {}",
+            short_baselines.join(", ")
         ));
     }
     if without_baseline > 0 {

@@ -13,7 +13,7 @@ use std::process::ExitCode;
 use std::time::{Duration, SystemTime};
 
 use candor_query::answer::{Format, Report, Rows};
-use candor_query::commands::{self, CommandError, Filters, GroupBy, RatesQuery, SpikesQuery};
+use candor_query::commands::{self, Filters, GroupBy, RatesQuery, SpikesQuery};
 use candor_query::rates::SpikeRule;
 use candor_query::reader::{ReadOptions, Reader};
 use candor_query::store::TableRoot;
@@ -365,39 +365,16 @@ async fn run(cli: Cli) -> ExitCode {
             let _ = std::io::stderr().write_all(err.as_bytes());
             ExitCode::from(report.exit_code())
         }
-        Err(Failed::Usage(message)) => {
+        Err(Usage(message)) => {
             eprintln!("candor: {message}");
             ExitCode::from(2)
         }
-        Err(Failed::Read(message)) => {
-            eprintln!("candor: {message}\nACCESS FAILURE: nothing can be concluded.");
-            ExitCode::from(4)
-        }
     }
 }
 
-enum Failed {
-    Usage(String),
-    Read(String),
-}
-
-impl From<Usage> for Failed {
-    fn from(usage: Usage) -> Self {
-        Self::Usage(usage.0)
-    }
-}
-
-impl From<CommandError> for Failed {
-    fn from(err: CommandError) -> Self {
-        if err.is_usage() {
-            Self::Usage(err.to_string())
-        } else {
-            Self::Read(err.to_string())
-        }
-    }
-}
-
-async fn answer(global: Global, command: Command) -> Result<(Report, Format), Failed> {
+/// Asks the question. Only a usage error is an `Err`: a read that failed is an answer (an access
+/// failure) like any other.
+async fn answer(global: Global, command: Command) -> Result<(Report, Format), Usage> {
     let started = SystemTime::now();
     let now = window::now();
     let format = global.format.unwrap_or(if std::io::stdout().is_terminal() {
@@ -457,7 +434,7 @@ async fn answer(global: Global, command: Command) -> Result<(Report, Format), Fa
     };
     let (rows, summary) = match answered {
         Ok(answer) => answer,
-        Err(err) if err.is_usage() => return Err(Failed::Usage(err.to_string())),
+        Err(err) if err.is_usage() => return Err(Usage(err.to_string())),
         // Reading failed part way: an access failure, stated like any other answer.
         Err(err) => {
             coverage.failure = Some(err.to_string());

@@ -597,6 +597,25 @@ async fn rates_trace_and_incident_match_an_independent_reader_and_state_their_co
     assert_eq!(found[0]["target"], "spiky-f");
     assert_eq!(found[0]["factor"], "new");
     assert_eq!(found[0]["window_access_failures"].as_u64(), Some(150));
+    // A baseline reaching back before the counters began is said to be shorter.
+    let long = candor(
+        &root,
+        &[
+            "spikes",
+            "--until",
+            &end,
+            "--window",
+            "15m",
+            "--baseline",
+            "2h",
+            "--no-live",
+        ],
+    );
+    let notes = long.json()["coverage"]["notes"].to_string();
+    assert!(
+        notes.contains("shorter than asked") && notes.contains("spiky-f"),
+        "{notes}"
+    );
 
     // Mistakes name the problem and the fix, with exit 2.
     for (args, says) in [

@@ -27,7 +27,7 @@ const LIVE_REACH: Duration = Duration::from_secs(300);
 
 /// Silent-failure rates, spikes and incident forensics over Candor's tables.
 #[derive(Debug, Parser)]
-#[command(name = "candor", version, about, long_about = None)]
+#[command(name = "candor", version)]
 struct Cli {
     #[command(flatten)]
     global: Global,

@@ -481,7 +481,12 @@ mod tests {
     fn a_confirmed_empty_answer_says_no_failures_and_a_partial_never_does() {
         let full = report(
             Rows::new(&["target"]),
-            vec![SourceReport::read("table t", Some(5_000), 0, String::new())],
+            vec![SourceReport::read(
+                "table t",
+                Some(5_000),
+                Some(0),
+                String::new(),
+            )],
         );
         assert_eq!(full.exit_code(), 1);
         assert!(full.footer().contains("No failures"));
@@ -489,7 +494,7 @@ mod tests {
         let partial = report(
             Rows::new(&["target"]),
             vec![
-                SourceReport::read("table t", Some(5_000), 0, String::new()),
+                SourceReport::read("table t", Some(5_000), Some(0), String::new()),
                 SourceReport::unreachable("kafka t", "connection refused"),
             ],
         );
@@ -510,7 +515,12 @@ mod tests {
     fn json_is_the_contract_envelope_with_the_coverage_beside_it() {
         let answer = report(
             one_row(),
-            vec![SourceReport::read("table t", Some(5_000), 1, String::new())],
+            vec![SourceReport::read(
+                "table t",
+                Some(5_000),
+                Some(1),
+                String::new(),
+            )],
         );
         let (out, err) = answer.render(Format::Json);
         assert!(err.is_empty());
@@ -530,7 +540,12 @@ mod tests {
     fn csv_quotes_and_tables_escape() {
         let answer = report(
             one_row(),
-            vec![SourceReport::read("table t", Some(5_000), 1, String::new())],
+            vec![SourceReport::read(
+                "table t",
+                Some(5_000),
+                Some(1),
+                String::new(),
+            )],
         );
         let (out, _) = answer.render(Format::Csv);
         assert_eq!(out, "target,rate\n\"a,\"\"b\"\"\",0.25\n");

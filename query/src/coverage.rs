@@ -67,8 +67,8 @@ pub struct SourceReport {
     #[serde(serialize_with = "serialize_opt_micros")]
     pub newest: Option<Micros>,
     /// For a table, the rows it holds; for a tail, the rows it adds (after removing the copies the
-    /// table already holds).
-    pub rows: u64,
+    /// table already holds). `None` when unknown (a file without statistics, or nothing read).
+    pub rows: Option<u64>,
     /// Whether the question needs it (the heartbeats are read for the coverage clock only,
     /// unless asked about).
     pub needed: bool,
@@ -81,7 +81,7 @@ impl SourceReport {
     pub fn read(
         name: impl Into<String>,
         newest: Option<Micros>,
-        rows: u64,
+        rows: Option<u64>,
         detail: String,
     ) -> Self {
         Self {
@@ -102,7 +102,7 @@ impl SourceReport {
                 reason: reason.into(),
             },
             newest: None,
-            rows: 0,
+            rows: None,
             needed: true,
             detail: String::new(),
         }
@@ -288,7 +288,7 @@ mod tests {
     }
 
     fn read(newest: Micros) -> SourceReport {
-        SourceReport::read("table outcome_events", Some(newest), 1, String::new())
+        SourceReport::read("table outcome_events", Some(newest), Some(1), String::new())
     }
 
     fn beat(at: Micros, from_tail: bool) -> Option<Heartbeat> {
@@ -321,7 +321,7 @@ mod tests {
         assert!(short.gaps()[0].contains("broker down"));
 
         // Only the heartbeats could be read: the question's own table could not.
-        let mut beats = SourceReport::read("table heartbeats", Some(NOW), 9, String::new());
+        let mut beats = SourceReport::read("table heartbeats", Some(NOW), Some(9), String::new());
         beats.needed = false;
         let none = Coverage::new(
             window(NOW),

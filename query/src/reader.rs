@@ -327,7 +327,7 @@ impl Reader {
         let mut report = SourceReport::read(
             kafka_source(table),
             newest,
-            count,
+            Some(count),
             tail_detail(&own, removed),
         );
         let mut provider = table_provider.map(|(_, provider)| provider);
@@ -346,7 +346,7 @@ impl Reader {
                     report.state = SourceState::Unreachable {
                         reason: format!("its rows could not be joined to the table: {err}"),
                     };
-                    report.rows = 0;
+                    report.rows = None;
                 }
             }
         }
@@ -408,11 +408,11 @@ impl Reader {
             open.version()
                 .map_or_else(|| "none".into(), |v| v.to_string())
         );
-        let rows = self.count(open).unwrap_or(0);
-        SourceReport::read(table_source(table), newest, rows, detail)
+        SourceReport::read(table_source(table), newest, self.count(open), detail)
     }
 
-    /// The rows the table holds, from the Delta log's per-file counts.
+    /// The rows the table holds, from the Delta log's per-file counts; `None` when a file has no
+    /// count.
     fn count(&self, open: &OpenTable) -> Option<u64> {
         let snapshot = open.delta.snapshot().ok()?;
         let files = snapshot.log_data();

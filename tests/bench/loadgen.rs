@@ -259,16 +259,10 @@ async fn raw_kafka(brokers: &str, seconds: u64) -> anyhow::Result<()> {
                 Err(_) => break,
             }
         }
-        if let Some(delivery) = in_flight.pop_front()
-            && matches!(delivery.await, Ok(Ok(_)))
-        {
-            acknowledged += 1;
-        }
+        acknowledged += settle_oldest(&mut in_flight).await;
     }
-    for delivery in in_flight {
-        if matches!(delivery.await, Ok(Ok(_))) {
-            acknowledged += 1;
-        }
+    while !in_flight.is_empty() {
+        acknowledged += settle_oldest(&mut in_flight).await;
     }
     let elapsed = started.elapsed().as_secs_f64();
     println!("raw_kafka_acknowledged {acknowledged} seconds {elapsed:.1}");
@@ -277,6 +271,17 @@ async fn raw_kafka(brokers: &str, seconds: u64) -> anyhow::Result<()> {
         acknowledged as f64 / elapsed
     );
     Ok(())
+}
+
+/// Awaits the oldest delivery in flight: 1 when Kafka acknowledged it, 0 when it failed or
+/// nothing was in flight.
+async fn settle_oldest(
+    in_flight: &mut std::collections::VecDeque<rdkafka::producer::DeliveryFuture>,
+) -> u64 {
+    match in_flight.pop_front() {
+        Some(delivery) => u64::from(matches!(delivery.await, Ok(Ok(_)))),
+        None => 0,
+    }
 }
 
 /// Creates the events topic (3 partitions) unless it exists, and a producer like the
@@ -451,26 +456,16 @@ async fn preload(brokers: &str, plan: Preload) -> anyhow::Result<()> {
                     break;
                 }
                 Err(_) => {
-                    if let Some(delivery) = in_flight.pop_front()
-                        && matches!(delivery.await, Ok(Ok(_)))
-                    {
-                        acknowledged += 1;
-                    }
+                    acknowledged += settle_oldest(&mut in_flight).await;
                 }
             }
         }
         while in_flight.len() >= 10_000 {
-            if let Some(delivery) = in_flight.pop_front()
-                && matches!(delivery.await, Ok(Ok(_)))
-            {
-                acknowledged += 1;
-            }
+            acknowledged += settle_oldest(&mut in_flight).await;
         }
     }
-    for delivery in in_flight {
-        if matches!(delivery.await, Ok(Ok(_))) {
-            acknowledged += 1;
-        }
+    while !in_flight.is_empty() {
+        acknowledged += settle_oldest(&mut in_flight).await;
     }
     let elapsed = started.elapsed().as_secs_f64();
     println!("preloaded {acknowledged} of {produced} records in {elapsed:.1}s");

@@ -10,7 +10,7 @@ use candor_e2e::compactor::{
     self, Compactor, maintain, read_table, start_reader_loop, table_files,
 };
 use candor_e2e::kafka::{decode_all, read_topic};
-use candor_e2e::query::candor;
+use candor_e2e::query::explain_day_and_target;
 use candor_e2e::tansu::Tansu;
 use candor_e2e::{tempdir, wait_for};
 use candor_schema::names::{table, topic};
@@ -410,19 +410,7 @@ async fn late_rows_are_flagged_optimize_and_vacuum_keep_readers_whole_retention_
     // The merged file keeps the table's file settings: its bloom filter on the target rules out
     // a target within the file's min/max statistics that no row has.
     let old_day = &partition(2)["date=".len()..];
-    let explain = candor(
-        &root,
-        &[
-            "sql",
-            &format!(
-                "EXPLAIN ANALYZE SELECT count(*) FROM outcome_events WHERE date = DATE '{old_day}' \
-                 AND tool_target = 'old1-50x'"
-            ),
-            "--no-live",
-            "--format",
-            "csv",
-        ],
-    );
+    let explain = explain_day_and_target(&root, old_day, "old1-50x", &["--no-live"]);
     assert!(
         explain
             .stdout

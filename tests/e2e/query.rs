@@ -11,7 +11,7 @@ use candor_adapter::{Adapter, HttpClassifier, NotFound, RetryPolicy};
 use candor_e2e::collector::{Collector, Options};
 use candor_e2e::compactor::{self, Compactor};
 use candor_e2e::kafka::{create_topics, read_topic};
-use candor_e2e::query::candor;
+use candor_e2e::query::{candor, explain_day_and_target};
 use candor_e2e::tansu::Tansu;
 use candor_e2e::{python, tempdir, wait_for};
 use candor_schema::names::topic;
@@ -701,20 +701,7 @@ async fn rates_trace_and_incident_match_an_independent_reader_and_state_their_co
 
     // Pruning: one day and one target read only that day's files and skip the rest.
     let day = &since[..10];
-    let explain = candor(
-        &root,
-        &[
-            "sql",
-            &format!(
-                "EXPLAIN ANALYZE SELECT count(*) FROM outcome_events WHERE date = DATE '{day}' \
-                 AND tool_target = 'orphan-d'"
-            ),
-            "--kafka",
-            &tansu.bootstrap,
-            "--format",
-            "csv",
-        ],
-    );
+    let explain = explain_day_and_target(&root, day, "orphan-d", &["--kafka", &tansu.bootstrap]);
     // SQL reaches now, and this dataset's newest heartbeat is two hours old: partial, and said.
     assert_eq!(explain.code, 3, "{}", explain.stderr);
     assert!(

@@ -74,3 +74,16 @@ pub fn candor(root: &Path, args: &[&str]) -> Answer {
         stderr: String::from_utf8_lossy(&output.stderr).into_owned(),
     }
 }
+
+/// `EXPLAIN ANALYZE` of counting one target's events on one day (`YYYY-MM-DD`), as CSV, with
+/// `args` added: the plan and its pruning metrics are in `stdout`.
+pub fn explain_day_and_target(root: &Path, day: &str, target: &str, args: &[&str]) -> Answer {
+    let statement = format!(
+        "EXPLAIN ANALYZE SELECT count(*) FROM outcome_events WHERE date = DATE '{day}' \
+         AND tool_target = '{target}'"
+    );
+    candor(
+        root,
+        &[&["sql", statement.as_str(), "--format", "csv"], args].concat(),
+    )
+}

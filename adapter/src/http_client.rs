@@ -9,8 +9,8 @@ use std::error::Error as _;
 use std::time::SystemTime;
 
 use bytes::{Bytes, BytesMut};
-use http::{HeaderMap, Request};
-use http_body_util::{BodyExt, Empty};
+use http::{HeaderMap, Method, Request};
+use http_body_util::{BodyExt, Full};
 use hyper_util::client::legacy::Client;
 use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::rt::TokioExecutor;
@@ -25,7 +25,7 @@ pub const DEFAULT_MAX_BODY_BYTES: usize = 8 << 20;
 /// An HTTP/1 client with a body size cap.
 #[derive(Debug, Clone)]
 pub struct HttpClient {
-    client: Client<HttpConnector, Empty<Bytes>>,
+    client: Client<HttpConnector, Full<Bytes>>,
     max_body_bytes: usize,
 }
 
@@ -46,8 +46,26 @@ impl HttpClient {
 
     /// Sends a GET and reads the response, up to the size cap.
     pub async fn get(&self, uri: &str, headers: &HeaderMap) -> HttpExchange {
-        let mut request = Request::get(uri)
-            .body(Empty::new())
+        self.send(Method::GET, uri, headers, Bytes::new()).await
+    }
+
+    /// Sends a POST with `body` and reads the response, up to the size cap. The headers say
+    /// what the body is (`content-type`).
+    pub async fn post(&self, uri: &str, headers: &HeaderMap, body: Bytes) -> HttpExchange {
+        self.send(Method::POST, uri, headers, body).await
+    }
+
+    async fn send(
+        &self,
+        method: Method,
+        uri: &str,
+        headers: &HeaderMap,
+        body: Bytes,
+    ) -> HttpExchange {
+        let mut request = Request::builder()
+            .method(method)
+            .uri(uri)
+            .body(Full::new(body))
             .map_err(|err| TransportError {
                 kind: TransportErrorKind::Connect,
                 message: format!("invalid request: {err}"),

@@ -148,21 +148,17 @@ pub fn increases(points: &mut [Point], buckets: Buckets) -> Increases {
         let Some(bucket) = buckets.bucket_of(point.time) else {
             continue;
         };
-        let value = u64::try_from(point.value).unwrap_or(0);
-        let increase = if !point.cumulative {
-            value
-        } else {
-            match prev {
-                Some(prev) if prev.start == point.start && point.value >= prev.value => {
-                    u64::try_from(point.value - prev.value).unwrap_or(0)
-                }
-                Some(_) => value,
-                None if point.start >= buckets.since => value,
+        let increase = if point.cumulative {
+            let previous = prev.map(|prev| (prev.start, prev.value));
+            match cumulative_increase(previous, point.start, point.value, buckets.since) {
+                Some(increase) => increase,
                 None => {
                     series_without_baseline += 1;
                     continue;
                 }
             }
+        } else {
+            u64::try_from(point.value).unwrap_or(0)
         };
         sums.entry((Arc::clone(&point.group), bucket))
             .or_default()
@@ -174,6 +170,27 @@ pub fn increases(points: &mut [Point], buckets: Buckets) -> Increases {
             .map(|((group, bucket), counts)| ((group.to_string(), bucket), counts))
             .collect(),
         series_without_baseline,
+    }
+}
+
+/// What a cumulative point adds to its series, given the series' previous point as
+/// `(start, value)`: the difference to it, or the whole value after a reset (the start time
+/// changed or the value went down). A series' first point counts whole only when its counter
+/// started at or after `counted_from`; otherwise it is only a baseline, and `None` says so.
+pub fn cumulative_increase(
+    previous: Option<(Micros, i64)>,
+    start: Micros,
+    value: i64,
+    counted_from: Micros,
+) -> Option<u64> {
+    let whole = u64::try_from(value).unwrap_or(0);
+    match previous {
+        Some((prev_start, prev_value)) if prev_start == start && value >= prev_value => {
+            Some(u64::try_from(value - prev_value).unwrap_or(0))
+        }
+        Some(_) => Some(whole),
+        None if start >= counted_from => Some(whole),
+        None => None,
     }
 }
 

@@ -378,7 +378,7 @@ impl Reader {
         let time = table.time_column();
         // The Delta log's per-file statistics answer without reading a file; a scan is the
         // fallback for files written without them.
-        let from_log = newest_from_log(open, time);
+        let from_log = open.newest_from_log(time);
         let newest = match from_log {
             Some(newest) => Ok(newest),
             None => self.newest(provider.clone(), time).await,
@@ -564,25 +564,6 @@ impl Reader {
             .union(self.context.read_table(tail)?)?;
         Ok(union.into_view())
     }
-}
-
-/// The newest value of a time column from the Delta log's statistics: `Some(None)` for a table
-/// without files, `None` when a file has no statistics for it. Delta rounds a timestamp maximum up
-/// to the millisecond, so this may be up to 1 ms late.
-fn newest_from_log(open: &OpenTable, column: &str) -> Option<Option<Micros>> {
-    use deltalake::kernel::scalars::ScalarExt as _;
-    let snapshot = open.delta.snapshot().ok()?;
-    let mut newest: Option<Micros> = None;
-    for file in snapshot.log_data().iter() {
-        let stats = file.max_values()?.to_json();
-        let text = stats.get(column)?.as_str()?;
-        let at = chrono::NaiveDateTime::parse_from_str(text, "%Y-%m-%d %H:%M:%S%.f")
-            .ok()?
-            .and_utc()
-            .timestamp_micros();
-        newest = Some(newest.map_or(at, |known| known.max(at)));
-    }
-    Some(newest)
 }
 
 fn skipped(table: Table, reason: &str) -> SourceReport {

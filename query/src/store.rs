@@ -12,6 +12,8 @@ use deltalake::DeltaTable;
 use deltalake::datafusion::catalog::TableProvider;
 use deltalake::datafusion::prelude::SessionContext;
 
+use crate::window::Micros;
+
 /// Why a table could not be opened.
 #[derive(Debug, thiserror::Error)]
 pub enum StoreError {
@@ -120,6 +122,25 @@ impl OpenTable {
     /// The table version read.
     pub fn version(&self) -> Option<u64> {
         self.delta.version()
+    }
+
+    /// The newest value of a time column from the Delta log's statistics, without reading a
+    /// file: `Some(None)` for a table without files, `None` when a file has no statistics for
+    /// it. Delta rounds a timestamp maximum up to the millisecond, so this may be up to 1 ms late.
+    pub fn newest_from_log(&self, column: &str) -> Option<Option<Micros>> {
+        use deltalake::kernel::scalars::ScalarExt as _;
+        let snapshot = self.delta.snapshot().ok()?;
+        let mut newest: Option<Micros> = None;
+        for file in snapshot.log_data().iter() {
+            let stats = file.max_values()?.to_json();
+            let text = stats.get(column)?.as_str()?;
+            let at = chrono::NaiveDateTime::parse_from_str(text, "%Y-%m-%d %H:%M:%S%.f")
+                .ok()?
+                .and_utc()
+                .timestamp_micros();
+            newest = Some(newest.map_or(at, |known| known.max(at)));
+        }
+        Some(newest)
     }
 
     /// The position (next offset to read) the table holds for a partition of its own topic:

@@ -1,0 +1,674 @@
+//! The alert engine. Pure: [`conditions`] says which alert instances hold now, and
+//! [`Alerts::step`] moves each instance through pending → firing → resolved with its rule's `for`
+//! duration, returning the changes to notify.
+//!
+//! Each instance also keeps what became of its notification ([`Delivery`]): an alert is shown as
+//! sent only once a receiver acknowledged it.
+
+use std::collections::BTreeMap;
+
+use candor_query::rates::{SpikeRule, spikes};
+use candor_query::window::{Micros, rfc3339, serialize_micros, serialize_opt_micros};
+use serde::Serialize;
+
+use crate::health::{Freshness, Hop};
+use crate::model::Model;
+use crate::rules::{Rule, RuleKind};
+
+/// How long a resolved alert stays listed.
+pub const KEEP_RESOLVED: Micros = 60 * 60 * 1_000_000;
+
+/// An alert instance's labels (besides `alertname` and `severity`).
+pub type Labels = BTreeMap<String, String>;
+
+/// An alert instance whose condition holds now.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Condition {
+    /// The rule's index in the rule list.
+    pub rule: usize,
+    /// What tells this instance apart (a target, a hop, an instance).
+    pub labels: Labels,
+    /// What was measured, in words.
+    pub description: String,
+}
+
+/// What the engine sees at one evaluation.
+#[derive(Debug, Clone, Copy)]
+pub struct Observation<'a> {
+    /// The stream's model.
+    pub model: &'a Model,
+    /// The pipeline's hops.
+    pub hops: &'a [Hop],
+    /// When the dashboards started: a hop never seen is missing since then.
+    pub started: Micros,
+    /// The clock.
+    pub now: Micros,
+}
+
+/// The instances of every rule whose condition holds at `seen.now`.
+pub fn conditions(rules: &[Rule], seen: Observation<'_>) -> Vec<Condition> {
+    let mut out = Vec::new();
+    for (index, rule) in rules.iter().enumerate() {
+        let mut hold = |labels: Labels, description: String| {
+            out.push(Condition {
+                rule: index,
+                labels,
+                description,
+            });
+        };
+        match &rule.kind {
+            RuleKind::Spike {
+                window,
+                baseline,
+                factor,
+                min_events,
+            } => {
+                let model = seen.model;
+                let step = model.settings().step;
+                // Whole buckets: the window ends with the bucket that holds `now`.
+                let until = model.bucket_of(seen.now) + step;
+                let split = until - window;
+                let recent = model.calls_by_target(split, until);
+                let before = model.calls_by_target(split - baseline, split);
+                let rule = SpikeRule {
+                    factor: *factor,
+                    min_events: *min_events,
+                };
+                for spike in spikes(&recent, &before, rule) {
+                    let baseline_text = spike.baseline_rate.map_or_else(
+                        || "no AccessFailure in the baseline".to_owned(),
+                        |rate| format!("{:.1} % in the baseline", rate * 100.0),
+                    );
+                    hold(
+                        label("target", &spike.target),
+                        format!(
+                            "{} AccessFailures of {} calls ({:.1} %) in the window, {baseline_text}",
+                            spike.window_failures,
+                            spike.window_calls,
+                            spike.window_rate * 100.0
+                        ),
+                    );
+                }
+            }
+            RuleKind::BurnRate {
+                objective,
+                group_by,
+                min_calls,
+                windows,
+            } => {
+                let model = seen.model;
+                let until = model.bucket_of(seen.now) + model.settings().step;
+                let budget = 1.0 - objective;
+                let mut burning: BTreeMap<String, Vec<String>> = BTreeMap::new();
+                for pair in windows {
+                    let long = model.counts_by(*group_by, until - pair.long, until);
+                    let short = model.counts_by(*group_by, until - pair.short, until);
+                    for (group, counts) in &long {
+                        let calls = counts.calls.calls();
+                        if calls < *min_calls || calls == 0 {
+                            continue;
+                        }
+                        let long_rate = counts.calls.silent_failures() as f64 / calls as f64;
+                        let short_rate = short.get(group).map_or(0.0, |s| {
+                            let calls = s.calls.calls();
+                            if calls == 0 {
+                                0.0
+                            } else {
+                                s.calls.silent_failures() as f64 / calls as f64
+                            }
+                        });
+                        let limit = pair.factor * budget;
+                        if long_rate >= limit && short_rate >= limit {
+                            burning.entry(group.clone()).or_default().push(format!(
+                                "{:.1} % over {} and {:.1} % over {} (limit {:.1} %)",
+                                long_rate * 100.0,
+                                humanize(pair.long),
+                                short_rate * 100.0,
+                                humanize(pair.short),
+                                limit * 100.0
+                            ));
+                        }
+                    }
+                }
+                let name = match group_by {
+                    crate::model::GroupBy::Target => "target",
+                    crate::model::GroupBy::Tool => "tool",
+                    crate::model::GroupBy::Service => "service",
+                };
+                for (group, reasons) in burning {
+                    hold(
+                        label(name, &group),
+                        format!("silent-failure rate {}", reasons.join("; ")),
+                    );
+                }
+            }
+            RuleKind::PipelineStale { after } => {
+                for hop in seen.hops {
+                    let since = hop.last_seen.unwrap_or(seen.started);
+                    if seen.now.saturating_sub(since) < *after {
+                        continue;
+                    }
+                    let what = match hop.freshness {
+                        Freshness::Unknown => format!(
+                            "no evidence at all since the dashboards started at {}",
+                            rfc3339(seen.started)
+                        ),
+                        _ => format!("no evidence since {}", rfc3339(since)),
+                    };
+                    hold(
+                        label("hop", hop.hop.as_str()),
+                        format!("{}: {what} ({})", hop.hop.as_str(), hop.detail),
+                    );
+                }
+            }
+            RuleKind::AdapterSilent { after } => {
+                for instance in seen.model.instances() {
+                    if seen.now.saturating_sub(instance.last) < *after {
+                        continue;
+                    }
+                    let mut labels = label("service", &instance.service);
+                    labels.insert("instance".into(), instance.instance.to_string());
+                    hold(
+                        labels,
+                        format!(
+                            "no counter point from {} / {} since {}",
+                            instance.service,
+                            instance.instance,
+                            rfc3339(instance.last)
+                        ),
+                    );
+                }
+            }
+            RuleKind::Watchdog => hold(
+                Labels::new(),
+                "always firing: if it stops arriving, the dashboards or their notifications are down"
+                    .into(),
+            ),
+        }
+    }
+    out
+}
+
+fn label(name: &str, value: &str) -> Labels {
+    Labels::from([(name.to_owned(), value.to_owned())])
+}
+
+/// A duration as `5m`, `1h`, `90s`.
+pub fn humanize(micros: Micros) -> String {
+    let seconds = micros / 1_000_000;
+    if seconds % 3600 == 0 {
+        format!("{}h", seconds / 3600)
+    } else if seconds % 60 == 0 {
+        format!("{}m", seconds / 60)
+    } else {
+        format!("{seconds}s")
+    }
+}
+
+/// Where an alert instance is in its life.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum State {
+    /// The condition holds, for less than the rule's `for`.
+    Pending,
+    /// The condition has held for the rule's `for`.
+    Firing,
+    /// It fired, and the condition no longer holds.
+    Resolved,
+}
+
+/// What became of an alert instance's newest notification.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(tag = "delivery", rename_all = "snake_case")]
+pub enum Delivery {
+    /// Nothing to send yet (pending), or no receiver configured.
+    NotSent {
+        /// Why.
+        reason: String,
+    },
+    /// Handed to the notifier; no answer yet.
+    Sending,
+    /// Every receiver acknowledged it.
+    Delivered {
+        /// When.
+        #[serde(serialize_with = "serialize_micros")]
+        at: Micros,
+        /// The state that was sent.
+        sent: State,
+    },
+    /// At least one receiver did not acknowledge it after every retry.
+    Undelivered {
+        /// When the last attempt ended.
+        #[serde(serialize_with = "serialize_micros")]
+        at: Micros,
+        /// The state that could not be sent.
+        sent: State,
+        /// What went wrong (the adapter's summary).
+        reason: String,
+    },
+}
+
+/// One alert instance.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Alert {
+    /// The rule's name.
+    pub name: String,
+    /// The rule's severity.
+    pub severity: &'static str,
+    /// The instance's labels.
+    pub labels: Labels,
+    /// What was measured at the newest evaluation that held.
+    pub description: String,
+    /// The rule's summary.
+    pub summary: String,
+    /// Where it is.
+    pub state: State,
+    /// When the condition began to hold.
+    #[serde(serialize_with = "serialize_micros")]
+    pub active_since: Micros,
+    /// When it fired.
+    #[serde(serialize_with = "serialize_opt_micros")]
+    pub fired_at: Option<Micros>,
+    /// When it resolved.
+    #[serde(serialize_with = "serialize_opt_micros")]
+    pub resolved_at: Option<Micros>,
+    /// Its newest notification.
+    #[serde(flatten)]
+    pub delivery: Delivery,
+    /// When its newest notification was handed to the notifier.
+    #[serde(skip)]
+    pub last_sent: Option<Micros>,
+}
+
+impl Alert {
+    /// The key notifications are matched back by.
+    pub fn key(&self) -> (String, Labels) {
+        (self.name.clone(), self.labels.clone())
+    }
+}
+
+/// Every alert instance, by rule name and labels.
+#[derive(Debug, Default)]
+pub struct Alerts {
+    alerts: BTreeMap<(String, Labels), Alert>,
+}
+
+impl Alerts {
+    /// Applies one evaluation's conditions at `now`. Returns the instances that fired or
+    /// resolved, which are to be notified.
+    pub fn step(&mut self, rules: &[Rule], holding: Vec<Condition>, now: Micros) -> Vec<Alert> {
+        let mut changed = Vec::new();
+        let mut held = std::collections::BTreeSet::new();
+        for condition in holding {
+            let Some(rule) = rules.get(condition.rule) else {
+                continue;
+            };
+            let key = (rule.name.clone(), condition.labels.clone());
+            held.insert(key.clone());
+            let alert = self.alerts.entry(key).or_insert_with(|| Alert {
+                name: rule.name.clone(),
+                severity: rule.severity.as_str(),
+                labels: condition.labels.clone(),
+                description: String::new(),
+                summary: rule
+                    .summary
+                    .clone()
+                    .unwrap_or_else(|| default_summary(rule)),
+                state: State::Pending,
+                active_since: now,
+                fired_at: None,
+                resolved_at: None,
+                delivery: Delivery::NotSent {
+                    reason: "pending: not sent before it fires".into(),
+                },
+                last_sent: None,
+            });
+            alert.description = condition.description;
+            if alert.state == State::Resolved {
+                // Holding again after it resolved: a new episode.
+                alert.state = State::Pending;
+                alert.active_since = now;
+                alert.fired_at = None;
+                alert.resolved_at = None;
+                alert.last_sent = None;
+                alert.delivery = Delivery::NotSent {
+                    reason: "pending: not sent before it fires".into(),
+                };
+            }
+            if alert.state == State::Pending && now - alert.active_since >= rule.for_micros {
+                alert.state = State::Firing;
+                alert.fired_at = Some(now);
+                alert.delivery = Delivery::NotSent {
+                    reason: "fired; no notification handed to a receiver yet".into(),
+                };
+                changed.push(alert.clone());
+            }
+        }
+        self.alerts.retain(|key, alert| {
+            if held.contains(key) {
+                return true;
+            }
+            match alert.state {
+                // Never fired: it goes without a word.
+                State::Pending => false,
+                State::Firing => {
+                    alert.state = State::Resolved;
+                    alert.resolved_at = Some(now);
+                    changed.push(alert.clone());
+                    true
+                }
+                State::Resolved => alert
+                    .resolved_at
+                    .is_some_and(|at| now.saturating_sub(at) < KEEP_RESOLVED),
+            }
+        });
+        changed
+    }
+
+    /// The alerts whose notification is due at `now`, marked as being sent: a firing alert not
+    /// sent yet or last sent `resend` ago (receivers such as Alertmanager expect a firing alert
+    /// to be repeated, and an undelivered one is tried again), and a resolved alert whose
+    /// resolution was not sent yet.
+    pub fn due(&mut self, now: Micros, resend: Micros) -> Vec<Alert> {
+        let mut due = Vec::new();
+        for alert in self.alerts.values_mut() {
+            if alert.delivery == Delivery::Sending {
+                continue;
+            }
+            let send = match alert.state {
+                State::Pending => false,
+                State::Firing => alert
+                    .last_sent
+                    .is_none_or(|sent| now.saturating_sub(sent) >= resend),
+                State::Resolved => match (alert.last_sent, alert.resolved_at) {
+                    // Fired and resolved before it was ever sent: nothing to take back.
+                    (None, _) => false,
+                    (Some(sent), Some(resolved)) => sent < resolved,
+                    (Some(_), None) => false,
+                },
+            };
+            if send {
+                alert.last_sent = Some(now);
+                alert.delivery = Delivery::Sending;
+                due.push(alert.clone());
+            }
+        }
+        due
+    }
+
+    /// Records what became of a notification of the instance `key`.
+    pub fn delivered(&mut self, key: &(String, Labels), delivery: Delivery) {
+        if let Some(alert) = self.alerts.get_mut(key) {
+            alert.delivery = delivery;
+        }
+    }
+
+    /// Every instance: firing first, then pending, then resolved; by name and labels within.
+    pub fn list(&self) -> Vec<Alert> {
+        let mut all: Vec<Alert> = self.alerts.values().cloned().collect();
+        all.sort_by_key(|alert| match alert.state {
+            State::Firing => 0,
+            State::Pending => 1,
+            State::Resolved => 2,
+        });
+        all
+    }
+
+    /// Instances that are firing now.
+    pub fn firing(&self) -> impl Iterator<Item = &Alert> {
+        self.alerts
+            .values()
+            .filter(|alert| alert.state == State::Firing)
+    }
+}
+
+fn default_summary(rule: &Rule) -> String {
+    match &rule.kind {
+        RuleKind::Spike {
+            window,
+            baseline,
+            factor,
+            ..
+        } => format!(
+            "AccessFailure rate over {} is at least {factor}x the {} before it",
+            humanize(*window),
+            humanize(*baseline)
+        ),
+        RuleKind::BurnRate { objective, .. } => format!(
+            "silent failures burn the error budget of a {:.2} % objective too fast",
+            objective * 100.0
+        ),
+        RuleKind::PipelineStale { after } => format!(
+            "a pipeline hop showed no evidence for {}: new failures would go unseen",
+            humanize(*after)
+        ),
+        RuleKind::AdapterSilent { after } => format!(
+            "an adapter instance sent no counters for {}",
+            humanize(*after)
+        ),
+        RuleKind::Watchdog => "the dashboards' alerting is alive".into(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::health::HopName;
+    use crate::model::{MINUTE, ModelSettings, SECOND};
+    use crate::rules::{Limits, parse};
+    use candor_schema::proto::{OutcomeCount, Temporality};
+    use candor_schema::rows::{Meta, Row};
+    use candor_schema::tables::Arrival;
+
+    // A whole minute, so that buckets start at T0.
+    const T0: Micros = 1_700_000_040 * SECOND;
+
+    fn rules(text: &str) -> Vec<Rule> {
+        parse(
+            text,
+            Limits {
+                step: MINUTE,
+                history: 6 * 60 * MINUTE,
+            },
+        )
+        .expect("valid rules")
+    }
+
+    fn delta(model: &mut Model, target: &str, class: &str, at: Micros, value: u64) {
+        let row = Row::Count(OutcomeCount {
+            point_id: format!("{target}/{class}/{at}"),
+            service_name: "svc".into(),
+            service_instance_id: "i-1".into(),
+            tool_name: "search".into(),
+            tool_target: target.into(),
+            outcome_class: class.into(),
+            start_time_unix_nano: u64::try_from(at - MINUTE).expect("positive") * 1000,
+            time_unix_nano: u64::try_from(at).expect("positive") * 1000,
+            value,
+            temporality: Temporality::Delta as i32,
+            ..OutcomeCount::default()
+        });
+        let meta = Meta {
+            partition: 0,
+            offset: 0,
+            kafka_micros: at,
+            arrival: Arrival::OnTime,
+        };
+        model.apply(&meta, &row, at);
+    }
+
+    #[test]
+    fn a_spike_is_pending_then_firing_after_for_then_resolved() {
+        let rules = rules(
+            "[[rule]]\nname = \"Spike\"\nkind = \"spike\"\nfor = \"2m\"\nwindow = \"5m\"\nbaseline = \"1h\"\nfactor = 3.0\nmin_events = 10\n",
+        );
+        let mut model = Model::new(ModelSettings::default());
+        model.hold_from(T0);
+        // An hour of 100 calls a minute with 1 AccessFailure, then 20 a minute.
+        for minute in 0..60 {
+            let at = T0 + minute * MINUTE + SECOND;
+            delta(&mut model, "t", "success", at, 99);
+            delta(&mut model, "t", "access_failure", at, 1);
+        }
+        let mut alerts = Alerts::default();
+        let evaluate = |model: &Model, alerts: &mut Alerts, now: Micros| {
+            let seen = Observation {
+                model,
+                hops: &[],
+                started: T0,
+                now,
+            };
+            alerts.step(&rules, conditions(&rules, seen), now)
+        };
+        let quiet = T0 + 60 * MINUTE + 30 * SECOND;
+        assert!(evaluate(&model, &mut alerts, quiet).is_empty());
+        assert!(alerts.list().is_empty());
+        delta(&mut model, "t", "success", T0 + 60 * MINUTE + SECOND, 80);
+        delta(
+            &mut model,
+            "t",
+            "access_failure",
+            T0 + 60 * MINUTE + SECOND,
+            20,
+        );
+        assert!(evaluate(&model, &mut alerts, quiet).is_empty());
+        assert_eq!(alerts.list()[0].state, State::Pending);
+        let fired = evaluate(&model, &mut alerts, quiet + 2 * MINUTE);
+        assert_eq!(fired.len(), 1);
+        assert_eq!(fired[0].state, State::Firing);
+        assert_eq!(fired[0].labels["target"], "t");
+        assert!(
+            // Minutes 58 to 62: one AccessFailure in each of 58 and 59, then the 20.
+            fired[0]
+                .description
+                .contains("22 AccessFailures of 300 calls"),
+            "{}",
+            fired[0].description
+        );
+        // Once the spike has left the window, it resolves.
+        let resolved = evaluate(&model, &mut alerts, quiet + 10 * MINUTE);
+        assert_eq!(resolved.len(), 1);
+        assert_eq!(resolved[0].state, State::Resolved);
+    }
+
+    #[test]
+    fn below_the_minimum_volume_no_spike_holds() {
+        let rules = rules("[[rule]]\nname = \"Spike\"\nkind = \"spike\"\nmin_events = 10\n");
+        let mut model = Model::new(ModelSettings::default());
+        model.hold_from(T0);
+        delta(&mut model, "t", "success", T0 + 60 * MINUTE, 1);
+        delta(&mut model, "t", "access_failure", T0 + 60 * MINUTE, 9);
+        let seen = Observation {
+            model: &model,
+            hops: &[],
+            started: T0,
+            now: T0 + 60 * MINUTE,
+        };
+        assert!(conditions(&rules, seen).is_empty());
+    }
+
+    #[test]
+    fn a_pending_alert_that_stops_holding_goes_without_a_notification() {
+        let rules = rules(
+            "[[rule]]\nname = \"Stale\"\nkind = \"pipeline_stale\"\nafter = \"1m\"\nfor = \"5m\"\n",
+        );
+        let model = Model::new(ModelSettings::default());
+        let stale = [Hop::judge(
+            HopName::Table,
+            Some(T0),
+            30 * SECOND,
+            T0 + 2 * MINUTE,
+            "x".into(),
+        )];
+        let seen = Observation {
+            model: &model,
+            hops: &stale,
+            started: T0,
+            now: T0 + 2 * MINUTE,
+        };
+        let mut alerts = Alerts::default();
+        let holding = conditions(&rules, seen);
+        assert_eq!(holding.len(), 1);
+        assert!(alerts.step(&rules, holding, T0 + 2 * MINUTE).is_empty());
+        assert!(alerts.step(&rules, Vec::new(), T0 + 3 * MINUTE).is_empty());
+        assert!(alerts.list().is_empty());
+    }
+
+    #[test]
+    fn a_hop_never_seen_is_stale_counted_from_the_start_and_the_watchdog_always_fires() {
+        let rules = rules(
+            "[[rule]]\nname = \"Stale\"\nkind = \"pipeline_stale\"\nafter = \"1m\"\n[[rule]]\nname = \"Dog\"\nkind = \"watchdog\"\n",
+        );
+        let model = Model::new(ModelSettings::default());
+        let hops = [Hop::judge(
+            HopName::Collector,
+            None,
+            30 * SECOND,
+            T0,
+            "none".into(),
+        )];
+        let early = Observation {
+            model: &model,
+            hops: &hops,
+            started: T0,
+            now: T0 + 30 * SECOND,
+        };
+        let names: Vec<usize> = conditions(&rules, early).iter().map(|c| c.rule).collect();
+        assert_eq!(names, vec![1]);
+        let late = Observation {
+            now: T0 + 2 * MINUTE,
+            ..early
+        };
+        let holding = conditions(&rules, late);
+        assert_eq!(holding.len(), 2);
+        assert!(
+            holding[0]
+                .description
+                .contains("since the dashboards started")
+        );
+        let mut alerts = Alerts::default();
+        assert_eq!(alerts.step(&rules, holding, T0 + 2 * MINUTE).len(), 2);
+    }
+
+    #[test]
+    fn burn_rate_needs_both_windows() {
+        let rules = rules(
+            "[[rule]]\nname = \"Burn\"\nkind = \"burn_rate\"\nobjective = 0.99\nmin_calls = 10\nwindows = [{ long = \"1h\", short = \"5m\", factor = 14.4 }]\n",
+        );
+        let mut model = Model::new(ModelSettings::default());
+        model.hold_from(T0);
+        // 20 % silent failures over the hour, but none in the last 5 minutes.
+        for minute in 0..50 {
+            let at = T0 + minute * MINUTE + SECOND;
+            delta(&mut model, "t", "success", at, 8);
+            delta(&mut model, "t", "partial", at, 2);
+        }
+        let now = T0 + 59 * MINUTE + 30 * SECOND;
+        for minute in 50..60 {
+            delta(
+                &mut model,
+                "t",
+                "success",
+                T0 + minute * MINUTE + SECOND,
+                10,
+            );
+        }
+        let seen = Observation {
+            model: &model,
+            hops: &[],
+            started: T0,
+            now,
+        };
+        assert!(conditions(&rules, seen).is_empty());
+        delta(&mut model, "t", "access_failure", now - SECOND, 10);
+        let seen = Observation {
+            model: &model,
+            hops: &[],
+            started: T0,
+            now,
+        };
+        let holding = conditions(&rules, seen);
+        assert_eq!(holding.len(), 1);
+        assert_eq!(holding[0].labels["target"], "t");
+    }
+}

@@ -1,0 +1,152 @@
+//! The forensic view: every failure event of a target, class, service, tool, time range or
+//! trace, read the way `candor incident` and `candor trace` read them (the tables, read-only,
+//! plus the Kafka tail the compactor has not stored yet), with the same coverage statement.
+
+use std::time::{Duration, SystemTime};
+
+use candor_query::answer::{Format, Report, Rows};
+use candor_query::commands::{self, Filters};
+use candor_query::reader::{ReadOptions, Reader};
+use candor_query::store::TableRoot;
+use candor_query::tail::TailSettings;
+use candor_query::window::{Micros, TimeArg, Window};
+use candor_schema::OutcomeClass;
+use candor_schema::tables::{Table, column};
+use serde_json::{Map, Value};
+
+use crate::page::EventsQuery;
+
+/// Where the forensic view reads.
+#[derive(Debug, Clone)]
+pub struct ForensicSettings {
+    /// The tables.
+    pub root: TableRoot,
+    /// The brokers whose tail is read as well.
+    pub brokers: String,
+    /// How long the tail may take.
+    pub timeout: Duration,
+    /// The most tail records read per question.
+    pub max_records: usize,
+}
+
+/// An answer of the forensic view.
+#[derive(Debug, Clone)]
+pub struct EventsView {
+    /// The answer's class: its coverage, as the CLI states it.
+    pub class: OutcomeClass,
+    /// Column names.
+    pub columns: Vec<String>,
+    /// The events, oldest first.
+    pub rows: Vec<Map<String, Value>>,
+    /// Retry outcomes, services, what was covered and every source, for a person.
+    pub summary: Vec<String>,
+    /// The coverage lines.
+    pub coverage_lines: Vec<String>,
+    /// The answer as `candor … --format json` prints it.
+    pub json: String,
+}
+
+fn time(raw: Option<&String>) -> Result<Option<TimeArg>, String> {
+    raw.filter(|text| !text.trim().is_empty())
+        .map(|text| TimeArg::parse(text).map_err(|err| err.to_string()))
+        .transpose()
+}
+
+fn given(raw: &Option<String>) -> Option<String> {
+    raw.as_ref()
+        .map(|text| text.trim().to_owned())
+        .filter(|text| !text.is_empty())
+}
+
+/// Answers one forensic question at `now`. `Err` is a question that cannot be asked (a bad
+/// time, trace id or class), with what to write instead.
+pub async fn events(
+    settings: &ForensicSettings,
+    asked: &EventsQuery,
+    now: Micros,
+) -> Result<EventsView, String> {
+    let class = given(&asked.class)
+        .map(|text| {
+            text.parse::<OutcomeClass>()
+                .map_err(|err| format!("class: {err}"))
+        })
+        .transpose()?;
+    let since = time(asked.since.as_ref())?;
+    let until = time(asked.until.as_ref())?;
+    let trace = given(&asked.trace)
+        .map(|raw| commands::trace_id(&raw).map_err(|err| err.to_string()))
+        .transpose()?;
+    let window = if trace.is_some() && since.is_none() && until.is_none() {
+        None
+    } else {
+        Some(
+            Window::resolve(
+                Some(since.unwrap_or(TimeArg::Ago(Duration::from_secs(3600)))),
+                until,
+                now,
+            )
+            .map_err(|err| err.to_string())?,
+        )
+    };
+    let reader = Reader::open(ReadOptions {
+        root: settings.root.clone(),
+        tail: Some(TailSettings {
+            brokers: settings.brokers.clone(),
+            timeout: settings.timeout,
+            max_records: settings.max_records,
+        }),
+        tables: vec![Table::OutcomeEvents],
+    })
+    .await;
+    let filters = Filters {
+        service: given(&asked.service),
+        tool: given(&asked.tool),
+        target: given(&asked.target),
+    };
+    let answer = match (&trace, window) {
+        (Some(id), window) => commands::trace(&reader, id, window).await,
+        (None, Some(window)) => commands::incident(&reader, window, &filters).await,
+        (None, None) => return Err("give a time range or a trace id".into()),
+    };
+    let mut coverage = reader.coverage(window).await;
+    let (mut rows, summary) = match answer {
+        Ok(answer) => (answer.rows, answer.summary),
+        Err(err) => {
+            coverage.failure = Some(err.to_string());
+            (Rows::new(&[]), Vec::new())
+        }
+    };
+    if let Some(class) = class {
+        rows.rows.retain(|row| {
+            row.get(column::OUTCOME_CLASS).and_then(Value::as_str) == Some(class.as_str())
+        });
+    }
+    let report = Report {
+        command: if trace.is_some() {
+            "candor trace".into()
+        } else {
+            "candor incident".into()
+        },
+        target: settings.root.as_str().to_owned(),
+        rows,
+        coverage,
+        summary: summary.clone(),
+        nothing: "No failure events".into(),
+        started: SystemTime::now(),
+    };
+    let json = report.render(Format::Json).0;
+    let coverage_lines = report
+        .footer()
+        .lines()
+        .skip(summary.len())
+        .map(str::to_owned)
+        .collect();
+    Ok(EventsView {
+        class: report.class(),
+        columns: report.rows.columns.clone(),
+        rows: report.rows.rows,
+        summary,
+        coverage_lines,
+        json,
+    })
+}

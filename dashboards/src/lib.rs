@@ -1,0 +1,31 @@
+//! Candor's dashboards: the separate stack that watches the pipeline and the tools it reports
+//! on, and that cannot go green during an outage.
+//!
+//! It has its own process, its own Kafka consumer group and read-only access to the tables, and
+//! shares nothing with the collector. What it knows comes from three places:
+//!
+//! - [`stream`]: its own consumer of the pipeline's topics builds the [`model`] (calls per
+//!   class from the adapters' counters, failure events, heartbeats, adapter instances);
+//! - [`watch`]: the Delta logs give the tables' committed watermark and the compactor's lag;
+//! - [`forensic`]: the forensic view reads the tables and the Kafka tail with `candor-query`.
+//!
+//! [`health`] judges every hop LIVE, STALE or UNKNOWN, and every panel carries that state: a
+//! panel whose sources are stale never shows a green zero. [`rules`] and [`alerts`] evaluate the
+//! alert rules; [`notify`] delivers them to webhooks through the adapter. [`web`] serves the
+//! pages ([`page`], built from the same [`view`] the JSON API returns), and [`metrics`] the
+//! Prometheus text format.
+
+pub mod alerts;
+pub mod engine;
+pub mod forensic;
+pub mod health;
+pub mod metrics;
+pub mod model;
+pub mod notify;
+pub mod page;
+pub mod rules;
+pub mod state;
+pub mod stream;
+pub mod view;
+pub mod watch;
+pub mod web;

@@ -1,0 +1,280 @@
+//! `candor-dashboards`: the web UI, the alert rules and `/metrics`, as their own process.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+use anyhow::{Context as _, bail};
+use candor_adapter::otlp::{OtlpConfig, init};
+use candor_dashboards::forensic::ForensicSettings;
+use candor_dashboards::model::{Model, ModelSettings};
+use candor_dashboards::notify::{Notifier, Webhook};
+use candor_dashboards::rules::{self, DEFAULT_RULES, Limits};
+use candor_dashboards::state::{PipelineInputs, Shared, Staleness};
+use candor_dashboards::stream::StreamSettings;
+use candor_dashboards::web::App;
+use candor_dashboards::{engine, stream, watch, web};
+use candor_query::store::TableRoot;
+use candor_query::window::{Micros, micros_of, now};
+use clap::{Parser, Subcommand};
+
+/// Candor's dashboards and alerting: a separate stack over the outcome stream.
+#[derive(Debug, Parser)]
+#[command(name = "candor-dashboards", version)]
+struct Cli {
+    #[command(subcommand)]
+    command: Option<Command>,
+    #[command(flatten)]
+    serve: ServeArgs,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Validates a rules file and prints the rules it holds.
+    CheckRules {
+        /// The rules file (TOML).
+        file: std::path::PathBuf,
+    },
+}
+
+#[derive(Debug, clap::Args)]
+struct ServeArgs {
+    /// Where the web UI, the API and /metrics listen.
+    #[arg(
+        long,
+        env = "CANDOR_DASHBOARDS_LISTEN",
+        default_value = "127.0.0.1:3000"
+    )]
+    listen: SocketAddr,
+    /// Kafka bootstrap brokers.
+    #[arg(long, env = "CANDOR_KAFKA", default_value = "127.0.0.1:9092")]
+    kafka: String,
+    /// The consumer group the dashboards commit their offsets under (never the compactor's).
+    #[arg(
+        long,
+        env = "CANDOR_DASHBOARDS_GROUP",
+        default_value = "candor-dashboards"
+    )]
+    group: String,
+    /// The tables' root (a directory or an object store URL), read-only.
+    #[arg(long, env = "CANDOR_TABLES", default_value = "data/tables")]
+    tables: String,
+    /// The alert rules file (TOML); the shipped rules without it.
+    #[arg(long, env = "CANDOR_DASHBOARDS_RULES")]
+    rules: Option<std::path::PathBuf>,
+    /// A webhook that receives alerts (Alertmanager API v2 format); repeat for several.
+    #[arg(
+        long = "webhook",
+        env = "CANDOR_DASHBOARDS_WEBHOOKS",
+        value_delimiter = ','
+    )]
+    webhooks: Vec<String>,
+    /// Attempts per notification, retries included.
+    #[arg(long, default_value_t = 3)]
+    webhook_attempts: u32,
+    /// Time per notification attempt.
+    #[arg(long, default_value = "5s", value_parser = humantime::parse_duration)]
+    webhook_timeout: Duration,
+    /// How often a firing alert is sent again.
+    #[arg(long, default_value = "1m", value_parser = humantime::parse_duration)]
+    resend: Duration,
+    /// How far back the panels keep data.
+    #[arg(long, default_value = "6h", value_parser = humantime::parse_duration)]
+    history: Duration,
+    /// The panels' bucket width.
+    #[arg(long, default_value = "1m", value_parser = humantime::parse_duration)]
+    step: Duration,
+    /// How often the rules are evaluated.
+    #[arg(long, default_value = "10s", value_parser = humantime::parse_duration)]
+    evaluate_every: Duration,
+    /// How often the tables' logs are read.
+    #[arg(long, default_value = "15s", value_parser = humantime::parse_duration)]
+    table_poll: Duration,
+    /// The collector hop is STALE after this long without a heartbeat (at least three of the
+    /// heartbeats' own interval).
+    #[arg(long, default_value = "30s", value_parser = humantime::parse_duration)]
+    collector_stale_after: Duration,
+    /// The Kafka hop is STALE after this long without contact.
+    #[arg(long, default_value = "30s", value_parser = humantime::parse_duration)]
+    kafka_stale_after: Duration,
+    /// The table hop is STALE after this long without the watermark moving.
+    #[arg(long, default_value = "5m", value_parser = humantime::parse_duration)]
+    table_stale_after: Duration,
+    /// The dashboards' own address, for links in notifications.
+    #[arg(long, env = "CANDOR_DASHBOARDS_URL")]
+    external_url: Option<String>,
+    /// Export the adapter's telemetry (notification outcomes) over OTLP/gRPC to this endpoint.
+    #[arg(long, env = "CANDOR_DASHBOARDS_OTLP")]
+    otlp_endpoint: Option<String>,
+}
+
+fn micros(duration: Duration) -> Micros {
+    micros_of(duration)
+}
+
+fn main() -> anyhow::Result<()> {
+    let cli = Cli::parse();
+    let limits = |args: &ServeArgs| Limits {
+        step: micros(args.step),
+        history: micros(args.history),
+    };
+    if let Some(Command::CheckRules { file }) = &cli.command {
+        let text = std::fs::read_to_string(file)
+            .with_context(|| format!("reading the rules file {}", file.display()))?;
+        let rules = rules::parse(&text, limits(&cli.serve))?;
+        for rule in &rules {
+            println!("{}", serde_json::to_string(rule)?);
+        }
+        eprintln!("{}: {} rule(s), valid", file.display(), rules.len());
+        return Ok(());
+    }
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .context("starting the runtime")?;
+    runtime.block_on(serve(cli.serve, limits))
+}
+
+async fn serve(args: ServeArgs, limits: impl Fn(&ServeArgs) -> Limits) -> anyhow::Result<()> {
+    if args.step.is_zero() || args.history < args.step {
+        bail!("--step must be above zero and --history at least one step");
+    }
+    let text = match &args.rules {
+        Some(file) => std::fs::read_to_string(file)
+            .with_context(|| format!("reading the rules file {}", file.display()))?,
+        None => DEFAULT_RULES.to_owned(),
+    };
+    let rules = rules::parse(&text, limits(&args)).with_context(|| match &args.rules {
+        Some(file) => format!("in {}", file.display()),
+        None => "in the shipped rules".into(),
+    })?;
+    let telemetry = match &args.otlp_endpoint {
+        Some(endpoint) => Some(
+            init(OtlpConfig::new(endpoint.clone(), "candor-dashboards"))
+                .context("setting up the OTLP export")?,
+        ),
+        None => None,
+    };
+    let external_url = args
+        .external_url
+        .clone()
+        .unwrap_or_else(|| format!("http://{}", args.listen));
+    let webhooks: Vec<Webhook> = args
+        .webhooks
+        .iter()
+        .enumerate()
+        .map(|(index, url)| Webhook {
+            name: format!("webhook-{}", index + 1),
+            url: url.clone(),
+        })
+        .collect();
+    let notifier = Notifier::new(
+        &webhooks,
+        args.webhook_attempts,
+        args.webhook_timeout,
+        external_url,
+    )?;
+    let listener = tokio::net::TcpListener::bind(args.listen)
+        .await
+        .with_context(|| {
+            format!(
+                "cannot listen on {} (port {}): is the port taken? choose another with --listen",
+                args.listen,
+                args.listen.port()
+            )
+        })?;
+    let shared = Arc::new(Shared {
+        model: std::sync::Mutex::new(Model::new(ModelSettings {
+            history: micros(args.history),
+            step: micros(args.step),
+            ..ModelSettings::default()
+        })),
+        pipeline: std::sync::Mutex::new(PipelineInputs::default()),
+        alerts: std::sync::Mutex::new(Default::default()),
+        rules,
+        staleness: Staleness {
+            collector: micros(args.collector_stale_after),
+            kafka: micros(args.kafka_stale_after),
+            table: micros(args.table_stale_after),
+        },
+        started: now(),
+        notifications: Default::default(),
+        has_receivers: notifier.has_receivers(),
+    });
+    let stop = Arc::new(AtomicBool::new(false));
+    let consumer = {
+        let settings = StreamSettings {
+            brokers: args.kafka.clone(),
+            group: args.group.clone(),
+        };
+        let shared = Arc::clone(&shared);
+        let stop = Arc::clone(&stop);
+        std::thread::Builder::new()
+            .name("kafka-stream".into())
+            .spawn(move || stream::run(settings, shared, stop))
+            .context("starting the Kafka consumer thread")?
+    };
+    let root = TableRoot::new(args.tables.clone());
+    tokio::spawn(watch::run(
+        root.clone(),
+        args.table_poll,
+        Arc::clone(&shared),
+    ));
+    tokio::spawn(engine::run(
+        Arc::clone(&shared),
+        Arc::new(notifier),
+        args.evaluate_every,
+        micros(args.resend),
+    ));
+    let app = Arc::new(App {
+        shared: Arc::clone(&shared),
+        forensic: ForensicSettings {
+            root,
+            brokers: args.kafka.clone(),
+            timeout: Duration::from_secs(5),
+            max_records: 200_000,
+        },
+    });
+    eprintln!(
+        "candor-dashboards: listening on http://{} (kafka {}, group {}, tables {})",
+        args.listen, args.kafka, args.group, args.tables
+    );
+    axum::serve(listener, web::router(app))
+        .with_graceful_shutdown(shutdown())
+        .await
+        .context("serving HTTP")?;
+    stop.store(true, Ordering::Relaxed);
+    if consumer.join().is_err() {
+        eprintln!("candor-dashboards: the Kafka consumer thread panicked");
+    }
+    if let Some(telemetry) = telemetry
+        && let Err(err) = telemetry.shutdown()
+    {
+        eprintln!("candor-dashboards: telemetry not flushed: {err}");
+    }
+    Ok(())
+}
+
+async fn shutdown() {
+    let interrupt = tokio::signal::ctrl_c();
+    #[cfg(unix)]
+    {
+        let mut terminate =
+            match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+                Ok(signal) => signal,
+                Err(_) => {
+                    let _ = interrupt.await;
+                    return;
+                }
+            };
+        tokio::select! {
+            _ = interrupt => {}
+            _ = terminate.recv() => {}
+        }
+    }
+    #[cfg(not(unix))]
+    {
+        let _ = interrupt.await;
+    }
+}

@@ -1,0 +1,798 @@
+//! What the dashboards know, built from the stream of records. Pure: records go in with
+//! [`Model::apply`], answers come out of the query methods, and the clock is always a parameter.
+//!
+//! - **Calls** come from the `tool.outcomes` counter points: each point becomes an increase of
+//!   its series (the read rules of [`candor_query::rates`]) and lands in the time bucket of the
+//!   point, under its service, tool and target.
+//! - **Failure events** (`tool.outcome`) are counted per bucket by service, tool, target, class,
+//!   failure kind and retry action.
+//! - A client's retried copy of a record carries the same id: a copy seen again within the
+//!   dedupe window is counted as a duplicate and not applied twice.
+//! - **Heartbeats** tell how far each collector is known to have reported; the newest counter
+//!   point of each adapter instance tells when it was last seen.
+//!
+//! Buckets older than the history are dropped; so the model says from when it holds data
+//! ([`Model::holds_from`]), and every answer built on it states that coverage.
+
+use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
+use std::sync::Arc;
+
+use candor_query::rates::{ClassCounts, cumulative_increase, key};
+use candor_query::window::Micros;
+use candor_schema::OutcomeClass;
+use candor_schema::proto::{Heartbeat, OutcomeCount, OutcomeEvent, Temporality};
+use candor_schema::rows::{Meta, Row};
+use serde::Serialize;
+
+/// Microseconds per second.
+pub const SECOND: Micros = 1_000_000;
+/// Microseconds per minute.
+pub const MINUTE: Micros = 60 * SECOND;
+
+/// How much the model keeps and how it cuts time.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ModelSettings {
+    /// How far back buckets are kept.
+    pub history: Micros,
+    /// Bucket width.
+    pub step: Micros,
+    /// How long a record's id is remembered to recognise a retried copy.
+    pub dedupe_window: Micros,
+}
+
+impl Default for ModelSettings {
+    fn default() -> Self {
+        Self {
+            history: 6 * 60 * MINUTE,
+            step: MINUTE,
+            dedupe_window: 10 * MINUTE,
+        }
+    }
+}
+
+/// The labels calls are grouped by.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
+pub struct CallKey {
+    /// `service.name` of the adapter's process.
+    pub service: Arc<str>,
+    /// The tool called.
+    pub tool: Arc<str>,
+    /// The target it was called on.
+    pub target: Arc<str>,
+}
+
+/// The labels failure events are grouped by.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
+pub struct FailureKey {
+    /// Service, tool and target.
+    #[serde(flatten)]
+    pub call: CallKey,
+    /// `partial` or `access_failure`.
+    pub class: OutcomeClass,
+    /// The failure kind.
+    pub kind: Arc<str>,
+    /// The retry action taken: `retry`, `exhausted`, `permanent` or `accept_partial`.
+    pub action: Arc<str>,
+}
+
+/// Which label a panel groups calls by.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum GroupBy {
+    /// The target called.
+    Target,
+    /// The tool.
+    Tool,
+    /// The calling service.
+    Service,
+}
+
+impl GroupBy {
+    fn of(self, key: &CallKey) -> &Arc<str> {
+        match self {
+            Self::Target => &key.target,
+            Self::Tool => &key.tool,
+            Self::Service => &key.service,
+        }
+    }
+}
+
+#[derive(Debug, Default)]
+struct Bucket {
+    calls: HashMap<CallKey, ClassCounts>,
+    failures: HashMap<FailureKey, u64>,
+}
+
+/// The previous point of one cumulative counter series.
+#[derive(Debug, Clone, Copy)]
+struct SeriesState {
+    start: Micros,
+    value: i64,
+    time: Micros,
+}
+
+/// An adapter instance, as its counter points show it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct InstanceSeen {
+    /// Its service.
+    pub service: Arc<str>,
+    /// Its `service.instance.id`.
+    pub instance: Arc<str>,
+    /// Its first point's time.
+    #[serde(serialize_with = "candor_query::window::serialize_micros")]
+    pub first: Micros,
+    /// Its newest point's time.
+    #[serde(serialize_with = "candor_query::window::serialize_micros")]
+    pub last: Micros,
+    /// The smallest gap seen between two of its export times: its export interval, once known.
+    pub interval_micros: Option<Micros>,
+}
+
+/// A collector, as its heartbeats show it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct CollectorSeen {
+    /// Its id.
+    pub id: String,
+    /// Its newest heartbeat's time.
+    #[serde(serialize_with = "candor_query::window::serialize_micros")]
+    pub time: Micros,
+    /// The interval it promises between heartbeats.
+    pub interval_micros: Micros,
+    /// When it started.
+    #[serde(serialize_with = "candor_query::window::serialize_micros")]
+    pub started: Micros,
+}
+
+/// What the model did with the records it was given; each is also a `/metrics` counter.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+pub struct Applied {
+    /// Records applied.
+    pub records: u64,
+    /// Retried copies recognised by id and not applied again.
+    pub duplicates: u64,
+    /// Cumulative points older than their series' newest, which carry nothing new.
+    pub stale_points: u64,
+    /// Points or events whose time was before the history: they only serve as baselines.
+    pub before_history: u64,
+    /// Points or events more than a step in the future of the clock: counted in the totals,
+    /// kept out of the buckets.
+    pub future: u64,
+    /// First points of series whose counter started before the model holds data: baselines
+    /// only, so what they counted before is not in the buckets.
+    pub baselines: u64,
+    /// Records the compactor's decoder refused (also counted by reason).
+    pub rejected: u64,
+}
+
+/// Remembers ids for a while, in arrival order, to recognise retried copies.
+#[derive(Debug, Default)]
+struct RecentIds {
+    seen: HashSet<u128>,
+    order: VecDeque<(Micros, u128)>,
+}
+
+impl RecentIds {
+    /// Records `id` at `at`; false when it was already seen within the window.
+    fn insert(&mut self, id: u128, at: Micros, window: Micros) -> bool {
+        while let Some(&(oldest, old)) = self.order.front() {
+            if oldest >= at.saturating_sub(window) {
+                break;
+            }
+            self.order.pop_front();
+            self.seen.remove(&old);
+        }
+        if !self.seen.insert(id) {
+            return false;
+        }
+        self.order.push_back((at, id));
+        true
+    }
+}
+
+/// The counts of one group over a range of buckets.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct GroupCounts {
+    /// Calls by class, from the counters.
+    pub calls: ClassCounts,
+    /// Failure events that ended a call (`exhausted`, `permanent`, `accept_partial`).
+    pub terminal_events: u64,
+}
+
+/// The failure events of a range, summed three ways.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct FailureBreakdown {
+    /// Events by failure kind.
+    pub by_kind: BTreeMap<String, u64>,
+    /// Events by retry action.
+    pub by_action: BTreeMap<String, u64>,
+    /// Terminal events by target.
+    pub by_target: BTreeMap<String, u64>,
+}
+
+/// Everything the dashboards know from the stream.
+#[derive(Debug)]
+pub struct Model {
+    settings: ModelSettings,
+    holds_from: Option<Micros>,
+    names: HashSet<Arc<str>>,
+    buckets: BTreeMap<Micros, Bucket>,
+    series: HashMap<u128, SeriesState>,
+    outcome_totals: HashMap<(CallKey, OutcomeClass), u64>,
+    failure_totals: HashMap<FailureKey, u64>,
+    event_ids: RecentIds,
+    point_ids: RecentIds,
+    instances: HashMap<(Arc<str>, Arc<str>), InstanceSeen>,
+    collectors: BTreeMap<String, CollectorSeen>,
+    rejected: BTreeMap<String, u64>,
+    applied: Applied,
+}
+
+/// Whether an event's retry action ends its call.
+pub fn is_terminal(action: &str) -> bool {
+    matches!(action, "exhausted" | "permanent" | "accept_partial")
+}
+
+impl Model {
+    /// An empty model.
+    pub fn new(settings: ModelSettings) -> Self {
+        Self {
+            settings,
+            holds_from: None,
+            names: HashSet::new(),
+            buckets: BTreeMap::new(),
+            series: HashMap::new(),
+            outcome_totals: HashMap::new(),
+            failure_totals: HashMap::new(),
+            event_ids: RecentIds::default(),
+            point_ids: RecentIds::default(),
+            instances: HashMap::new(),
+            collectors: BTreeMap::new(),
+            rejected: BTreeMap::new(),
+            applied: Applied::default(),
+        }
+    }
+
+    /// The settings.
+    pub fn settings(&self) -> ModelSettings {
+        self.settings
+    }
+
+    /// Says from when the records given are complete: the stream calls it once it knows where
+    /// it starts reading. Counter series whose counters started since then count from zero.
+    pub fn hold_from(&mut self, at: Micros) {
+        self.holds_from = Some(at);
+    }
+
+    /// From when the model holds every record, within the history; `None` before the stream
+    /// has started.
+    pub fn holds_from(&self, now: Micros) -> Option<Micros> {
+        self.holds_from
+            .map(|from| from.max(self.history_start(now)))
+    }
+
+    fn history_start(&self, now: Micros) -> Micros {
+        self.bucket_of(now.saturating_sub(self.settings.history))
+    }
+
+    /// The start of the bucket holding `at`.
+    pub fn bucket_of(&self, at: Micros) -> Micros {
+        at.div_euclid(self.settings.step) * self.settings.step
+    }
+
+    fn name(&mut self, text: &str) -> Arc<str> {
+        if let Some(known) = self.names.get(text) {
+            return Arc::clone(known);
+        }
+        let name: Arc<str> = Arc::from(text);
+        self.names.insert(Arc::clone(&name));
+        name
+    }
+
+    /// What the model did with the records so far.
+    pub fn applied(&self) -> Applied {
+        self.applied
+    }
+
+    /// Applies one decoded record at clock time `now`.
+    pub fn apply(&mut self, meta: &Meta, row: &Row, now: Micros) {
+        match row {
+            Row::Event(event) => self.apply_event(meta, event, now),
+            Row::Count(count) => self.apply_count(meta, count, now),
+            Row::Heartbeat(beat) => self.apply_heartbeat(beat),
+            Row::Rejected(rejected) => {
+                *self.rejected.entry(rejected.reason.clone()).or_default() +=
+                    u64::try_from(rejected.count).unwrap_or(1);
+                self.applied.rejected += 1;
+            }
+        }
+        self.applied.records += 1;
+    }
+
+    /// Where a time goes: its bucket, or why it has none.
+    fn place(&mut self, at: Micros, now: Micros) -> Option<Micros> {
+        if at < self.history_start(now) {
+            self.applied.before_history += 1;
+            return None;
+        }
+        if at > now.saturating_add(self.settings.step) {
+            self.applied.future += 1;
+            return None;
+        }
+        Some(self.bucket_of(at))
+    }
+
+    fn call_key(&mut self, service: &str, tool: &str, target: &str) -> CallKey {
+        CallKey {
+            service: self.name(service),
+            tool: self.name(tool),
+            target: self.name(target),
+        }
+    }
+
+    fn apply_event(&mut self, meta: &Meta, event: &OutcomeEvent, now: Micros) {
+        if !self.event_ids.insert(
+            key(&[&event.event_id]),
+            meta.kafka_micros,
+            self.settings.dedupe_window,
+        ) {
+            self.applied.duplicates += 1;
+            return;
+        }
+        let Ok(class) = event.outcome_class.parse::<OutcomeClass>() else {
+            // The decoder admits only the contract's classes; nothing else reaches here.
+            return;
+        };
+        let failure = FailureKey {
+            call: self.call_key(&event.service_name, &event.tool_name, &event.tool_target),
+            class,
+            kind: self.name(&event.failure_kind),
+            action: self.name(&event.retry_action),
+        };
+        *self.failure_totals.entry(failure.clone()).or_default() += 1;
+        let time = i64::try_from(event.event_time_unix_nano / 1000).unwrap_or(i64::MAX);
+        if let Some(bucket) = self.place(time, now) {
+            *self
+                .buckets
+                .entry(bucket)
+                .or_default()
+                .failures
+                .entry(failure)
+                .or_default() += 1;
+        }
+    }
+
+    fn apply_count(&mut self, meta: &Meta, count: &OutcomeCount, now: Micros) {
+        if !self.point_ids.insert(
+            key(&[&count.point_id]),
+            meta.kafka_micros,
+            self.settings.dedupe_window,
+        ) {
+            self.applied.duplicates += 1;
+            return;
+        }
+        let Ok(class) = count.outcome_class.parse::<OutcomeClass>() else {
+            return;
+        };
+        let time = i64::try_from(count.time_unix_nano / 1000).unwrap_or(i64::MAX);
+        let start = i64::try_from(count.start_time_unix_nano / 1000).unwrap_or(i64::MAX);
+        let value = i64::try_from(count.value).unwrap_or(i64::MAX);
+        self.see_instance(count, time);
+        let increase = if count.temporality == Temporality::Cumulative as i32 {
+            let series = key(&[
+                &count.service_name,
+                &count.service_instance_id,
+                &count.tool_name,
+                &count.tool_target,
+                class.as_str(),
+            ]);
+            let previous = self.series.get(&series).copied();
+            if previous.is_some_and(|prev| prev.time >= time && prev.start == start) {
+                self.applied.stale_points += 1;
+                return;
+            }
+            self.series
+                .insert(series, SeriesState { start, value, time });
+            let counted_from = self.holds_from.unwrap_or(Micros::MAX);
+            match cumulative_increase(
+                previous.map(|prev| (prev.start, prev.value)),
+                start,
+                value,
+                counted_from,
+            ) {
+                Some(increase) => increase,
+                None => {
+                    self.applied.baselines += 1;
+                    return;
+                }
+            }
+        } else {
+            u64::try_from(value).unwrap_or(0)
+        };
+        let call = self.call_key(&count.service_name, &count.tool_name, &count.tool_target);
+        *self
+            .outcome_totals
+            .entry((call.clone(), class))
+            .or_default() += increase;
+        if let Some(bucket) = self.place(time, now) {
+            add(
+                self.buckets
+                    .entry(bucket)
+                    .or_default()
+                    .calls
+                    .entry(call)
+                    .or_default(),
+                class,
+                increase,
+            );
+        }
+    }
+
+    fn see_instance(&mut self, count: &OutcomeCount, time: Micros) {
+        let service = self.name(&count.service_name);
+        let instance = self.name(&count.service_instance_id);
+        let seen = self
+            .instances
+            .entry((Arc::clone(&service), Arc::clone(&instance)))
+            .or_insert(InstanceSeen {
+                service,
+                instance,
+                first: time,
+                last: time,
+                interval_micros: None,
+            });
+        if time > seen.last {
+            let gap = time - seen.last;
+            seen.interval_micros = Some(seen.interval_micros.map_or(gap, |known| known.min(gap)));
+            seen.last = time;
+        }
+        seen.first = seen.first.min(time);
+    }
+
+    fn apply_heartbeat(&mut self, beat: &Heartbeat) {
+        let time = i64::try_from(beat.time_unix_nano / 1000).unwrap_or(i64::MAX);
+        let interval = i64::try_from(beat.interval_ms)
+            .unwrap_or(i64::MAX)
+            .saturating_mul(1000);
+        let started = i64::try_from(beat.started_time_unix_nano / 1000).unwrap_or(0);
+        let seen = self
+            .collectors
+            .entry(beat.collector_id.clone())
+            .or_insert(CollectorSeen {
+                id: beat.collector_id.clone(),
+                time,
+                interval_micros: interval,
+                started,
+            });
+        if time >= seen.time {
+            seen.time = time;
+            seen.interval_micros = interval;
+            seen.started = started;
+        }
+    }
+
+    /// Drops the buckets that fell out of the history.
+    pub fn prune(&mut self, now: Micros) {
+        let start = self.history_start(now);
+        self.buckets = self.buckets.split_off(&start);
+    }
+
+    /// Calls and terminal failure events per group over `[since, until)`.
+    pub fn counts_by(
+        &self,
+        group: GroupBy,
+        since: Micros,
+        until: Micros,
+    ) -> BTreeMap<String, GroupCounts> {
+        let mut out: BTreeMap<String, GroupCounts> = BTreeMap::new();
+        for bucket in self.buckets.range(since..until).map(|(_, bucket)| bucket) {
+            for (call, counts) in &bucket.calls {
+                let entry = out.entry(group.of(call).to_string()).or_default();
+                merge(&mut entry.calls, counts);
+            }
+            for (failure, events) in &bucket.failures {
+                if is_terminal(&failure.action) {
+                    out.entry(group.of(&failure.call).to_string())
+                        .or_default()
+                        .terminal_events += events;
+                }
+            }
+        }
+        out
+    }
+
+    /// Calls per group and bucket over `[since, until)`: the series of a chart.
+    pub fn series_by(
+        &self,
+        group: GroupBy,
+        since: Micros,
+        until: Micros,
+    ) -> BTreeMap<String, BTreeMap<Micros, ClassCounts>> {
+        let mut out: BTreeMap<String, BTreeMap<Micros, ClassCounts>> = BTreeMap::new();
+        for (&at, bucket) in self.buckets.range(since..until) {
+            for (call, counts) in &bucket.calls {
+                let entry = out
+                    .entry(group.of(call).to_string())
+                    .or_default()
+                    .entry(at)
+                    .or_default();
+                merge(entry, counts);
+            }
+        }
+        out
+    }
+
+    /// AccessFailure and call counts per target over `[since, until)`, as
+    /// [`candor_query::rates::spikes`] takes them.
+    pub fn calls_by_target(&self, since: Micros, until: Micros) -> BTreeMap<String, ClassCounts> {
+        self.counts_by(GroupBy::Target, since, until)
+            .into_iter()
+            .map(|(target, counts)| (target, counts.calls))
+            .collect()
+    }
+
+    /// The failure events of `[since, until)` by kind, by action, and (terminal ones) by target.
+    pub fn failures(&self, since: Micros, until: Micros) -> FailureBreakdown {
+        let mut out = FailureBreakdown::default();
+        for bucket in self.buckets.range(since..until).map(|(_, bucket)| bucket) {
+            for (failure, &events) in &bucket.failures {
+                *out.by_kind.entry(failure.kind.to_string()).or_default() += events;
+                *out.by_action.entry(failure.action.to_string()).or_default() += events;
+                if is_terminal(&failure.action) {
+                    *out.by_target
+                        .entry(failure.call.target.to_string())
+                        .or_default() += events;
+                }
+            }
+        }
+        out
+    }
+
+    /// Calls per service, tool, target and class since the process started: the
+    /// `candor_tool_outcomes_total` counters.
+    pub fn outcome_totals(&self) -> impl Iterator<Item = (&CallKey, OutcomeClass, u64)> {
+        self.outcome_totals
+            .iter()
+            .map(|((call, class), total)| (call, *class, *total))
+    }
+
+    /// Failure events per label set since the process started.
+    pub fn failure_totals(&self) -> impl Iterator<Item = (&FailureKey, u64)> {
+        self.failure_totals.iter().map(|(key, total)| (key, *total))
+    }
+
+    /// Every adapter instance seen, by service then instance.
+    pub fn instances(&self) -> Vec<InstanceSeen> {
+        let mut all: Vec<InstanceSeen> = self.instances.values().cloned().collect();
+        all.sort_by(|a, b| (&a.service, &a.instance).cmp(&(&b.service, &b.instance)));
+        all
+    }
+
+    /// Every collector seen.
+    pub fn collectors(&self) -> impl Iterator<Item = &CollectorSeen> {
+        self.collectors.values()
+    }
+
+    /// The newest heartbeat of any collector.
+    pub fn newest_heartbeat(&self) -> Option<&CollectorSeen> {
+        self.collectors.values().max_by_key(|seen| seen.time)
+    }
+
+    /// Records the decoder refused, by reason.
+    pub fn rejected(&self) -> &BTreeMap<String, u64> {
+        &self.rejected
+    }
+}
+
+fn add(counts: &mut ClassCounts, class: OutcomeClass, increase: u64) {
+    let slot = match class {
+        OutcomeClass::Success => &mut counts.success,
+        OutcomeClass::Empty => &mut counts.empty,
+        OutcomeClass::Partial => &mut counts.partial,
+        OutcomeClass::AccessFailure => &mut counts.access_failure,
+    };
+    *slot = slot.saturating_add(increase);
+}
+
+fn merge(into: &mut ClassCounts, from: &ClassCounts) {
+    into.success += from.success;
+    into.empty += from.empty;
+    into.partial += from.partial;
+    into.access_failure += from.access_failure;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use candor_schema::tables::Arrival;
+
+    // A whole minute, so that buckets start at T0.
+    const T0: Micros = 1_700_000_040 * SECOND;
+
+    fn meta(at: Micros) -> Meta {
+        Meta {
+            partition: 0,
+            offset: 0,
+            kafka_micros: at,
+            arrival: Arrival::OnTime,
+        }
+    }
+
+    fn nanos(at: Micros) -> u64 {
+        u64::try_from(at).expect("positive") * 1000
+    }
+
+    fn point(target: &str, class: OutcomeClass, start: Micros, at: Micros, value: u64) -> Row {
+        Row::Count(OutcomeCount {
+            point_id: format!("{target}/{}/{start}/{at}", class.as_str()),
+            service_name: "svc".into(),
+            service_instance_id: "i-1".into(),
+            tool_name: "search".into(),
+            tool_target: target.into(),
+            outcome_class: class.as_str().into(),
+            start_time_unix_nano: nanos(start),
+            time_unix_nano: nanos(at),
+            value,
+            temporality: Temporality::Cumulative as i32,
+            ..OutcomeCount::default()
+        })
+    }
+
+    fn event(id: &str, target: &str, action: &str, at: Micros) -> Row {
+        Row::Event(Box::new(OutcomeEvent {
+            event_id: id.into(),
+            service_name: "svc".into(),
+            tool_name: "search".into(),
+            tool_target: target.into(),
+            outcome_class: "access_failure".into(),
+            failure_kind: "timeout".into(),
+            retry_action: action.into(),
+            event_time_unix_nano: nanos(at),
+            ..OutcomeEvent::default()
+        }))
+    }
+
+    fn model() -> Model {
+        let mut model = Model::new(ModelSettings::default());
+        model.hold_from(T0);
+        model
+    }
+
+    fn apply(model: &mut Model, row: Row, at: Micros) {
+        model.apply(&meta(at), &row, at);
+    }
+
+    #[test]
+    fn cumulative_points_become_increases_in_their_buckets() {
+        let mut m = model();
+        let af = OutcomeClass::AccessFailure;
+        // A counter that started before the model holds data: its first point is a baseline.
+        apply(
+            &mut m,
+            point("a", af, T0 - MINUTE, T0 + 10 * SECOND, 5),
+            T0 + 10 * SECOND,
+        );
+        apply(
+            &mut m,
+            point("a", af, T0 - MINUTE, T0 + 70 * SECOND, 8),
+            T0 + 70 * SECOND,
+        );
+        // A restart: a new start time, the whole new value counts.
+        apply(
+            &mut m,
+            point("a", af, T0 + 100 * SECOND, T0 + 130 * SECOND, 2),
+            T0 + 130 * SECOND,
+        );
+        let series = m.series_by(GroupBy::Target, T0, T0 + 10 * MINUTE);
+        let a = &series["a"];
+        assert_eq!(a.len(), 2, "{a:?}");
+        assert_eq!(a[&(T0 + MINUTE)].access_failure, 3);
+        assert_eq!(a[&(T0 + 2 * MINUTE)].access_failure, 2);
+        assert_eq!(m.applied().baselines, 1);
+        let totals: u64 = m.outcome_totals().map(|(_, _, total)| total).sum();
+        assert_eq!(totals, 5);
+    }
+
+    #[test]
+    fn a_counter_started_after_the_model_holds_data_counts_from_zero() {
+        let mut m = model();
+        let ok = OutcomeClass::Success;
+        apply(
+            &mut m,
+            point("b", ok, T0 + SECOND, T0 + 30 * SECOND, 4),
+            T0 + 30 * SECOND,
+        );
+        let counts = m.counts_by(GroupBy::Target, T0, T0 + MINUTE);
+        assert_eq!(counts["b"].calls.success, 4);
+        assert_eq!(m.applied().baselines, 0);
+    }
+
+    #[test]
+    fn a_retried_copy_or_an_older_point_is_not_counted_twice() {
+        let mut m = model();
+        let ok = OutcomeClass::Success;
+        let p1 = point("c", ok, T0, T0 + 10 * SECOND, 4);
+        let p2 = point("c", ok, T0, T0 + 70 * SECOND, 9);
+        apply(&mut m, p1.clone(), T0 + 10 * SECOND);
+        apply(&mut m, p2.clone(), T0 + 70 * SECOND);
+        apply(&mut m, p2, T0 + 75 * SECOND);
+        // The same content with a new id (re-exported) but an older time carries nothing new.
+        let mut p1_again = p1;
+        if let Row::Count(count) = &mut p1_again {
+            count.point_id.push_str("-again");
+        }
+        apply(&mut m, p1_again, T0 + 80 * SECOND);
+        assert_eq!(m.calls_by_target(T0, T0 + 5 * MINUTE)["c"].success, 9);
+        assert_eq!(m.applied().duplicates, 1);
+        assert_eq!(m.applied().stale_points, 1);
+    }
+
+    #[test]
+    fn failure_events_are_counted_by_kind_action_and_terminal_target() {
+        let mut m = model();
+        apply(&mut m, event("e1", "x", "retry", T0 + SECOND), T0 + SECOND);
+        apply(
+            &mut m,
+            event("e2", "x", "exhausted", T0 + 2 * SECOND),
+            T0 + 2 * SECOND,
+        );
+        apply(
+            &mut m,
+            event("e2", "x", "exhausted", T0 + 2 * SECOND),
+            T0 + 3 * SECOND,
+        );
+        apply(
+            &mut m,
+            event("e3", "y", "permanent", T0 + 3 * SECOND),
+            T0 + 3 * SECOND,
+        );
+        let failures = m.failures(T0, T0 + MINUTE);
+        assert_eq!(failures.by_kind["timeout"], 3);
+        assert_eq!(failures.by_action["retry"], 1);
+        assert_eq!(failures.by_target["x"], 1);
+        assert_eq!(failures.by_target["y"], 1);
+        assert_eq!(
+            m.counts_by(GroupBy::Target, T0, T0 + MINUTE)["x"].terminal_events,
+            1
+        );
+        assert_eq!(m.applied().duplicates, 1);
+    }
+
+    #[test]
+    fn buckets_outside_the_history_are_dropped_and_counted() {
+        let mut m = model();
+        let now = T0 + 7 * 60 * MINUTE;
+        m.apply(&meta(now), &event("old", "x", "exhausted", T0), now);
+        m.apply(
+            &meta(now),
+            &event("future", "x", "exhausted", now + 10 * MINUTE),
+            now,
+        );
+        assert_eq!(m.applied().before_history, 1);
+        assert_eq!(m.applied().future, 1);
+        assert!(m.failures(0, Micros::MAX).by_target.is_empty());
+        // Both still count in the totals since start.
+        assert_eq!(m.failure_totals().map(|(_, n)| n).sum::<u64>(), 2);
+        m.apply(&meta(T0), &event("kept", "x", "exhausted", T0), T0);
+        m.prune(now);
+        assert!(m.failures(0, Micros::MAX).by_target.is_empty());
+        assert_eq!(m.holds_from(now), Some(now - 6 * 60 * MINUTE));
+    }
+
+    #[test]
+    fn instances_learn_their_export_interval() {
+        let mut m = model();
+        let ok = OutcomeClass::Success;
+        for (i, at) in [10, 70, 130].into_iter().enumerate() {
+            let value = u64::try_from(i).expect("small");
+            apply(
+                &mut m,
+                point("d", ok, T0, T0 + at * SECOND, value),
+                T0 + at * SECOND,
+            );
+        }
+        let seen = m.instances();
+        assert_eq!(seen.len(), 1);
+        assert_eq!(seen[0].interval_micros, Some(MINUTE));
+        assert_eq!(seen[0].last, T0 + 130 * SECOND);
+    }
+}

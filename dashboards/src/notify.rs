@@ -1,0 +1,220 @@
+//! Alert notifications: each firing or resolved alert is POSTed to every webhook as a list of
+//! alerts in Alertmanager's API v2 format (`POST /api/v2/alerts` takes it as is), through the
+//! adapter, so a notification that cannot be delivered is classified, retried by the adapter's
+//! policy, emitted as an AccessFailure event and counted like any other tool call.
+//!
+//! A receiver acknowledges with any 2xx status, whatever the body; everything else is the
+//! adapter's HTTP classification (5xx and 429 are retried, 4xx are permanent).
+
+use std::time::Duration;
+
+use bytes::Bytes;
+use candor_adapter::classify::http::HttpExchange;
+use candor_adapter::http_client::HttpClient;
+use candor_adapter::{Adapter, Classification, Classify, HttpClassifier, NotFound, RetryPolicy};
+use candor_query::window::{Micros, now, rfc3339};
+use candor_schema::{Extent, Outcome, OutcomeClass};
+use http::{HeaderMap, HeaderValue, header};
+use serde_json::{Value, json};
+
+use crate::alerts::{Alert, Delivery, State};
+
+/// A receiver of notifications.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Webhook {
+    /// A name for the UI and the adapter's tool attribute.
+    pub name: String,
+    /// The URL alerts are POSTed to (plain `http://`).
+    pub url: String,
+}
+
+/// Accepts any 2xx; anything else is classified as the adapter classifies HTTP.
+#[derive(Debug)]
+struct Acknowledged(HttpClassifier);
+
+impl Classify<HttpExchange> for Acknowledged {
+    type Payload = Value;
+
+    fn classify(&self, raw: HttpExchange) -> Classification<Value> {
+        match &raw {
+            Ok(response) if response.status.is_success() => Classification::new(Outcome::Success {
+                extent: Extent::default(),
+                payload: Value::Null,
+            }),
+            _ => self.0.classify(raw),
+        }
+    }
+}
+
+/// Sends notifications to the webhooks.
+pub struct Notifier {
+    receivers: Vec<(Webhook, Adapter<Acknowledged>)>,
+    client: HttpClient,
+    external_url: String,
+}
+
+impl std::fmt::Debug for Notifier {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Notifier")
+            .field(
+                "receivers",
+                &self.receivers.iter().map(|(w, _)| w).collect::<Vec<_>>(),
+            )
+            .finish_non_exhaustive()
+    }
+}
+
+/// Why the notifier could not be set up.
+#[derive(Debug, thiserror::Error)]
+#[error("webhook {name:?}: {problem}")]
+pub struct NotifierError {
+    name: String,
+    problem: String,
+}
+
+impl Notifier {
+    /// A notifier for `webhooks`: `attempts` tries each, `timeout` per attempt. `external_url` is
+    /// the dashboards' own address, sent as each alert's `generatorURL`.
+    pub fn new(
+        webhooks: &[Webhook],
+        attempts: u32,
+        timeout: Duration,
+        external_url: String,
+    ) -> Result<Self, NotifierError> {
+        let mut receivers = Vec::new();
+        for hook in webhooks {
+            let fail = |problem: String| NotifierError {
+                name: hook.name.clone(),
+                problem,
+            };
+            let policy = RetryPolicy::default()
+                .with_max_attempts(attempts)
+                .map_err(|err| fail(err.to_string()))?;
+            let adapter = Adapter::builder("alert-webhook", hook.url.clone())
+                .classifier(Acknowledged(HttpClassifier::new(NotFound::Unreachable)))
+                .retry(policy)
+                .attempt_timeout(timeout)
+                .deadline(
+                    timeout
+                        .saturating_mul(attempts)
+                        .saturating_add(Duration::from_secs(10)),
+                )
+                .actor("candor-dashboards")
+                .build()
+                .map_err(|err| fail(err.to_string()))?;
+            receivers.push((hook.clone(), adapter));
+        }
+        Ok(Self {
+            receivers,
+            client: HttpClient::new(64 << 10),
+            external_url,
+        })
+    }
+
+    /// Whether any receiver is configured.
+    pub fn has_receivers(&self) -> bool {
+        !self.receivers.is_empty()
+    }
+
+    /// Sends one alert to every receiver. Delivered only when every receiver acknowledged.
+    pub async fn send(&self, alert: &Alert) -> Delivery {
+        if self.receivers.is_empty() {
+            return Delivery::NotSent {
+                reason: "no webhook is configured".into(),
+            };
+        }
+        let body = Bytes::from(payload(alert, &self.external_url).to_string());
+        let mut headers = HeaderMap::new();
+        headers.insert(
+            header::CONTENT_TYPE,
+            HeaderValue::from_static("application/json"),
+        );
+        let mut failures = Vec::new();
+        for (hook, adapter) in &self.receivers {
+            let envelope = adapter
+                .call(|_| self.client.post(&hook.url, &headers, body.clone()))
+                .await;
+            match envelope.class() {
+                OutcomeClass::Success | OutcomeClass::Empty => {}
+                OutcomeClass::Partial | OutcomeClass::AccessFailure => {
+                    failures.push(format!("{}: {}", hook.name, envelope.summary()));
+                }
+            }
+        }
+        let at = now();
+        if failures.is_empty() {
+            Delivery::Delivered {
+                at,
+                sent: alert.state,
+            }
+        } else {
+            Delivery::Undelivered {
+                at,
+                sent: alert.state,
+                reason: failures.join("; "),
+            }
+        }
+    }
+}
+
+/// The alert as Alertmanager's API v2 takes it: a list of one postable alert. A firing alert
+/// has no `endsAt`; a resolved one ends when it resolved.
+pub fn payload(alert: &Alert, external_url: &str) -> Value {
+    let mut labels = serde_json::Map::new();
+    labels.insert("alertname".into(), json!(alert.name));
+    labels.insert("severity".into(), json!(alert.severity));
+    for (name, value) in &alert.labels {
+        labels.insert(name.clone(), json!(value));
+    }
+    let starts: Micros = alert.fired_at.unwrap_or(alert.active_since);
+    let mut postable = json!({
+        "labels": labels,
+        "annotations": {
+            "summary": alert.summary,
+            "description": alert.description,
+        },
+        "startsAt": rfc3339(starts),
+        "generatorURL": format!("{}/#alerts", external_url.trim_end_matches('/')),
+    });
+    if alert.state == State::Resolved
+        && let (Some(object), Some(ended)) = (postable.as_object_mut(), alert.resolved_at)
+    {
+        object.insert("endsAt".into(), json!(rfc3339(ended)));
+    }
+    json!([postable])
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::alerts::Labels;
+
+    #[test]
+    fn the_payload_is_a_list_of_postable_alerts() {
+        let mut alert = Alert {
+            name: "CandorAccessFailureSpike".into(),
+            severity: "page",
+            labels: Labels::from([("target".to_owned(), "<script>".to_owned())]),
+            description: "20 AccessFailures".into(),
+            summary: "spike".into(),
+            state: State::Firing,
+            active_since: 1_000_000,
+            fired_at: Some(61_000_000),
+            resolved_at: None,
+            delivery: Delivery::Sending,
+            last_sent: None,
+        };
+        let firing = payload(&alert, "http://127.0.0.1:3000/");
+        assert_eq!(firing[0]["labels"]["alertname"], "CandorAccessFailureSpike");
+        assert_eq!(firing[0]["labels"]["target"], "<script>");
+        assert_eq!(firing[0]["startsAt"], "1970-01-01T00:01:01.000000Z");
+        assert!(firing[0].get("endsAt").is_none());
+        assert_eq!(firing[0]["generatorURL"], "http://127.0.0.1:3000/#alerts");
+        alert.state = State::Resolved;
+        alert.resolved_at = Some(121_000_000);
+        assert_eq!(
+            payload(&alert, "x")[0]["endsAt"],
+            "1970-01-01T00:02:01.000000Z"
+        );
+    }
+}

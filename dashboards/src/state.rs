@@ -1,0 +1,172 @@
+//! The state the stream, the table watcher, the alert loop and the web server share.
+
+use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Mutex, MutexGuard};
+
+use candor_query::window::Micros;
+use candor_schema::tables::Table;
+
+use crate::alerts::Alerts;
+use crate::health::{Hop, HopName};
+use crate::model::{MINUTE, Model, SECOND};
+use crate::rules::Rule;
+
+/// How old each hop's evidence may get before it is STALE.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Staleness {
+    /// Collector heartbeats; at least three of the interval the heartbeats promise.
+    pub collector: Micros,
+    /// The dashboards' own contact with Kafka.
+    pub kafka: Micros,
+    /// The tables' committed watermark (the compactor writes a file per minute by default).
+    pub table: Micros,
+}
+
+impl Default for Staleness {
+    fn default() -> Self {
+        Self {
+            collector: 30 * SECOND,
+            kafka: 30 * SECOND,
+            table: 5 * MINUTE,
+        }
+    }
+}
+
+/// What the Kafka consumer and the table watcher last saw.
+#[derive(Debug, Default, Clone)]
+pub struct PipelineInputs {
+    /// The consumer's newest successful contact with the brokers.
+    pub kafka_contact: Option<Micros>,
+    /// The consumer's newest error, while it lasts.
+    pub kafka_error: Option<String>,
+    /// The Kafka timestamp of the newest record read.
+    pub newest_record: Option<Micros>,
+    /// The next offset the consumer will read, per topic and partition: everything before it
+    /// was read.
+    pub next_offsets: BTreeMap<(Table, i32), i64>,
+    /// Records read per topic.
+    pub records: BTreeMap<Table, u64>,
+    /// The newest heartbeat the tables hold: how far the compactor has committed.
+    pub table_watermark: Option<Micros>,
+    /// The newest row time of each table, from its log.
+    pub table_newest: BTreeMap<Table, Micros>,
+    /// Records in Kafka the tables do not hold yet, per topic (the consumer's offsets minus
+    /// the tables' stored positions).
+    pub table_lag: BTreeMap<Table, u64>,
+    /// Why the tables could not be read, while it lasts.
+    pub table_error: Option<String>,
+}
+
+/// Notifications sent and failed since start.
+#[derive(Debug, Default)]
+pub struct NotificationCounts {
+    /// Acknowledged by the receiver.
+    pub delivered: AtomicU64,
+    /// Not acknowledged after every retry.
+    pub failed: AtomicU64,
+}
+
+impl NotificationCounts {
+    /// (delivered, failed).
+    pub fn get(&self) -> (u64, u64) {
+        (
+            self.delivered.load(Ordering::Relaxed),
+            self.failed.load(Ordering::Relaxed),
+        )
+    }
+}
+
+/// Everything shared.
+#[derive(Debug)]
+pub struct Shared {
+    /// The stream's model.
+    pub model: Mutex<Model>,
+    /// What the consumer and the watcher saw.
+    pub pipeline: Mutex<PipelineInputs>,
+    /// The alert instances.
+    pub alerts: Mutex<Alerts>,
+    /// The validated rules.
+    pub rules: Vec<Rule>,
+    /// The thresholds.
+    pub staleness: Staleness,
+    /// When the dashboards started.
+    pub started: Micros,
+    /// Notification results.
+    pub notifications: NotificationCounts,
+    /// Whether any webhook is configured.
+    pub has_receivers: bool,
+}
+
+/// Locks a mutex; a panic in another holder leaves data that is still the best there is.
+pub fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
+    mutex
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+impl Shared {
+    /// Every hop's freshness at `now`.
+    pub fn hops(&self, now: Micros) -> Vec<Hop> {
+        let pipeline = lock(&self.pipeline).clone();
+        let newest_beat = lock(&self.model).newest_heartbeat().cloned();
+        let collector_after = newest_beat
+            .as_ref()
+            .map_or(self.staleness.collector, |beat| {
+                self.staleness
+                    .collector
+                    .max(beat.interval_micros.saturating_mul(3))
+            });
+        let collector_detail = match &newest_beat {
+            Some(beat) => format!(
+                "newest heartbeat from {} (every {} s)",
+                beat.id,
+                beat.interval_micros / SECOND
+            ),
+            None => "no collector heartbeat read from Kafka".into(),
+        };
+        let kafka_detail = {
+            let newest = pipeline.newest_record.map_or_else(
+                || "no record read yet".to_owned(),
+                |at| format!("newest record {}", candor_query::window::rfc3339(at)),
+            );
+            match &pipeline.kafka_error {
+                Some(err) => format!("{newest}; error: {err}"),
+                None => newest,
+            }
+        };
+        let lag: u64 = pipeline.table_lag.values().sum();
+        let table_detail = match &pipeline.table_error {
+            Some(err) => format!("tables not readable: {err}"),
+            None if pipeline.table_watermark.is_some() => {
+                format!(
+                    "committed watermark (newest stored heartbeat); {lag} record(s) in Kafka not yet stored"
+                )
+            }
+            None => "no heartbeat stored in the tables yet".into(),
+        };
+        vec![
+            Hop::judge(
+                HopName::Collector,
+                newest_beat.map(|beat| beat.time),
+                collector_after,
+                now,
+                collector_detail,
+            ),
+            Hop::judge(
+                HopName::Kafka,
+                pipeline.kafka_contact,
+                self.staleness.kafka,
+                now,
+                kafka_detail,
+            ),
+            Hop::judge(
+                HopName::Table,
+                pipeline.table_watermark,
+                self.staleness.table,
+                now,
+                table_detail,
+            ),
+        ]
+    }
+}

@@ -1,0 +1,253 @@
+//! The overview: one answer built from the shared state at one instant, served as JSON by
+//! `/api/overview` and rendered as HTML by `/`, so that the page and scripts read the same
+//! numbers.
+
+use std::collections::BTreeMap;
+
+use candor_query::rates::{ClassCounts, Spike, SpikeRule, spikes};
+use candor_query::window::{Micros, serialize_micros};
+use serde::Serialize;
+
+use crate::alerts::Alert;
+use crate::health::{Freshness, Hop, HopName, PanelCoverage};
+use crate::model::{Applied, CollectorSeen, FailureBreakdown, GroupBy, InstanceSeen};
+use crate::rules::RuleKind;
+use crate::state::{Shared, lock};
+
+/// Groups shown on a chart.
+pub const CHART_GROUPS: usize = 8;
+/// Rows of a top-N table.
+pub const TOP_ROWS: usize = 20;
+
+/// One group's counts over the range.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct GroupRow {
+    /// The target, tool or service.
+    pub group: String,
+    /// Calls by class.
+    pub counts: ClassCounts,
+    /// (partial + access_failure) / calls; `None` without calls.
+    pub silent_failure_rate: Option<f64>,
+    /// Failure events that ended a call.
+    pub terminal_events: u64,
+}
+
+/// A chart: per group, the silent-failure rate of each bucket.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Chart {
+    /// What the series are grouped by.
+    pub by: GroupBy,
+    /// Bucket starts, oldest first.
+    pub buckets: Vec<Micros>,
+    /// Per group: the rate of each bucket (`None` for a bucket without calls).
+    pub series: Vec<(String, Vec<Option<f64>>)>,
+}
+
+/// An adapter instance and whether it went silent.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct InstanceRow {
+    /// What was seen.
+    #[serde(flatten)]
+    pub seen: InstanceSeen,
+    /// No counter point for three of its intervals (or the silence threshold).
+    pub silent: bool,
+}
+
+/// The overview answer.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Overview {
+    /// When it was built.
+    #[serde(serialize_with = "serialize_micros")]
+    pub now: Micros,
+    /// The range the panels cover, ending now.
+    pub range_micros: Micros,
+    /// Every hop's freshness.
+    pub hops: Vec<Hop>,
+    /// The worst hop.
+    pub pipeline: Freshness,
+    /// What the stream panels cover (they depend on the collector and Kafka hops).
+    pub coverage: PanelCoverage,
+    /// Per target, most silent failures first.
+    pub by_target: Vec<GroupRow>,
+    /// Per tool, most silent failures first.
+    pub by_tool: Vec<GroupRow>,
+    /// Silent-failure rate over time per target.
+    pub chart_target: Chart,
+    /// Silent-failure rate over time per tool.
+    pub chart_tool: Chart,
+    /// AccessFailure spikes now, by the first spike rule's window and baseline.
+    pub spikes: Vec<Spike>,
+    /// The spike rule's window and baseline.
+    pub spike_window_micros: Micros,
+    /// The spike rule's baseline.
+    pub spike_baseline_micros: Micros,
+    /// Alert instances.
+    pub alerts: Vec<Alert>,
+    /// Failure events by kind, action and target.
+    pub failures: FailureBreakdown,
+    /// Adapter instances.
+    pub instances: Vec<InstanceRow>,
+    /// Collectors by their heartbeats.
+    pub collectors: Vec<CollectorSeen>,
+    /// What the stream applied.
+    pub applied: Applied,
+    /// Records the decoder refused, by reason.
+    pub rejected: BTreeMap<String, u64>,
+    /// Whether any webhook is configured.
+    pub has_receivers: bool,
+}
+
+fn rows(counts: BTreeMap<String, crate::model::GroupCounts>) -> Vec<GroupRow> {
+    let mut rows: Vec<GroupRow> = counts
+        .into_iter()
+        .map(|(group, counts)| GroupRow {
+            silent_failure_rate: rate(&counts.calls),
+            counts: counts.calls,
+            terminal_events: counts.terminal_events,
+            group,
+        })
+        .collect();
+    rows.sort_by(|a, b| {
+        (b.counts.silent_failures(), b.terminal_events)
+            .cmp(&(a.counts.silent_failures(), a.terminal_events))
+            .then_with(|| a.group.cmp(&b.group))
+    });
+    rows
+}
+
+/// (partial + access_failure) / calls.
+pub fn rate(counts: &ClassCounts) -> Option<f64> {
+    let calls = counts.calls();
+    // u64 → f64 loses precision only past 2^53 calls.
+    (calls > 0).then(|| counts.silent_failures() as f64 / calls as f64)
+}
+
+fn chart(
+    model: &crate::model::Model,
+    by: GroupBy,
+    since: Micros,
+    until: Micros,
+    order: &[GroupRow],
+) -> Chart {
+    let step = model.settings().step;
+    let first = model.bucket_of(since);
+    let buckets: Vec<Micros> = (0..)
+        .map(|i| first + i * step)
+        .take_while(|at| *at < until)
+        .collect();
+    let all = model.series_by(by, since, until);
+    let series = order
+        .iter()
+        .take(CHART_GROUPS)
+        .filter_map(|row| {
+            let points = all.get(&row.group)?;
+            let values = buckets
+                .iter()
+                .map(|at| points.get(at).and_then(rate))
+                .collect();
+            Some((row.group.clone(), values))
+        })
+        .collect();
+    Chart {
+        by,
+        buckets,
+        series,
+    }
+}
+
+/// Builds the overview at `now` over the last `range`.
+pub fn overview(shared: &Shared, now: Micros, range: Micros) -> Overview {
+    let hops = shared.hops(now);
+    let pipeline = hops
+        .iter()
+        .fold(Freshness::Live, |worst, hop| worst.worst(hop.freshness));
+    let (window, baseline) = shared
+        .rules
+        .iter()
+        .find_map(|rule| match rule.kind {
+            RuleKind::Spike {
+                window, baseline, ..
+            } => Some((window, baseline)),
+            _ => None,
+        })
+        .unwrap_or((5 * 60_000_000, 60 * 60_000_000));
+    let spike_rule = shared
+        .rules
+        .iter()
+        .find_map(|rule| match rule.kind {
+            RuleKind::Spike {
+                factor, min_events, ..
+            } => Some(SpikeRule { factor, min_events }),
+            _ => None,
+        })
+        .unwrap_or(SpikeRule {
+            factor: 3.0,
+            min_events: 10,
+        });
+    let model = lock(&shared.model);
+    let since = now - range;
+    let stream_hops: Vec<&Hop> = hops
+        .iter()
+        .filter(|hop| matches!(hop.hop, HopName::Collector | HopName::Kafka))
+        .collect();
+    let coverage = PanelCoverage::of(&stream_hops, model.holds_from(now), since, now);
+    let until = now + 1;
+    let by_target = rows(model.counts_by(GroupBy::Target, since, until));
+    let by_tool = rows(model.counts_by(GroupBy::Tool, since, until));
+    let chart_target = chart(&model, GroupBy::Target, since, until, &by_target);
+    let chart_tool = chart(&model, GroupBy::Tool, since, until, &by_tool);
+    let step = model.settings().step;
+    let split = model.bucket_of(now) + step - window;
+    let found = spikes(
+        &model.calls_by_target(split, split + window),
+        &model.calls_by_target(split - baseline, split),
+        spike_rule,
+    );
+    let silent_after = shared
+        .rules
+        .iter()
+        .find_map(|rule| match rule.kind {
+            RuleKind::AdapterSilent { after } => Some(after),
+            _ => None,
+        })
+        .unwrap_or(10 * 60_000_000);
+    let instances = model
+        .instances()
+        .into_iter()
+        .map(|seen| {
+            let threshold = seen.interval_micros.map_or(silent_after, |interval| {
+                interval.saturating_mul(3).min(silent_after)
+            });
+            InstanceRow {
+                silent: now.saturating_sub(seen.last) > threshold,
+                seen,
+            }
+        })
+        .collect();
+    let failures = model.failures(since, until);
+    let collectors = model.collectors().cloned().collect();
+    let applied = model.applied();
+    let rejected = model.rejected().clone();
+    drop(model);
+    Overview {
+        now,
+        range_micros: range,
+        hops,
+        pipeline,
+        coverage,
+        by_target: by_target.into_iter().take(TOP_ROWS * 5).collect(),
+        by_tool: by_tool.into_iter().take(TOP_ROWS * 5).collect(),
+        chart_target,
+        chart_tool,
+        spikes: found,
+        spike_window_micros: window,
+        spike_baseline_micros: baseline,
+        alerts: lock(&shared.alerts).list(),
+        failures,
+        instances,
+        collectors,
+        applied,
+        rejected,
+        has_receivers: shared.has_receivers,
+    }
+}

@@ -1,0 +1,224 @@
+//! The HTTP server: the pages, the JSON API behind them, `/metrics` and the probes.
+//!
+//! | path | answer |
+//! |---|---|
+//! | `/` `?range=1h` | the overview page |
+//! | `/events` `?target=&class=&service=&tool=&since=&until=&trace=` | the forensic page |
+//! | `/api/overview` `?range=1h` | the overview as JSON |
+//! | `/api/events` (as `/events`) | the events as `candor incident --format json` prints them |
+//! | `/api/alerts` | the alert instances |
+//! | `/api/health` | every hop's freshness |
+//! | `/metrics` | Prometheus text format |
+//! | `/healthz`, `/readyz` | alive; ready once the stream has started |
+
+use std::sync::Arc;
+
+use axum::Router;
+use axum::extract::{RawQuery, State};
+use axum::http::{StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use axum::routing::get;
+use candor_query::window::{Micros, now};
+
+use crate::forensic::{self, ForensicSettings};
+use crate::page::{self, EventsQuery};
+use crate::state::{Shared, lock};
+use crate::view;
+
+/// What the handlers share.
+#[derive(Debug)]
+pub struct App {
+    /// The state.
+    pub shared: Arc<Shared>,
+    /// Where the forensic view reads.
+    pub forensic: ForensicSettings,
+}
+
+/// The default range of the overview.
+const DEFAULT_RANGE: Micros = 60 * 60 * 1_000_000;
+
+/// The router.
+pub fn router(app: Arc<App>) -> Router {
+    Router::new()
+        .route("/", get(overview_page))
+        .route("/events", get(events_page))
+        .route("/api/overview", get(overview_json))
+        .route("/api/events", get(events_json))
+        .route("/api/alerts", get(alerts_json))
+        .route("/api/health", get(health_json))
+        .route("/metrics", get(metrics))
+        .route("/healthz", get(|| async { "ok\n" }))
+        .route("/readyz", get(ready))
+        .with_state(app)
+}
+
+// The pages run no script and load nothing from elsewhere; the policy says so to the browser,
+// so that even a value that escaped escaping could not run.
+const CSP: &str =
+    "default-src 'none'; style-src 'unsafe-inline'; img-src 'self'; form-action 'self'";
+
+fn html(body: String) -> Response {
+    (
+        [
+            (header::CONTENT_TYPE, "text/html; charset=utf-8"),
+            (header::CONTENT_SECURITY_POLICY, CSP),
+            (header::CACHE_CONTROL, "no-store"),
+        ],
+        body,
+    )
+        .into_response()
+}
+
+fn json(status: StatusCode, body: String) -> Response {
+    (
+        status,
+        [
+            (header::CONTENT_TYPE, "application/json"),
+            (header::CACHE_CONTROL, "no-store"),
+        ],
+        body,
+    )
+        .into_response()
+}
+
+fn json_value<T: serde::Serialize>(value: &T) -> Response {
+    match serde_json::to_string(value) {
+        Ok(body) => json(StatusCode::OK, body),
+        Err(err) => json(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            serde_json::json!({ "error": err.to_string() }).to_string(),
+        ),
+    }
+}
+
+fn bad_request(problem: &str) -> Response {
+    json(
+        StatusCode::BAD_REQUEST,
+        serde_json::json!({ "error": problem }).to_string(),
+    )
+}
+
+fn params(query: Option<&str>) -> Vec<(String, String)> {
+    url::form_urlencoded::parse(query.unwrap_or("").as_bytes())
+        .map(|(name, value)| (name.into_owned(), value.into_owned()))
+        .collect()
+}
+
+fn param<'a>(params: &'a [(String, String)], name: &str) -> Option<&'a String> {
+    params
+        .iter()
+        .find(|(key, _)| key == name)
+        .map(|(_, value)| value)
+}
+
+/// The `range` parameter: a duration up to the model's history.
+fn range(shared: &Shared, query: Option<&str>) -> Result<Micros, String> {
+    let params = params(query);
+    let Some(raw) = param(&params, "range").filter(|raw| !raw.is_empty()) else {
+        return Ok(DEFAULT_RANGE);
+    };
+    let parsed = humantime::parse_duration(raw.trim())
+        .map_err(|err| format!("range={raw:?} is not a duration ({err}); write e.g. 1h"))?;
+    let micros = Micros::try_from(parsed.as_micros()).unwrap_or(Micros::MAX);
+    let history = lock(&shared.model).settings().history;
+    if micros <= 0 || micros > history {
+        return Err(format!(
+            "range={raw:?} must be above zero and within the history of {} s",
+            history / 1_000_000
+        ));
+    }
+    Ok(micros)
+}
+
+async fn overview_page(State(app): State<Arc<App>>, RawQuery(query): RawQuery) -> Response {
+    match range(&app.shared, query.as_deref()) {
+        Ok(range) => html(page::overview(&view::overview(&app.shared, now(), range))),
+        Err(problem) => (StatusCode::BAD_REQUEST, problem).into_response(),
+    }
+}
+
+async fn overview_json(State(app): State<Arc<App>>, RawQuery(query): RawQuery) -> Response {
+    match range(&app.shared, query.as_deref()) {
+        Ok(range) => json_value(&view::overview(&app.shared, now(), range)),
+        Err(problem) => bad_request(&problem),
+    }
+}
+
+fn events_query(query: Option<&str>) -> EventsQuery {
+    let params = params(query);
+    let get = |name: &str| param(&params, name).cloned();
+    EventsQuery {
+        target: get("target"),
+        class: get("class"),
+        service: get("service"),
+        tool: get("tool"),
+        since: get("since"),
+        until: get("until"),
+        trace: get("trace"),
+    }
+}
+
+async fn events_page(State(app): State<Arc<App>>, RawQuery(query): RawQuery) -> Response {
+    let asked = events_query(query.as_deref());
+    let asked_anything = asked != EventsQuery::default();
+    if !asked_anything {
+        return html(page::events(
+            &asked,
+            Err("Fill in a target, a trace id or a time range."),
+        ));
+    }
+    let answer = forensic::events(&app.forensic, &asked, now()).await;
+    match &answer {
+        Ok(view) => html(page::events(&asked, Ok(view))),
+        Err(problem) => {
+            let body = page::events(&asked, Err(problem));
+            (StatusCode::BAD_REQUEST, html(body)).into_response()
+        }
+    }
+}
+
+async fn events_json(State(app): State<Arc<App>>, RawQuery(query): RawQuery) -> Response {
+    let asked = events_query(query.as_deref());
+    match forensic::events(&app.forensic, &asked, now()).await {
+        Ok(view) => json(StatusCode::OK, view.json),
+        Err(problem) => bad_request(&problem),
+    }
+}
+
+async fn alerts_json(State(app): State<Arc<App>>) -> Response {
+    json_value(&lock(&app.shared.alerts).list())
+}
+
+async fn health_json(State(app): State<Arc<App>>) -> Response {
+    let at = now();
+    let hops = app.shared.hops(at);
+    json_value(&serde_json::json!({ "hops": hops }))
+}
+
+async fn metrics(State(app): State<Arc<App>>) -> Response {
+    (
+        [(
+            header::CONTENT_TYPE,
+            "text/plain; version=0.0.4; charset=utf-8",
+        )],
+        crate::metrics::render(&app.shared, now()),
+    )
+        .into_response()
+}
+
+async fn ready(State(app): State<Arc<App>>) -> Response {
+    let at = now();
+    if lock(&app.shared.model).holds_from(at).is_some() {
+        (StatusCode::OK, "ready\n").into_response()
+    } else {
+        let reason = lock(&app.shared.pipeline)
+            .kafka_error
+            .clone()
+            .unwrap_or_else(|| "the stream has not read Kafka yet".into());
+        (
+            StatusCode::SERVICE_UNAVAILABLE,
+            format!("not ready: {reason}\n"),
+        )
+            .into_response()
+    }
+}

@@ -4,6 +4,7 @@
 #![allow(clippy::unwrap_used)] // a panic is the test's failure report
 
 mod compact;
+mod dashboards;
 mod faults;
 mod foreign_clients;
 mod ingest;

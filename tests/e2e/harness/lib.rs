@@ -4,6 +4,7 @@
 
 pub mod collector;
 pub mod compactor;
+pub mod dashboards;
 pub mod kafka;
 pub mod process;
 pub mod query;

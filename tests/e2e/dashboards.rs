@@ -1,0 +1,398 @@
+//! The dashboards over the real pipeline: traffic from real adapters shows on the panels, the
+//! API and `/metrics` with the numbers sent; a spike fires its alert and the webhook receives it;
+//! hostile values render as text; each stopped hop turns the banner and the panels STALE and
+//! fires the pipeline-stale alert, and a restart brings them back to LIVE; a notification that
+//! reached nobody is shown undelivered, retried, and delivered once the receiver is up.
+
+use std::time::Duration;
+
+use candor_adapter::testing::ScriptedTool;
+use candor_adapter::{Adapter, HttpClassifier, NotFound, RetryPolicy};
+use candor_e2e::collector::{Collector, Options};
+use candor_e2e::compactor::{self, Compactor};
+use candor_e2e::dashboards::{self, Dashboards, Receiver};
+use candor_e2e::tansu::Tansu;
+use candor_e2e::{free_port, tempdir, wait_for};
+use serde_json::Value;
+
+use crate::ingest::json;
+
+const OK_TARGET: &str = "http://search.test/v1/items";
+const FAILING_TARGET: &str = "http://lookup.test/v1/users";
+const HOSTILE_TARGET: &str = "<script>alert(1)</script>";
+
+/// Rules with short windows and thresholds, so that a test sees every state change.
+const RULES: &str = r#"
+[[rule]]
+name = "CandorAccessFailureSpike"
+kind = "spike"
+window = "5m"
+baseline = "1h"
+factor = 3.0
+min_events = 5
+
+[[rule]]
+name = "CandorPipelineStale"
+kind = "pipeline_stale"
+after = "3s"
+
+[[rule]]
+name = "CandorWatchdog"
+kind = "watchdog"
+severity = "none"
+"#;
+
+/// Short intervals and thresholds for the hops.
+fn fast_args() -> Vec<String> {
+    [
+        "--evaluate-every",
+        "500ms",
+        "--table-poll",
+        "500ms",
+        "--resend",
+        "1s",
+        "--collector-stale-after",
+        "3s",
+        "--kafka-stale-after",
+        "3s",
+        "--table-stale-after",
+        "4s",
+        "--webhook-attempts",
+        "2",
+        "--webhook-timeout",
+        "1s",
+    ]
+    .into_iter()
+    .map(str::to_owned)
+    .collect()
+}
+
+fn hop_state(health: &Value, hop: &str) -> Option<String> {
+    health["hops"]
+        .as_array()?
+        .iter()
+        .find(|h| h["hop"] == hop)
+        .and_then(|h| h["freshness"]["state"].as_str())
+        .map(str::to_owned)
+}
+
+fn target_row<'a>(overview: &'a Value, target: &str) -> Option<&'a Value> {
+    overview["by_target"]
+        .as_array()?
+        .iter()
+        .find(|row| row["group"] == target)
+}
+
+async fn wait_hop(dashboards: &Dashboards, hop: &str, state: &str) {
+    wait_for(
+        &format!("the {hop} hop to be {state}"),
+        Duration::from_secs(60),
+        || async {
+            let health = dashboards.json("/api/health").await;
+            (hop_state(&health, hop).as_deref() == Some(state)).then_some(())
+        },
+    )
+    .await;
+}
+
+/// A page that must not claim a confirmed zero anywhere.
+fn assert_no_confirmed_zero(page: &str) {
+    assert!(
+        !page.contains("data-confirmed=\"true\""),
+        "a panel claims a confirmed empty answer while a hop is not live:\n{page}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn adapter_traffic_shows_fires_a_spike_and_every_stopped_hop_turns_stale() {
+    let broker_dir = tempdir("dashboards-broker");
+    let mut tansu = Tansu::start_durable(&broker_dir).await;
+    let mut collector = Collector::start(&tansu.bootstrap, Options::default()).await;
+    let root = tempdir("dashboards");
+    let mut compactor =
+        Compactor::start(&tansu.bootstrap, &root, compactor::Options::default()).await;
+    let receiver = Receiver::start(None).await;
+    let dashboards = Dashboards::start(
+        &tansu.bootstrap,
+        &root,
+        dashboards::Options {
+            rules: Some(RULES.into()),
+            webhooks: vec![receiver.url.clone()],
+            args: fast_args(),
+        },
+    )
+    .await;
+    for hop in ["collector", "kafka", "table"] {
+        wait_hop(&dashboards, hop, "live").await;
+    }
+
+    // Real adapters export their events and counters to the collector.
+    let mut otlp =
+        candor_adapter::otlp::OtlpConfig::new(collector.grpc_endpoint.clone(), "e2e-shop");
+    otlp.service_instance_id = Some("shop-1".into());
+    otlp.metric_interval = Duration::from_millis(500);
+    let telemetry = candor_adapter::otlp::init(otlp).unwrap();
+    let adapter = |target: &str| {
+        Adapter::builder("search", target)
+            .classifier(HttpClassifier::new(NotFound::Unreachable))
+            .retry(RetryPolicy::default().with_max_attempts(1).unwrap())
+            .build()
+            .unwrap()
+    };
+    let (ok, failing, hostile) = (
+        adapter(OK_TARGET),
+        adapter(FAILING_TARGET),
+        adapter(HOSTILE_TARGET),
+    );
+    for _ in 0..20 {
+        let tool = ScriptedTool::returning([json(200, r#"{"items":[1]}"#)]);
+        ok.call(|ctx| tool.attempt(ctx)).await;
+    }
+    for _ in 0..8 {
+        let tool = ScriptedTool::returning([json(503, "")]);
+        failing.call(|ctx| tool.attempt(ctx)).await;
+    }
+    for _ in 0..2 {
+        let tool = ScriptedTool::returning([json(200, r#"{"items":[1]}"#)]);
+        hostile.call(|ctx| tool.attempt(ctx)).await;
+    }
+    let provider = telemetry.tracer_provider().clone();
+    tokio::task::spawn_blocking(move || provider.force_flush())
+        .await
+        .unwrap()
+        .unwrap();
+
+    // The panels' numbers are the calls made.
+    let overview = wait_for(
+        "the calls on the overview",
+        Duration::from_secs(60),
+        || async {
+            let overview = dashboards.json("/api/overview?range=15m").await;
+            let done = [(OK_TARGET, 20), (FAILING_TARGET, 8), (HOSTILE_TARGET, 2)]
+                .iter()
+                .all(|(target, calls)| {
+                    target_row(&overview, target).is_some_and(|row| {
+                        row["counts"]
+                            .as_object()
+                            .map(|c| c.values().filter_map(Value::as_u64).sum::<u64>())
+                            == Some(*calls)
+                    })
+                });
+            done.then_some(overview)
+        },
+    )
+    .await;
+    let failing_row = target_row(&overview, FAILING_TARGET).unwrap();
+    assert_eq!(failing_row["counts"]["access_failure"], 8, "{failing_row}");
+    assert_eq!(failing_row["counts"]["success"], 0, "{failing_row}");
+    assert_eq!(failing_row["silent_failure_rate"], 1.0, "{failing_row}");
+    assert_eq!(
+        target_row(&overview, OK_TARGET).unwrap()["counts"]["success"],
+        20
+    );
+    assert_eq!(
+        overview["coverage"]["freshness"]["state"], "live",
+        "{}",
+        overview["coverage"]
+    );
+    let metric = format!(
+        "candor_tool_outcomes_total{{service=\"e2e-shop\",tool=\"search\",target=\"{FAILING_TARGET}\",class=\"access_failure\"}}"
+    );
+    assert_eq!(dashboards.sample(&metric).await, Some(8.0));
+    // The terminal events arrive with the spans.
+    wait_for(
+        "8 terminal failure events",
+        Duration::from_secs(30),
+        || async {
+            let overview = dashboards.json("/api/overview?range=15m").await;
+            (overview["failures"]["by_target"][FAILING_TARGET] == 8).then_some(())
+        },
+    )
+    .await;
+
+    // The spike fires and reaches the receiver.
+    wait_for(
+        "the spike alert at the receiver",
+        Duration::from_secs(30),
+        || async {
+            receiver
+                .alerts()
+                .iter()
+                .any(|alert| {
+                    alert["labels"]["alertname"] == "CandorAccessFailureSpike"
+                        && alert["labels"]["target"] == FAILING_TARGET
+                })
+                .then_some(())
+        },
+    )
+    .await;
+    let alerts = wait_for(
+        "the spike shown as delivered",
+        Duration::from_secs(30),
+        || async {
+            let alerts = dashboards.json("/api/alerts").await;
+            alerts
+                .as_array()?
+                .iter()
+                .any(|a| a["name"] == "CandorAccessFailureSpike" && a["delivery"] == "delivered")
+                .then_some(alerts)
+        },
+    )
+    .await;
+    assert!(
+        alerts
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|a| a["name"] == "CandorWatchdog" && a["state"] == "firing"),
+        "{alerts:#}"
+    );
+
+    // A hostile target renders as text.
+    let (status, page) = dashboards.get("/").await;
+    assert_eq!(status, Some(200));
+    assert!(
+        page.contains("&lt;script&gt;alert(1)&lt;/script&gt;"),
+        "{page}"
+    );
+    assert!(
+        !page.contains(HOSTILE_TARGET),
+        "the hostile target is in the page unescaped"
+    );
+    assert!(
+        !page.contains("<script"),
+        "the page carries a script element"
+    );
+
+    // The forensic view reads the table and the tail, as `candor incident` does.
+    let events = dashboards
+        .json(&format!(
+            "/api/events?target={}&since=15m",
+            FAILING_TARGET.replace(':', "%3A").replace('/', "%2F")
+        ))
+        .await;
+    let rows = events["envelope"]["outcome"]["payload"]["rows"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default();
+    assert_eq!(rows.len(), 8, "{events:#}");
+
+    // Stop the collector: its hop and the panels go STALE, the pipeline-stale alert fires.
+    collector.process().terminate().await;
+    wait_hop(&dashboards, "collector", "stale").await;
+    let overview = dashboards.json("/api/overview?range=15m").await;
+    assert_eq!(
+        overview["coverage"]["freshness"]["state"], "stale",
+        "{}",
+        overview["coverage"]
+    );
+    let (_, page) = dashboards.get("/").await;
+    assert!(page.contains("data-state=\"stale\""), "{page}");
+    assert_no_confirmed_zero(&page);
+    wait_for(
+        "the collector's stale alert at the receiver",
+        Duration::from_secs(30),
+        || async {
+            receiver
+                .alerts()
+                .iter()
+                .any(|alert| {
+                    alert["labels"]["alertname"] == "CandorPipelineStale"
+                        && alert["labels"]["hop"] == "collector"
+                })
+                .then_some(())
+        },
+    )
+    .await;
+
+    // Then the compactor: the table's watermark stops.
+    compactor.process().terminate().await;
+    wait_hop(&dashboards, "table", "stale").await;
+
+    // Then Kafka.
+    tansu.stop().await;
+    wait_hop(&dashboards, "kafka", "stale").await;
+    let (_, page) = dashboards.get("/").await;
+    assert_no_confirmed_zero(&page);
+    let health = dashboards.json("/api/health").await;
+    assert!(health["hops"][1]["detail"].as_str().is_some(), "{health:#}");
+
+    // Everything back: LIVE again.
+    tansu.restart().await;
+    let collector = Collector::start(&tansu.bootstrap, Options::default()).await;
+    let _compactor = Compactor::start(&tansu.bootstrap, &root, compactor::Options::default()).await;
+    for hop in ["kafka", "collector", "table"] {
+        wait_hop(&dashboards, hop, "live").await;
+    }
+    drop(collector);
+    let _ = std::fs::remove_dir_all(&root);
+    let _ = std::fs::remove_dir_all(&broker_dir);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_notification_that_reached_nobody_is_shown_undelivered_then_retried() {
+    let tansu = Tansu::start().await;
+    let root = tempdir("dashboards-undelivered");
+    // Nothing listens on the receiver's port yet.
+    let port = free_port();
+    let url = format!("http://127.0.0.1:{port}/api/v2/alerts");
+    let dashboards = Dashboards::start(
+        &tansu.bootstrap,
+        &root,
+        dashboards::Options {
+            rules: Some(RULES.into()),
+            webhooks: vec![url],
+            args: fast_args(),
+        },
+    )
+    .await;
+    let watchdog = |alerts: &Value| -> Option<Value> {
+        alerts
+            .as_array()?
+            .iter()
+            .find(|a| a["name"] == "CandorWatchdog")
+            .cloned()
+    };
+    let undelivered = wait_for(
+        "the watchdog shown undelivered",
+        Duration::from_secs(30),
+        || async {
+            let alerts = dashboards.json("/api/alerts").await;
+            watchdog(&alerts).filter(|alert| alert["delivery"] == "undelivered")
+        },
+    )
+    .await;
+    assert!(
+        undelivered["reason"].as_str().unwrap().contains("connect"),
+        "{undelivered:#}"
+    );
+    assert!(
+        dashboards
+            .sample("candor_notifications_total{result=\"failed\"}")
+            .await
+            >= Some(1.0)
+    );
+    let (_, page) = dashboards.get("/").await;
+    assert!(page.contains("UNDELIVERED"), "{page}");
+
+    // The receiver comes up: the next resend is delivered.
+    let receiver = Receiver::start(Some(port)).await;
+    wait_for(
+        "the watchdog delivered",
+        Duration::from_secs(30),
+        || async {
+            let alerts = dashboards.json("/api/alerts").await;
+            watchdog(&alerts).filter(|alert| alert["delivery"] == "delivered")
+        },
+    )
+    .await;
+    assert!(
+        receiver
+            .alerts()
+            .iter()
+            .any(|alert| alert["labels"]["alertname"] == "CandorWatchdog"),
+        "{:?}",
+        receiver.alerts()
+    );
+    let _ = std::fs::remove_dir_all(&root);
+}

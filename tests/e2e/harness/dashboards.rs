@@ -1,0 +1,183 @@
+//! The dashboards binary (`candor-dashboards`) on a free loopback port, and a webhook receiver
+//! that records the notifications it is sent.
+
+use std::path::Path;
+use std::sync::{Arc, Mutex};
+
+use serde_json::Value;
+use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
+
+use crate::collector::{PORT_ATTEMPTS, get_status, ready_or_port_taken};
+use crate::process::Running;
+use crate::{free_port, target_dir};
+
+/// A running `candor-dashboards`.
+pub struct Dashboards {
+    /// `127.0.0.1:port` of the UI, the API and `/metrics`.
+    pub address: String,
+    process: Running,
+}
+
+/// How to start the dashboards.
+#[derive(Debug, Clone, Default)]
+pub struct Options {
+    /// A rules file's text; the shipped rules without it.
+    pub rules: Option<String>,
+    /// Webhook URLs.
+    pub webhooks: Vec<String>,
+    /// More arguments (thresholds, intervals).
+    pub args: Vec<String>,
+}
+
+impl Dashboards {
+    /// Starts the dashboards over `bootstrap` and the tables under `root`; waits for `/healthz`
+    /// (not `/readyz`: a test may start them while Kafka is down).
+    pub async fn start(bootstrap: &str, root: &Path, options: Options) -> Self {
+        let binary = target_dir().join("candor-dashboards");
+        assert!(binary.exists(), "{} is missing", binary.display());
+        for _ in 0..PORT_ATTEMPTS {
+            let port = free_port();
+            let mut args = vec![
+                "--listen".to_owned(),
+                format!("127.0.0.1:{port}"),
+                "--kafka".into(),
+                bootstrap.to_owned(),
+                "--tables".into(),
+                root.display().to_string(),
+                "--group".into(),
+                format!("candor-dashboards-e2e-{port}"),
+            ];
+            if let Some(rules) = &options.rules {
+                let path = std::env::temp_dir().join(format!(
+                    "candor-e2e-rules-{}-{port}.toml",
+                    std::process::id()
+                ));
+                std::fs::write(&path, rules)
+                    .unwrap_or_else(|err| panic!("writing {}: {err}", path.display()));
+                args.extend(["--rules".to_owned(), path.display().to_string()]);
+            }
+            for hook in &options.webhooks {
+                args.extend(["--webhook".to_owned(), hook.clone()]);
+            }
+            args.extend(options.args.iter().cloned());
+            let process = Running::spawn(&format!("dashboards-{port}"), &binary, &args, &[]);
+            let mut dashboards = Self {
+                address: format!("127.0.0.1:{port}"),
+                process,
+            };
+            let address = dashboards.address.clone();
+            if ready_or_port_taken(&mut dashboards.process, &address, "/healthz", "dashboards")
+                .await
+            {
+                return dashboards;
+            }
+        }
+        panic!("the dashboards found no free port in {PORT_ATTEMPTS} attempts")
+    }
+
+    /// The status and body of a GET of `path`.
+    pub async fn get(&self, path: &str) -> (Option<u16>, String) {
+        get_status(&self.address, path).await
+    }
+
+    /// A JSON API answer; `Value::Null` when there was none.
+    pub async fn json(&self, path: &str) -> Value {
+        let (_, body) = self.get(path).await;
+        serde_json::from_str(&body).unwrap_or(Value::Null)
+    }
+
+    /// One sample of `/metrics`.
+    pub async fn sample(&self, series: &str) -> Option<f64> {
+        crate::collector::sample(&self.address, series).await
+    }
+
+    /// What the process has printed.
+    pub fn output(&self) -> String {
+        self.process.output()
+    }
+}
+
+/// A webhook receiver on a loopback port: answers every POST with 200 and keeps its JSON body.
+pub struct Receiver {
+    /// The URL to configure.
+    pub url: String,
+    bodies: Arc<Mutex<Vec<Value>>>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl Receiver {
+    /// Starts a receiver on `port` (a free one when `None`).
+    pub async fn start(port: Option<u16>) -> Self {
+        let port = port.unwrap_or_else(free_port);
+        let listener = tokio::net::TcpListener::bind(("127.0.0.1", port))
+            .await
+            .unwrap_or_else(|err| panic!("webhook receiver on port {port}: {err}"));
+        let bodies = Arc::new(Mutex::new(Vec::new()));
+        let kept = Arc::clone(&bodies);
+        let task = tokio::spawn(async move {
+            while let Ok((stream, _)) = listener.accept().await {
+                let kept = Arc::clone(&kept);
+                tokio::spawn(async move {
+                    if let Some(body) = read_request(stream).await {
+                        kept.lock().expect("receiver lock").push(body);
+                    }
+                });
+            }
+        });
+        Self {
+            url: format!("http://127.0.0.1:{port}/api/v2/alerts"),
+            bodies,
+            task,
+        }
+    }
+
+    /// Every alert received, flattened from the posted lists.
+    pub fn alerts(&self) -> Vec<Value> {
+        self.bodies
+            .lock()
+            .expect("receiver lock")
+            .iter()
+            .flat_map(|body| body.as_array().cloned().unwrap_or_default())
+            .collect()
+    }
+}
+
+impl Drop for Receiver {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+/// Reads one HTTP/1.1 request, answers 200, and returns its body as JSON.
+async fn read_request(mut stream: tokio::net::TcpStream) -> Option<Value> {
+    let mut buffer = Vec::new();
+    let mut chunk = [0u8; 8192];
+    let (head_end, length) = loop {
+        let read = stream.read(&mut chunk).await.ok()?;
+        if read == 0 {
+            return None;
+        }
+        buffer.extend_from_slice(&chunk[..read]);
+        if let Some(end) = buffer.windows(4).position(|w| w == b"\r\n\r\n") {
+            let head = String::from_utf8_lossy(&buffer[..end]).to_ascii_lowercase();
+            let length = head
+                .lines()
+                .find_map(|line| line.strip_prefix("content-length:"))
+                .and_then(|value| value.trim().parse::<usize>().ok())
+                .unwrap_or(0);
+            break (end + 4, length);
+        }
+    };
+    while buffer.len() < head_end + length {
+        let read = stream.read(&mut chunk).await.ok()?;
+        if read == 0 {
+            return None;
+        }
+        buffer.extend_from_slice(&chunk[..read]);
+    }
+    stream
+        .write_all(b"HTTP/1.1 200 OK\r\ncontent-length: 0\r\nconnection: close\r\n\r\n")
+        .await
+        .ok()?;
+    serde_json::from_slice(&buffer[head_end..head_end + length]).ok()
+}

@@ -22,8 +22,7 @@ banner() {
     echo "==> [${SECONDS}s] $*"
 }
 
-# System packages the build needs. Nothing beyond the base machine today; the pipeline crates
-# will list theirs here. apt-get update runs only when something is actually missing.
+# System packages the tests need, installed only when missing (apt-get update runs only then).
 install_debian_packages() {
     local missing=() package
     for package in "$@"; do
@@ -75,10 +74,30 @@ ensure_python_clients() {
     cp "$requirements" "$venv/requirements.txt"
 }
 
-install_debian_packages openssl curl # the TLS end-to-end test makes a certificate and calls HTTPS
+# Each fresh clone builds the workspace's own crates anew beside the old ones (their hashes
+# include the clone's path); without pruning, the shared target directory grows by several GiB
+# per run. Dependencies are kept: they are what makes a fresh clone's build incremental.
+prune_target() {
+    local debug="$CARGO_TARGET_DIR/debug"
+    [[ -d "$debug" ]] || return 0
+    find "$debug/incremental" -mindepth 1 -maxdepth 1 -mmin +120 -exec rm -rf {} + 2>/dev/null || true
+    find "$debug/deps" -maxdepth 1 -mmin +120 \
+        \( -name 'candor*' -o -name 'libcandor*' -o -name 'e2e-*' -o -name '*.o' \) \
+        -delete 2>/dev/null || true
+}
+
+prune_target
+# openssl, curl: the TLS end-to-end test makes a certificate and calls HTTPS.
+# prometheus: promtool, which checks and unit-tests the Prometheus rules shipped for teams that
+# run their own Prometheus.
+install_debian_packages openssl curl prometheus
 ensure_tools
 ensure_tansu
 ensure_python_clients
+
+banner "promtool check rules + test rules (dashboards/prometheus)"
+promtool check rules dashboards/prometheus/candor.rules.yml
+promtool test rules dashboards/prometheus/candor.rules.test.yml
 
 banner "cargo fmt --check"
 cargo fmt --all -- --check

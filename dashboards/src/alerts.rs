@@ -8,10 +8,10 @@
 use std::collections::BTreeMap;
 
 use candor_query::rates::{SpikeRule, spikes};
-use candor_query::window::{Micros, rfc3339, serialize_micros, serialize_opt_micros};
+use candor_query::window::{Micros, serialize_micros, serialize_opt_micros};
 use serde::Serialize;
 
-use crate::health::{Freshness, Hop};
+use crate::health::{Freshness, Hop, when};
 use crate::model::Model;
 use crate::rules::{Rule, RuleKind};
 
@@ -151,9 +151,9 @@ pub fn conditions(rules: &[Rule], seen: Observation<'_>) -> Vec<Condition> {
                     let what = match hop.freshness {
                         Freshness::Unknown => format!(
                             "no evidence at all since the dashboards started at {}",
-                            rfc3339(seen.started)
+                            when(seen.started)
                         ),
-                        _ => format!("no evidence since {}", rfc3339(since)),
+                        _ => format!("no evidence since {}", when(since)),
                     };
                     hold(
                         label("hop", hop.hop.as_str()),
@@ -174,7 +174,7 @@ pub fn conditions(rules: &[Rule], seen: Observation<'_>) -> Vec<Condition> {
                             "no counter point from {} / {} since {}",
                             instance.service,
                             instance.instance,
-                            rfc3339(instance.last)
+                            when(instance.last)
                         ),
                     );
                 }
@@ -196,7 +196,9 @@ fn label(name: &str, value: &str) -> Labels {
 /// A duration as `5m`, `1h`, `90s`.
 pub fn humanize(micros: Micros) -> String {
     let seconds = micros / 1_000_000;
-    if seconds % 3600 == 0 {
+    if micros % 1_000_000 != 0 {
+        format!("{}ms", micros / 1000)
+    } else if seconds % 3600 == 0 {
         format!("{}h", seconds / 3600)
     } else if seconds % 60 == 0 {
         format!("{}m", seconds / 60)

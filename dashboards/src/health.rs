@@ -9,6 +9,14 @@
 use candor_query::window::{Micros, serialize_opt_micros};
 use serde::Serialize;
 
+/// A time for a person: UTC to the second (the JSON fields keep the microseconds).
+pub fn when(at: Micros) -> String {
+    chrono::DateTime::from_timestamp_micros(at).map_or_else(
+        || format!("{at}µs"),
+        |at| at.format("%Y-%m-%d %H:%M:%SZ").to_string(),
+    )
+}
+
 /// The state of a hop or a panel.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(tag = "state", rename_all = "snake_case")]
@@ -155,7 +163,7 @@ impl PanelCoverage {
                 Freshness::Stale { since } => gaps.push(format!(
                     "{} STALE: nothing after {}, so what happened since is unknown (not zero)",
                     hop.hop.as_str(),
-                    candor_query::window::rfc3339(since)
+                    when(since)
                 )),
                 Freshness::Unknown => gaps.push(format!(
                     "{} UNKNOWN: no evidence from it yet ({})",
@@ -174,7 +182,7 @@ impl PanelCoverage {
             Some(from) if from > since => gaps.push(format!(
                 "data is held only from {} (the dashboards started or the history ends there); \
                  before it is unknown",
-                candor_query::window::rfc3339(from)
+                when(from)
             )),
             Some(_) => {}
         }

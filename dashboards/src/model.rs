@@ -97,10 +97,47 @@ impl GroupBy {
     }
 }
 
+/// One bucket's counts, keyed by interned ids ([`Ids`]): a week of a thousand targets is
+/// millions of entries, so each holds two small numbers rather than label strings.
 #[derive(Debug, Default)]
 struct Bucket {
-    calls: HashMap<CallKey, ClassCounts>,
-    failures: HashMap<FailureKey, u64>,
+    calls: HashMap<u32, ClassCounts>,
+    /// Failure events per failure label set; a bucket never holds 2^32 events of one.
+    failures: HashMap<u32, u32>,
+}
+
+/// Interns keys as dense ids.
+#[derive(Debug)]
+struct Ids<K> {
+    ids: HashMap<K, u32>,
+    keys: Vec<K>,
+}
+
+impl<K> Default for Ids<K> {
+    fn default() -> Self {
+        Self {
+            ids: HashMap::new(),
+            keys: Vec::new(),
+        }
+    }
+}
+
+impl<K: std::hash::Hash + Eq + Clone> Ids<K> {
+    fn id(&mut self, key: K) -> u32 {
+        if let Some(&id) = self.ids.get(&key) {
+            return id;
+        }
+        // More than 2^32 label sets would exhaust memory long before the ids.
+        let id = u32::try_from(self.keys.len()).unwrap_or(u32::MAX);
+        self.keys.push(key.clone());
+        self.ids.insert(key, id);
+        id
+    }
+
+    fn key(&self, id: u32) -> &K {
+        // Every id in a bucket came from `id`, which pushed its key.
+        &self.keys[id as usize]
+    }
 }
 
 /// The previous point of one cumulative counter series.
@@ -216,9 +253,13 @@ pub struct Model {
     holds_from: Option<Micros>,
     names: HashSet<Arc<str>>,
     buckets: BTreeMap<Micros, Bucket>,
+    calls: Ids<CallKey>,
+    failure_keys: Ids<FailureKey>,
+    /// The call id of each failure id.
+    failure_call: Vec<u32>,
     series: HashMap<u128, SeriesState>,
-    outcome_totals: HashMap<(CallKey, OutcomeClass), u64>,
-    failure_totals: HashMap<FailureKey, u64>,
+    outcome_totals: HashMap<(u32, OutcomeClass), u64>,
+    failure_totals: HashMap<u32, u64>,
     event_ids: RecentIds,
     point_ids: RecentIds,
     instances: HashMap<(Arc<str>, Arc<str>), InstanceSeen>,
@@ -240,6 +281,9 @@ impl Model {
             holds_from: None,
             names: HashSet::new(),
             buckets: BTreeMap::new(),
+            calls: Ids::default(),
+            failure_keys: Ids::default(),
+            failure_call: Vec::new(),
             series: HashMap::new(),
             outcome_totals: HashMap::new(),
             failure_totals: HashMap::new(),
@@ -348,16 +392,22 @@ impl Model {
             kind: self.name(&event.failure_kind),
             action: self.name(&event.retry_action),
         };
-        *self.failure_totals.entry(failure.clone()).or_default() += 1;
+        let call = self.calls.id(failure.call.clone());
+        let failure = self.failure_keys.id(failure);
+        if self.failure_call.len() <= failure as usize {
+            self.failure_call.push(call);
+        }
+        *self.failure_totals.entry(failure).or_default() += 1;
         let time = i64::try_from(event.event_time_unix_nano / 1000).unwrap_or(i64::MAX);
         if let Some(bucket) = self.place(time, now) {
-            *self
+            let slot = self
                 .buckets
                 .entry(bucket)
                 .or_default()
                 .failures
                 .entry(failure)
-                .or_default() += 1;
+                .or_default();
+            *slot = slot.saturating_add(1);
         }
     }
 
@@ -409,10 +459,8 @@ impl Model {
             u64::try_from(value).unwrap_or(0)
         };
         let call = self.call_key(&count.service_name, &count.tool_name, &count.tool_target);
-        *self
-            .outcome_totals
-            .entry((call.clone(), class))
-            .or_default() += increase;
+        let call = self.calls.id(call);
+        *self.outcome_totals.entry((call, class)).or_default() += increase;
         if let Some(bucket) = self.place(time, now) {
             add(
                 self.buckets
@@ -476,6 +524,30 @@ impl Model {
         self.buckets = self.buckets.split_off(&start);
     }
 
+    /// Calls and terminal failure events per call label set over `[since, until)`, summed by
+    /// id first: a long range touches millions of bucket entries, and names are looked up once
+    /// per label set at the end.
+    fn sum_by_call(&self, since: Micros, until: Micros) -> HashMap<u32, GroupCounts> {
+        let mut sums: HashMap<u32, GroupCounts> = HashMap::new();
+        let mut terminal: HashMap<u32, u64> = HashMap::new();
+        for bucket in self.buckets.range(since..until).map(|(_, bucket)| bucket) {
+            for (&call, counts) in &bucket.calls {
+                merge(&mut sums.entry(call).or_default().calls, counts);
+            }
+            for (&failure, &events) in &bucket.failures {
+                *terminal.entry(failure).or_default() += u64::from(events);
+            }
+        }
+        for (failure, events) in terminal {
+            if is_terminal(&self.failure_keys.key(failure).action) {
+                // Every failure id got its call id when it was interned.
+                let call = self.failure_call[failure as usize];
+                sums.entry(call).or_default().terminal_events += events;
+            }
+        }
+        sums
+    }
+
     /// Calls and terminal failure events per group over `[since, until)`.
     pub fn counts_by(
         &self,
@@ -484,38 +556,38 @@ impl Model {
         until: Micros,
     ) -> BTreeMap<String, GroupCounts> {
         let mut out: BTreeMap<String, GroupCounts> = BTreeMap::new();
-        for bucket in self.buckets.range(since..until).map(|(_, bucket)| bucket) {
-            for (call, counts) in &bucket.calls {
-                let entry = out.entry(group.of(call).to_string()).or_default();
-                merge(&mut entry.calls, counts);
-            }
-            for (failure, events) in &bucket.failures {
-                if is_terminal(&failure.action) {
-                    out.entry(group.of(&failure.call).to_string())
-                        .or_default()
-                        .terminal_events += events;
-                }
-            }
+        for (call, counts) in self.sum_by_call(since, until) {
+            let entry = out
+                .entry(group.of(self.calls.key(call)).to_string())
+                .or_default();
+            merge(&mut entry.calls, &counts.calls);
+            entry.terminal_events += counts.terminal_events;
         }
         out
     }
 
-    /// Calls per group and bucket over `[since, until)`: the series of a chart.
+    /// Calls per group and bucket over `[since, until)` for the groups in `only` (all groups
+    /// when `None`): the series of a chart.
     pub fn series_by(
         &self,
         group: GroupBy,
         since: Micros,
         until: Micros,
+        only: Option<&std::collections::BTreeSet<String>>,
     ) -> BTreeMap<String, BTreeMap<Micros, ClassCounts>> {
+        // Which call ids feed which group, decided once.
+        let mut member: HashMap<u32, Option<String>> = HashMap::new();
         let mut out: BTreeMap<String, BTreeMap<Micros, ClassCounts>> = BTreeMap::new();
         for (&at, bucket) in self.buckets.range(since..until) {
-            for (call, counts) in &bucket.calls {
-                let entry = out
-                    .entry(group.of(call).to_string())
-                    .or_default()
-                    .entry(at)
-                    .or_default();
-                merge(entry, counts);
+            for (&call, counts) in &bucket.calls {
+                let name = member.entry(call).or_insert_with(|| {
+                    let name = group.of(self.calls.key(call)).to_string();
+                    only.is_none_or(|only| only.contains(&name)).then_some(name)
+                });
+                if let Some(name) = name {
+                    let entry = out.entry(name.clone()).or_default().entry(at).or_default();
+                    merge(entry, counts);
+                }
             }
         }
         out
@@ -532,16 +604,21 @@ impl Model {
 
     /// The failure events of `[since, until)` by kind, by action, and (terminal ones) by target.
     pub fn failures(&self, since: Micros, until: Micros) -> FailureBreakdown {
-        let mut out = FailureBreakdown::default();
+        let mut sums: HashMap<u32, u64> = HashMap::new();
         for bucket in self.buckets.range(since..until).map(|(_, bucket)| bucket) {
-            for (failure, &events) in &bucket.failures {
-                *out.by_kind.entry(failure.kind.to_string()).or_default() += events;
-                *out.by_action.entry(failure.action.to_string()).or_default() += events;
-                if is_terminal(&failure.action) {
-                    *out.by_target
-                        .entry(failure.call.target.to_string())
-                        .or_default() += events;
-                }
+            for (&failure, &events) in &bucket.failures {
+                *sums.entry(failure).or_default() += u64::from(events);
+            }
+        }
+        let mut out = FailureBreakdown::default();
+        for (failure, events) in sums {
+            let key = self.failure_keys.key(failure);
+            *out.by_kind.entry(key.kind.to_string()).or_default() += events;
+            *out.by_action.entry(key.action.to_string()).or_default() += events;
+            if is_terminal(&key.action) {
+                *out.by_target
+                    .entry(key.call.target.to_string())
+                    .or_default() += events;
             }
         }
         out
@@ -552,12 +629,14 @@ impl Model {
     pub fn outcome_totals(&self) -> impl Iterator<Item = (&CallKey, OutcomeClass, u64)> {
         self.outcome_totals
             .iter()
-            .map(|((call, class), total)| (call, *class, *total))
+            .map(|((call, class), total)| (self.calls.key(*call), *class, *total))
     }
 
     /// Failure events per label set since the process started.
     pub fn failure_totals(&self) -> impl Iterator<Item = (&FailureKey, u64)> {
-        self.failure_totals.iter().map(|(key, total)| (key, *total))
+        self.failure_totals
+            .iter()
+            .map(|(key, total)| (self.failure_keys.key(*key), *total))
     }
 
     /// Every adapter instance seen, by service then instance.
@@ -682,7 +761,7 @@ mod tests {
             point("a", af, T0 + 100 * SECOND, T0 + 130 * SECOND, 2),
             T0 + 130 * SECOND,
         );
-        let series = m.series_by(GroupBy::Target, T0, T0 + 10 * MINUTE);
+        let series = m.series_by(GroupBy::Target, T0, T0 + 10 * MINUTE, None);
         let a = &series["a"];
         assert_eq!(a.len(), 2, "{a:?}");
         assert_eq!(a[&(T0 + MINUTE)].access_failure, 3);

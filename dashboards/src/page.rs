@@ -8,12 +8,12 @@
 
 use std::fmt::Write as _;
 
-use candor_query::window::{Micros, rfc3339};
+use candor_query::window::Micros;
 use serde_json::Value;
 
 use crate::alerts::humanize;
 use crate::alerts::{Alert, Delivery, State};
-use crate::health::{Freshness, PanelCoverage};
+use crate::health::{Freshness, PanelCoverage, when};
 use crate::view::{Chart, GroupRow, Overview};
 
 /// Escapes text for HTML element content and attribute values.
@@ -50,7 +50,8 @@ header{padding:.8em 1.2em;color:#fff}header.live{background:#1f7a3d}header.stale
 header.unknown{background:#6b7280}header h1{margin:0;font-size:1.3em}.hops span{margin-right:1.5em}\
 nav{padding:.5em 1.2em;background:#e5e7eb}nav a{margin-right:1em}\
 main{display:grid;grid-template-columns:repeat(auto-fit,minmax(560px,1fr));gap:1em;padding:1em}\
-section{background:#fff;border:1px solid #d1d5db;border-radius:6px;padding:.8em}\
+section{background:#fff;border:1px solid #d1d5db;border-radius:6px;padding:.8em;overflow-x:auto}\
+section.wide{grid-column:1/-1}\
 section.stale,section.unknown{border:3px solid #b45309}\
 h2{font-size:1.05em;margin:.2em 0 .5em}.badge{font-weight:bold;padding:.1em .5em;border-radius:4px;color:#fff}\
 .badge.live{background:#1f7a3d}.badge.stale{background:#b45309}.badge.unknown{background:#6b7280}\
@@ -84,7 +85,7 @@ fn banner(out: &mut String, view: &Overview) {
             Freshness::Live => hop
                 .age_seconds(view.now)
                 .map_or_else(String::new, |age| format!(" ({age:.0} s ago)")),
-            Freshness::Stale { since } => format!(" since {}", rfc3339(since)),
+            Freshness::Stale { since } => format!(" since {}", when(since)),
             Freshness::Unknown => String::new(),
         };
         let _ = write!(
@@ -117,17 +118,18 @@ fn nav(out: &mut String, range: Micros) {
 
 fn panel_open(out: &mut String, id: &str, title: &str, coverage: &PanelCoverage) {
     let state = state_attr(coverage.freshness);
+    let wide = if id == "panel-alerts" { " wide" } else { "" };
     let _ = write!(
         out,
-        "<section id=\"{id}\" class=\"panel {state}\" data-state=\"{state}\"><h2>{} <span class=\"badge {state}\">{}</span></h2>",
+        "<section id=\"{id}\" class=\"panel{wide} {state}\" data-state=\"{state}\"><h2>{} <span class=\"badge {state}\">{}</span></h2>",
         esc(title),
         coverage.freshness.label()
     );
     let _ = write!(
         out,
         "<p class=\"coverage\">covers {} to {}",
-        coverage.from.map_or_else(|| "?".into(), rfc3339),
-        coverage.until.map_or_else(|| "unknown".into(), rfc3339)
+        coverage.from.map_or_else(|| "?".into(), when),
+        coverage.until.map_or_else(|| "unknown".into(), when)
     );
     for gap in &coverage.gaps {
         let _ = write!(out, "<br><span class=\"gap\">{}</span>", esc(gap));
@@ -246,6 +248,19 @@ fn chart_svg(out: &mut String, chart: &Chart) {
             path.trim_end(),
             esc(group)
         );
+        // A dot per bucket with calls, so that a lone bucket shows too.
+        for (i, value) in values.iter().enumerate() {
+            if let Some(rate) = value {
+                let _ = write!(
+                    out,
+                    "<circle cx=\"{:.1}\" cy=\"{:.1}\" r=\"2.5\" fill=\"{color}\"><title>{}: {:.1} %</title></circle>",
+                    x(i),
+                    y(*rate),
+                    esc(group),
+                    rate * 100.0
+                );
+            }
+        }
     }
     out.push_str("</svg><p class=\"legend\">");
     for (index, (group, _)) in chart.series.iter().enumerate() {
@@ -281,11 +296,16 @@ fn alerts_table(out: &mut String, alerts: &[Alert], has_receivers: bool) {
             Delivery::NotSent { reason } => format!("not sent: {}", esc(reason)),
             Delivery::Sending => "sending…".into(),
             Delivery::Delivered { at, sent } => {
-                format!("delivered ({sent:?}) at {}", rfc3339(*at)).to_lowercase()
+                let sent = match sent {
+                    State::Pending => "pending",
+                    State::Firing => "firing",
+                    State::Resolved => "resolved",
+                };
+                format!("delivered ({sent}) at {}", when(*at))
             }
             Delivery::Undelivered { at, reason, .. } => format!(
                 "<span class=\"undelivered\">UNDELIVERED</span> at {}: {}",
-                rfc3339(*at),
+                when(*at),
                 esc(reason)
             ),
         };
@@ -301,7 +321,7 @@ fn alerts_table(out: &mut String, alerts: &[Alert], has_receivers: bool) {
             esc(&alert.name),
             esc(&alert.name),
             labels.join(" "),
-            since.map_or_else(String::new, rfc3339),
+            since.map_or_else(String::new, when),
             esc(&alert.description)
         );
     }
@@ -457,7 +477,7 @@ pub fn overview(view: &Overview) -> String {
                 row.silent,
                 esc(&row.seen.service),
                 esc(&row.seen.instance),
-                rfc3339(row.seen.last),
+                when(row.seen.last),
                 row.seen
                     .interval_micros
                     .map_or_else(|| "unknown".into(), humanize),

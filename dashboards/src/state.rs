@@ -128,7 +128,7 @@ impl Shared {
         let kafka_detail = {
             let newest = pipeline.newest_record.map_or_else(
                 || "no record read yet".to_owned(),
-                |at| format!("newest record {}", candor_query::window::rfc3339(at)),
+                |at| format!("newest record {}", crate::health::when(at)),
             );
             match &pipeline.kafka_error {
                 Some(err) => format!("{newest}; error: {err}"),

@@ -135,7 +135,12 @@ fn chart(
         .map(|i| first + i * step)
         .take_while(|at| *at < until)
         .collect();
-    let all = model.series_by(by, since, until);
+    let shown: std::collections::BTreeSet<String> = order
+        .iter()
+        .take(CHART_GROUPS)
+        .map(|row| row.group.clone())
+        .collect();
+    let all = model.series_by(by, since, until, Some(&shown));
     let series = order
         .iter()
         .take(CHART_GROUPS)

@@ -90,7 +90,8 @@ prune_target
 # openssl, curl: the TLS end-to-end test makes a certificate and calls HTTPS.
 # prometheus: promtool, which checks and unit-tests the Prometheus rules shipped for teams that
 # run their own Prometheus.
-install_debian_packages openssl curl prometheus
+# chromium, chromium-driver: the dashboards' browser tests (WebDriver through Selenium).
+install_debian_packages openssl curl prometheus chromium chromium-driver
 ensure_tools
 ensure_tansu
 ensure_python_clients

@@ -248,6 +248,27 @@ async fn adapter_traffic_shows_fires_a_spike_and_every_stopped_hop_turns_stale()
         "{alerts:#}"
     );
 
+    // In a real browser: the banner, the hops, the numbers, the spike, the hostile target as
+    // text, and no script.
+    let url = format!("http://{}/?range=15m", dashboards.address);
+    let expect = serde_json::json!({
+        "banner": "live",
+        "hops": { "collector": "live", "kafka": "live", "table": "live" },
+        "panels": { "panel-rates-target": "live", "panel-spikes": "live" },
+        "targets": {
+            OK_TARGET: { "calls": 20, "success": 20, "access_failure": 0 },
+            FAILING_TARGET: { "calls": 8, "access_failure": 8, "rate": "100.0 %", "terminal": 8 },
+            HOSTILE_TARGET: { "calls": 2, "success": 2 },
+        },
+        "text_present": [HOSTILE_TARGET],
+        "alerts": { "CandorAccessFailureSpike": { "state": "firing", "delivery": "delivered" } },
+    });
+    let live = dashboards::artifacts().join("dashboards-live.png");
+    let check = tokio::task::spawn_blocking(move || dashboards::browser(&url, &expect, &live))
+        .await
+        .unwrap();
+    assert!(check.ok, "{}", check.report);
+
     // A hostile target renders as text.
     let (status, page) = dashboards.get("/").await;
     assert_eq!(status, Some(200));
@@ -314,8 +335,18 @@ async fn adapter_traffic_shows_fires_a_spike_and_every_stopped_hop_turns_stale()
     wait_hop(&dashboards, "kafka", "stale").await;
     let (_, page) = dashboards.get("/").await;
     assert_no_confirmed_zero(&page);
-    let health = dashboards.json("/api/health").await;
-    assert!(health["hops"][1]["detail"].as_str().is_some(), "{health:#}");
+    let url = format!("http://{}/?range=15m", dashboards.address);
+    let expect = serde_json::json!({
+        "banner": "stale",
+        "hops": { "collector": "stale", "kafka": "stale", "table": "stale" },
+        "panels": { "panel-rates-target": "stale", "panel-failures": "stale", "panel-spikes": "stale" },
+        "no_confirmed_zero": true,
+    });
+    let stale = dashboards::artifacts().join("dashboards-stale.png");
+    let check = tokio::task::spawn_blocking(move || dashboards::browser(&url, &expect, &stale))
+        .await
+        .unwrap();
+    assert!(check.ok, "{}", check.report);
 
     // Everything back: LIVE again.
     tansu.restart().await;
@@ -395,4 +426,22 @@ async fn a_notification_that_reached_nobody_is_shown_undelivered_then_retried() 
         receiver.alerts()
     );
     let _ = std::fs::remove_dir_all(&root);
+}
+
+#[test]
+fn the_browser_client_fails_on_wrong_numbers_confirmed_zeros_and_scripts() {
+    // browser.py against pages deliberately broken in each way it must catch.
+    let script =
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("e2e/clients/browser_selftest.py");
+    let output = std::process::Command::new(candor_e2e::python())
+        .arg(&script)
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert!(
+        output.status.success(),
+        "{stdout}\n{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    assert!(stdout.contains("6 passed, 0 failed"), "{stdout}");
 }

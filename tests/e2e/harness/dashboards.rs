@@ -181,3 +181,51 @@ async fn read_request(mut stream: tokio::net::TcpStream) -> Option<Value> {
         .ok()?;
     serde_json::from_slice(&buffer[head_end..head_end + length]).ok()
 }
+
+/// What `clients/browser.py` found: whether every expectation held, and its report line.
+#[derive(Debug)]
+pub struct BrowserCheck {
+    /// Exit code 0.
+    pub ok: bool,
+    /// Its JSON report (or its error output).
+    pub report: String,
+}
+
+/// Where the suite keeps its artifacts (screenshots): `target/debug/artifacts`.
+pub fn artifacts() -> std::path::PathBuf {
+    let dir = target_dir().join("artifacts");
+    std::fs::create_dir_all(&dir).unwrap_or_else(|err| panic!("creating {}: {err}", dir.display()));
+    dir
+}
+
+/// Loads `url` in headless Chromium through WebDriver (`clients/browser.py`), checks
+/// `expect` (see that script) and writes a full-page screenshot to `screenshot`.
+pub fn browser(url: &str, expect: &Value, screenshot: &Path) -> BrowserCheck {
+    let script = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("e2e/clients/browser.py");
+    let expect_file = std::env::temp_dir().join(format!(
+        "candor-e2e-browser-{}-{}.json",
+        std::process::id(),
+        free_port()
+    ));
+    std::fs::write(&expect_file, expect.to_string())
+        .unwrap_or_else(|err| panic!("writing {}: {err}", expect_file.display()));
+    let output = std::process::Command::new(crate::python())
+        .arg(&script)
+        .args(["--url", url, "--timeout", "60", "--expect"])
+        .arg(&expect_file)
+        .arg("--screenshot")
+        .arg(screenshot)
+        .output()
+        .unwrap_or_else(|err| panic!("running {}: {err}", script.display()));
+    let _ = std::fs::remove_file(&expect_file);
+    let code = output.status.code();
+    assert!(
+        matches!(code, Some(0 | 1)),
+        "browser.py could not run (exit {code:?}):\n{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    BrowserCheck {
+        ok: code == Some(0),
+        report: String::from_utf8_lossy(&output.stdout).into_owned(),
+    }
+}

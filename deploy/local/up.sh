@@ -1,12 +1,12 @@
 #!/usr/bin/env bash
 # Runs Candor's local stack with demo traffic: Tansu (SQLite storage under the data directory),
-# the collector, the compactor (Delta tables under DATA/tables), local flaky tool servers, and the
-# adapter's probe calling them through Candor every second. Ctrl-C stops everything. A second run
-# reuses the data.
+# the collector, the compactor (Delta tables under DATA/tables), the dashboards (web UI on 3000),
+# local flaky tool servers, and the adapter's probe calling them through Candor every second.
+# Ctrl-C stops everything. A second run reuses the data.
 #
 #   ./deploy/local/up.sh [--data-dir DIR] [--no-demo]      (env CANDOR_DATA_DIR, default ./data)
 #
-# The pipeline's later stages (query CLI, dashboards) are not built yet; this starts what exists.
+# Not built yet: `candor demo` (several services, switchable scenarios) and `candor canary`.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/../.."
 root="$(pwd)"
@@ -30,11 +30,11 @@ fi
 tansu="$(command -v tansu || echo "$HOME/.cargo/bin/tansu")"
 # One build for every binary, with the same package set as the benchmarks (tests/bench/): cargo
 # unifies features per build, and a different set would compile DataFusion again.
-cargo build --release --locked -p candor-collector -p candor-e2e -p candor-query \
-    --bin candor-collector --bin candor-loadgen --bin candor
+cargo build --release --locked -p candor-collector -p candor-e2e -p candor-query -p candor-dashboards \
+    --bin candor-collector --bin candor-loadgen --bin candor --bin candor-dashboards
 bin="$CARGO_TARGET_DIR/release"
 
-for port in 9092 4317 4318 8888 8889 8181; do
+for port in 9092 4317 4318 8888 8889 8181 3000; do
     if (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null; then
         echo "port $port is taken; stop what uses it and run again" >&2
         exit 1
@@ -75,9 +75,19 @@ for _ in $(seq 150); do
     sleep 0.2
 done
 curl -sf 127.0.0.1:8889/readyz >/dev/null || { echo "the compactor did not become ready; see $data/compactor.log" >&2; exit 1; }
+# The dashboards: their own consumer group, the tables read-only, no dependency on the collector.
+"$bin/candor-dashboards" --listen 127.0.0.1:3000 --kafka 127.0.0.1:9092 --tables "$data/tables" \
+    >"$data/dashboards.log" 2>&1 &
+pids+=($!)
+for _ in $(seq 150); do
+    curl -sf 127.0.0.1:3000/readyz >/dev/null && break
+    sleep 0.2
+done
+curl -sf 127.0.0.1:3000/readyz >/dev/null || { echo "the dashboards did not become ready; see $data/dashboards.log" >&2; exit 1; }
 
 cat <<INFO
 Candor is running.
+  dashboards       http://127.0.0.1:3000/   (forensics /events, JSON /api/overview, /metrics)
   OTLP             grpc 127.0.0.1:4317   http 127.0.0.1:4318
   collector        http://127.0.0.1:8888/metrics   /readyz
   compactor        http://127.0.0.1:8889/metrics   /readyz   (files every 60 s)

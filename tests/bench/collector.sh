@@ -12,8 +12,8 @@ cd "$(dirname "${BASH_SOURCE[0]}")/../.."
 export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$HOME/.cache/candor-target}"
 seconds="${1:-15}"
 # The same package set as deploy/local/up.sh, so all share one release build of DataFusion.
-cargo build --release --locked -p candor-collector -p candor-e2e -p candor-query \
-    --bin candor-collector --bin candor-loadgen --bin candor
+cargo build --release --locked -p candor-collector -p candor-e2e -p candor-query -p candor-dashboards \
+    --bin candor-collector --bin candor-loadgen --bin candor --bin candor-dashboards
 bin="$CARGO_TARGET_DIR/release"
 tansu="$(command -v tansu || echo "$HOME/.cargo/bin/tansu")"
 work="$(mktemp -d)"

@@ -363,17 +363,24 @@ async fn adapter_traffic_shows_fires_a_spike_and_every_stopped_hop_turns_stale()
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_notification_that_reached_nobody_is_shown_undelivered_then_retried() {
     let tansu = Tansu::start().await;
+    let collector = Collector::start(&tansu.bootstrap, Options::default()).await;
     let root = tempdir("dashboards-undelivered");
     // Nothing listens on the receiver's port yet.
     let port = free_port();
     let url = format!("http://127.0.0.1:{port}/api/v2/alerts");
+    let mut args = fast_args();
+    // The notifier's adapter reports its own failures to the pipeline.
+    args.extend([
+        "--otlp-endpoint".to_owned(),
+        collector.grpc_endpoint.clone(),
+    ]);
     let dashboards = Dashboards::start(
         &tansu.bootstrap,
         &root,
         dashboards::Options {
             rules: Some(RULES.into()),
-            webhooks: vec![url],
-            args: fast_args(),
+            webhooks: vec![url.clone()],
+            args,
         },
     )
     .await;
@@ -405,6 +412,17 @@ async fn a_notification_that_reached_nobody_is_shown_undelivered_then_retried() 
     );
     let (_, page) = dashboards.get("/").await;
     assert!(page.contains("UNDELIVERED"), "{page}");
+    // The failed delivery is itself an AccessFailure event: through the collector and Kafka it
+    // comes back to the dashboards' own failure panel, under the webhook's URL.
+    wait_for(
+        "the undelivered notification as a failure event",
+        Duration::from_secs(60),
+        || async {
+            let overview = dashboards.json("/api/overview?range=15m").await;
+            (overview["failures"]["by_target"][url.as_str()].as_u64() >= Some(1)).then_some(())
+        },
+    )
+    .await;
 
     // The receiver comes up: the next resend is delivered.
     let receiver = Receiver::start(Some(port)).await;

@@ -248,8 +248,13 @@ fn chart_svg(out: &mut String, chart: &Chart) {
             path.trim_end(),
             esc(group)
         );
-        // A dot per bucket with calls, so that a lone bucket shows too.
+        // A lone bucket (no neighbour with calls) draws no line: a dot shows it.
         for (i, value) in values.iter().enumerate() {
+            let neighbour =
+                |j: Option<usize>| j.and_then(|j| values.get(j)).is_some_and(Option::is_some);
+            if neighbour(i.checked_sub(1)) || neighbour(i.checked_add(1)) {
+                continue;
+            }
             if let Some(rate) = value {
                 let _ = write!(
                     out,

@@ -81,12 +81,12 @@ pub struct OtlpGuard {
 }
 
 impl OtlpGuard {
-    /// The tracer provider (also installed globally).
+    /// The tracer provider (installed globally by [`init`]).
     pub fn tracer_provider(&self) -> &SdkTracerProvider {
         &self.tracer_provider
     }
 
-    /// The meter provider (also installed globally).
+    /// The meter provider (installed globally by [`init`]).
     pub fn meter_provider(&self) -> &SdkMeterProvider {
         &self.meter_provider
     }
@@ -114,6 +114,18 @@ impl OtlpGuard {
 ///
 /// Must be called inside a Tokio runtime (the gRPC channel runs on it).
 pub fn init(config: OtlpConfig) -> Result<OtlpGuard, OtlpError> {
+    let guard = providers(config)?;
+    opentelemetry::global::set_tracer_provider(guard.tracer_provider.clone());
+    opentelemetry::global::set_meter_provider(guard.meter_provider.clone());
+    Ok(guard)
+}
+
+/// Tracer and meter providers that export OTLP over gRPC, without installing them globally:
+/// for a process that reports as several services, each adapter is given its service's
+/// providers ([`crate::AdapterBuilder::tracer_provider`], [`crate::AdapterBuilder::meter_provider`]).
+///
+/// Must be called inside a Tokio runtime (the gRPC channel runs on it).
+pub fn providers(config: OtlpConfig) -> Result<OtlpGuard, OtlpError> {
     let exporter_error = |source| OtlpError::Exporter {
         endpoint: config.endpoint.clone(),
         source,
@@ -155,8 +167,6 @@ pub fn init(config: OtlpConfig) -> Result<OtlpGuard, OtlpError> {
                 .build(),
         )
         .build();
-    opentelemetry::global::set_tracer_provider(tracer_provider.clone());
-    opentelemetry::global::set_meter_provider(meter_provider.clone());
     Ok(OtlpGuard {
         tracer_provider,
         meter_provider,

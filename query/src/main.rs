@@ -5,6 +5,8 @@
 //! or the window reaches past the newest data any source holds), 4 access failure (no source
 //! could be read), 2 usage error.
 
+mod canary;
+mod demo;
 mod probe;
 
 use std::io::{IsTerminal as _, Write as _};
@@ -165,6 +167,12 @@ enum Command {
     },
     /// GET one URL through the adapter and print its envelope.
     Probe(probe::ProbeArgs),
+    /// Demo traffic: several services calling flaky local tools through the adapter, with
+    /// scenarios switched at run time.
+    Demo(demo::DemoArgs),
+    /// One synthetic call of each class per interval through the adapter, so every hop's
+    /// freshness is provable end to end.
+    Canary(canary::CanaryArgs),
 }
 
 /// A usage error: exit 2 with the message.
@@ -279,7 +287,9 @@ impl Question {
                     None
                 },
             },
-            Command::Probe(_) => return Err(Usage("probe reads no tables".into())),
+            Command::Probe(_) | Command::Demo(_) | Command::Canary(_) => {
+                return Err(Usage("this command reads no tables".into()));
+            }
         })
     }
 
@@ -349,15 +359,23 @@ fn main() -> ExitCode {
 
 async fn run(cli: Cli) -> ExitCode {
     let Cli { global, command } = cli;
-    if let Command::Probe(args) = command {
-        return match probe::run(args).await {
-            Ok(code) => code,
-            Err(err) => {
-                eprintln!("candor probe: {err:#}");
-                ExitCode::from(2)
-            }
-        };
+    let (name, result) = match command {
+        Command::Probe(args) => ("probe", probe::run(args).await),
+        Command::Demo(args) => ("demo", demo::run(args).await),
+        Command::Canary(args) => ("canary", canary::run(args).await),
+        command => return ask(global, command).await,
+    };
+    match result {
+        Ok(code) => code,
+        Err(err) => {
+            eprintln!("candor {name}: {err:#}");
+            ExitCode::from(2)
+        }
     }
+}
+
+/// Answers a question over the tables.
+async fn ask(global: Global, command: Command) -> ExitCode {
     match answer(global, command).await {
         Ok((report, format)) => {
             let (out, err) = report.render(format);

@@ -9,3 +9,4 @@ mod faults;
 mod foreign_clients;
 mod ingest;
 mod query;
+mod traffic;

@@ -163,6 +163,30 @@ pub async fn get_status(address: &str, path: &str) -> (Option<u16>, String) {
     }
 }
 
+/// A bare HTTP/1.0 POST without a body over a fresh connection: the status code (`None` when
+/// nothing answered) and the body.
+pub async fn post(address: &str, path: &str) -> (Option<u16>, String) {
+    use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
+    let Ok(mut stream) = tokio::net::TcpStream::connect(address).await else {
+        return (None, String::new());
+    };
+    let request = format!("POST {path} HTTP/1.0\r\nHost: {address}\r\nContent-Length: 0\r\n\r\n");
+    if stream.write_all(request.as_bytes()).await.is_err() {
+        return (None, String::new());
+    }
+    let mut response = String::new();
+    let _ = stream.read_to_string(&mut response).await;
+    let status = response
+        .split(' ')
+        .nth(1)
+        .and_then(|code| code.parse().ok());
+    let body = response
+        .split_once("\r\n\r\n")
+        .map(|(_, body)| body.to_owned())
+        .unwrap_or_default();
+    (status, body)
+}
+
 /// A bare HTTP/1.0 GET over a fresh connection: the status code and the body.
 pub(crate) async fn get(address: &str, path: &str) -> Option<(u16, String)> {
     use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};

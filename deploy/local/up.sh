@@ -1,29 +1,36 @@
 #!/usr/bin/env bash
 # Runs Candor's local stack with demo traffic: Tansu (SQLite storage under the data directory),
 # the collector, the compactor (Delta tables under DATA/tables), the dashboards (web UI on 3000),
-# local flaky tool servers, and the adapter's probe calling them through Candor every second.
-# Ctrl-C stops everything. A second run reuses the data.
+# `candor demo` (three services calling five flaky local tools through the adapter, scenarios
+# switched at run time) and `candor canary` (one call of each class a minute). Ctrl-C stops
+# everything. A second run reuses the data.
 #
-#   ./deploy/local/up.sh [--data-dir DIR] [--no-demo]      (env CANDOR_DATA_DIR, default ./data)
+#   ./deploy/local/up.sh [--data-dir DIR] [--no-demo] [--no-canary] [--kafka HOST:PORT]
+#                                              (env CANDOR_DATA_DIR, default ./data)
 #
-# Not built yet: `candor demo` (several services, switchable scenarios) and `candor canary`.
+# --kafka uses an existing Kafka cluster instead of starting Tansu.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/../.."
 root="$(pwd)"
 data="${CANDOR_DATA_DIR:-$root/data}"
 demo=1
+canary=1
+kafka=""
+usage="usage: $0 [--data-dir DIR] [--no-demo] [--no-canary] [--kafka HOST:PORT]"
 while [[ $# -gt 0 ]]; do
     case "$1" in
-        --data-dir) data="$2"; shift 2 ;;
+        --data-dir) [[ $# -ge 2 ]] || { echo "$usage" >&2; exit 2; }; data="$2"; shift 2 ;;
+        --kafka) [[ $# -ge 2 ]] || { echo "$usage" >&2; exit 2; }; kafka="$2"; shift 2 ;;
         --no-demo) demo=0; shift ;;
-        *) echo "usage: $0 [--data-dir DIR] [--no-demo]" >&2; exit 2 ;;
+        --no-canary) canary=0; shift ;;
+        *) echo "$usage" >&2; exit 2 ;;
     esac
 done
 mkdir -p "$data"
 data="$(cd "$data" && pwd)"
 export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$HOME/.cache/candor-target}"
 
-if ! command -v tansu >/dev/null && [[ ! -x "$HOME/.cargo/bin/tansu" ]]; then
+if [[ -z "$kafka" ]] && ! command -v tansu >/dev/null && [[ ! -x "$HOME/.cargo/bin/tansu" ]]; then
     echo "installing Tansu (a release build of about 15 minutes, once per machine)"
     cargo install tansu --locked --features dynostore,libsql
 fi
@@ -34,7 +41,10 @@ cargo build --release --locked -p candor-collector -p candor-e2e -p candor-query
     --bin candor-collector --bin candor-loadgen --bin candor --bin candor-dashboards
 bin="$CARGO_TARGET_DIR/release"
 
-for port in 9092 4317 4318 8888 8889 8181 3000; do
+ports=(4317 4318 8888 8889 3000)
+[[ -z "$kafka" ]] && ports+=(9092)
+[[ "$demo" == 1 ]] && ports+=(8181 8182)
+for port in "${ports[@]}"; do
     if (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null; then
         echo "port $port is taken; stop what uses it and run again" >&2
         exit 1
@@ -48,6 +58,8 @@ stop() {
     # Newest first, each awaited: the compactor and the collector finish their last commit and
     # flush while the broker is still up.
     for ((i = ${#pids[@]} - 1; i >= 0; i--)); do
+        # A collector paused by the demo's outage scenario must run again to hear the TERM.
+        kill -CONT "${pids[$i]}" 2>/dev/null || true
         kill "${pids[$i]}" 2>/dev/null || true
         wait "${pids[$i]}" 2>/dev/null || true
     done
@@ -56,18 +68,26 @@ trap stop EXIT
 # Ctrl-C or SIGTERM ends the script; leaving runs `stop`.
 trap 'exit 130' INT TERM
 
-(cd "$data" && exec "$tansu" broker --listener-url tcp://127.0.0.1:9092 \
-    --advertised-listener-url tcp://127.0.0.1:9092 --storage-engine sqlite://tansu.db) \
-    >"$data/tansu.log" 2>&1 &
-pids+=($!)
-"$bin/candor-collector" ingest --config "$root/deploy/collector.example.toml" >"$data/collector.log" 2>&1 &
-pids+=($!)
+if [[ -z "$kafka" ]]; then
+    kafka=127.0.0.1:9092
+    (cd "$data" && exec "$tansu" broker --listener-url tcp://127.0.0.1:9092 \
+        --advertised-listener-url tcp://127.0.0.1:9092 --storage-engine sqlite://tansu.db) \
+        >"$data/tansu.log" 2>&1 &
+    pids+=($!)
+    kafka_line="Kafka (Tansu)    $kafka   (SQLite storage $data/tansu.db)"
+else
+    kafka_line="Kafka            $kafka   (an existing cluster)"
+fi
+"$bin/candor-collector" ingest --config "$root/deploy/collector.example.toml" --kafka-brokers "$kafka" \
+    >"$data/collector.log" 2>&1 &
+collector=$!
+pids+=("$collector")
 for _ in $(seq 150); do
     curl -sf 127.0.0.1:8888/readyz >/dev/null && break
     sleep 0.2
 done
 curl -sf 127.0.0.1:8888/readyz >/dev/null || { echo "the collector did not become ready; see $data/collector.log" >&2; exit 1; }
-"$bin/candor-collector" compact --config "$root/deploy/compactor.example.toml" \
+"$bin/candor-collector" compact --config "$root/deploy/compactor.example.toml" --kafka-brokers "$kafka" \
     --table-root "$data/tables" >"$data/compactor.log" 2>&1 &
 pids+=($!)
 for _ in $(seq 150); do
@@ -76,7 +96,7 @@ for _ in $(seq 150); do
 done
 curl -sf 127.0.0.1:8889/readyz >/dev/null || { echo "the compactor did not become ready; see $data/compactor.log" >&2; exit 1; }
 # The dashboards: their own consumer group, the tables read-only, no dependency on the collector.
-"$bin/candor-dashboards" --listen 127.0.0.1:3000 --kafka 127.0.0.1:9092 --tables "$data/tables" \
+"$bin/candor-dashboards" --listen 127.0.0.1:3000 --kafka "$kafka" --tables "$data/tables" \
     >"$data/dashboards.log" 2>&1 &
 pids+=($!)
 for _ in $(seq 150); do
@@ -85,6 +105,16 @@ for _ in $(seq 150); do
 done
 curl -sf 127.0.0.1:3000/readyz >/dev/null || { echo "the dashboards did not become ready; see $data/dashboards.log" >&2; exit 1; }
 
+if [[ "$canary" == 1 ]]; then
+    "$bin/candor" canary --otlp-endpoint http://127.0.0.1:4317 >"$data/canary.log" 2>&1 &
+    pids+=($!)
+fi
+if [[ "$demo" == 1 ]]; then
+    "$bin/candor" demo --otlp-endpoint http://127.0.0.1:4317 --collector-pid "$collector" \
+        >"$data/demo.log" 2>&1 &
+    pids+=($!)
+fi
+
 cat <<INFO
 Candor is running.
   dashboards       http://127.0.0.1:3000/   (forensics /events, JSON /api/overview, /metrics)
@@ -92,27 +122,21 @@ Candor is running.
   collector        http://127.0.0.1:8888/metrics   /readyz
   compactor        http://127.0.0.1:8889/metrics   /readyz   (files every 60 s)
   tables           $data/tables  (outcome_events, outcome_counts, rejected, heartbeats)
-  Kafka (Tansu)    127.0.0.1:9092
+  $kafka_line
   data and logs    $data
-  read a topic     $bin/candor-collector read --topic candor.outcome-events.v1 --kafka-brokers 127.0.0.1:9092
-  ask              $bin/candor --data-dir $data rates --since 15m
-                   $bin/candor --data-dir $data spikes
-                   $bin/candor --data-dir $data incident --target http://127.0.0.1:8181/slow --since 15m
+  ask              $bin/candor --data-dir $data --kafka $kafka rates --since 15m
+                   $bin/candor --data-dir $data --kafka $kafka spikes
+                   $bin/candor --data-dir $data --kafka $kafka incident --target http://127.0.0.1:8181/lookup --since 15m
+  read a topic     $bin/candor-collector read --topic candor.outcome-events.v1 --kafka-brokers $kafka
 INFO
-
 if [[ "$demo" == 1 ]]; then
-    python3 "$root/deploy/local/flaky_tools.py" 8181 &
-    pids+=($!)
-    echo "demo traffic: the probe calls four flaky tools every second (Ctrl-C stops)"
-    while true; do
-        for tool in "search --items-field items --total-field total" "lookup --items-field items" "slow" "expired"; do
-            set -- $tool
-            name="$1"; shift
-            "$bin/candor" probe "http://127.0.0.1:8181/$name" "$@" --timeout-ms 500 --max-attempts 2 \
-                --otlp-endpoint http://127.0.0.1:4317 >/dev/null 2>"$data/probe-$name.log" || true
-        done
-        sleep 1
-    done
-else
-    wait
+    cat <<INFO
+  demo             three services call http://127.0.0.1:8181/{search,lookup,catalog,slow,expired}
+  scenarios        curl -X POST http://127.0.0.1:8182/scenario/spike              (the catalog fails)
+                   curl -X POST http://127.0.0.1:8182/scenario/collector-outage   (the collector pauses 6 min)
+                   curl -X POST http://127.0.0.1:8182/scenario/normal
+INFO
 fi
+[[ "$canary" == 1 ]] && echo "  canary           one call of each class a minute to candor://canary"
+echo "Ctrl-C stops everything."
+wait

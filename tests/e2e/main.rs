@@ -9,4 +9,5 @@ mod faults;
 mod foreign_clients;
 mod ingest;
 mod query;
+mod stack;
 mod traffic;

@@ -1,0 +1,316 @@
+//! The README's main command, `deploy/local/up.sh`, in a fresh clone: it builds, starts the
+//! stack with the demo and the canary on the default ports, the dashboards show every failure
+//! kind the demo makes and `candor rates` answers; Ctrl-C (SIGINT) stops every process and frees
+//! every port; a second run over the same data directory still holds the first run's events.
+//!
+//! The clone is of the committed HEAD: uncommitted changes are not in it.
+
+use std::io::{BufRead as _, BufReader};
+use std::os::unix::process::CommandExt as _;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use candor_e2e::collector::get_status;
+use candor_e2e::{target_dir, tempdir};
+use serde_json::Value;
+
+/// The default ports of the stack and the demo.
+const PORTS: [u16; 8] = [9092, 4317, 4318, 8888, 8889, 3000, 8181, 8182];
+
+/// `up.sh` running in its own process group, its output collected.
+struct Stack {
+    child: Child,
+    output: Arc<Mutex<String>>,
+}
+
+impl Stack {
+    fn start(clone: &Path, data: &Path) -> Self {
+        // The shared target directory (this binary's `target/debug/..`), so the release build
+        // reuses the compiled dependencies.
+        let target = target_dir()
+            .parent()
+            .map(PathBuf::from)
+            .expect("target directory");
+        let mut child = Command::new("bash")
+            .arg(clone.join("deploy/local/up.sh"))
+            .arg("--data-dir")
+            .arg(data)
+            .env("CARGO_TARGET_DIR", target)
+            .current_dir(clone)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .process_group(0)
+            .spawn()
+            .expect("starting up.sh");
+        let output = Arc::new(Mutex::new(String::new()));
+        for stream in [
+            child
+                .stdout
+                .take()
+                .map(|s| Box::new(s) as Box<dyn std::io::Read + Send>),
+            child
+                .stderr
+                .take()
+                .map(|s| Box::new(s) as Box<dyn std::io::Read + Send>),
+        ]
+        .into_iter()
+        .flatten()
+        {
+            let output = Arc::clone(&output);
+            std::thread::spawn(move || {
+                for line in BufReader::new(stream).lines().map_while(Result::ok) {
+                    let mut all = output.lock().expect("output lock");
+                    all.push_str(&line);
+                    all.push('\n');
+                }
+            });
+        }
+        Self { child, output }
+    }
+
+    fn output(&self) -> String {
+        self.output.lock().expect("output lock").clone()
+    }
+
+    fn group(&self) -> i32 {
+        i32::try_from(self.child.id()).expect("pid")
+    }
+
+    /// Waits for the banner; the first run includes a release build.
+    async fn wait_running(&mut self, timeout: Duration) {
+        let deadline = Instant::now() + timeout;
+        loop {
+            if self.output().contains("Candor is running.") {
+                return;
+            }
+            if let Ok(Some(status)) = self.child.try_wait() {
+                panic!(
+                    "up.sh exited with {status} before it was running:\n{}",
+                    self.output()
+                );
+            }
+            assert!(
+                Instant::now() < deadline,
+                "up.sh was not running after {timeout:?}:\n{}",
+                self.output()
+            );
+            tokio::time::sleep(Duration::from_millis(500)).await;
+        }
+    }
+
+    /// Ctrl-C: SIGINT to up.sh, then waits for it to exit.
+    async fn interrupt(&mut self) {
+        let status = Command::new("kill")
+            .args(["-INT", &self.child.id().to_string()])
+            .status()
+            .expect("kill -INT");
+        assert!(status.success());
+        let deadline = Instant::now() + Duration::from_secs(60);
+        loop {
+            if let Ok(Some(_)) = self.child.try_wait() {
+                return;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "up.sh did not exit within 60 s of SIGINT:\n{}",
+                self.output()
+            );
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+    }
+}
+
+impl Drop for Stack {
+    fn drop(&mut self) {
+        // Whatever happened, nothing of this stack outlives the test.
+        let _ = Command::new("kill")
+            .args(["-KILL", "--", &format!("-{}", self.group())])
+            .status();
+        let _ = self.child.wait();
+    }
+}
+
+/// The processes of a process group still alive (zombies excluded).
+fn members(group: i32) -> Vec<String> {
+    let mut alive = Vec::new();
+    let Ok(entries) = std::fs::read_dir("/proc") else {
+        return alive;
+    };
+    for entry in entries.flatten() {
+        let Ok(stat) = std::fs::read_to_string(entry.path().join("stat")) else {
+            continue;
+        };
+        // The fields after the command's closing parenthesis: state, ppid, pgrp, …
+        let Some((_, rest)) = stat.rsplit_once(") ") else {
+            continue;
+        };
+        let fields: Vec<&str> = rest.split(' ').collect();
+        if fields.len() > 2 && fields[2] == group.to_string() && fields[0] != "Z" {
+            alive.push(stat.split(") ").next().unwrap_or("").to_owned());
+        }
+    }
+    alive
+}
+
+fn port_open(port: u16) -> bool {
+    std::net::TcpStream::connect_timeout(
+        &std::net::SocketAddr::from(([127, 0, 0, 1], port)),
+        Duration::from_millis(200),
+    )
+    .is_ok()
+}
+
+/// `candor` from the stack's release build, over its data directory.
+fn candor(data: &Path, args: &[&str]) -> (i32, String, String) {
+    let binary = target_dir()
+        .parent()
+        .expect("target directory")
+        .join("release/candor");
+    let output = Command::new(binary)
+        .arg("--data-dir")
+        .arg(data)
+        .args(args)
+        .output()
+        .expect("running candor");
+    (
+        output.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&output.stdout).into_owned(),
+        String::from_utf8_lossy(&output.stderr).into_owned(),
+    )
+}
+
+fn stored_events(data: &Path) -> u64 {
+    let (code, stdout, stderr) = candor(
+        data,
+        &[
+            "--no-live",
+            "--format",
+            "json",
+            "sql",
+            "SELECT count(*) AS n FROM outcome_events",
+        ],
+    );
+    assert!(matches!(code, 0 | 3), "{stdout}\n{stderr}");
+    let answer: Value = serde_json::from_str(&stdout).expect("JSON answer");
+    answer["envelope"]["outcome"]["payload"]["rows"][0]["n"]
+        .as_u64()
+        .unwrap_or(0)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_main_command_runs_the_stack_stops_cleanly_and_keeps_its_data() {
+    for port in PORTS {
+        assert!(
+            !port_open(port),
+            "port {port} is taken before the test; it needs the defaults"
+        );
+    }
+    let work = tempdir("stack");
+    let clone = work.join("candor");
+    let data = work.join("data");
+    let repo = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+    let status = Command::new("git")
+        .args(["clone", "--quiet"])
+        .arg(&repo)
+        .arg(&clone)
+        .status()
+        .expect("git clone");
+    assert!(status.success(), "git clone failed");
+
+    let mut stack = Stack::start(&clone, &data);
+    stack.wait_running(Duration::from_secs(30 * 60)).await;
+    for port in PORTS {
+        assert!(
+            port_open(port),
+            "port {port} is not open:\n{}",
+            stack.output()
+        );
+    }
+
+    // The dashboards show every failure kind the demo makes, and `candor rates` answers.
+    let kinds = [
+        "timeout",
+        "rate_limited",
+        "server_error",
+        "auth",
+        "declared_total",
+    ];
+    let deadline = Instant::now() + Duration::from_secs(180);
+    loop {
+        let (_, body) = get_status("127.0.0.1:3000", "/api/overview?range=15m").await;
+        let overview: Value = serde_json::from_str(&body).unwrap_or(Value::Null);
+        if kinds
+            .iter()
+            .all(|kind| overview["failures"]["by_kind"][*kind].as_u64() > Some(0))
+        {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "not every failure kind on the dashboards: {}\n{}",
+            overview["failures"],
+            stack.output()
+        );
+        tokio::time::sleep(Duration::from_secs(1)).await;
+    }
+    let deadline = Instant::now() + Duration::from_secs(120);
+    loop {
+        let (code, stdout, stderr) =
+            candor(&data, &["rates", "--since", "15m", "--format", "json"]);
+        let answer: Value = serde_json::from_str(&stdout).unwrap_or(Value::Null);
+        let rows = answer["envelope"]["outcome"]["payload"]["rows"]
+            .as_array()
+            .map_or(0, Vec::len);
+        if matches!(code, 0 | 3) && rows > 0 {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "candor rates returned no rows (exit {code}):\n{stdout}\n{stderr}"
+        );
+        tokio::time::sleep(Duration::from_secs(2)).await;
+    }
+    // Events reach the table (files every 60 s at the default settings).
+    let deadline = Instant::now() + Duration::from_secs(180);
+    let stored = loop {
+        let stored = stored_events(&data);
+        if stored > 0 {
+            break stored;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "no event stored:\n{}",
+            stack.output()
+        );
+        tokio::time::sleep(Duration::from_secs(3)).await;
+    };
+
+    // Ctrl-C stops everything and frees every port.
+    let group = stack.group();
+    stack.interrupt().await;
+    let left = members(group);
+    assert!(
+        left.is_empty(),
+        "processes left after Ctrl-C: {left:?}\n{}",
+        stack.output()
+    );
+    for port in PORTS {
+        assert!(!port_open(port), "port {port} is still bound after Ctrl-C");
+    }
+
+    // A second run over the same data directory holds the first run's events.
+    let mut again = Stack::start(&clone, &data);
+    again.wait_running(Duration::from_secs(10 * 60)).await;
+    let kept = stored_events(&data);
+    assert!(
+        kept >= stored,
+        "{kept} events stored after the restart, {stored} before"
+    );
+    let (_, body) = get_status("127.0.0.1:3000", "/readyz").await;
+    assert!(body.contains("ready"), "{body}");
+    again.interrupt().await;
+    assert!(members(again.group()).is_empty());
+    let _ = std::fs::remove_dir_all(&work);
+}

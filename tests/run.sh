@@ -91,7 +91,8 @@ prune_target
 # prometheus: promtool, which checks and unit-tests the Prometheus rules shipped for teams that
 # run their own Prometheus.
 # chromium, chromium-driver: the dashboards' browser tests (WebDriver through Selenium).
-install_debian_packages openssl curl prometheus chromium chromium-driver
+# kubectl: renders the Kubernetes manifests (kustomize) for the deployment files' checks.
+install_debian_packages openssl curl prometheus chromium chromium-driver kubectl
 ensure_tools
 ensure_tansu
 ensure_python_clients

@@ -37,9 +37,16 @@ fi
 tansu="$(command -v tansu || echo "$HOME/.cargo/bin/tansu")"
 # One build for every binary, with the same package set as the benchmarks (tests/bench/): cargo
 # unifies features per build, and a different set would compile DataFusion again.
-cargo build --release --locked -p candor-collector -p candor-e2e -p candor-query -p candor-dashboards \
-    --bin candor-collector --bin candor-loadgen --bin candor --bin candor-dashboards
-bin="$CARGO_TARGET_DIR/release"
+# CANDOR_BUILD=debug runs the test suite's own debug build instead (the suite's test of this
+# script uses it, so that a fresh machine does not also compile a release DataFusion).
+if [[ "${CANDOR_BUILD:-release}" == debug ]]; then
+    cargo build --locked --workspace --bins --all-features
+    bin="$CARGO_TARGET_DIR/debug"
+else
+    cargo build --release --locked -p candor-collector -p candor-e2e -p candor-query -p candor-dashboards \
+        --bin candor-collector --bin candor-loadgen --bin candor --bin candor-dashboards
+    bin="$CARGO_TARGET_DIR/release"
+fi
 
 ports=(4317 4318 8888 8889 3000)
 [[ -z "$kafka" ]] && ports+=(9092)

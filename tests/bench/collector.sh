@@ -9,20 +9,10 @@
 #   bash tests/bench/collector.sh [seconds]
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/../.."
-export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$HOME/.cache/candor-target}"
+# shellcheck source=tests/bench/lib.sh
+source tests/bench/lib.sh
 seconds="${1:-15}"
-# The same package set as deploy/local/up.sh, so all share one release build of DataFusion.
-cargo build --release --locked -p candor-collector -p candor-e2e -p candor-query -p candor-dashboards \
-    --bin candor-collector --bin candor-loadgen --bin candor --bin candor-dashboards
-bin="$CARGO_TARGET_DIR/release"
-tansu="$(command -v tansu || echo "$HOME/.cargo/bin/tansu")"
-work="$(mktemp -d)"
-pids=()
-cleanup() { kill "${pids[@]}" 2>/dev/null || true; wait 2>/dev/null || true; rm -rf "$work"; }
-trap cleanup EXIT
-
-free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
-wait_port() { for _ in $(seq 200); do (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null && return 0; sleep 0.05; done; echo "port $1 never opened" >&2; return 1; }
+build_release
 
 run_once() {
     local rate_args=("$@")
@@ -87,7 +77,6 @@ wait_port "$kafka"
 "$bin/candor-loadgen" --raw-kafka "127.0.0.1:$kafka" --seconds "$seconds"
 kill "${pids[@]}" 2>/dev/null || true
 wait 2>/dev/null || true
-pids=()
 
 echo "== rotel, full speed (acks=all, zstd; answers before delivery)"
 run_rotel --connections 4 --batch 500

@@ -9,24 +9,12 @@
 #   bash tests/bench/dashboards.sh [records] [targets] [days]
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/../.."
-export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$HOME/.cache/candor-target}"
+# shellcheck source=tests/bench/lib.sh
+source tests/bench/lib.sh
 records="${1:-2000000}"
 targets="${2:-1000}"
 days="${3:-7}"
-# The same package set as deploy/local/up.sh, so all share one release build of DataFusion.
-cargo build --release --locked -p candor-collector -p candor-e2e -p candor-query -p candor-dashboards \
-    --bin candor-collector --bin candor-loadgen --bin candor --bin candor-dashboards --example bench
-bin="$CARGO_TARGET_DIR/release"
-tansu="$(command -v tansu || echo "$HOME/.cargo/bin/tansu")"
-work="$(mktemp -d)"
-pids=()
-cleanup() { kill "${pids[@]}" 2>/dev/null || true; wait 2>/dev/null || true; rm -rf "$work"; }
-trap cleanup EXIT
-
-free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
-wait_port() { for _ in $(seq 200); do (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null && return 0; sleep 0.05; done; echo "port $1 never opened" >&2; return 1; }
-metric() { curl -sf "127.0.0.1:$1/metrics" | awk -v s="$2" '$1 == s { print $2 }'; }
-cpu_seconds() { awk '{ printf "%.2f", ($14 + $15) / 100 }' "/proc/$1/stat"; }
+build_release --example bench
 
 echo "== 1. the model: $targets targets, $days day(s), 5-minute buckets"
 "$bin/examples/bench" "$targets" "$days" 5

@@ -250,7 +250,6 @@ async fn adapter_traffic_shows_fires_a_spike_and_every_stopped_hop_turns_stale()
 
     // In a real browser: the banner, the hops, the numbers, the spike, the hostile target as
     // text, and no script.
-    let url = format!("http://{}/?range=15m", dashboards.address);
     let expect = serde_json::json!({
         "banner": "live",
         "hops": { "collector": "live", "kafka": "live", "table": "live" },
@@ -263,11 +262,7 @@ async fn adapter_traffic_shows_fires_a_spike_and_every_stopped_hop_turns_stale()
         "text_present": [HOSTILE_TARGET],
         "alerts": { "CandorAccessFailureSpike": { "state": "firing", "delivery": "delivered" } },
     });
-    let live = dashboards::artifacts().join("dashboards-live.png");
-    let check = tokio::task::spawn_blocking(move || dashboards::browser(&url, &expect, &live))
-        .await
-        .unwrap();
-    assert!(check.ok, "{}", check.report);
+    dashboards::assert_in_browser(&dashboards, expect, "dashboards-live").await;
 
     // A hostile target renders as text.
     let (status, page) = dashboards.get("/").await;
@@ -335,18 +330,13 @@ async fn adapter_traffic_shows_fires_a_spike_and_every_stopped_hop_turns_stale()
     wait_hop(&dashboards, "kafka", "stale").await;
     let (_, page) = dashboards.get("/").await;
     assert_no_confirmed_zero(&page);
-    let url = format!("http://{}/?range=15m", dashboards.address);
     let expect = serde_json::json!({
         "banner": "stale",
         "hops": { "collector": "stale", "kafka": "stale", "table": "stale" },
         "panels": { "panel-rates-target": "stale", "panel-failures": "stale", "panel-spikes": "stale" },
         "no_confirmed_zero": true,
     });
-    let stale = dashboards::artifacts().join("dashboards-stale.png");
-    let check = tokio::task::spawn_blocking(move || dashboards::browser(&url, &expect, &stale))
-        .await
-        .unwrap();
-    assert!(check.ok, "{}", check.report);
+    dashboards::assert_in_browser(&dashboards, expect, "dashboards-stale").await;
 
     // Everything back: LIVE again.
     tansu.restart().await;

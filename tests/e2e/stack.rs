@@ -1,4 +1,5 @@
-//! The README's main command, `deploy/local/up.sh`, in a fresh clone: it builds, starts the
+//! The README's main command, `deploy/local/up.sh`, in a fresh clone (with `CANDOR_BUILD=debug`:
+//! the suite's own build rather than a second, release one): it builds, starts the
 //! stack with the demo and the canary on the default ports, the dashboards show every failure
 //! kind the demo makes and `candor rates` answers; Ctrl-C (SIGINT) stops every process and frees
 //! every port; a second run over the same data directory still holds the first run's events.
@@ -13,6 +14,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use candor_e2e::collector::get_status;
+use candor_e2e::dashboards;
 use candor_e2e::{target_dir, tempdir};
 use serde_json::Value;
 
@@ -38,6 +40,9 @@ impl Stack {
             .arg("--data-dir")
             .arg(data)
             .env("CARGO_TARGET_DIR", target)
+            // The suite's debug build, as tests/run.sh made it: a release build would compile
+            // DataFusion once more on a fresh machine.
+            .env("CANDOR_BUILD", "debug")
             .current_dir(clone)
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
@@ -162,12 +167,9 @@ fn port_open(port: u16) -> bool {
     .is_ok()
 }
 
-/// `candor` from the stack's release build, over its data directory.
+/// `candor` from the stack's build, over its data directory.
 fn candor(data: &Path, args: &[&str]) -> (i32, String, String) {
-    let binary = target_dir()
-        .parent()
-        .expect("target directory")
-        .join("release/candor");
+    let binary = target_dir().join("candor");
     let output = Command::new(binary)
         .arg("--data-dir")
         .arg(data)
@@ -230,21 +232,11 @@ async fn the_main_command_runs_the_stack_stops_cleanly_and_keeps_its_data() {
     }
 
     // The dashboards show every failure kind the demo makes, and `candor rates` answers.
-    let kinds = [
-        "timeout",
-        "rate_limited",
-        "server_error",
-        "auth",
-        "declared_total",
-    ];
     let deadline = Instant::now() + Duration::from_secs(180);
     loop {
         let (_, body) = get_status("127.0.0.1:3000", "/api/overview?range=15m").await;
         let overview: Value = serde_json::from_str(&body).unwrap_or(Value::Null);
-        if kinds
-            .iter()
-            .all(|kind| overview["failures"]["by_kind"][*kind].as_u64() > Some(0))
-        {
+        if dashboards::shows_failure_kinds(&overview, &dashboards::DEMO_FAILURE_KINDS) {
             break;
         }
         assert!(
@@ -313,4 +305,26 @@ async fn the_main_command_runs_the_stack_stops_cleanly_and_keeps_its_data() {
     again.interrupt().await;
     assert!(members(again.group()).is_empty());
     let _ = std::fs::remove_dir_all(&work);
+}
+
+#[test]
+fn the_deployment_files_parse_and_agree_with_the_binaries() {
+    // deploy_check.py: every manifest, config and the Dockerfile, cross-checked.
+    let repo = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+    let output = Command::new(candor_e2e::python())
+        .arg(repo.join("tests/e2e/clients/deploy_check.py"))
+        .current_dir(&repo)
+        .output()
+        .expect("running deploy_check.py");
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert!(
+        output.status.success(),
+        "{stdout}\n{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    assert!(stdout.contains(" passed, 0 failed"), "{stdout}");
+    assert!(
+        !stdout.contains("skipped"),
+        "a check was skipped:\n{stdout}"
+    );
 }

@@ -121,21 +121,12 @@ async fn the_demo_shows_every_failure_kind_and_its_spike_fires_the_alert() {
             .spawn()
             .unwrap(),
     );
-    let kinds = [
-        "timeout",
-        "rate_limited",
-        "server_error",
-        "auth",
-        "declared_total",
-    ];
     let overview = wait_for(
         "every failure kind on the dashboards",
         Duration::from_secs(90),
         || async {
             let overview = dashboards.json("/api/overview?range=15m").await;
-            kinds
-                .iter()
-                .all(|kind| overview["failures"]["by_kind"][*kind].as_u64() > Some(0))
+            dashboards::shows_failure_kinds(&overview, &dashboards::DEMO_FAILURE_KINDS)
                 .then_some(overview)
         },
     )

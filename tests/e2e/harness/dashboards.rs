@@ -11,6 +11,23 @@ use crate::collector::{PORT_ATTEMPTS, get_status, ready_or_port_taken};
 use crate::process::Running;
 use crate::{free_port, target_dir};
 
+/// The failure kinds `candor demo` makes: timeouts (`/slow`), rate limits and 5xx (`/lookup`),
+/// an expired credential (`/expired`) and truncated pages (`/search`).
+pub const DEMO_FAILURE_KINDS: [&str; 5] = [
+    "timeout",
+    "rate_limited",
+    "server_error",
+    "auth",
+    "declared_total",
+];
+
+/// Whether an `/api/overview` answer shows failure events of every kind in `kinds`.
+pub fn shows_failure_kinds(overview: &Value, kinds: &[&str]) -> bool {
+    kinds
+        .iter()
+        .all(|kind| overview["failures"]["by_kind"][*kind].as_u64() > Some(0))
+}
+
 /// A running `candor-dashboards`.
 pub struct Dashboards {
     /// `127.0.0.1:port` of the UI, the API and `/metrics`.
@@ -196,6 +213,18 @@ pub fn artifacts() -> std::path::PathBuf {
     let dir = target_dir().join("artifacts");
     std::fs::create_dir_all(&dir).unwrap_or_else(|err| panic!("creating {}: {err}", dir.display()));
     dir
+}
+
+/// Loads the dashboards' overview over the last 15 minutes in the browser, checks `expect`,
+/// keeps the screenshot as `artifacts/<name>.png`, and fails the test with the client's report
+/// when an expectation did not hold.
+pub async fn assert_in_browser(dashboards: &Dashboards, expect: Value, name: &str) {
+    let url = format!("http://{}/?range=15m", dashboards.address);
+    let screenshot = artifacts().join(format!("{name}.png"));
+    let check = tokio::task::spawn_blocking(move || browser(&url, &expect, &screenshot))
+        .await
+        .expect("the browser check panicked");
+    assert!(check.ok, "{}", check.report);
 }
 
 /// Loads `url` in headless Chromium through WebDriver (`clients/browser.py`), checks

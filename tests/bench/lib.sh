@@ -1,0 +1,32 @@
+# Shared by the benchmark scripts: the release build, the work directory and process cleanup,
+# and small helpers. Source it from the repository root after `set -euo pipefail`.
+
+export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$HOME/.cache/candor-target}"
+bin="$CARGO_TARGET_DIR/release"
+python="${CANDOR_PYTHON:-$HOME/.cache/candor-venv/bin/python}"
+tansu="$(command -v tansu || echo "$HOME/.cargo/bin/tansu")"
+
+# Every binary in one release build, with the same package set as deploy/local/up.sh: cargo
+# unifies features per build, and a different set would compile DataFusion again. Extra
+# arguments (`--example NAME`) add to it.
+build_release() {
+    cargo build --release --locked -p candor-collector -p candor-e2e -p candor-query \
+        -p candor-dashboards --bin candor-collector --bin candor-loadgen --bin candor \
+        --bin candor-dashboards "$@"
+}
+
+# The work directory (CANDOR_BENCH_DIR keeps it, and its data, between runs) and the processes
+# started into `pids`, all ended on exit.
+work="${CANDOR_BENCH_DIR:-$(mktemp -d)}"
+pids=()
+cleanup() {
+    kill "${pids[@]}" 2>/dev/null || true
+    wait 2>/dev/null || true
+    [[ -n "${CANDOR_BENCH_DIR:-}" ]] || rm -rf "$work"
+}
+trap cleanup EXIT
+
+free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
+wait_port() { for _ in $(seq 200); do (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null && return 0; sleep 0.05; done; echo "port $1 never opened" >&2; return 1; }
+metric() { curl -sf "127.0.0.1:$1/metrics" | awk -v s="$2" '$1 == s { print $2 }'; }
+cpu_seconds() { awk '{ printf "%.2f", ($14 + $15) / 100 }' "/proc/$1/stat"; }

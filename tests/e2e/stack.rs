@@ -35,10 +35,30 @@ impl Stack {
             .parent()
             .map(PathBuf::from)
             .expect("target directory");
-        let mut child = Command::new("bash")
+        // The environment of a person's shell (and of tests/run.sh's own build), not the test
+        // runner's: variables the runner sets for tests make cargo compile the dependencies
+        // anew instead of reusing the suite's build.
+        let kept = [
+            "PATH",
+            "HOME",
+            "LANG",
+            "USER",
+            "RUSTUP_HOME",
+            "CARGO_HOME",
+            "CI",
+        ];
+        let mut command = Command::new("bash");
+        command.env_clear();
+        for name in kept {
+            if let Some(value) = std::env::var_os(name) {
+                command.env(name, value);
+            }
+        }
+        let mut child = command
             .arg(clone.join("deploy/local/up.sh"))
             .arg("--data-dir")
             .arg(data)
+            .env("RUST_BACKTRACE", "1")
             .env("CARGO_TARGET_DIR", target)
             // The suite's debug build, as tests/run.sh made it: a release build would compile
             // DataFusion once more on a fresh machine.
@@ -223,12 +243,15 @@ async fn the_main_command_runs_the_stack_stops_cleanly_and_keeps_its_data() {
 
     let mut stack = Stack::start(&clone, &data);
     stack.wait_running(Duration::from_secs(30 * 60)).await;
-    for port in PORTS {
+    // The demo and the canary start after the banner; their ports open shortly after.
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while let Some(port) = PORTS.iter().find(|port| !port_open(**port)) {
         assert!(
-            port_open(port),
+            Instant::now() < deadline,
             "port {port} is not open:\n{}",
             stack.output()
         );
+        tokio::time::sleep(Duration::from_millis(200)).await;
     }
 
     // The dashboards show every failure kind the demo makes, and `candor rates` answers.

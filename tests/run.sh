@@ -80,8 +80,8 @@ ensure_python_clients() {
 prune_target() {
     local debug="$CARGO_TARGET_DIR/debug"
     [[ -d "$debug" ]] || return 0
-    find "$debug/incremental" -mindepth 1 -maxdepth 1 -mmin +120 -exec rm -rf {} + 2>/dev/null || true
-    find "$debug/deps" -maxdepth 1 -mmin +120 \
+    find "$debug/incremental" -mindepth 1 -maxdepth 1 -mmin +30 -exec rm -rf {} + 2>/dev/null || true
+    find "$debug/deps" -maxdepth 1 -mmin +30 \
         \( -name 'candor*' -o -name 'libcandor*' -o -name 'e2e-*' -o -name '*.o' \) \
         -delete 2>/dev/null || true
 }

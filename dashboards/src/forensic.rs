@@ -116,11 +116,16 @@ pub async fn events(
             (Rows::new(&[]), Vec::new())
         }
     };
-    if let Some(class) = class {
-        rows.rows.retain(|row| {
-            row.get(column::OUTCOME_CLASS).and_then(Value::as_str) == Some(class.as_str())
-        });
-    }
+    let summary = match class {
+        Some(class) => {
+            rows.rows.retain(|row| {
+                row.get(column::OUTCOME_CLASS).and_then(Value::as_str) == Some(class.as_str())
+            });
+            // The summary speaks of the rows shown, not of the classes filtered out.
+            commands::summarize(&rows)
+        }
+        None => summary,
+    };
     let report = Report {
         command: if trace.is_some() {
             "candor trace".into()

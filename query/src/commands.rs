@@ -649,8 +649,9 @@ async fn events(reader: &Reader, filter: Expr) -> Result<EventsAnswer, CommandEr
     Ok(EventsAnswer { rows, summary })
 }
 
-/// Retry outcomes (exhausted, permanent, accepted partial, retried attempts) and services.
-fn summarize(rows: &Rows) -> Vec<String> {
+/// Retry outcomes (exhausted, permanent, accepted partial, retried attempts) and services of
+/// event rows.
+pub fn summarize(rows: &Rows) -> Vec<String> {
     let mut actions: BTreeMap<String, u64> = BTreeMap::new();
     let mut services: BTreeMap<String, u64> = BTreeMap::new();
     for row in &rows.rows {

@@ -292,6 +292,17 @@ async fn adapter_traffic_shows_fires_a_spike_and_every_stopped_hop_turns_stale()
         .cloned()
         .unwrap_or_default();
     assert_eq!(rows.len(), 8, "{events:#}");
+    // Filtered to a class none of them has, the page shows no row and no summary of them.
+    let encoded = FAILING_TARGET.replace(':', "%3A").replace('/', "%2F");
+    let (status, page) = dashboards
+        .get(&format!("/events?target={encoded}&since=15m&class=partial"))
+        .await;
+    assert_eq!(status, Some(200), "{page}");
+    assert!(page.contains("0 event(s)"), "{page}");
+    assert!(
+        !page.contains("8 exhausted"),
+        "the summary counts rows filtered out:\n{page}"
+    );
 
     // Stop the collector: its hop and the panels go STALE, the pipeline-stale alert fires.
     collector.process().terminate().await;

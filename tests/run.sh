@@ -92,7 +92,9 @@ prune_target
 # run their own Prometheus.
 # chromium, chromium-driver: the dashboards' browser tests (WebDriver through Selenium).
 # kubectl: renders the Kubernetes manifests (kustomize) for the deployment files' checks.
-install_debian_packages openssl curl prometheus chromium chromium-driver kubectl
+# libssl-dev and pkg-config build librdkafka with TLS; socat terminates TLS in front of Tansu in
+# the Kafka security test.
+install_debian_packages libssl-dev pkg-config openssl socat curl prometheus chromium chromium-driver kubectl
 ensure_tools
 ensure_tansu
 ensure_python_clients

@@ -6,6 +6,7 @@ use std::time::{Duration, SystemTime};
 
 use candor_query::answer::{Format, Report, Rows};
 use candor_query::commands::{self, Filters};
+use candor_query::kafka_client::KafkaClientSettings;
 use candor_query::reader::{ReadOptions, Reader};
 use candor_query::store::TableRoot;
 use candor_query::tail::TailSettings;
@@ -27,6 +28,8 @@ pub struct ForensicSettings {
     pub timeout: Duration,
     /// The most tail records read per question.
     pub max_records: usize,
+    /// TLS, SASL and other client settings of the tail's consumers.
+    pub client: KafkaClientSettings,
 }
 
 /// An answer of the forensic view.
@@ -94,6 +97,7 @@ pub async fn events(
             brokers: settings.brokers.clone(),
             timeout: settings.timeout,
             max_records: settings.max_records,
+            client: settings.client.clone(),
         }),
         tables: vec![Table::OutcomeEvents],
     })

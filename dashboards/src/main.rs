@@ -1,6 +1,7 @@
 //! `candor-dashboards`: the web UI, the alert rules and `/metrics`, as their own process.
 
 use std::net::SocketAddr;
+use std::path::PathBuf;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
@@ -15,6 +16,7 @@ use candor_dashboards::state::{PipelineInputs, Shared, Staleness};
 use candor_dashboards::stream::StreamSettings;
 use candor_dashboards::web::App;
 use candor_dashboards::{engine, stream, watch, web};
+use candor_query::kafka_client::KafkaClientSettings;
 use candor_query::store::TableRoot;
 use candor_query::window::{Micros, micros_of, now};
 use clap::{Parser, Subcommand};
@@ -34,7 +36,7 @@ enum Command {
     /// Validates a rules file and prints the rules it holds.
     CheckRules {
         /// The rules file (TOML).
-        file: std::path::PathBuf,
+        file: PathBuf,
     },
 }
 
@@ -50,6 +52,9 @@ struct ServeArgs {
     /// Kafka bootstrap brokers.
     #[arg(long, env = "CANDOR_KAFKA", default_value = "127.0.0.1:9092")]
     kafka: String,
+    /// A TOML file of extra Kafka client settings ([kafka.extra], [kafka.extra_env]: TLS, SASL).
+    #[arg(long, env = "CANDOR_KAFKA_CONFIG")]
+    kafka_config: Option<PathBuf>,
     /// The consumer group the dashboards commit their offsets under (never the compactor's).
     #[arg(
         long,
@@ -62,7 +67,7 @@ struct ServeArgs {
     tables: String,
     /// The alert rules file (TOML); the shipped rules without it.
     #[arg(long, env = "CANDOR_DASHBOARDS_RULES")]
-    rules: Option<std::path::PathBuf>,
+    rules: Option<PathBuf>,
     /// A webhook that receives alerts (Alertmanager API v2 format); repeat for several.
     #[arg(
         long = "webhook",
@@ -149,6 +154,10 @@ async fn serve(args: ServeArgs, limits: impl Fn(&ServeArgs) -> Limits) -> anyhow
         Some(file) => format!("in {}", file.display()),
         None => "in the shipped rules".into(),
     })?;
+    let kafka_client = match &args.kafka_config {
+        Some(path) => KafkaClientSettings::load(path, &[("group.id", "set by --group")])?,
+        None => KafkaClientSettings::default(),
+    };
     let telemetry = match &args.otlp_endpoint {
         Some(endpoint) => Some(
             init(OtlpConfig::new(endpoint.clone(), "candor-dashboards"))
@@ -207,6 +216,7 @@ async fn serve(args: ServeArgs, limits: impl Fn(&ServeArgs) -> Limits) -> anyhow
         let settings = StreamSettings {
             brokers: args.kafka.clone(),
             group: args.group.clone(),
+            client: kafka_client.clone(),
         };
         let shared = Arc::clone(&shared);
         let stop = Arc::clone(&stop);
@@ -234,6 +244,7 @@ async fn serve(args: ServeArgs, limits: impl Fn(&ServeArgs) -> Limits) -> anyhow
             brokers: args.kafka.clone(),
             timeout: Duration::from_secs(5),
             max_records: 200_000,
+            client: kafka_client,
         },
     });
     eprintln!(

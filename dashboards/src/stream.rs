@@ -13,6 +13,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
+use candor_query::kafka_client::KafkaClientSettings;
 use candor_query::window::now;
 use candor_schema::rows::{self, SourceRecord, TimeBounds};
 use candor_schema::tables::Table;
@@ -31,6 +32,8 @@ pub struct StreamSettings {
     pub brokers: String,
     /// The consumer group its offsets are committed under.
     pub group: String,
+    /// TLS, SASL and other client settings.
+    pub client: KafkaClientSettings,
 }
 
 /// Records applied per lock of the model.
@@ -133,7 +136,9 @@ pub fn run(settings: StreamSettings, shared: Arc<Shared>, stop: Arc<AtomicBool>)
 }
 
 fn connect(settings: &StreamSettings) -> Result<BaseConsumer, KafkaError> {
-    ClientConfig::new()
+    settings
+        .client
+        .apply(&mut ClientConfig::new())
         .set("bootstrap.servers", &settings.brokers)
         .set("group.id", &settings.group)
         .set("client.id", &settings.group)

@@ -8,6 +8,7 @@
 //! - [`coverage`] decides what an answer may claim: success, empty, partial or access failure,
 //!   the four classes of the contract (pure).
 //! - [`answer`] shows it: a table, CSV, or the contract's envelope as JSON.
+//! - [`kafka_client`] loads the TLS / SASL settings of the Kafka consumers.
 //! - [`window`] parses `--since` / `--until` (pure).
 //!
 //! An answer that could not look everywhere says so: "no failures" is only ever printed for a
@@ -16,6 +17,7 @@
 pub mod answer;
 pub mod commands;
 pub mod coverage;
+pub mod kafka_client;
 pub mod rates;
 pub mod reader;
 pub mod store;

@@ -16,6 +16,7 @@ use std::time::{Duration, SystemTime};
 
 use candor_query::answer::{Format, Report, Rows};
 use candor_query::commands::{self, Filters, GroupBy, RatesQuery, SpikesQuery};
+use candor_query::kafka_client::KafkaClientSettings;
 use candor_query::rates::SpikeRule;
 use candor_query::reader::{ReadOptions, Reader};
 use candor_query::store::TableRoot;
@@ -37,7 +38,8 @@ struct Cli {
     command: Command,
 }
 
-/// Where to read and how to show it; the same flags and variables as the services.
+/// Where to read and how to show it; the same flags and variables as the dashboards
+/// (`--kafka`/`CANDOR_KAFKA`, `--kafka-config`/`CANDOR_KAFKA_CONFIG`).
 #[derive(Debug, Args)]
 struct Global {
     /// The local stack's data directory; the tables are under DIR/tables.
@@ -54,6 +56,9 @@ struct Global {
         default_value = "127.0.0.1:9092"
     )]
     kafka: String,
+    /// A TOML file of extra Kafka client settings ([kafka.extra], [kafka.extra_env]: TLS, SASL).
+    #[arg(long, global = true, env = "CANDOR_KAFKA_CONFIG")]
+    kafka_config: Option<PathBuf>,
     /// Also read the Kafka tail (the default when the window reaches the last 5 minutes).
     #[arg(long, global = true, conflicts_with = "no_live")]
     live: bool,
@@ -401,6 +406,12 @@ async fn answer(global: Global, command: Command) -> Result<(Report, Format), Us
         Format::Json
     });
     let question = Question::parse(command, now)?;
+    // Loaded whether or not this question reads the tail, so that a mistake in the file (or an
+    // unset variable) shows on the first run, not on the first live one.
+    let kafka_client = match &global.kafka_config {
+        Some(path) => KafkaClientSettings::load(path, &[]).map_err(Usage::from)?,
+        None => KafkaClientSettings::default(),
+    };
     let (tables, window) = question.plan();
     // Questions without a window (SQL, a whole trace) may reach now, so they read the tail.
     let recent = window.is_none_or(|w| w.until >= now.saturating_sub(micros_of(LIVE_REACH)));
@@ -411,6 +422,7 @@ async fn answer(global: Global, command: Command) -> Result<(Report, Format), Us
             timeout: window::parse_duration("--kafka-timeout", &global.kafka_timeout)
                 .map_err(Usage::from)?,
             max_records: global.tail_limit,
+            client: kafka_client,
         })
     } else {
         None

@@ -20,6 +20,8 @@ use rdkafka::error::KafkaError;
 use rdkafka::message::Message as _;
 use rdkafka::{Offset, TopicPartitionList};
 
+use crate::kafka_client::KafkaClientSettings;
+
 /// Who decoded a record the tail could not read, in its `rejected` row.
 const READER_ID: &str = "candor-query";
 
@@ -32,6 +34,8 @@ pub struct TailSettings {
     pub timeout: Duration,
     /// At most this many records in all; past it the tail is incomplete.
     pub max_records: usize,
+    /// TLS, SASL and other client settings.
+    pub client: KafkaClientSettings,
 }
 
 /// Why the tail could not be read at all.
@@ -93,7 +97,9 @@ impl Tail {
         topics: &[Table],
     ) -> Result<(Self, BTreeMap<Table, Vec<i32>>), TailError> {
         let started = Instant::now();
-        let consumer: BaseConsumer = ClientConfig::new()
+        let consumer: BaseConsumer = settings
+            .client
+            .apply(&mut ClientConfig::new())
             .set("bootstrap.servers", &settings.brokers)
             // Never joins the group (partitions are assigned) and never commits.
             .set("group.id", READER_ID)
@@ -158,7 +164,10 @@ impl Tail {
         records: &mut usize,
     ) -> TopicTail {
         let mut tail = TopicTail::default();
-        let consumer: BaseConsumer = match ClientConfig::new()
+        let consumer: BaseConsumer = match self
+            .settings
+            .client
+            .apply(&mut ClientConfig::new())
             .set("bootstrap.servers", &self.settings.brokers)
             .set("group.id", READER_ID)
             .set("client.id", READER_ID)

@@ -119,6 +119,7 @@ async fn adapter_traffic_shows_fires_a_spike_and_every_stopped_hop_turns_stale()
             rules: Some(RULES.into()),
             webhooks: vec![receiver.url.clone()],
             args: fast_args(),
+            ..dashboards::Options::default()
         },
     )
     .await;
@@ -382,6 +383,7 @@ async fn a_notification_that_reached_nobody_is_shown_undelivered_then_retried() 
             rules: Some(RULES.into()),
             webhooks: vec![url.clone()],
             args,
+            ..dashboards::Options::default()
         },
     )
     .await;

@@ -8,6 +8,7 @@ mod dashboards;
 mod faults;
 mod foreign_clients;
 mod ingest;
+mod kafka_security;
 mod query;
 mod stack;
 mod traffic;

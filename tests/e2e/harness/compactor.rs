@@ -23,6 +23,8 @@ pub struct Options {
     pub max_age: String,
     /// Environment variables (e.g. `CANDOR_COMPACT_CRASH_AT`).
     pub env: Vec<(String, String)>,
+    /// A configuration file's contents, written to a temp file (the flags above win over it).
+    pub config: Option<String>,
 }
 
 impl Default for Options {
@@ -31,6 +33,7 @@ impl Default for Options {
             group_id: "candor-compactor-e2e".into(),
             max_age: "500ms".into(),
             env: Vec::new(),
+            config: None,
         }
     }
 }
@@ -42,7 +45,7 @@ impl Compactor {
         assert!(binary.exists(), "{} is missing", binary.display());
         for _ in 0..PORT_ATTEMPTS {
             let metrics = free_port();
-            let args = vec![
+            let mut args = vec![
                 "compact".to_owned(),
                 "--table-root".into(),
                 root.display().to_string(),
@@ -57,6 +60,15 @@ impl Compactor {
                 "--compactor-id".into(),
                 format!("e2e-{metrics}"),
             ];
+            if let Some(config) = &options.config {
+                let path = std::env::temp_dir().join(format!(
+                    "candor-e2e-compactor-{}-{metrics}.toml",
+                    std::process::id()
+                ));
+                std::fs::write(&path, config)
+                    .unwrap_or_else(|err| panic!("writing {}: {err}", path.display()));
+                args.extend(["--config".to_owned(), path.display().to_string()]);
+            }
             let env: Vec<(&str, &str)> = options
                 .env
                 .iter()

@@ -44,6 +44,8 @@ pub struct Options {
     pub webhooks: Vec<String>,
     /// More arguments (thresholds, intervals).
     pub args: Vec<String>,
+    /// Environment variables.
+    pub env: Vec<(String, String)>,
 }
 
 impl Dashboards {
@@ -77,7 +79,12 @@ impl Dashboards {
                 args.extend(["--webhook".to_owned(), hook.clone()]);
             }
             args.extend(options.args.iter().cloned());
-            let process = Running::spawn(&format!("dashboards-{port}"), &binary, &args, &[]);
+            let env: Vec<(&str, &str)> = options
+                .env
+                .iter()
+                .map(|(k, v)| (k.as_str(), v.as_str()))
+                .collect();
+            let process = Running::spawn(&format!("dashboards-{port}"), &binary, &args, &env);
             let mut dashboards = Self {
                 address: format!("127.0.0.1:{port}"),
                 process,

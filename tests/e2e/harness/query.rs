@@ -57,6 +57,11 @@ impl Answer {
 /// Runs `candor` with the tables under `root` and `args`; the environment is cleared of the
 /// variables that would point it elsewhere.
 pub fn candor(root: &Path, args: &[&str]) -> Answer {
+    candor_with_env(root, args, &[])
+}
+
+/// [`candor`] with environment variables set.
+pub fn candor_with_env(root: &Path, args: &[&str], env: &[(&str, &str)]) -> Answer {
     let binary = target_dir().join("candor");
     assert!(binary.exists(), "{} is missing", binary.display());
     let output = Command::new(&binary)
@@ -66,6 +71,8 @@ pub fn candor(root: &Path, args: &[&str]) -> Answer {
         .env_remove("CANDOR_DATA_DIR")
         .env_remove("CANDOR_TABLES")
         .env_remove("CANDOR_KAFKA")
+        .env_remove("CANDOR_KAFKA_CONFIG")
+        .envs(env.iter().copied())
         .output()
         .unwrap_or_else(|err| panic!("running candor: {err}"));
     Answer {

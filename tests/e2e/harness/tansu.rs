@@ -1,6 +1,6 @@
 //! The Tansu broker (a Kafka API broker) on a free loopback port.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use crate::process::Running;
@@ -10,9 +10,20 @@ use crate::{free_port, wait_for};
 pub struct Tansu {
     /// `127.0.0.1:port`.
     pub bootstrap: String,
-    storage: String,
-    dir: Option<std::path::PathBuf>,
+    launch: Launch,
     process: Running,
+}
+
+/// How the broker is started, kept for a restart.
+#[derive(Clone)]
+struct Launch {
+    bootstrap: String,
+    storage: String,
+    dir: Option<PathBuf>,
+    /// What the broker tells clients to connect to, when not `bootstrap`.
+    advertised: Option<String>,
+    /// `--authentication`: clients must log in with SASL.
+    authentication: bool,
 }
 
 fn binary() -> PathBuf {
@@ -29,23 +40,25 @@ fn binary() -> PathBuf {
     PathBuf::from("tansu")
 }
 
-fn spawn(bootstrap: &str, storage: &str, dir: Option<&std::path::Path>) -> Running {
-    let url = format!("tcp://{bootstrap}");
-    Running::spawn_in(
-        dir,
-        "tansu",
-        &binary(),
-        &[
-            "broker".into(),
-            "--listener-url".into(),
-            url.clone(),
-            "--advertised-listener-url".into(),
-            url,
-            "--storage-engine".into(),
-            storage.to_owned(),
-        ],
-        &[],
-    )
+fn spawn(launch: &Launch) -> Running {
+    let url = format!("tcp://{}", launch.bootstrap);
+    let advertised = launch
+        .advertised
+        .as_ref()
+        .map_or_else(|| url.clone(), |address| format!("tcp://{address}"));
+    let mut args = vec![
+        "broker".into(),
+        "--listener-url".into(),
+        url,
+        "--advertised-listener-url".into(),
+        advertised,
+        "--storage-engine".into(),
+        launch.storage.clone(),
+    ];
+    if launch.authentication {
+        args.push("--authentication".into());
+    }
+    Running::spawn_in(launch.dir.as_deref(), "tansu", &binary(), &args, &[])
 }
 
 impl Tansu {
@@ -56,21 +69,55 @@ impl Tansu {
 
     /// Starts a broker whose data survives a restart: SQLite in `dir` (Tansu reads the path of a
     /// `sqlite://` URL relative to its working directory).
-    pub async fn start_durable(dir: &std::path::Path) -> Self {
+    pub async fn start_durable(dir: &Path) -> Self {
         Self::start_with("sqlite://tansu.db".into(), Some(dir.to_path_buf())).await
     }
 
-    async fn start_with(storage: String, dir: Option<std::path::PathBuf>) -> Self {
-        let bootstrap = format!("127.0.0.1:{}", free_port());
-        let process = spawn(&bootstrap, &storage, dir.as_deref());
-        let tansu = Self {
-            bootstrap,
+    async fn start_with(storage: String, dir: Option<PathBuf>) -> Self {
+        Self::launch(Launch {
+            bootstrap: format!("127.0.0.1:{}", free_port()),
             storage,
             dir,
-            process,
+            advertised: None,
+            authentication: false,
+        })
+        .await
+    }
+
+    async fn launch(launch: Launch) -> Self {
+        let tansu = Self {
+            bootstrap: launch.bootstrap.clone(),
+            process: spawn(&launch),
+            launch,
         };
         tansu.wait_ready().await;
         tansu
+    }
+
+    /// Starts a durable broker (SQLite in `dir`) that requires SASL/SCRAM-SHA-512 of its clients
+    /// and knows the user `user`, and that tells clients to connect to `advertised`: a TLS proxy
+    /// in front of it, since Tansu itself speaks plain TCP. The user is created on a first start
+    /// without authentication (Tansu keeps users in its storage), which is then restarted.
+    pub async fn start_secured(dir: &Path, user: &str, password: &str, advertised: &str) -> Self {
+        let mut open = Self::start_durable(dir).await;
+        let output = std::process::Command::new(binary())
+            .args(["user", "create", "--mechanism", "scram512", "--broker"])
+            .arg(format!("tcp://{}", open.bootstrap))
+            .args([user, password])
+            .output()
+            .unwrap_or_else(|err| panic!("running tansu user create: {err}"));
+        assert!(
+            output.status.success(),
+            "tansu user create: {}",
+            String::from_utf8_lossy(&output.stderr)
+        );
+        open.stop().await;
+        Self::launch(Launch {
+            advertised: Some(advertised.to_owned()),
+            authentication: true,
+            ..open.launch.clone()
+        })
+        .await
     }
 
     async fn wait_ready(&self) {
@@ -94,7 +141,7 @@ impl Tansu {
     /// Stops the broker with SIGTERM and starts it again on the same address and storage.
     pub async fn restart(&mut self) {
         self.process.terminate().await;
-        self.process = spawn(&self.bootstrap, &self.storage, self.dir.as_deref());
+        self.process = spawn(&self.launch);
         self.wait_ready().await;
     }
 

@@ -1,0 +1,297 @@
+//! Every Kafka client of the pipeline against a broker that demands what a production cluster
+//! does: TLS with a certificate from a private CA, and SASL/SCRAM-SHA-512 inside it.
+//!
+//! Tansu checks the SCRAM login (`--authentication`) but speaks plain TCP, so socat with OpenSSL
+//! terminates TLS in front of it and Tansu advertises socat's address: every connection a client
+//! makes, bootstrap or broker, goes through TLS. The CA and the server certificate are made for
+//! the test with the `openssl` command. The settings are the `[kafka.extra]` /
+//! `[kafka.extra_env]` of deploy/config/, with the password in an environment variable.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::Duration;
+
+use candor_e2e::collector::{self, Collector};
+use candor_e2e::compactor::{self, Compactor};
+use candor_e2e::dashboards::{self, Dashboards};
+use candor_e2e::process::Running;
+use candor_e2e::query::{Answer, candor_with_env};
+use candor_e2e::tansu::Tansu;
+use candor_e2e::{free_port, tempdir, wait_for};
+use opentelemetry_proto::tonic::collector::trace::v1::trace_service_client::TraceServiceClient;
+
+use crate::ingest::{outcome_event, trace_request};
+
+const USER: &str = "candor-e2e";
+const PASSWORD: &str = "scram-password-for-the-e2e-broker";
+const PASSWORD_VAR: &str = "CANDOR_KAFKA_SASL_PASSWORD";
+const TARGET: &str = "https://tls.example/search";
+
+/// A CA and a server certificate for `localhost` / 127.0.0.1 signed by it.
+struct Pki {
+    ca: PathBuf,
+    cert: PathBuf,
+    key: PathBuf,
+}
+
+fn openssl(dir: &Path, args: &[&str]) {
+    let output = Command::new("openssl")
+        .args(args)
+        .current_dir(dir)
+        .output()
+        .unwrap_or_else(|err| panic!("running openssl: {err}"));
+    assert!(
+        output.status.success(),
+        "openssl {args:?}: {}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+}
+
+fn make_pki(dir: &Path) -> Pki {
+    std::fs::write(
+        dir.join("san.cnf"),
+        "subjectAltName=DNS:localhost,IP:127.0.0.1\n",
+    )
+    .unwrap();
+    let new_key = ["-newkey", "rsa:2048", "-nodes", "-days", "2"];
+    openssl(
+        dir,
+        &[
+            &["req", "-x509"],
+            &new_key[..],
+            &[
+                "-keyout",
+                "ca.key",
+                "-out",
+                "ca.crt",
+                "-subj",
+                "/CN=candor-e2e-ca",
+            ],
+        ]
+        .concat(),
+    );
+    openssl(
+        dir,
+        &[
+            &["req"],
+            &new_key[..2],
+            &["-nodes", "-keyout", "server.key", "-out", "server.csr"],
+            &["-subj", "/CN=localhost"],
+        ]
+        .concat(),
+    );
+    openssl(
+        dir,
+        &[
+            "x509",
+            "-req",
+            "-in",
+            "server.csr",
+            "-CA",
+            "ca.crt",
+            "-CAkey",
+            "ca.key",
+            "-CAcreateserial",
+            "-days",
+            "2",
+            "-extfile",
+            "san.cnf",
+            "-out",
+            "server.crt",
+        ],
+    );
+    Pki {
+        ca: dir.join("ca.crt"),
+        cert: dir.join("server.crt"),
+        key: dir.join("server.key"),
+    }
+}
+
+/// socat terminating TLS on `port` and forwarding each connection to `upstream`.
+async fn tls_proxy(pki: &Pki, port: u16, upstream: &str) -> Running {
+    let listen = format!(
+        "OPENSSL-LISTEN:{port},bind=127.0.0.1,reuseaddr,fork,cert={},key={},verify=0",
+        pki.cert.display(),
+        pki.key.display()
+    );
+    let proxy = Running::spawn(
+        &format!("socat-{port}"),
+        Path::new("socat"),
+        &[listen, format!("TCP:{upstream}")],
+        &[],
+    );
+    let address = format!("127.0.0.1:{port}");
+    wait_for("the TLS proxy to listen", Duration::from_secs(10), || {
+        let address = address.clone();
+        async move {
+            tokio::net::TcpStream::connect(&address)
+                .await
+                .ok()
+                .map(|_| ())
+        }
+    })
+    .await;
+    proxy
+}
+
+/// The clients' settings, as in deploy/config/.
+fn security(pki: &Pki) -> String {
+    format!(
+        "[kafka.extra]\n\
+         \"security.protocol\" = \"SASL_SSL\"\n\
+         \"sasl.mechanism\" = \"SCRAM-SHA-512\"\n\
+         \"sasl.username\" = \"{USER}\"\n\
+         \"ssl.ca.location\" = \"{}\"\n\
+         \"ssl.endpoint.identification.algorithm\" = \"https\"\n\
+         [kafka.extra_env]\n\
+         \"sasl.password\" = \"{PASSWORD_VAR}\"\n",
+        pki.ca.display()
+    )
+}
+
+async fn send(collector: &Collector, events: usize) -> Result<(), tonic::Status> {
+    let mut client = TraceServiceClient::connect(collector.grpc_endpoint.clone())
+        .await
+        .unwrap();
+    // Now, and each a nanosecond apart: distinct events (the event id covers the time).
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_nanos() as u64;
+    let events = (0..events as u64)
+        .map(|n| {
+            let mut event = outcome_event("access_failure", TARGET);
+            event.time_unix_nano = now + n;
+            event
+        })
+        .collect();
+    client.export(trace_request(events)).await.map(|_| ())
+}
+
+fn incident(root: &Path, kafka: &str, extra: &[&str], env: &[(&str, &str)]) -> Answer {
+    let args = [
+        &["--kafka", kafka, "--kafka-timeout", "5s"][..],
+        extra,
+        &["incident", "--target", TARGET, "--since", "1h"][..],
+    ]
+    .concat();
+    candor_with_env(root, &args, env)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_kafka_client_works_over_tls_with_scram_and_is_refused_without_them() {
+    let dir = tempdir("kafka-security");
+    let pki = make_pki(&dir);
+    let tls_port = free_port();
+    // The name the certificate carries, so the clients' hostname check has something to check.
+    let kafka = format!("localhost:{tls_port}");
+    let tansu = Tansu::start_secured(&dir, USER, PASSWORD, &kafka).await;
+    let _proxy = tls_proxy(&pki, tls_port, &tansu.bootstrap).await;
+    let settings = security(&pki);
+    let settings_file = dir.join("kafka-client.toml");
+    std::fs::write(&settings_file, &settings).unwrap();
+    let settings_arg = settings_file.display().to_string();
+    let env = vec![(PASSWORD_VAR.to_owned(), PASSWORD.to_owned())];
+    let password = [(PASSWORD_VAR, PASSWORD)];
+
+    // The collector logs in, creates its topics, and acknowledges only what the broker holds.
+    let collector = Collector::start(
+        &kafka,
+        collector::Options {
+            config: Some(settings.clone()),
+            env: env.clone(),
+            skip_ready: false,
+        },
+    )
+    .await;
+    send(&collector, 3).await.unwrap();
+
+    // The compactor reads them over the same kind of connection into the table.
+    let root = dir.join("tables");
+    let mut compactor = Compactor::start(
+        &kafka,
+        &root,
+        compactor::Options {
+            config: Some(settings.clone()),
+            env: env.clone(),
+            ..compactor::Options::default()
+        },
+    )
+    .await;
+    wait_for(
+        "the compactor to store the 3 events",
+        Duration::from_secs(60),
+        || {
+            let rows = incident(&root, &kafka, &["--no-live"], &[]).rows().len();
+            async move { (rows == 3).then_some(()) }
+        },
+    )
+    .await;
+    compactor.process().terminate().await;
+
+    // Two more, which only Kafka holds now.
+    send(&collector, 2).await.unwrap();
+    let live = incident(
+        &root,
+        &kafka,
+        &["--live", "--kafka-config", &settings_arg],
+        &password,
+    );
+    assert_eq!(live.code, 0, "{}\n{}", live.stdout, live.stderr);
+    assert_eq!(live.rows().len(), 5, "{}", live.stdout);
+    let tail = live.source("kafka candor.outcome-events.v1");
+    assert_eq!(tail["rows"], 2, "{tail}");
+
+    // Without the settings, the tail is unreachable and the answer says it is partial.
+    let bare = incident(&root, &kafka, &["--live"], &[]);
+    assert_eq!(bare.code, 3, "{}\n{}", bare.stdout, bare.stderr);
+    let tail = bare.source("kafka candor.outcome-events.v1");
+    assert_eq!(tail["state"], "unreachable", "{tail}");
+    // And without the password's variable, candor stops before reading, naming it.
+    let unset = incident(
+        &root,
+        &kafka,
+        &["--live", "--kafka-config", &settings_arg],
+        &[],
+    );
+    assert_eq!(unset.code, 2, "{}", unset.stderr);
+    assert!(unset.stderr.contains(PASSWORD_VAR), "{}", unset.stderr);
+
+    // The dashboards' own consumer streams all five events.
+    let dashboards = Dashboards::start(
+        &kafka,
+        &root,
+        dashboards::Options {
+            args: vec!["--kafka-config".into(), settings_arg.clone()],
+            env: env.clone(),
+            ..dashboards::Options::default()
+        },
+    )
+    .await;
+    let series = "candor_dashboards_records_total{topic=\"candor.outcome-events.v1\"}";
+    wait_for(
+        "the dashboards to stream the 5 events",
+        Duration::from_secs(60),
+        || {
+            let sample = dashboards.sample(series);
+            async move { sample.await.filter(|n| *n >= 5.0).map(|_| ()) }
+        },
+    )
+    .await;
+
+    // A collector with the wrong password is refused by the broker: its client is told to
+    // retry, never told success.
+    let wrong = Collector::start(
+        &kafka,
+        collector::Options {
+            config: Some(format!("{settings}[kafka]\ndelivery_timeout = \"2s\"\n")),
+            env: vec![(PASSWORD_VAR.to_owned(), "not-the-password".to_owned())],
+            skip_ready: true,
+        },
+    )
+    .await;
+    let refused = send(&wrong, 1).await.unwrap_err();
+    assert_eq!(refused.code(), tonic::Code::Unavailable, "{refused:?}");
+    drop(collector);
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -2,11 +2,16 @@
 //!
 //! ```text
 //! candor-collector ingest [--config FILE] [--grpc-addr A] [--http-addr A] [--metrics-addr A]
-//!                         [--kafka-brokers B] [--collector-id ID] [--log-format text|json]
+//!                         [--kafka-brokers B] [--heartbeat-interval D] [--collector-id ID]
+//!                         [--log-format text|json] [--check]
 //! candor-collector compact [--config FILE] [--table-root DIR|URL] [--kafka-brokers B]
-//!                          [--metrics-addr A] [--group-id G] [--compactor-id ID]
-//! candor-collector maintain [--config FILE] [--table-root DIR|URL] [--optimize] [--vacuum] [--retention]
-//! candor-collector read --topic T [--kafka-brokers B]
+//!                          [--metrics-addr A] [--group-id G] [--max-age D] [--compactor-id ID]
+//!                          [--log-format text|json] [--check]
+//! candor-collector maintain [--config FILE] [--table-root DIR|URL] [--optimize] [--vacuum]
+//!                           [--retention] [--check]
+//! candor-collector read --topic T [--kafka-brokers B] [--limit N] [--idle D]
+//!
+//! --check validates the configuration as a start would, prints it and exits (0 valid, 2 not).
 //! ```
 
 use std::net::SocketAddr;
@@ -40,7 +45,7 @@ use tokio::sync::watch;
 #[command(
     name = "candor-collector",
     version,
-    about = "Candor's OTLP ingest service"
+    about = "Candor's OTLP ingest service, its Kafka → Delta Lake compactor and their tools"
 )]
 struct Cli {
     #[command(subcommand)]
@@ -82,6 +87,10 @@ struct CompactArgs {
     /// Overrides `compactor_id`.
     #[arg(long, env = "CANDOR_COMPACTOR_ID")]
     compactor_id: Option<String>,
+    /// Check the configuration as a start would (file, flags, variables, table root), print it
+    /// and exit: 0 when it is valid, 2 when not. Connects to nothing and creates nothing.
+    #[arg(long)]
+    check: bool,
     /// Log format.
     #[arg(long, value_enum, default_value = "text", env = "CANDOR_LOG_FORMAT")]
     log_format: LogFormat,
@@ -104,6 +113,10 @@ struct MaintainArgs {
     /// Drop partitions older than `maintenance.retention_days` (refused when that is 0).
     #[arg(long)]
     retention: bool,
+    /// Check the configuration and the table root, print them and exit: 0 when valid, 2 when
+    /// not. Touches no table.
+    #[arg(long)]
+    check: bool,
 }
 
 #[derive(Parser)]
@@ -149,6 +162,10 @@ struct IngestArgs {
     /// Overrides `collector_id`.
     #[arg(long, env = "CANDOR_COLLECTOR_ID")]
     collector_id: Option<String>,
+    /// Check the configuration as a start would (file, flags, variables, TLS files), print it
+    /// and exit: 0 when it is valid, 2 when not. Connects to nothing.
+    #[arg(long)]
+    check: bool,
     /// Log format.
     #[arg(long, value_enum, default_value = "text", env = "CANDOR_LOG_FORMAT")]
     log_format: LogFormat,
@@ -189,6 +206,12 @@ fn main() -> anyhow::Result<()> {
         Role::Compact(args) => return compact(args),
         Role::Maintain(args) => return maintain(&args),
     };
+    if args.check {
+        return report_check(load_config(&args).and_then(|config| {
+            ingest_secrets(&config)?;
+            Ok(format!("{config:#?}"))
+        }));
+    }
     init_logs(args.log_format);
     let config = load_config(&args)?;
     tokio::runtime::Builder::new_multi_thread()
@@ -239,10 +262,44 @@ fn kafka_settings(
     let mut settings = extra.clone();
     for (key, var) in extra_env {
         let value = std::env::var(var)
-            .with_context(|| format!("kafka.extra_env.{key} names {var}, which is not set"))?;
+            .ok()
+            .filter(|value| !value.is_empty())
+            .with_context(|| {
+                format!("kafka.extra_env.{key:?} names {var}, which is unset or empty")
+            })?;
         settings.insert(key.clone(), value);
     }
     Ok(settings)
+}
+
+/// Ends a `--check`: the configuration as the process would run with it and exit 0, or the
+/// reason it would not start and exit 2.
+fn report_check(checked: anyhow::Result<String>) -> anyhow::Result<()> {
+    match checked {
+        Ok(shown) => {
+            println!("{shown}");
+            println!("configuration OK");
+            Ok(())
+        }
+        Err(err) => {
+            eprintln!("configuration refused: {err:#}");
+            std::process::exit(2)
+        }
+    }
+}
+
+/// Whether the tables could be opened under `root`, without opening or creating them: an object
+/// store URL needs a store this build knows; a local directory need not exist yet.
+fn check_table_root(root: &str) -> anyhow::Result<()> {
+    let url = match url::Url::parse(root) {
+        Ok(url) if url.scheme() != "file" && url.scheme().len() > 1 => url,
+        // A path (a one-letter "scheme" is a Windows drive).
+        _ => return Ok(()),
+    };
+    deltalake::DeltaTableBuilder::from_url(url)
+        .and_then(deltalake::DeltaTableBuilder::build)
+        .with_context(|| format!("table_root {root}: no object store for it in this build"))?;
+    Ok(())
 }
 
 /// A process's id when the configuration names none: host name and process id.
@@ -258,10 +315,9 @@ fn runtime() -> anyhow::Result<tokio::runtime::Runtime> {
         .context("starting the runtime")
 }
 
-/// `candor-collector compact`: the Kafka → Delta Lake role.
-fn compact(args: CompactArgs) -> anyhow::Result<()> {
-    init_logs(args.log_format);
-    let config = load_compact_config(args.config.as_ref(), |raw| {
+/// The compactor's configuration: the file, then the flags and variables over it.
+fn compact_config(args: &CompactArgs) -> anyhow::Result<CompactConfig> {
+    load_compact_config(args.config.as_ref(), |raw| {
         if let Some(root) = &args.table_root {
             raw.table_root = Some(root.clone());
         }
@@ -280,7 +336,20 @@ fn compact(args: CompactArgs) -> anyhow::Result<()> {
         if let Some(id) = &args.compactor_id {
             raw.compactor_id = Some(id.clone());
         }
-    })?;
+    })
+}
+
+/// `candor-collector compact`: the Kafka → Delta Lake role.
+fn compact(args: CompactArgs) -> anyhow::Result<()> {
+    if args.check {
+        return report_check(compact_config(&args).and_then(|config| {
+            kafka_settings(&config.kafka.extra, &config.kafka.extra_env)?;
+            check_table_root(&config.table_root)?;
+            Ok(format!("{config:#?}"))
+        }));
+    }
+    init_logs(args.log_format);
+    let config = compact_config(&args)?;
     let kafka_extra = kafka_settings(&config.kafka.extra, &config.kafka.extra_env)?;
     let compactor_id = config.compactor_id.clone().unwrap_or_else(default_id);
     let runtime = runtime()?;
@@ -353,12 +422,19 @@ fn compact(args: CompactArgs) -> anyhow::Result<()> {
 
 /// `candor-collector maintain`: one maintenance run over every table.
 fn maintain(args: &MaintainArgs) -> anyhow::Result<()> {
-    init_logs(LogFormat::Text);
     let config = load_compact_config(args.config.as_ref(), |raw| {
         if let Some(root) = &args.table_root {
             raw.table_root = Some(root.clone());
         }
-    })?;
+    });
+    if args.check {
+        return report_check(config.and_then(|config| {
+            check_table_root(&config.table_root)?;
+            Ok(format!("{config:#?}"))
+        }));
+    }
+    init_logs(LogFormat::Text);
+    let config = config?;
     let all = !(args.optimize || args.vacuum || args.retention);
     let jobs = compact::Jobs {
         optimize: all || args.optimize,
@@ -489,7 +565,15 @@ async fn bind(addr: SocketAddr, key: &str) -> anyhow::Result<TcpListener> {
         .with_context(|| format!("cannot listen on {addr} ({key}); is the port taken?"))
 }
 
-async fn run_ingest(config: Config) -> anyhow::Result<()> {
+/// What a start reads besides the configuration: the TLS files, the bearer token and the Kafka
+/// settings whose values are in environment variables.
+struct IngestSecrets {
+    tls: Option<TlsMaterial>,
+    token: Option<String>,
+    kafka_extra: std::collections::BTreeMap<String, String>,
+}
+
+fn ingest_secrets(config: &Config) -> anyhow::Result<IngestSecrets> {
     let tls = match &config.otlp.tls {
         Some(tls) => Some(TlsMaterial {
             cert: std::fs::read(&tls.cert_path).with_context(|| {
@@ -515,7 +599,20 @@ async fn run_ingest(config: Config) -> anyhow::Result<()> {
             "otlp.auth_token_env names a variable that is empty; an empty token would let anyone in"
         );
     }
-    let extra = kafka_settings(&config.kafka.extra, &config.kafka.extra_env)?;
+    let kafka_extra = kafka_settings(&config.kafka.extra, &config.kafka.extra_env)?;
+    Ok(IngestSecrets {
+        tls,
+        token,
+        kafka_extra,
+    })
+}
+
+async fn run_ingest(config: Config) -> anyhow::Result<()> {
+    let IngestSecrets {
+        tls,
+        token,
+        kafka_extra: extra,
+    } = ingest_secrets(&config)?;
     let collector_id = config.collector_id.clone().unwrap_or_else(default_id);
     let metrics = CollectorMetrics::new();
     let producer = Arc::new(Producer::new(

@@ -351,3 +351,94 @@ fn the_deployment_files_parse_and_agree_with_the_binaries() {
         "a check was skipped:\n{stdout}"
     );
 }
+
+/// The production configs under deploy/config/ through the binaries' own `--check`: what the
+/// binary would do with them at start, not what a parser thinks of their keys.
+#[test]
+fn the_deployment_configs_pass_the_binaries_own_check() {
+    let repo = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+    let config = |name: &str| repo.join("deploy/config").join(name);
+    let dir = tempdir("deploy-check");
+    let run = |program: &str, args: &[&str], env: &[(&str, &str)]| {
+        let output = Command::new(target_dir().join(program))
+            .args(args)
+            .env_clear()
+            .envs(env.iter().copied())
+            .output()
+            .unwrap_or_else(|err| panic!("running {program}: {err}"));
+        let text = |bytes: &[u8]| String::from_utf8_lossy(bytes).into_owned();
+        (
+            output.status.code().unwrap_or(-1),
+            text(&output.stdout),
+            text(&output.stderr),
+        )
+    };
+    const PASSWORD: &str = "kafka-password-not-to-be-printed";
+    let password = ("CANDOR_KAFKA_SASL_PASSWORD", PASSWORD);
+
+    // The compactor's: refused as it stands, since this build has no S3 store; valid with a
+    // local root, and the password's variable is required.
+    let compactor = config("compactor.s3.toml").display().to_string();
+    let check = ["compact", "--check", "--config", compactor.as_str()];
+    let (code, _, stderr) = run("candor-collector", &check, &[password]);
+    assert_eq!(code, 2, "{stderr}");
+    assert!(stderr.contains("table_root s3://"), "{stderr}");
+    let root = dir.join("tables").display().to_string();
+    let local = ("CANDOR_TABLE_ROOT", root.as_str());
+    let (code, stdout, stderr) = run("candor-collector", &check, &[password, local]);
+    assert_eq!(code, 0, "{stderr}");
+    assert!(stdout.contains("configuration OK"), "{stdout}");
+    assert!(!stdout.contains(PASSWORD) && !stderr.contains(PASSWORD));
+    let (code, _, stderr) = run("candor-collector", &check, &[local]);
+    assert_eq!(code, 2, "{stderr}");
+    assert!(stderr.contains("CANDOR_KAFKA_SASL_PASSWORD"), "{stderr}");
+    let maintain = ["maintain", "--check", "--config", compactor.as_str()];
+    let (code, _, stderr) = run("candor-collector", &maintain, &[local]);
+    assert_eq!(code, 0, "{stderr}");
+
+    // The collector's, with its TLS files where a pod mounts them moved under the temp dir.
+    let text = std::fs::read_to_string(config("collector.kafka-sasl-tls.toml")).unwrap();
+    let (cert, key) = (dir.join("tls.crt"), dir.join("tls.key"));
+    std::fs::write(&cert, "certificate").unwrap();
+    std::fs::write(&key, "key").unwrap();
+    let moved = text
+        .replace("/etc/candor/otlp-tls/tls.crt", &cert.display().to_string())
+        .replace("/etc/candor/otlp-tls/tls.key", &key.display().to_string());
+    assert_ne!(
+        moved, text,
+        "the collector's config no longer names its TLS files"
+    );
+    let collector = dir.join("collector.toml");
+    std::fs::write(&collector, moved).unwrap();
+    let collector = collector.display().to_string();
+    let check = ["ingest", "--check", "--config", collector.as_str()];
+    let token = ("CANDOR_OTLP_TOKEN", "otlp-token-not-to-be-printed");
+    let (code, stdout, stderr) = run("candor-collector", &check, &[password, token]);
+    assert_eq!(code, 0, "{stderr}");
+    assert!(
+        !stdout.contains(PASSWORD) && !stdout.contains(token.1),
+        "{stdout}"
+    );
+    let (code, _, stderr) = run("candor-collector", &check, &[password]);
+    assert_eq!(code, 2, "{stderr}");
+    assert!(stderr.contains("CANDOR_OTLP_TOKEN"), "{stderr}");
+
+    // The readers' Kafka settings, loaded by `candor` (the dashboards load them the same way):
+    // a missing password stops it as a usage error naming the variable.
+    let readers = config("dashboards-kafka.toml").display().to_string();
+    let args = [
+        "--kafka-config",
+        readers.as_str(),
+        "--tables",
+        root.as_str(),
+        "--no-live",
+        "sql",
+        "SELECT 1",
+    ];
+    let (code, _, stderr) = run("candor", &args, &[]);
+    assert_eq!(code, 2, "{stderr}");
+    assert!(stderr.contains("CANDOR_KAFKA_SASL_PASSWORD"), "{stderr}");
+    let (code, _, stderr) = run("candor", &args, &[password]);
+    assert_ne!(code, 2, "{stderr}");
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -45,6 +45,7 @@ pub const VACUUM_RETENTION_FLOOR: Duration = Duration::from_secs(3600);
 /// | `dedupe.window` | `"10m"` | how long an `event_id` (or `point_id`) is remembered to drop a client's retried copy |
 /// | `time.late_after` | `"24h"` | a row whose time is older than its Kafka timestamp by more is flagged `late` |
 /// | `time.future_after` | `"5m"` | a row whose time is newer than its Kafka timestamp by more is flagged `future` |
+/// | `maintenance.enabled` | `true` | run optimize, vacuum and retention on the schedule below; false leaves them to one chosen replica or to `candor-collector maintain` |
 /// | `maintenance.interval` | `"1h"` | how often optimize, vacuum and retention run |
 /// | `maintenance.vacuum_retention` | `"168h"` | vacuum deletes files unreferenced for longer; at least 1h |
 /// | `maintenance.retention_days` | `0` | drop date partitions older than this many days; 0 keeps everything |
@@ -165,6 +166,8 @@ impl Default for RawTime {
 #[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct RawMaintenance {
+    /// `maintenance.enabled`.
+    pub enabled: bool,
     /// `maintenance.interval`.
     pub interval: String,
     /// `maintenance.vacuum_retention`.
@@ -176,6 +179,7 @@ pub struct RawMaintenance {
 impl Default for RawMaintenance {
     fn default() -> Self {
         Self {
+            enabled: true,
             interval: "1h".into(),
             vacuum_retention: "168h".into(),
             retention_days: 0,
@@ -262,6 +266,9 @@ pub struct FilesConfig {
 /// Validated `[maintenance]`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct MaintenanceConfig {
+    /// Whether this process runs maintenance on its schedule (`candor-collector maintain`
+    /// runs it whatever this says).
+    pub enabled: bool,
     /// Time between two maintenance runs.
     pub interval: Duration,
     /// At least [`VACUUM_RETENTION_FLOOR`].
@@ -391,6 +398,7 @@ impl RawMaintenance {
             }
         };
         Ok(MaintenanceConfig {
+            enabled: self.enabled,
             interval: parse_duration("maintenance.interval", &self.interval)?,
             vacuum_retention,
             retention_days,
@@ -423,7 +431,18 @@ mod tests {
         assert_eq!(config.files.max_age, Duration::from_secs(60));
         assert_eq!(config.dedupe_window, Duration::from_secs(600));
         assert_eq!(config.maintenance.retention_days, None);
+        assert!(config.maintenance.enabled);
         assert_eq!(config.metrics_addr.port(), 8889);
+    }
+
+    #[test]
+    fn scheduled_maintenance_can_be_left_to_another_process() {
+        let text = "[maintenance]\nenabled = false\n";
+        let config = RawCompactConfig::from_toml_str(text)
+            .unwrap()
+            .validate()
+            .unwrap();
+        assert!(!config.maintenance.enabled);
     }
 
     #[test]

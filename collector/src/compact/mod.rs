@@ -135,7 +135,12 @@ pub async fn run(config: CompactConfig, context: RunContext) -> Result<(), Compa
     let mut failed_at: Option<Instant> = None;
     let mut maintenance: Option<tokio::task::JoinHandle<()>> = None;
     ready.store(true, Ordering::Relaxed);
-    tracing::info!(root = %config.table_root, compactor_id = %compactor_id, "compactor running");
+    tracing::info!(
+        root = %config.table_root,
+        compactor_id = %compactor_id,
+        scheduled_maintenance = config.maintenance.enabled,
+        "compactor running"
+    );
     let result = loop {
         let accepting = failed_at.is_none();
         tokio::select! {
@@ -166,7 +171,7 @@ pub async fn run(config: CompactConfig, context: RunContext) -> Result<(), Compa
                 None => break Err(CompactError::ReaderGone),
             },
             _ = ticker.tick() => {}
-            _ = schedule.tick() => {
+            _ = schedule.tick(), if config.maintenance.enabled => {
                 // One run at a time: a slow run makes the next tick wait, not overlap.
                 if maintenance.as_ref().is_none_or(tokio::task::JoinHandle::is_finished) {
                     maintenance = Some(tokio::spawn(maintain(config.clone(), Arc::clone(&metrics))));

@@ -6,14 +6,16 @@
 Parses every YAML file under deploy/k8s (multi-document) and every TOML file under deploy/, then
 cross-checks them against each other and against the code: kustomizations reference files that
 exist; Services, ServiceMonitors, PodDisruptionBudgets and the HorizontalPodAutoscaler select or
-target real workloads and ports; probes use declared ports; pods pass the "restricted" Pod
-Security rules and have requests and limits; the dashboards live alone in candor-monitoring with
-their own ServiceAccount, read-only storage credentials and a NetworkPolicy that lets them reach
-only Kafka, the object store, the webhook and DNS; Secrets are placeholders only and never part
-of a kustomization; the PrometheusRule equals dashboards/prometheus/candor.rules.yml; the TOML
-configs use only keys the Rust config structs declare; the containers' commands, flags and
-CANDOR_* variables are ones the binaries declare; the Dockerfile builds and installs the three
-binaries.
+target real workloads and ports; probes use declared ports; pods (CronJobs' included) pass the
+"restricted" Pod Security rules and have requests and limits; table maintenance runs exactly
+once (a CronJob, with the compactors' own turned off); the dashboards live alone in
+candor-monitoring with their own ServiceAccount, Kafka user, read-only storage credentials and a
+NetworkPolicy that lets them reach only Kafka's TLS listener, the object store, the webhook and
+DNS; Secrets are placeholders only and never part of a kustomization; the PrometheusRule equals
+dashboards/prometheus/candor.rules.yml; the TOML configs (the services' --config files and the
+readers' --kafka-config files) use only keys the Rust code declares; the containers' commands,
+flags and CANDOR_* variables are ones the binaries declare, and the files they name are mounted;
+the Dockerfile builds and installs the three binaries with the system libraries they link.
 
 Optional tools make more checks run (each is SKIPPED, and says so, when missing):
   kubernetes-validate (PyPI)  strict schema validation of every built-in object
@@ -48,7 +50,9 @@ PIPELINE_NS = "candor"
 MONITORING_NS = "candor-monitoring"
 NAMESPACES = {PIPELINE_NS, MONITORING_NS}
 CLUSTER_SCOPED = {"Namespace", "ClusterRole", "ClusterRoleBinding", "CustomResourceDefinition"}
-WORKLOAD_KINDS = {"Deployment", "StatefulSet", "DaemonSet", "Job"}
+WORKLOAD_KINDS = {"Deployment", "StatefulSet", "DaemonSet", "Job", "CronJob"}
+# Run to completion: no Service, probe or PodDisruptionBudget is theirs.
+BATCH_KINDS = {"Job", "CronJob"}
 DASHBOARDS = "candor-dashboards"
 NAME_LABEL = "app.kubernetes.io/name"
 
@@ -64,10 +68,18 @@ CLI_SOURCES = {
     "candor-dashboards": "dashboards/src/main.rs",
     "candor": "query/src/main.rs",
 }
+# The readers' Kafka client settings file (--kafka-config / CANDOR_KAFKA_CONFIG): its Rust loader.
+READER_KAFKA_SOURCE = "query/src/kafka_client.rs"
+READER_BINARIES = ("candor-dashboards", "candor")
+# (binary, subcommand) that never contact Kafka, so need none of its settings, variables or files.
+KAFKA_FREE = {("candor-collector", "maintain"), ("candor-dashboards", "check-rules")}
+# Kafka settings any deployed client must use: TLS to the brokers.
+KAFKA_TLS_PROTOCOLS = {"SSL", "SASL_SSL"}
 
 # What the dashboards may reach (port, protocol) and how the destination must be selected.
 DNS_PORTS = {(53, "UDP"), (53, "TCP")}
-KAFKA_PORTS = {(9092, "TCP"), (9093, "TCP")}
+# Kafka's TLS/SASL listener only: the dashboards never reach a plaintext listener.
+KAFKA_PORTS = {(9093, "TCP")}
 OBJECT_STORE_PORTS = {(443, "TCP")}
 WEBHOOK_PORTS = {(9093, "TCP")}
 WEBHOOK_NAMESPACE = "monitoring"
@@ -172,14 +184,22 @@ def name_of(obj: dict) -> str:
     return f"{obj.get('kind')}/{meta(obj).get('namespace', '-')}/{meta(obj).get('name')}"
 
 
+def pod_template(obj: dict) -> dict:
+    """The pod template of a workload; a CronJob's is inside its jobTemplate."""
+    spec = obj.get("spec") or {}
+    if obj.get("kind") == "CronJob":
+        spec = (spec.get("jobTemplate") or {}).get("spec") or {}
+    return spec.get("template") or {}
+
+
 def pod_spec(obj: dict) -> dict | None:
     if obj.get("kind") in WORKLOAD_KINDS:
-        return ((obj.get("spec") or {}).get("template") or {}).get("spec") or {}
+        return pod_template(obj).get("spec") or {}
     return None
 
 
 def template_labels(obj: dict) -> dict:
-    return (((obj.get("spec") or {}).get("template") or {}).get("metadata") or {}).get("labels") or {}
+    return (pod_template(obj).get("metadata") or {}).get("labels") or {}
 
 
 def containers(spec: dict) -> list[dict]:
@@ -432,6 +452,14 @@ def check_schema(repo: Repo, version: str) -> tuple[list[str], str]:
 def check_workload_selectors(repo: Repo) -> list[str]:
     problems = []
     for obj in workloads(repo.deployed()):
+        if obj.get("kind") in BATCH_KINDS:
+            # Kubernetes makes a Job's selector itself; its pods must still say whose they are.
+            labels = template_labels(obj)
+            if not labels.get(NAME_LABEL) or labels.get(NAME_LABEL) != (meta(obj).get("labels") or {}).get(NAME_LABEL):
+                problems.append(f"{name_of(obj)}: its pod template is not labelled {NAME_LABEL} as the object is")
+            if obj.get("kind") == "CronJob" and (((obj.get("spec") or {}).get("jobTemplate") or {}).get("spec") or {}).get("selector"):
+                problems.append(f"{name_of(obj)}: sets a Job selector; Kubernetes generates it")
+            continue
         selector = (obj.get("spec") or {}).get("selector") or {}
         if not selector.get("matchLabels"):
             problems.append(f"{name_of(obj)}: no spec.selector.matchLabels")
@@ -463,7 +491,7 @@ def check_service_selectors(repo: Repo) -> list[str]:
         selector = (svc.get("spec") or {}).get("selector")
         if not selector:
             problems.append(f"{name_of(svc)}: no selector")
-        elif not selected_workloads(svc, docs):
+        elif not [w for w in selected_workloads(svc, docs) if w.get("kind") not in BATCH_KINDS]:
             problems.append(f"{name_of(svc)}: selector {selector} matches no Deployment/StatefulSet template in its namespace")
     return problems
 
@@ -494,6 +522,8 @@ def check_probes(repo: Repo) -> list[str]:
     problems = []
     expected_path = {"readinessProbe": "/readyz", "livenessProbe": "/healthz"}
     for obj in workloads(repo.deployed()):
+        if obj.get("kind") in BATCH_KINDS:
+            continue  # runs to completion and serves nothing: see batch_problems
         for c in containers(pod_spec(obj) or {}):
             ports = c.get("ports") or []
             for kind in ("readinessProbe", "livenessProbe", "startupProbe"):
@@ -577,6 +607,8 @@ def check_hpa_pdb(repo: Repo) -> list[str]:
         if not selector or not chosen:
             problems.append(f"{name_of(pdb)}: selects no workload")
             continue
+        if batch := [name_of(w) for w in chosen if w.get("kind") in BATCH_KINDS]:
+            problems.append(f"{name_of(pdb)}: also selects the pods of {batch}, which run to completion")
         available = (pdb.get("spec") or {}).get("minAvailable")
         for w in chosen:
             replicas = min_replicas.get((meta(w).get("namespace"), meta(w).get("name")), (w.get("spec") or {}).get("replicas", 1))
@@ -630,6 +662,75 @@ def check_pod_security(repo: Repo) -> list[str]:
                     if not (res.get(part) or {}).get(key):
                         problems.append(f"{cw}: no {part}.{key}")
     return problems
+
+
+def batch_problems(w: dict) -> list[str]:
+    """A Job or CronJob that cannot pile up, hang for ever, or restart in place unseen."""
+    problems, who = [], name_of(w)
+    spec = w.get("spec") or {}
+    job = ((spec.get("jobTemplate") or {}).get("spec") or {}) if w.get("kind") == "CronJob" else spec
+    if w.get("kind") == "CronJob":
+        if spec.get("concurrencyPolicy") != "Forbid":
+            problems.append(f"{who}: concurrencyPolicy {spec.get('concurrencyPolicy', 'Allow')!r}: two runs could overlap")
+        if spec.get("startingDeadlineSeconds") is None:
+            problems.append(f"{who}: no startingDeadlineSeconds: missed runs are started late, all at once")
+    if not job.get("activeDeadlineSeconds"):
+        problems.append(f"{who}: no activeDeadlineSeconds: a hung run blocks every later one")
+    if (pod_spec(w) or {}).get("restartPolicy") not in {"Never", "OnFailure"}:
+        problems.append(f"{who}: restartPolicy must be Never or OnFailure")
+    for c in containers(pod_spec(w) or {}):
+        for key in ("readinessProbe", "livenessProbe", "startupProbe", "ports"):
+            if c.get(key):
+                problems.append(f"{who}/{c.get('name')}: {key} on a pod that serves nothing")
+    return problems
+
+
+def check_maintenance(repo: Repo) -> tuple[list[str], str]:
+    """Table maintenance runs once per schedule: the compactor replicas' own is off
+    (maintenance.enabled = false) and one CronJob runs `candor-collector maintain` on their tables,
+    or a single compactor runs it itself. Every batch workload passes batch_problems."""
+    problems = []
+    docs = repo.deployed()
+    maps = configmaps(repo)
+    compactors, maintainers = [], []
+    for w in workloads(docs):
+        if w.get("kind") in BATCH_KINDS:
+            problems += batch_problems(w)
+        ns, spec = meta(w).get("namespace"), pod_spec(w) or {}
+        for c in containers(spec):
+            binary, sub, args = invocation(c)
+            if binary != "candor-collector" or sub not in {"compact", "maintain"}:
+                continue
+            path, config = next(((path, cfg) for flag, path, cfg in container_configs(c, spec, ns, maps)[0] if flag == "--config"), (None, {}))
+            mount = mount_for(c, spec, path) if path else None
+            # Its tables: the ConfigMap of its config file, and where CANDOR_TABLE_ROOT comes from.
+            config_map = (mount[1].get("configMap") or {}).get("name") if mount else None
+            root_env = next((yaml.safe_dump(e, sort_keys=True) for e in c.get("env") or [] if e.get("name") == "CANDOR_TABLE_ROOT"), None)
+            tables = (ns, config_map, root_env)
+            (compactors if sub == "compact" else maintainers).append((w, c, config, tables, args))
+    for w, c, config, tables, args in maintainers:
+        if w.get("kind") != "CronJob":
+            problems.append(f"{name_of(w)}: runs `candor-collector maintain`, which exits when done: make it a CronJob")
+        if "--retention" in args and not (config.get("maintenance") or {}).get("retention_days"):
+            problems.append(f"{name_of(w)}: maintain --retention is refused while maintenance.retention_days = 0")
+    hpa_targets = {((d.data.get("spec") or {}).get("scaleTargetRef") or {}).get("name") for d in docs if d.data.get("kind") == "HorizontalPodAutoscaler"}
+    notes = []
+    for w, c, config, tables, _ in compactors:
+        enabled = (config.get("maintenance") or {}).get("enabled", True)
+        replicas = (w.get("spec") or {}).get("replicas", 1)
+        mine = [name_of(m[0]) for m in maintainers if m[3] == tables]
+        if enabled and mine:
+            problems.append(f"{name_of(w)}: maintenance runs twice: in the compactor (maintenance.enabled = true) and in {mine}")
+        elif enabled and (replicas > 1 or meta(w).get("name") in hpa_targets):
+            problems.append(f"{name_of(w)}: each of its {replicas} replicas runs maintenance on every table: set maintenance.enabled = false and run `candor-collector maintain` from a CronJob")
+        elif not enabled and not mine:
+            problems.append(f"{name_of(w)}: no maintenance runs: maintenance.enabled = false and no CronJob runs `candor-collector maintain` on its tables")
+        elif len(mine) > 1:
+            problems.append(f"{name_of(w)}: its tables are maintained by several workloads {mine}")
+        notes.append(f"{meta(w).get('name')}: maintenance.enabled = {str(enabled).lower()}, maintained by {[n.split('/')[-1] for n in mine] or 'itself'}")
+    if not compactors:
+        problems.append("no compactor (candor-collector compact) found")
+    return problems, "; ".join(notes)
 
 
 def env_secret_refs(c: dict) -> list[tuple[str, str | None]]:
@@ -688,6 +789,22 @@ def check_dashboards_isolated(repo: Repo) -> list[str]:
             for e in c.get("env") or []:
                 if e.get("name") == "CANDOR_DASHBOARDS_GROUP" and e.get("value") == "candor-compactor":
                     problems.append(f"{name_of(w)}: uses the compactor's consumer group")
+    # Their own Kafka principal: never one of the pipeline's, whose ACLs write.
+    maps = configmaps(repo)
+
+    def kafka_users(ws: list[dict]) -> set[str]:
+        users = set()
+        for w in ws:
+            spec = pod_spec(w) or {}
+            for c in containers(spec):
+                for _, _, config in container_configs(c, spec, meta(w).get("namespace"), maps)[0]:
+                    if uses_kafka(c):
+                        users.add(((config.get("kafka") or {}).get("extra") or {}).get("sasl.username"))
+        return users - {None}
+
+    dash_users, pipeline_users = kafka_users(dash), kafka_users(others)
+    if shared := dash_users & pipeline_users:
+        problems.append(f"dashboards log in to Kafka as the pipeline's user(s) {sorted(shared)}")
     return problems
 
 
@@ -722,7 +839,7 @@ def check_dashboards_network_policy(repo: Repo) -> list[str]:
         resolved = {(resolve_port(p, ports_of_dash), proto) for p, proto in policy_ports(rule)}
         if resolved != {(DASHBOARDS_PORT, "TCP")}:
             problems.append(f"{who}: ingress rule allows {sorted(map(str, resolved))}, expected only {DASHBOARDS_PORT}/TCP")
-    seen = set()
+    seen, kafka_ports = set(), set()
     for i, rule in enumerate(spec.get("egress") or []):
         ports = policy_ports(rule)
         peers = rule.get("to") or []
@@ -749,11 +866,21 @@ def check_dashboards_network_policy(repo: Repo) -> list[str]:
             if not ns_names - {None} and not ip_blocks:
                 problems.append(f"{who}: Kafka egress rule {i} names no destination")
             seen.add("kafka")
+            kafka_ports |= {port for port, _ in ports}
         else:
-            problems.append(f"{who}: egress rule {i} allows {sorted(map(str, ports))}, outside Kafka 9092/9093, object store 443, webhook 9093 and DNS 53")
+            problems.append(f"{who}: egress rule {i} allows {sorted(map(str, ports))}, outside Kafka TLS 9093, object store 443, webhook 9093 and DNS 53")
     for need in ("dns", "kafka", "object store", "webhook"):
         if need not in seen:
             problems.append(f"{who}: no egress rule for {need}")
+    # The brokers the dashboards bootstrap from are behind a port the policy lets through.
+    maps = configmaps(repo)
+    for w in dash:
+        for c in containers(pod_spec(w) or {}):
+            brokers = flag_value(invocation(c)[2], "--kafka") or env_value(c, "CANDOR_KAFKA", meta(w).get("namespace"), maps) or ""
+            for broker in filter(None, (b.strip() for b in brokers.split(","))):
+                port = broker.rpartition(":")[2]
+                if port.isdigit() and int(port) not in kafka_ports:
+                    problems.append(f"{who}: {name_of(w)} bootstraps from {broker}, a port its Kafka egress rule does not allow ({sorted(kafka_ports)})")
     return problems
 
 
@@ -850,14 +977,99 @@ def mount_for(c: dict, spec: dict, path: str) -> tuple[dict, dict] | None:
     return (best, volume) if volume else None
 
 
-def config_arg(c: dict) -> str | None:
-    args = list(c.get("args") or [])
+def invocation(c: dict) -> tuple[str | None, str | None, list[str]]:
+    """(binary, subcommand or None, arguments) of a container's command and args."""
+    command = list(c.get("command") or [])
+    args = command[1:] + list(c.get("args") or [])
+    sub = args[0] if args and not args[0].startswith("-") else None
+    return (command[0] if command else None), sub, args
+
+
+def flag_value(args: list[str], flag: str) -> str | None:
     for i, a in enumerate(args):
-        if a == "--config" and i + 1 < len(args):
+        if a == flag and i + 1 < len(args):
             return args[i + 1]
-        if a.startswith("--config="):
+        if a.startswith(flag + "="):
             return a.split("=", 1)[1]
     return None
+
+
+def env_value(c: dict, name: str, ns: str | None, maps: dict[tuple, dict[str, str]]) -> str | None:
+    """A container variable's value: literal, or from a ConfigMap key."""
+    for e in c.get("env") or []:
+        if e.get("name") != name:
+            continue
+        if "value" in e:
+            return str(e["value"])
+        ref = (e.get("valueFrom") or {}).get("configMapKeyRef")
+        if ref:
+            return maps.get((ns, ref.get("name")), {}).get(ref.get("key"))
+    return None
+
+
+# The variable that stands for --config, by subcommand of candor-collector.
+CONFIG_ENV = {"ingest": "CANDOR_COLLECTOR_CONFIG", "compact": "CANDOR_COMPACTOR_CONFIG", "maintain": "CANDOR_COMPACTOR_CONFIG"}
+
+
+def config_files(c: dict, ns: str | None, maps: dict[tuple, dict[str, str]]) -> list[tuple[str, str]]:
+    """(flag, path) of the TOML files a container reads: `--config` (the collector's roles) and
+    `--kafka-config` (the readers' Kafka client settings), from the flag or its variable."""
+    binary, sub, args = invocation(c)
+    out = []
+    if binary == "candor-collector":
+        path = flag_value(args, "--config") or (env_value(c, CONFIG_ENV[sub], ns, maps) if sub in CONFIG_ENV else None)
+        if path:
+            out.append(("--config", path))
+    if binary in READER_BINARIES:
+        path = flag_value(args, "--kafka-config") or env_value(c, "CANDOR_KAFKA_CONFIG", ns, maps)
+        if path:
+            out.append(("--kafka-config", path))
+    return out
+
+
+def mounted_file(c: dict, spec: dict, ns: str | None, maps: dict[tuple, dict[str, str]], path: str) -> tuple[str | None, str]:
+    """The text of a file under a ConfigMap mount, or None and why it cannot be read."""
+    found = mount_for(c, spec, path)
+    if not found or not found[1].get("configMap"):
+        return None, f"{path} is not under a ConfigMap mount"
+    name = found[1]["configMap"].get("name")
+    key = path[len(found[0]["mountPath"].rstrip("/")) + 1 :]
+    data = maps.get((ns, name), {})
+    if key not in data:
+        return None, f"ConfigMap {name} has no key {key}"
+    return data[key], ""
+
+
+def container_configs(c: dict, spec: dict, ns: str | None, maps: dict[tuple, dict[str, str]]) -> tuple[list[tuple[str, str, dict]], list[str]]:
+    """(flag, path, parsed TOML) of each file the container reads, and what could not be read."""
+    configs, problems = [], []
+    for flag, path in config_files(c, ns, maps):
+        text, why = mounted_file(c, spec, ns, maps, path)
+        if text is None:
+            problems.append(f"{flag} {why}")
+            continue
+        try:
+            configs.append((flag, path, tomllib.loads(text)))
+        except tomllib.TOMLDecodeError as err:
+            problems.append(f"{flag} {path} is not TOML: {err}")
+    return configs, problems
+
+
+def uses_kafka(c: dict) -> bool:
+    binary, sub, _ = invocation(c)
+    return binary in CLI_SOURCES and (binary, sub) not in KAFKA_FREE
+
+
+def kafka_needs(config: dict, reads_kafka: bool) -> tuple[list[str], list[str]]:
+    """The variables and files a config makes its process read: the OTLP token and TLS files, and,
+    for a process that talks to Kafka, the variables of kafka.extra_env and the *.location files."""
+    otlp, kafka = config.get("otlp") or {}, config.get("kafka") or {}
+    variables = [otlp.get("auth_token_env")]
+    files = [otlp.get("tls_cert_path"), otlp.get("tls_key_path")]
+    if reads_kafka:
+        variables += list((kafka.get("extra_env") or {}).values())
+        files += [v for k, v in (kafka.get("extra") or {}).items() if k.endswith(".location")]
+    return [v for v in variables if v], [f for f in files if f]
 
 
 def check_config_mounts(repo: Repo) -> list[str]:
@@ -872,41 +1084,35 @@ def check_config_mounts(repo: Repo) -> list[str]:
         ns = meta(w).get("namespace")
         spec = pod_spec(w) or {}
         for c in containers(spec):
-            path = config_arg(c)
-            if path is None:
-                continue
             who = f"{name_of(w)}/{c.get('name')}"
-            found = mount_for(c, spec, path)
-            if not found or not found[1].get("configMap"):
-                problems.append(f"{who}: --config {path} is not under a ConfigMap mount")
-                continue
-            data = maps.get((ns, found[1]["configMap"].get("name")), {})
-            key = path[len(found[0]["mountPath"].rstrip("/")) + 1 :]
-            if key not in data:
-                problems.append(f"{who}: ConfigMap {found[1]['configMap'].get('name')} has no key {key}")
-                continue
-            try:
-                config = tomllib.loads(data[key])
-            except tomllib.TOMLDecodeError as err:
-                problems.append(f"{who}: {key} is not TOML: {err}")
-                continue
+            configs, unreadable = container_configs(c, spec, ns, maps)
+            problems += [f"{who}: {p}" for p in unreadable]
             env_names = {e.get("name") for e in c.get("env") or []}
-            otlp, kafka = config.get("otlp") or {}, config.get("kafka") or {}
-            needed_env = [otlp.get("auth_token_env")] + list((kafka.get("extra_env") or {}).values())
-            for var in filter(None, needed_env):
-                if var not in env_names:
-                    problems.append(f"{who}: {key} names the variable {var}, which the container does not set")
-            files = [otlp.get("tls_cert_path"), otlp.get("tls_key_path")]
-            files += [v for k, v in (kafka.get("extra") or {}).items() if k.endswith(".location")]
-            for file in filter(None, files):
-                mounted = mount_for(c, spec, file)
-                if not mounted:
-                    problems.append(f"{who}: {key} reads {file}, which no volume provides")
-                    continue
-                secret = mounted[1].get("secret")
-                rel = file[len(mounted[0]["mountPath"].rstrip("/")) + 1 :]
-                if secret and (ns, secret.get("secretName")) in examples and rel not in examples[(ns, secret.get("secretName"))]:
-                    problems.append(f"{who}: {file} needs key {rel} in Secret {secret.get('secretName')}")
+            protocols = []
+            for _, path, config in configs:
+                key = Path(path).name
+                if uses_kafka(c):
+                    protocols.append(((config.get("kafka") or {}).get("extra") or {}).get("security.protocol", "PLAINTEXT"))
+                variables, files = kafka_needs(config, uses_kafka(c))
+                for var in variables:
+                    if var not in env_names:
+                        problems.append(f"{who}: {key} names the variable {var}, which the container does not set")
+                for file in files:
+                    mounted = mount_for(c, spec, file)
+                    if not mounted:
+                        problems.append(f"{who}: {key} reads {file}, which no volume provides")
+                        continue
+                    secret = mounted[1].get("secret")
+                    rel = file[len(mounted[0]["mountPath"].rstrip("/")) + 1 :]
+                    if secret and (ns, secret.get("secretName")) in examples and rel not in examples[(ns, secret.get("secretName"))]:
+                        problems.append(f"{who}: {file} needs key {rel} in Secret {secret.get('secretName')}")
+            # Every Kafka client deployed here speaks TLS to the brokers.
+            if uses_kafka(c) and not unreadable:
+                if not protocols:
+                    problems.append(f"{who}: talks to Kafka with no settings file (--config or --kafka-config): plaintext, no SASL")
+                for protocol in protocols:
+                    if str(protocol).upper() not in KAFKA_TLS_PROTOCOLS:
+                        problems.append(f"{who}: security.protocol {protocol!r}: Kafka without TLS")
     return problems
 
 
@@ -962,6 +1168,29 @@ def dockerignore_excludes(patterns: list[str], path: str) -> bool:
     return excluded
 
 
+def rdkafka_features(root: Path) -> set[str]:
+    """rdkafka's features: the workspace's and every member's."""
+    features: set[str] = set()
+    manifests = [root / "Cargo.toml"] + sorted(root.glob("*/Cargo.toml"))
+    for manifest in manifests:
+        data = tomllib.loads(manifest.read_text(encoding="utf-8"))
+        for deps in ((data.get("workspace") or {}).get("dependencies") or {}, data.get("dependencies") or {}):
+            spec = deps.get("rdkafka")
+            if isinstance(spec, dict):
+                features |= set(spec.get("features") or [])
+    return features
+
+
+def apt_installed(stage: dict) -> set[str]:
+    """The packages a stage's RUN instructions name to `apt-get install`."""
+    packages = set()
+    for op, rest in stage["inst"]:
+        if op == "RUN":
+            for command in re.findall(r"apt-get\s+install\b([^&;|]*)", rest):
+                packages |= {word for word in command.split() if not word.startswith("-")}
+    return packages
+
+
 def check_dockerfile(repo: Repo) -> tuple[list[str], str]:
     problems = []
     dockerfile = repo.root / "deploy/docker/Dockerfile"
@@ -1003,6 +1232,14 @@ def check_dockerfile(repo: Repo) -> tuple[list[str], str]:
             problems.append(f"the runtime stage does not copy {binary} into /usr/local/bin")
     if "ca-certificates" not in runtime_text:
         problems.append("the runtime stage does not install ca-certificates")
+    # rdkafka's `ssl` feature links the system's OpenSSL (`ssl-vendored` would build its own).
+    features = rdkafka_features(repo.root)
+    if "ssl" in features and "ssl-vendored" not in features:
+        for package in ("libssl-dev", "pkg-config"):
+            if package not in apt_installed(builder):
+                problems.append(f"the builder stage does not install {package}, which rdkafka's ssl feature builds against")
+        if "libssl3" not in apt_installed(runtime):
+            problems.append("the runtime stage does not install libssl3, which the binaries link (rdkafka's ssl feature)")
     users = [rest.split(":")[0] for op, rest in runtime["inst"] if op == "USER"]
     if not users or not users[-1].isdigit() or users[-1] == "0":
         problems.append(f"the runtime stage's USER {users[-1] if users else None!r} is not a numeric non-root user")
@@ -1029,7 +1266,7 @@ def check_dockerfile(repo: Repo) -> tuple[list[str], str]:
             if not dockerignore_excludes(patterns, path):
                 problems.append(f"Dockerfile.dockerignore lets {path} into the context")
     binaries = ", ".join(b for _, b in BINARIES)
-    return problems, f"{builder['image']} builds {binaries}; {runtime['image']} runs them as UID {users[-1] if users else '?'}"
+    return problems, f"{builder['image']} builds {binaries}; {runtime['image']} runs them as UID {users[-1] if users else '?'}; rdkafka features {sorted(features)}"
 
 
 def check_commands(repo: Repo) -> list[str]:
@@ -1061,27 +1298,21 @@ def check_commands(repo: Repo) -> list[str]:
                 problems.append(f"{who}: {binary} needs a subcommand")
                 continue
             flags, envs = cli[sub]
+            called = binary + (f" {sub}" if sub else "")
             for a in args:
                 if a.startswith("--"):
                     flag = a[2:].split("=", 1)[0]
                     if flag not in flags and flag not in {"help", "version"}:
-                        problems.append(f"{who}: {binary} {sub or ''} declares no flag --{flag}")
-            # Variables the config file names count as declared too.
+                        problems.append(f"{who}: {called} declares no flag --{flag}")
+            # Variables its config files make it read count as declared too (kafka.extra_env only
+            # where the process talks to Kafka: `maintain` reads no Kafka password).
             named = set()
-            path = config_arg(c)
-            found = mount_for(c, spec, path) if path else None
-            if found and found[1].get("configMap"):
-                text = maps.get((ns, found[1]["configMap"].get("name")), {}).get(path[len(found[0]["mountPath"].rstrip("/")) + 1 :], "")
-                try:
-                    config = tomllib.loads(text)
-                except tomllib.TOMLDecodeError:
-                    config = {}
-                named.add((config.get("otlp") or {}).get("auth_token_env"))
-                named |= set(((config.get("kafka") or {}).get("extra_env") or {}).values())
+            for _, _, config in container_configs(c, spec, ns, maps)[0]:
+                named |= set(kafka_needs(config, uses_kafka(c))[0])
             for e in c.get("env") or []:
                 var = e.get("name", "")
                 if var.startswith("CANDOR_") and var not in envs | named:
-                    problems.append(f"{who}: {binary} {sub or ''} reads no variable {var}")
+                    problems.append(f"{who}: {called} reads no variable {var}")
     return problems
 
 
@@ -1099,12 +1330,41 @@ def check_toml_parse(repo: Repo) -> tuple[list[str], str]:
 
 
 def rust_schema(source: str, struct: str) -> dict:
-    """A Raw* config struct as {key: type or nested schema}."""
+    """A config struct as {key: type or nested schema}; a field whose type is a struct of the same
+    source is a table."""
     out: dict[str, Any] = {}
     for name, ty, _ in rust_struct_fields(source, struct):
         inner = re.sub(r"^Option<(.*)>$", r"\1", ty)
-        out[name] = rust_schema(source, inner) if inner.startswith("Raw") else inner
+        nested = inner.startswith("Raw") or re.search(rf"\bstruct {re.escape(inner)}\s*\{{", source)
+        out[name] = rust_schema(source, inner) if nested else inner
     return out
+
+
+def reader_reserved(root: Path) -> set[str]:
+    """The settings a readers' Kafka client settings file may not name: the brokers, the readers'
+    own (READER_OWNED) and those each reader passes to KafkaClientSettings::load as its own."""
+    source = (root / READER_KAFKA_SOURCE).read_text(encoding="utf-8")
+    reserved = set()
+    owned = re.search(r"const READER_OWNED[^=]*=\s*&\[(.*?)\];", source, flags=re.S)
+    brokers = re.search(r'((?:"[^"]+"\s*\|\s*)*"[^"]+")\s*=>\s*Some\("set by --kafka"\)', source)
+    if owned and brokers:
+        reserved |= set(re.findall(r'"([^"]+)"', owned.group(1))) | set(re.findall(r'"([^"]+)"', brokers.group(1)))
+    for binary in READER_BINARIES:
+        main = (root / CLI_SOURCES[binary]).read_text(encoding="utf-8")
+        for load in re.finditer(r"KafkaClientSettings::load\(\s*[^,]+,\s*&\[(.*?)\]\s*\)", main, flags=re.S):
+            reserved |= set(re.findall(r'\(\s*"([^"]+)"\s*,', load.group(1)))
+    return reserved
+
+
+def toml_kind(path: Path) -> str | None:
+    """Which loader reads a TOML file under deploy/, by its name."""
+    if "compactor" in path.name:
+        return "compactor"
+    if "collector" in path.name:
+        return "collector"
+    if "kafka" in path.name:
+        return "reader"
+    return None
 
 
 def type_ok(ty: str, value: Any) -> bool:
@@ -1141,20 +1401,26 @@ def check_toml_keys(repo: Repo) -> tuple[list[str], str]:
     problems = []
     collector_src = (repo.root / "collector/src/config.rs").read_text(encoding="utf-8")
     compactor_src = (repo.root / "collector/src/compact/config.rs").read_text(encoding="utf-8")
+    reader_src = (repo.root / READER_KAFKA_SOURCE).read_text(encoding="utf-8")
     kinds = {
         "collector": (rust_schema(collector_src, "RawConfig"), string_literals_in_fn(collector_src, "reserved_kafka_setting")),
         "compactor": (rust_schema(compactor_src, "RawCompactConfig"), string_literals_in_fn(compactor_src, "reserved_setting")),
+        "reader": (rust_schema(reader_src, "File"), reader_reserved(repo.root)),
     }
     for kind, (schema, reserved) in kinds.items():
-        if len(schema) < 4 or not reserved:
+        if len(schema) < (1 if kind == "reader" else 4) or not reserved:
             problems.append(f"could not read the {kind}'s config structs from the Rust source")
-    checked = 0
+    reader_kafka = kinds["reader"][0].get("kafka")
+    if not isinstance(reader_kafka, dict) or set(reader_kafka) != {"extra", "extra_env"}:
+        problems.append(f"{READER_KAFKA_SOURCE}: expected a file of [kafka.extra] and [kafka.extra_env] only, read {kinds['reader'][0]}")
+    checked: dict[str, int] = {}
     for path in sorted((repo.root / "deploy").rglob("*.toml")):
-        kind = "compactor" if "compactor" in path.name else "collector" if "collector" in path.name else None
-        if kind is None:
-            continue
-        checked += 1
         rel = path.relative_to(repo.root)
+        kind = toml_kind(path)
+        if kind is None:
+            problems.append(f"{rel}: no loader known for it (name it after collector, compactor or *-kafka)")
+            continue
+        checked[kind] = checked.get(kind, 0) + 1
         try:
             data = tomllib.loads(path.read_text(encoding="utf-8"))
         except tomllib.TOMLDecodeError:
@@ -1171,7 +1437,8 @@ def check_toml_keys(repo: Repo) -> tuple[list[str], str]:
         for var in list((kafka.get("extra_env") or {}).values()) + [((data.get("otlp") or {}).get("auth_token_env"))]:
             if var is not None and not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", var):
                 problems.append(f"{rel}: {var!r} is not an environment variable name")
-    return problems, f"{checked} files against RawConfig / RawCompactConfig"
+    counts = ", ".join(f"{checked.get(k, 0)} {k}" for k in kinds)
+    return problems, f"{counts} files against RawConfig / RawCompactConfig / the readers' File"
 
 
 def check_config_copies(repo: Repo) -> list[str]:
@@ -1179,6 +1446,7 @@ def check_config_copies(repo: Repo) -> list[str]:
     pairs = [
         ("deploy/config/collector.kafka-sasl-tls.toml", "deploy/k8s/base/files/collector.toml"),
         ("deploy/config/compactor.s3.toml", "deploy/k8s/base/files/compactor.toml"),
+        ("deploy/config/dashboards-kafka.toml", "deploy/k8s/base/files/dashboards-kafka.toml"),
     ]
     for source, copy in pairs:
         a, b = repo.root / source, repo.root / copy
@@ -1186,7 +1454,13 @@ def check_config_copies(repo: Repo) -> list[str]:
             problems.append(f"{source} or {copy} missing")
         elif a.read_bytes() != b.read_bytes():
             problems.append(f"{copy} differs from {source}: cp {source} {copy}")
-    return problems
+    # A new file on either side needs its pair here.
+    for folder, known in (("deploy/config", {s for s, _ in pairs}), ("deploy/k8s/base/files", {c for _, c in pairs})):
+        for path in sorted((repo.root / folder).glob("*")):
+            rel = str(path.relative_to(repo.root))
+            if path.is_file() and rel not in known:
+                problems.append(f"{rel} has no pair in check_config_copies")
+    return problems, f"{len(pairs)} pairs, byte for byte"
 
 
 def generator(repo: Repo):
@@ -1318,16 +1592,17 @@ def main() -> int:
         ("ServiceMonitors select Services and ports; collector, compactor and dashboards scraped", lambda: check_service_monitors(repo)),
         ("HPA and PodDisruptionBudgets target real workloads", lambda: check_hpa_pdb(repo)),
         ("pods are restricted (non-root, read-only root, no caps) with requests and limits", lambda: check_pod_security(repo)),
-        ("dashboards alone in candor-monitoring, own ServiceAccount, read-only storage Secret", lambda: check_dashboards_isolated(repo)),
-        ("dashboards NetworkPolicy: ingress 3000 only; egress only Kafka, object store, webhook, DNS", lambda: check_dashboards_network_policy(repo)),
+        ("table maintenance runs once: compactors' own off, one CronJob runs `maintain` (Forbid, deadlines)", lambda: check_maintenance(repo)),
+        ("dashboards alone in candor-monitoring, own ServiceAccount and Kafka user, read-only storage Secret", lambda: check_dashboards_isolated(repo)),
+        ("dashboards NetworkPolicy: ingress 3000 only; egress only Kafka TLS, object store, webhook, DNS", lambda: check_dashboards_network_policy(repo)),
         ("Secrets hold placeholders only and are never applied", lambda: check_secrets(repo)),
         ("every referenced Secret and key is described in secrets.example.yaml", lambda: check_secret_refs(repo)),
         ("every referenced ConfigMap and key exists, values non-empty", lambda: check_configmap_refs(repo)),
-        ("--config files are mounted; their TLS/CA files and variables are provided", lambda: check_config_mounts(repo)),
+        ("--config / --kafka-config files are mounted; their TLS/CA files and variables are provided; Kafka over TLS", lambda: check_config_mounts(repo)),
         ("container commands, flags and CANDOR_* variables are declared by the binaries", lambda: check_commands(repo)),
-        ("the Dockerfile builds and installs candor-collector, candor, candor-dashboards", lambda: check_dockerfile(repo)),
+        ("the Dockerfile builds and installs candor-collector, candor, candor-dashboards, with libssl", lambda: check_dockerfile(repo)),
         ("every TOML under deploy/ parses", lambda: check_toml_parse(repo)),
-        ("TOML keys and types are those the Rust config structs declare", lambda: check_toml_keys(repo)),
+        ("TOML keys and types are those the Rust config structs (and the readers' Kafka file) declare", lambda: check_toml_keys(repo)),
         ("deploy/config/*.toml equal the kustomize base's copies", lambda: check_config_copies(repo)),
         ("the PrometheusRule equals dashboards/prometheus/candor.rules.yml, regenerated", lambda: check_prometheus_rule(repo)),
         ("promtool check rules accepts the PrometheusRule's groups", lambda: check_promtool(repo)),

@@ -24,7 +24,9 @@ use opentelemetry_otlp::{MetricExporter, SpanExporter, WithExportConfig};
 use opentelemetry_sdk::Resource;
 use opentelemetry_sdk::error::OTelSdkResult;
 use opentelemetry_sdk::metrics::{PeriodicReader, SdkMeterProvider};
-use opentelemetry_sdk::trace::{Sampler, SdkTracerProvider, SpanData};
+use opentelemetry_sdk::trace::{
+    BatchConfigBuilder, BatchSpanProcessor, Sampler, SdkTracerProvider, SpanData,
+};
 
 use crate::KeepToolFailures;
 
@@ -39,6 +41,9 @@ pub struct OtlpConfig {
     pub service_instance_id: Option<String>,
     /// How often counters are exported (default 10 s).
     pub metric_interval: Duration,
+    /// The longest a finished span waits in the batch before it is exported (default 1 s, not
+    /// the SDK's 5 s: an AccessFailure should reach `candor incident --live` within about 2 s).
+    pub span_interval: Duration,
     /// The application's sampler, wrapped in [`KeepToolFailures`] (default: parent-based, on).
     pub sampler: Sampler,
 }
@@ -51,6 +56,7 @@ impl OtlpConfig {
             service_name: service_name.into(),
             service_instance_id: None,
             metric_interval: Duration::from_secs(10),
+            span_interval: Duration::from_secs(1),
             sampler: Sampler::ParentBased(Box::new(Sampler::AlwaysOn)),
         }
     }
@@ -149,10 +155,18 @@ pub fn providers(config: OtlpConfig) -> Result<OtlpGuard, OtlpError> {
     let tracer_provider = SdkTracerProvider::builder()
         .with_resource(resource.clone())
         .with_sampler(KeepToolFailures::new(config.sampler.clone()))
-        .with_batch_exporter(CountingSpanExporter {
-            inner: span_exporter,
-            failed: failed_spans.clone(),
-        })
+        .with_span_processor(
+            BatchSpanProcessor::builder(CountingSpanExporter {
+                inner: span_exporter,
+                failed: failed_spans.clone(),
+            })
+            .with_batch_config(
+                BatchConfigBuilder::default()
+                    .with_scheduled_delay(config.span_interval)
+                    .build(),
+            )
+            .build(),
+        )
         .build();
     let metric_exporter = MetricExporter::builder()
         .with_tonic()

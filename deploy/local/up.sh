@@ -30,6 +30,20 @@ mkdir -p "$data"
 data="$(cd "$data" && pwd)"
 export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$HOME/.cache/candor-target}"
 
+# The build links librdkafka against OpenSSL (TLS and SASL to a real cluster): its headers and
+# pkg-config are the only system packages the stack needs beyond a Rust toolchain.
+missing=()
+for package in libssl-dev pkg-config; do
+    dpkg -s "$package" >/dev/null 2>&1 || missing+=("$package")
+done
+if ((${#missing[@]} > 0)); then
+    echo "installing ${missing[*]}"
+    sudo=()
+    [[ "$(id -u)" == 0 ]] || sudo=(sudo)
+    "${sudo[@]}" apt-get update
+    DEBIAN_FRONTEND=noninteractive "${sudo[@]}" apt-get install -y --no-install-recommends "${missing[@]}"
+fi
+
 if [[ -z "$kafka" ]] && ! command -v tansu >/dev/null && [[ ! -x "$HOME/.cargo/bin/tansu" ]]; then
     echo "installing Tansu (a release build of about 15 minutes, once per machine)"
     cargo install tansu --locked --features dynostore,libsql
@@ -94,8 +108,10 @@ for _ in $(seq 150); do
     sleep 0.2
 done
 curl -sf 127.0.0.1:8888/readyz >/dev/null || { echo "the collector did not become ready; see $data/collector.log" >&2; exit 1; }
+# Files every 15 s rather than the default 60 s: a failure is in the table (and in `candor
+# incident --no-live`) within about 20 s. The hourly optimize merges the small files.
 "$bin/candor-collector" compact --config "$root/deploy/compactor.example.toml" --kafka-brokers "$kafka" \
-    --table-root "$data/tables" >"$data/compactor.log" 2>&1 &
+    --table-root "$data/tables" --max-age 15s >"$data/compactor.log" 2>&1 &
 pids+=($!)
 for _ in $(seq 150); do
     curl -sf 127.0.0.1:8889/readyz >/dev/null && break

@@ -8,8 +8,10 @@ tansu="$(command -v tansu || echo "$HOME/.cargo/bin/tansu")"
 
 # Every binary in one release build, with the same package set as deploy/local/up.sh: cargo
 # unifies features per build, and a different set would compile DataFusion again. Extra
-# arguments (`--example NAME`) add to it.
+# arguments (`--example NAME`) add to it. CANDOR_BENCH_BUILT=1 skips it: tests/bench/suite.sh
+# builds once, then runs the scripts.
 build_release() {
+    [[ "${CANDOR_BENCH_BUILT:-}" != 1 ]] || return 0
     cargo build --release --locked -p candor-collector -p candor-e2e -p candor-query \
         -p candor-dashboards --bin candor-collector --bin candor-loadgen --bin candor \
         --bin candor-dashboards "$@"

@@ -41,8 +41,8 @@ pub struct OtlpConfig {
     pub service_instance_id: Option<String>,
     /// How often counters are exported (default 10 s).
     pub metric_interval: Duration,
-    /// The longest a finished span waits in the batch before it is exported (default 1 s, not
-    /// the SDK's 5 s: an AccessFailure should reach `candor incident --live` within about 2 s).
+    /// The longest a finished span waits in the batch before it is exported (default 500 ms,
+    /// not the SDK's 5 s: an AccessFailure should reach `candor incident --live` within 2 s).
     pub span_interval: Duration,
     /// The application's sampler, wrapped in [`KeepToolFailures`] (default: parent-based, on).
     pub sampler: Sampler,
@@ -56,7 +56,7 @@ impl OtlpConfig {
             service_name: service_name.into(),
             service_instance_id: None,
             metric_interval: Duration::from_secs(10),
-            span_interval: Duration::from_secs(1),
+            span_interval: Duration::from_millis(500),
             sampler: Sampler::ParentBased(Box::new(Sampler::AlwaysOn)),
         }
     }

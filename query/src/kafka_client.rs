@@ -216,6 +216,7 @@ const READER_OWNED: &[&str] = &[
     "enable.auto.offset.store",
     "enable.partition.eof",
     "auto.offset.reset",
+    "fetch.wait.max.ms",
 ];
 const READER_REASON: &str =
     "set by the reader itself: its coverage statement relies on how it reads";

@@ -107,6 +107,9 @@ impl Tail {
             .set("enable.auto.commit", "false")
             .set("enable.auto.offset.store", "false")
             .set("enable.partition.eof", "true")
+            // The tail reads to the end and stops: a fetch at the end must not wait at the
+            // broker for new records (librdkafka's default 500 ms made each read take 2 s).
+            .set("fetch.wait.max.ms", "10")
             .set("log_level", "3")
             .create()
             .map_err(TailError::Client)?;
@@ -174,6 +177,9 @@ impl Tail {
             .set("enable.auto.commit", "false")
             .set("enable.auto.offset.store", "false")
             .set("enable.partition.eof", "true")
+            // The tail reads to the end and stops: a fetch at the end must not wait at the
+            // broker for new records (librdkafka's default 500 ms made each read take 2 s).
+            .set("fetch.wait.max.ms", "10")
             // A position past the end is an error to report, not a silent jump.
             .set("auto.offset.reset", "error")
             .set("log_level", "3")

@@ -18,12 +18,10 @@ run_once() {
     local rate_args=("$@")
     local kafka grpc http metrics
     kafka=$(free_port); grpc=$(free_port); http=$(free_port); metrics=$(free_port)
-    "$tansu" broker --listener-url "tcp://127.0.0.1:$kafka" --advertised-listener-url "tcp://127.0.0.1:$kafka" \
-        --storage-engine memory://tansu/ >"$work/tansu.log" 2>&1 &
+    tansu_memory "$kafka" "$work/tansu.log" &
     pids+=($!)
     wait_port "$kafka"
-    "$bin/candor-collector" ingest --grpc-addr "127.0.0.1:$grpc" --http-addr "127.0.0.1:$http" \
-        --metrics-addr "127.0.0.1:$metrics" --kafka-brokers "127.0.0.1:$kafka" >"$work/collector.log" 2>&1 &
+    ingest "$kafka" "$grpc" "$http" "$metrics" "$work/collector.log" &
     local collector=$!
     pids+=("$collector")
     for _ in $(seq 200); do curl -sf "127.0.0.1:$metrics/readyz" >/dev/null && break; sleep 0.1; done

@@ -28,6 +28,18 @@ cleanup() {
 }
 trap cleanup EXIT
 
+# Launchers, run in the background by the caller (`tansu_memory "$port" "$log" &`, then `$!` is
+# the process itself, since they exec).
+tansu_memory() {
+    exec "$tansu" broker --listener-url "tcp://127.0.0.1:$1" --advertised-listener-url "tcp://127.0.0.1:$1" \
+        --storage-engine memory://tansu/ >"$2" 2>&1
+}
+# ingest KAFKA_PORT GRPC_PORT HTTP_PORT METRICS_PORT LOG
+ingest() {
+    exec "$bin/candor-collector" ingest --grpc-addr "127.0.0.1:$2" --http-addr "127.0.0.1:$3" \
+        --metrics-addr "127.0.0.1:$4" --kafka-brokers "127.0.0.1:$1" >"$5" 2>&1
+}
+
 free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
 wait_port() { for _ in $(seq 200); do (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null && return 0; sleep 0.05; done; echo "port $1 never opened" >&2; return 1; }
 metric() { curl -sf "127.0.0.1:$1/metrics" | awk -v s="$2" '$1 == s { print $2 }'; }

@@ -148,12 +148,10 @@ part_latency() (
     # The compactor keeps its Kafka positions in the table, and every repetition starts a new broker.
     rm -rf "$work/latency-tables"
     kafka=$(free_port); grpc=$(free_port); http=$(free_port); metrics=$(free_port); compactor_metrics=$(free_port)
-    "$tansu" broker --listener-url "tcp://127.0.0.1:$kafka" --advertised-listener-url "tcp://127.0.0.1:$kafka" \
-        --storage-engine memory://tansu/ >"$work/latency-tansu.log" 2>&1 &
+    tansu_memory "$kafka" "$work/latency-tansu.log" &
     procs+=($!)
     wait_port "$kafka"
-    "$bin/candor-collector" ingest --grpc-addr "127.0.0.1:$grpc" --http-addr "127.0.0.1:$http" \
-        --metrics-addr "127.0.0.1:$metrics" --kafka-brokers "127.0.0.1:$kafka" >"$work/latency-collector.log" 2>&1 &
+    ingest "$kafka" "$grpc" "$http" "$metrics" "$work/latency-collector.log" &
     procs+=($!)
     wait_ready "$metrics" collector "$work/latency-collector.log"
     "$bin/candor-collector" compact --table-root "$work/latency-tables" --kafka-brokers "127.0.0.1:$kafka" \

@@ -17,7 +17,7 @@ use candor_e2e::dashboards::{self, Dashboards};
 use candor_e2e::process::Running;
 use candor_e2e::query::{Answer, candor_with_env};
 use candor_e2e::tansu::Tansu;
-use candor_e2e::{free_port, tempdir, wait_for};
+use candor_e2e::{free_port, tempdir, wait_for, wait_for_port};
 use opentelemetry_proto::tonic::collector::trace::v1::trace_service_client::TraceServiceClient;
 
 use crate::ingest::{outcome_event, trace_request};
@@ -121,16 +121,7 @@ async fn tls_proxy(pki: &Pki, port: u16, upstream: &str) -> Running {
         &[],
     );
     let address = format!("127.0.0.1:{port}");
-    wait_for("the TLS proxy to listen", Duration::from_secs(10), || {
-        let address = address.clone();
-        async move {
-            tokio::net::TcpStream::connect(&address)
-                .await
-                .ok()
-                .map(|_| ())
-        }
-    })
-    .await;
+    wait_for_port("the TLS proxy to listen", &address, Duration::from_secs(10)).await;
     proxy
 }
 

@@ -55,13 +55,7 @@ impl Collector {
                 "1s".into(),
             ];
             if let Some(config) = &options.config {
-                let path = std::env::temp_dir().join(format!(
-                    "candor-e2e-collector-{}-{grpc}.toml",
-                    std::process::id()
-                ));
-                std::fs::write(&path, config)
-                    .unwrap_or_else(|err| panic!("writing {}: {err}", path.display()));
-                args.extend(["--config".to_owned(), path.display().to_string()]);
+                args.extend(crate::config_args(&format!("collector-{grpc}"), config));
             }
             let env: Vec<(&str, &str)> = options
                 .env

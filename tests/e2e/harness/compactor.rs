@@ -61,13 +61,7 @@ impl Compactor {
                 format!("e2e-{metrics}"),
             ];
             if let Some(config) = &options.config {
-                let path = std::env::temp_dir().join(format!(
-                    "candor-e2e-compactor-{}-{metrics}.toml",
-                    std::process::id()
-                ));
-                std::fs::write(&path, config)
-                    .unwrap_or_else(|err| panic!("writing {}: {err}", path.display()));
-                args.extend(["--config".to_owned(), path.display().to_string()]);
+                args.extend(crate::config_args(&format!("compactor-{metrics}"), config));
             }
             let env: Vec<(&str, &str)> = options
                 .env

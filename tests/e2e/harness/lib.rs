@@ -62,6 +62,25 @@ where
     }
 }
 
+/// Waits until `address` accepts a TCP connection, or panics after `timeout` naming `what`.
+pub async fn wait_for_port(what: &str, address: &str, timeout: Duration) {
+    wait_for(what, timeout, || async move {
+        tokio::net::TcpStream::connect(address)
+            .await
+            .ok()
+            .map(|_| ())
+    })
+    .await;
+}
+
+/// Writes a configuration file's text under the temp directory as `candor-e2e-{name}-{pid}.toml`
+/// and returns `["--config", path]`.
+pub fn config_args(name: &str, text: &str) -> [String; 2] {
+    let path = std::env::temp_dir().join(format!("candor-e2e-{name}-{}.toml", std::process::id()));
+    std::fs::write(&path, text).unwrap_or_else(|err| panic!("writing {}: {err}", path.display()));
+    ["--config".to_owned(), path.display().to_string()]
+}
+
 /// The Python of the venv `tests/run.sh` makes (OpenTelemetry SDK, deltalake), or `CANDOR_PYTHON`.
 pub fn python() -> PathBuf {
     if let Some(path) = std::env::var_os("CANDOR_PYTHON") {

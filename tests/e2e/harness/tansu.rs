@@ -4,7 +4,7 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use crate::process::Running;
-use crate::{free_port, wait_for};
+use crate::{free_port, wait_for_port};
 
 /// A running broker.
 pub struct Tansu {
@@ -121,21 +121,8 @@ impl Tansu {
     }
 
     async fn wait_ready(&self) {
-        let address = self.bootstrap.clone();
-        wait_for(
-            "tansu to accept connections",
-            Duration::from_secs(20),
-            || {
-                let address = address.clone();
-                async move {
-                    tokio::net::TcpStream::connect(&address)
-                        .await
-                        .ok()
-                        .map(|_| ())
-                }
-            },
-        )
-        .await;
+        let what = "tansu to accept connections";
+        wait_for_port(what, &self.bootstrap, Duration::from_secs(20)).await;
     }
 
     /// Stops the broker with SIGTERM and starts it again on the same address and storage.

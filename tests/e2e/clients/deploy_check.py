@@ -907,13 +907,18 @@ def check_secrets(repo: Repo) -> tuple[list[str], str]:
     return problems, f"{len(secrets)} example Secrets, every value a placeholder; none applied"
 
 
-def check_secret_refs(repo: Repo) -> list[str]:
-    problems = []
-    examples = {
+def example_secrets(repo: Repo) -> dict[tuple, set[str]]:
+    """The example Secrets, (namespace, name) -> their keys."""
+    return {
         (meta(d.data).get("namespace"), meta(d.data).get("name")): {k for k, _ in secret_values(d.data)}
         for d in repo.objects()
         if d.data.get("kind") == "Secret"
     }
+
+
+def check_secret_refs(repo: Repo) -> list[str]:
+    problems = []
+    examples = example_secrets(repo)
     for w in workloads(repo.deployed()):
         ns = meta(w).get("namespace")
         for name, key in secret_refs(w):
@@ -1075,11 +1080,7 @@ def kafka_needs(config: dict, reads_kafka: bool) -> tuple[list[str], list[str]]:
 def check_config_mounts(repo: Repo) -> list[str]:
     problems = []
     maps = configmaps(repo)
-    examples = {
-        (meta(d.data).get("namespace"), meta(d.data).get("name")): {k for k, _ in secret_values(d.data)}
-        for d in repo.objects()
-        if d.data.get("kind") == "Secret"
-    }
+    examples = example_secrets(repo)
     for w in workloads(repo.deployed()):
         ns = meta(w).get("namespace")
         spec = pod_spec(w) or {}

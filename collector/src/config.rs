@@ -82,7 +82,7 @@ pub(crate) fn invalid(
 /// | `kafka.replication_factor` | `1` | replication factor of a topic the collector creates |
 /// | `kafka.delivery_timeout` | `"5s"` | how long a record may take to be acknowledged before it counts as failed (librdkafka `delivery.timeout.ms`) |
 /// | `kafka.queue_max_messages` | `100000` | bound of the producer's local queue (`queue.buffering.max.messages`) |
-/// | `kafka.compression` | `"zstd"` | `none`, `gzip`, `snappy`, `lz4` or `zstd` |
+/// | `kafka.compression` | `"zstd"` | `none`, `snappy`, `lz4` or `zstd` (not `gzip`: no zlib in this build) |
 /// | `kafka.extra` | empty | more librdkafka settings passed as-is (SASL, TLS); values are strings |
 /// | `kafka.extra_env` | empty | librdkafka settings whose values come from environment variables: setting → variable name |
 /// | `heartbeat.interval` | `"10s"` | how often a heartbeat goes to `candor.heartbeats.v1` |
@@ -363,8 +363,6 @@ impl fmt::Display for BrokerAddr {
 pub enum Compression {
     /// `none`.
     None,
-    /// `gzip` (needs a librdkafka built with zlib).
-    Gzip,
     /// `snappy`.
     Snappy,
     /// `lz4`.
@@ -378,7 +376,6 @@ impl Compression {
     pub fn as_str(self) -> &'static str {
         match self {
             Self::None => "none",
-            Self::Gzip => "gzip",
             Self::Snappy => "snappy",
             Self::Lz4 => "lz4",
             Self::Zstd => "zstd",
@@ -490,7 +487,7 @@ impl RawLimits {
     }
 }
 
-const COMPRESSIONS: &str = "expected none, gzip, snappy, lz4 or zstd";
+const COMPRESSIONS: &str = "expected none, snappy, lz4 or zstd";
 
 impl RawKafka {
     fn validate(self) -> Result<KafkaConfig, ConfigError> {
@@ -505,7 +502,11 @@ impl RawKafka {
         }
         let compression = match self.compression.as_str() {
             "none" => Compression::None,
-            "gzip" => Compression::Gzip,
+            "gzip" => {
+                let reason = "this build's librdkafka has no zlib (rdkafka without `libz`), so \
+                              the producer would refuse it at start: use zstd, lz4 or snappy";
+                return Err(invalid("kafka.compression", "gzip", reason));
+            }
             "snappy" => Compression::Snappy,
             "lz4" => Compression::Lz4,
             "zstd" => Compression::Zstd,
@@ -739,6 +740,15 @@ mod tests {
         assert_eq!(
             Config::from_toml_str(example).unwrap(),
             Config::from_toml_str("").unwrap()
+        );
+    }
+
+    #[test]
+    fn gzip_is_refused_at_validation_not_at_the_producers_start() {
+        let gzip = refusal("[kafka]\ncompression = \"gzip\"\n");
+        assert!(
+            gzip.contains("kafka.compression") && gzip.contains("zlib"),
+            "{gzip}"
         );
     }
 

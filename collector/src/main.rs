@@ -9,7 +9,7 @@
 //!                          [--log-format text|json] [--check]
 //! candor-collector maintain [--config FILE] [--table-root DIR|URL] [--optimize] [--vacuum]
 //!                           [--retention] [--check]
-//! candor-collector read --topic T [--kafka-brokers B] [--limit N] [--idle D]
+//! candor-collector read --topic T [--kafka-brokers B] [--limit N] [--idle D] [--config FILE]
 //!
 //! --check validates the configuration as a start would, prints it and exits (0 valid, 2 not).
 //! ```
@@ -137,6 +137,10 @@ struct ReadArgs {
     /// Stop when no record arrived for this long (e.g. 2s).
     #[arg(long, default_value = "2s")]
     idle: String,
+    /// A collector or compactor configuration file whose `[kafka.extra]` and
+    /// `[kafka.extra_env]` (TLS, SASL) this reader uses too; its other keys are not used.
+    #[arg(long)]
+    config: Option<PathBuf>,
 }
 
 #[derive(Parser)]
@@ -497,6 +501,29 @@ fn load_config(args: &IngestArgs) -> anyhow::Result<Config> {
     Ok(raw.validate()?)
 }
 
+/// The Kafka client settings of a collector's or a compactor's configuration file, validated as
+/// that service validates them, with the values of `[kafka.extra_env]` read.
+fn read_kafka_settings(
+    path: &PathBuf,
+) -> anyhow::Result<std::collections::BTreeMap<String, String>> {
+    let text =
+        std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
+    let (extra, extra_env) = match RawConfig::from_toml_str(&text).and_then(RawConfig::validate) {
+        Ok(config) => (config.kafka.extra, config.kafka.extra_env),
+        Err(as_collector) => {
+            match RawCompactConfig::from_toml_str(&text).and_then(RawCompactConfig::validate) {
+                Ok(config) => (config.kafka.extra, config.kafka.extra_env),
+                Err(as_compactor) => bail!(
+                    "{} is neither a collector's configuration ({as_collector}) nor a compactor's \
+                 ({as_compactor})",
+                    path.display()
+                ),
+            }
+        }
+    };
+    kafka_settings(&extra, &extra_env)
+}
+
 /// `candor-collector read`: every record of a topic, decoded, one JSON object per line. A
 /// record that cannot be decoded is printed as an error line, never skipped.
 fn read_topic(args: &ReadArgs) -> anyhow::Result<()> {
@@ -506,7 +533,13 @@ fn read_topic(args: &ReadArgs) -> anyhow::Result<()> {
 
     let topic = candor_collector::inspect::known_topic(&args.topic)?;
     let idle = candor_collector::config::parse_duration("--idle", &args.idle)?;
-    let consumer: BaseConsumer = rdkafka::ClientConfig::new()
+    let mut client = rdkafka::ClientConfig::new();
+    if let Some(path) = &args.config {
+        for (name, value) in read_kafka_settings(path)? {
+            client.set(name, value);
+        }
+    }
+    let consumer: BaseConsumer = client
         .set("bootstrap.servers", &args.kafka_brokers)
         .set("group.id", "candor-read")
         .set("enable.auto.commit", "false")

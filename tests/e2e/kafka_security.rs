@@ -233,6 +233,34 @@ async fn every_kafka_client_works_over_tls_with_scram_and_is_refused_without_the
     let tail = live.source("kafka candor.outcome-events.v1");
     assert_eq!(tail["rows"], 2, "{tail}");
 
+    // The topic reader takes a service's configuration file for the same settings.
+    let read = Command::new(candor_e2e::target_dir().join("candor-collector"))
+        .args([
+            "read",
+            "--topic",
+            "candor.outcome-events.v1",
+            "--limit",
+            "5",
+        ])
+        .args([
+            "--kafka-brokers",
+            &kafka,
+            "--idle",
+            "10s",
+            "--config",
+            &settings_arg,
+        ])
+        .env(PASSWORD_VAR, PASSWORD)
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&read.stdout);
+    assert!(
+        read.status.success(),
+        "{}",
+        String::from_utf8_lossy(&read.stderr)
+    );
+    assert_eq!(stdout.lines().count(), 5, "{stdout}");
+
     // Without the settings, the tail is unreachable and the answer says it is partial.
     let bare = incident(&root, &kafka, &["--live"], &[]);
     assert_eq!(bare.code, 3, "{}\n{}", bare.stdout, bare.stderr);

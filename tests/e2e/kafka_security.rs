@@ -18,6 +18,7 @@ use candor_e2e::process::Running;
 use candor_e2e::query::{Answer, candor_with_env};
 use candor_e2e::tansu::Tansu;
 use candor_e2e::{free_port, tempdir, wait_for, wait_for_port};
+use candor_schema::names::topic;
 use opentelemetry_proto::tonic::collector::trace::v1::trace_service_client::TraceServiceClient;
 
 use crate::ingest::{outcome_event, trace_request};
@@ -235,13 +236,7 @@ async fn every_kafka_client_works_over_tls_with_scram_and_is_refused_without_the
 
     // The topic reader takes a service's configuration file for the same settings.
     let read = Command::new(candor_e2e::target_dir().join("candor-collector"))
-        .args([
-            "read",
-            "--topic",
-            "candor.outcome-events.v1",
-            "--limit",
-            "5",
-        ])
+        .args(["read", "--topic", topic::OUTCOME_EVENTS, "--limit", "5"])
         .args([
             "--kafka-brokers",
             &kafka,

@@ -397,3 +397,73 @@ fn block_on<F: std::future::Future>(future: F) -> F::Output {
         .unwrap()
         .block_on(future)
 }
+
+/// The terminal retry actions: the last attempt of a call that ended as AccessFailure or Partial.
+const TERMINAL_ACTIONS: [&str; 3] = ["exhausted", "permanent", "accept_partial"];
+
+fn response(pick: u8) -> HttpExchange {
+    match pick % 8 {
+        0 => json(200, r#"{"items":[1]}"#),
+        1 => json(200, r#"{"items":[]}"#),
+        2 => json(200, r#"{"items":[1,2],"total":5}"#),
+        3 => json(500, ""),
+        4 => json(503, ""),
+        5 => json(429, ""),
+        6 => json(400, ""),
+        _ => json(404, ""),
+    }
+}
+
+proptest::proptest! {
+    #![proptest_config(proptest::prelude::ProptestConfig::with_cases(64))]
+
+    /// The identity `candor reconcile` relies on (ARCHITECTURE.md): every call that ends as
+    /// AccessFailure or Partial adds exactly one terminal event (the last event of its span, of
+    /// the call's class, stamped no later than the span's end) and one to `tool.outcomes` with
+    /// that class; a call ending otherwise adds no terminal event.
+    #[test]
+    fn every_failed_call_has_one_terminal_event_and_one_count_of_its_class(
+        calls in proptest::collection::vec(proptest::collection::vec(0u8..8, 3), 1..16),
+    ) {
+        let sdk = Sdk::new(Sampler::AlwaysOn, true);
+        let adapter = sdk.adapter("http://search.test/v1", 3);
+        let mut classes = Vec::new();
+        block_on(async {
+            for script in &calls {
+                classes.push(run(&adapter, script.iter().copied().map(response).collect()).await);
+            }
+        });
+        let counts = sdk.counter(names::OUTCOMES_COUNTER);
+        let mut terminal: BTreeMap<String, u64> = BTreeMap::new();
+        for span in sdk.finished_spans() {
+            let span_class = attributes(&span.attributes)[attr::OUTCOME_CLASS].clone();
+            let events: Vec<_> = span
+                .events
+                .iter()
+                .filter(|event| event.name == names::OUTCOME_EVENT)
+                .collect();
+            let ends: Vec<_> = events
+                .iter()
+                .filter(|event| {
+                    let action = &attributes(&event.attributes)[attr::RETRY_ACTION];
+                    TERMINAL_ACTIONS.contains(&action.as_str())
+                })
+                .collect();
+            let failed = span_class == "access_failure" || span_class == "partial";
+            proptest::prop_assert_eq!(ends.len(), usize::from(failed), "{:?}", span);
+            if let Some(end) = ends.first() {
+                proptest::prop_assert!(std::ptr::eq(**end, *events.last().unwrap()));
+                proptest::prop_assert!(end.timestamp <= span.end_time);
+                let class = attributes(&end.attributes)[attr::OUTCOME_CLASS].clone();
+                proptest::prop_assert_eq!(&class, &span_class);
+                *terminal.entry(class).or_default() += 1;
+            }
+        }
+        for class in [OutcomeClass::AccessFailure, OutcomeClass::Partial] {
+            let name = class.as_str();
+            let calls = classes.iter().filter(|c| **c == class).count() as u64;
+            proptest::prop_assert_eq!(counts.get(name).copied().unwrap_or(0), calls);
+            proptest::prop_assert_eq!(terminal.get(name).copied().unwrap_or(0), calls);
+        }
+    }
+}

@@ -273,6 +273,7 @@ impl Report {
                 let body = serde_json::json!({
                     "envelope": self.envelope(),
                     "coverage": self.coverage,
+                    "summary": self.summary,
                 });
                 let text = serde_json::to_string_pretty(&body)
                     .unwrap_or_else(|err| format!("{{\"error\": \"{err}\"}}"));

@@ -150,6 +150,9 @@ pub struct Coverage {
     pub silences: Vec<(Micros, Micros)>,
     /// Anything else the reader should know (series without a baseline, ignored points, …).
     pub notes: Vec<String>,
+    /// What the question could not check with the data read (a reconciliation with no closed
+    /// window, say); each makes the answer partial.
+    pub unchecked: Vec<String>,
     /// Why the question itself failed while it ran, when it did.
     pub failure: Option<String>,
     /// When the answer was read.
@@ -180,6 +183,7 @@ impl Coverage {
             sources,
             silences: Vec::new(),
             notes: Vec::new(),
+            unchecked: Vec::new(),
             failure: None,
             now,
         }
@@ -204,6 +208,7 @@ impl Coverage {
         } else if needed().any(SourceReport::is_short)
             || self.reaches_past_data()
             || !self.silences.is_empty()
+            || !self.unchecked.is_empty()
         {
             OutcomeClass::Partial
         } else if rows == 0 {
@@ -231,6 +236,7 @@ impl Coverage {
         if let Some(failure) = &self.failure {
             gaps.push(format!("the question failed while it ran: {failure}"));
         }
+        gaps.extend(self.unchecked.iter().cloned());
         for (from, to) in &self.silences {
             gaps.push(format!(
                 "no collector heartbeat between {} and {}: the pipeline was not carrying data \

@@ -3,8 +3,10 @@
 //!
 //! - [`reader`] opens the tables read-only ([`store`]) and reads the tail ([`tail`]) into one
 //!   DataFusion session, with a report for every source.
-//! - [`commands`] asks the questions: `sql`, `rates`, `spikes`, `incident`, `trace`.
+//! - [`commands`] asks the questions: `sql`, `rates`, `spikes`, `incident`, `trace`,
+//!   `reconcile`.
 //! - [`rates`] turns counter points into per-bucket increases and rates (pure).
+//! - [`reconcile`] checks the adapter's two records of failed calls against each other (pure).
 //! - [`coverage`] decides what an answer may claim: success, empty, partial or access failure,
 //!   the four classes of the contract (pure).
 //! - [`answer`] shows it: a table, CSV, or the contract's envelope as JSON.
@@ -20,6 +22,7 @@ pub mod coverage;
 pub mod kafka_client;
 pub mod rates;
 pub mod reader;
+pub mod reconcile;
 pub mod store;
 pub mod tail;
 pub mod window;

@@ -15,7 +15,7 @@ use std::process::ExitCode;
 use std::time::{Duration, SystemTime};
 
 use candor_query::answer::{Format, Report, Rows};
-use candor_query::commands::{self, Filters, GroupBy, RatesQuery, SpikesQuery};
+use candor_query::commands::{self, Filters, GroupBy, RatesQuery, ReconcileQuery, SpikesQuery};
 use candor_query::kafka_client::KafkaClientSettings;
 use candor_query::rates::SpikeRule;
 use candor_query::reader::{ReadOptions, Reader};
@@ -170,6 +170,29 @@ enum Command {
         #[arg(long, alias = "to")]
         until: Option<String>,
     },
+    /// Failed calls counted by the adapter's tool.outcomes counter against the terminal events
+    /// stored, per service instance, tool, target and class, over closed counter windows: every
+    /// window where events went missing (or appeared uncounted) between adapter and table.
+    Reconcile {
+        /// Start: a duration before now or an RFC 3339 time [default: 1h].
+        #[arg(long, alias = "from")]
+        since: Option<String>,
+        /// End: a duration before now or an RFC 3339 time [default: now minus --settle].
+        #[arg(long, alias = "to")]
+        until: Option<String>,
+        /// Without --until, the window ends this long before now, so that every record of its
+        /// calls (exported in batches, the counter every export interval) has arrived.
+        #[arg(long, default_value = "2m")]
+        settle: String,
+        /// How far an event's time may be from the counter point that counted its call.
+        #[arg(long, default_value = "1s")]
+        slack: String,
+        /// How far before the window to look for each counter's baseline point.
+        #[arg(long, default_value = "15m")]
+        lookback: String,
+        #[command(flatten)]
+        filters: FilterArgs,
+    },
     /// GET one URL through the adapter and print its envelope.
     Probe(probe::ProbeArgs),
     /// Demo traffic: several services calling flaky local tools through the adapter, with
@@ -218,6 +241,7 @@ enum Question {
     Spikes(SpikesQuery),
     Incident { window: Window, filters: Filters },
     Trace { id: String, window: Option<Window> },
+    Reconcile(ReconcileQuery),
 }
 
 impl Question {
@@ -292,6 +316,26 @@ impl Question {
                     None
                 },
             },
+            Command::Reconcile {
+                since,
+                until,
+                settle,
+                slack,
+                lookback,
+                filters: filter_args,
+            } => {
+                let settle = duration("--settle", &settle)?;
+                let until = match time_arg(until.as_ref())? {
+                    Some(until) => until,
+                    None => TimeArg::Ago(settle),
+                };
+                Self::Reconcile(ReconcileQuery {
+                    window: Window::resolve(time_arg(since.as_ref())?, Some(until), now)?,
+                    filters: filters(filter_args),
+                    slack: duration("--slack", &slack)?,
+                    lookback: duration("--lookback", &lookback)?,
+                })
+            }
             Command::Probe(_) | Command::Demo(_) | Command::Canary(_) => {
                 return Err(Usage("this command reads no tables".into()));
             }
@@ -321,6 +365,10 @@ impl Question {
             }
             Self::Incident { window, .. } => (vec![Table::OutcomeEvents], Some(*window)),
             Self::Trace { window, .. } => (vec![Table::OutcomeEvents], *window),
+            Self::Reconcile(query) => (
+                vec![Table::OutcomeEvents, Table::OutcomeCounts],
+                Some(query.window),
+            ),
         }
     }
 
@@ -331,6 +379,7 @@ impl Question {
             Self::Spikes(_) => "candor spikes",
             Self::Incident { .. } => "candor incident",
             Self::Trace { .. } => "candor trace",
+            Self::Reconcile(_) => "candor reconcile",
         }
     }
 
@@ -341,6 +390,10 @@ impl Question {
             Self::Rates(_) => "No calls and no failures recorded",
             Self::Spikes(_) => "No spikes",
             Self::Incident { .. } | Self::Trace { .. } => "No failures",
+            Self::Reconcile(_) => {
+                "Every closed window matched: each failed call counted has its terminal event \
+                 stored, and no event is uncounted"
+            }
         }
     }
 }
@@ -461,6 +514,11 @@ async fn answer(global: Global, command: Command) -> Result<(Report, Format), Us
         Question::Trace { id, window } => commands::trace(&reader, &id, window)
             .await
             .map(|answer| (answer.rows, answer.summary)),
+        Question::Reconcile(query) => commands::reconcile(&reader, &query).await.map(|answer| {
+            coverage.notes.extend(answer.notes);
+            coverage.unchecked.extend(answer.unchecked);
+            (answer.rows, answer.summary)
+        }),
     };
     let (rows, summary) = match answered {
         Ok(answer) => answer,

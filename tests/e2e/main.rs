@@ -10,5 +10,6 @@ mod foreign_clients;
 mod ingest;
 mod kafka_security;
 mod query;
+mod reconcile;
 mod stack;
 mod traffic;

@@ -237,6 +237,7 @@ fn main() {
         model: Mutex::new(model),
         pipeline: Mutex::new(pipeline),
         alerts: Mutex::new(Alerts::default()),
+        reconcile: Mutex::new(Default::default()),
         rules,
         staleness: Staleness::default(),
         started: start,

@@ -13,6 +13,7 @@ use serde::Serialize;
 
 use crate::health::{Freshness, Hop, when};
 use crate::model::Model;
+use crate::reconcile::ReconcileState;
 use crate::rules::{Rule, RuleKind};
 
 /// How long a resolved alert stays listed.
@@ -39,6 +40,8 @@ pub struct Observation<'a> {
     pub model: &'a Model,
     /// The pipeline's hops.
     pub hops: &'a [Hop],
+    /// What reconciliation found.
+    pub reconcile: &'a ReconcileState,
     /// When the dashboards started: a hop never seen is missing since then.
     pub started: Micros,
     /// The clock.
@@ -179,6 +182,9 @@ pub fn conditions(rules: &[Rule], seen: Observation<'_>) -> Vec<Condition> {
                     );
                 }
             }
+            RuleKind::ReconcileMismatch { after } => {
+                reconcile_mismatch(seen, *after, &mut hold);
+            }
             RuleKind::Watchdog => hold(
                 Labels::new(),
                 "always firing: if it stops arriving, the dashboards or their notifications are down"
@@ -187,6 +193,79 @@ pub fn conditions(rules: &[Rule], seen: Observation<'_>) -> Vec<Condition> {
         }
     }
     out
+}
+
+/// The instances of a `reconcile_mismatch` rule: one per kind of gap the newest covered run
+/// found, and `gap = "unknown"` once no run has covered its window for `after`.
+fn reconcile_mismatch(seen: Observation<'_>, after: Micros, hold: &mut impl FnMut(Labels, String)) {
+    let state = seen.reconcile;
+    if let Some(covered) = &state.newest_covered {
+        let totals = &covered.totals;
+        let checked = format!(
+            "in the reconciliation of {} to {} run at {}",
+            when(covered.window.since),
+            when(covered.window.until),
+            when(covered.ran_at)
+        );
+        for (gap, count, what) in [
+            (
+                "missing",
+                totals.missing,
+                "counted failed call(s) whose terminal event is not stored",
+            ),
+            (
+                "extra",
+                totals.extra,
+                "terminal event(s) stored for calls the counter did not count",
+            ),
+            (
+                "without_counter",
+                totals.events_without_counter,
+                "terminal event(s) of series with no counter point at all",
+            ),
+        ] {
+            if count > 0 {
+                hold(label("gap", gap), format!("{count} {what}, {checked}"));
+            }
+        }
+    }
+    let since = state.uncovered_since(seen.started);
+    if seen.now.saturating_sub(since) < after {
+        return;
+    }
+    let since_text = match &state.newest_covered {
+        Some(covered) => format!("since {}", when(covered.ran_at)),
+        None => format!("since the dashboards started at {}", when(seen.started)),
+    };
+    let newest = match &state.latest {
+        None => "it has not finished a run yet".to_owned(),
+        Some(run) => {
+            let figures = run.totals.map_or_else(String::new, |totals| {
+                format!(
+                    "; over the part it read: {} missing, {} extra, {} without counter",
+                    totals.missing, totals.extra, totals.events_without_counter
+                )
+            });
+            let shown: Vec<&str> = run.gaps.iter().take(3).map(String::as_str).collect();
+            let gaps = if shown.is_empty() {
+                String::new()
+            } else {
+                format!("; {}", shown.join("; "))
+            };
+            format!(
+                "the newest run ({}) is {}{figures}{gaps}",
+                when(run.ran_at),
+                run.class.as_str()
+            )
+        }
+    };
+    hold(
+        label("gap", "unknown"),
+        format!(
+            "no reconciliation has covered its whole window {since_text}, so whether events are \
+             lost between adapter and table is unknown: {newest}"
+        ),
+    );
 }
 
 fn label(name: &str, value: &str) -> Labels {
@@ -315,7 +394,7 @@ impl Alerts {
                 summary: rule
                     .summary
                     .clone()
-                    .unwrap_or_else(|| default_summary(rule)),
+                    .unwrap_or_else(|| default_summary(rule, &condition.labels)),
                 state: State::Pending,
                 active_since: now,
                 fired_at: None,
@@ -424,7 +503,7 @@ impl Alerts {
     }
 }
 
-fn default_summary(rule: &Rule) -> String {
+fn default_summary(rule: &Rule, labels: &Labels) -> String {
     match &rule.kind {
         RuleKind::Spike {
             window,
@@ -448,6 +527,17 @@ fn default_summary(rule: &Rule) -> String {
             "an adapter instance sent no counters for {}",
             humanize(*after)
         ),
+        RuleKind::ReconcileMismatch { after } => {
+            if labels.get("gap").is_some_and(|gap| gap == "unknown") {
+                format!(
+                    "reconciliation has not covered its window for {}: whether events are lost \
+                     between adapter and table is unknown",
+                    humanize(*after)
+                )
+            } else {
+                "events lost between adapter and table".into()
+            }
+        }
         RuleKind::Watchdog => "the dashboards' alerting is alive".into(),
     }
 }
@@ -457,6 +547,8 @@ mod tests {
     use super::*;
     use crate::health::HopName;
     use crate::model::{MINUTE, ModelSettings, SECOND};
+    use crate::reconcile::tests::{answer, coverage, lost, window};
+    use crate::reconcile::{ReconcileState, Run};
     use crate::rules::{Limits, parse};
     use candor_schema::proto::{OutcomeCount, Temporality};
     use candor_schema::rows::{Meta, Row};
@@ -517,6 +609,7 @@ mod tests {
             let seen = Observation {
                 model,
                 hops: &[],
+                reconcile: &ReconcileState::default(),
                 started: T0,
                 now,
             };
@@ -563,6 +656,7 @@ mod tests {
         let seen = Observation {
             model: &model,
             hops: &[],
+            reconcile: &ReconcileState::default(),
             started: T0,
             now: T0 + 60 * MINUTE,
         };
@@ -585,6 +679,7 @@ mod tests {
         let seen = Observation {
             model: &model,
             hops: &stale,
+            reconcile: &ReconcileState::default(),
             started: T0,
             now: T0 + 2 * MINUTE,
         };
@@ -612,6 +707,7 @@ mod tests {
         let early = Observation {
             model: &model,
             hops: &hops,
+            reconcile: &ReconcileState::default(),
             started: T0,
             now: T0 + 30 * SECOND,
         };
@@ -658,6 +754,7 @@ mod tests {
         let seen = Observation {
             model: &model,
             hops: &[],
+            reconcile: &ReconcileState::default(),
             started: T0,
             now,
         };
@@ -666,11 +763,169 @@ mod tests {
         let seen = Observation {
             model: &model,
             hops: &[],
+            reconcile: &ReconcileState::default(),
             started: T0,
             now,
         };
         let holding = conditions(&rules, seen);
         assert_eq!(holding.len(), 1);
         assert_eq!(holding[0].labels["target"], "t");
+    }
+
+    fn reconciled(state: &ReconcileState, rules: &[Rule], now: Micros) -> Vec<Condition> {
+        let model = Model::new(ModelSettings::default());
+        conditions(
+            rules,
+            Observation {
+                model: &model,
+                hops: &[],
+                reconcile: state,
+                started: T0 - 5 * MINUTE,
+                now,
+            },
+        )
+    }
+
+    const LOST: &str =
+        "[[rule]]\nname = \"Lost\"\nkind = \"reconcile_mismatch\"\nfor = \"2m\"\nafter = \"15m\"\n";
+
+    #[test]
+    fn events_lost_hold_per_gap_and_fire_after_for() {
+        let rules = rules(LOST);
+        let mut state = ReconcileState::default();
+        state.record(Run::new(
+            T0,
+            window(),
+            coverage(T0),
+            Ok(answer(lost(3), 3)),
+            50,
+        ));
+        let mut alerts = Alerts::default();
+        let holding = reconciled(&state, &rules, T0);
+        assert_eq!(holding.len(), 1, "{holding:?}");
+        assert_eq!(holding[0].labels["gap"], "missing");
+        assert!(
+            holding[0]
+                .description
+                .starts_with("3 counted failed call(s) whose terminal event is not stored"),
+            "{}",
+            holding[0].description
+        );
+        assert!(alerts.step(&rules, holding, T0).is_empty());
+        assert_eq!(alerts.list()[0].state, State::Pending);
+        assert_eq!(
+            alerts.list()[0].summary,
+            "events lost between adapter and table"
+        );
+        let fired = alerts.step(
+            &rules,
+            reconciled(&state, &rules, T0 + 2 * MINUTE),
+            T0 + 2 * MINUTE,
+        );
+        assert_eq!(fired.len(), 1);
+        assert_eq!(fired[0].state, State::Firing);
+        // A later run that covers its window and matches resolves it.
+        state.record(Run::new(
+            T0 + 3 * MINUTE,
+            window(),
+            coverage(T0),
+            Ok(answer(lost(0), 0)),
+            50,
+        ));
+        assert!(reconciled(&state, &rules, T0 + 3 * MINUTE).is_empty());
+        let resolved = alerts.step(&rules, Vec::new(), T0 + 3 * MINUTE);
+        assert_eq!(resolved[0].state, State::Resolved);
+    }
+
+    #[test]
+    fn a_matching_reconciliation_holds_nothing_and_extra_events_hold_too() {
+        let rules = rules(LOST);
+        let mut state = ReconcileState::default();
+        state.record(Run::new(
+            T0,
+            window(),
+            coverage(T0),
+            Ok(answer(lost(0), 0)),
+            50,
+        ));
+        assert!(reconciled(&state, &rules, T0 + MINUTE).is_empty());
+        let odd = candor_query::reconcile::Totals {
+            extra: 2,
+            events_without_counter: 1,
+            ..lost(0)
+        };
+        state.record(Run::new(T0, window(), coverage(T0), Ok(answer(odd, 1)), 50));
+        let gaps: Vec<String> = reconciled(&state, &rules, T0 + MINUTE)
+            .iter()
+            .map(|condition| condition.labels["gap"].clone())
+            .collect();
+        assert_eq!(gaps, ["extra", "without_counter"]);
+    }
+
+    #[test]
+    fn a_reconciliation_that_cannot_read_holds_unknown_never_passes() {
+        let rules = rules(LOST);
+        let mut state = ReconcileState::default();
+        // Never run: unknown once `after` has passed since the start.
+        assert!(reconciled(&state, &rules, T0).is_empty());
+        let never = reconciled(&state, &rules, T0 + 10 * MINUTE);
+        assert_eq!(never.len(), 1);
+        assert_eq!(never[0].labels["gap"], "unknown");
+        assert!(
+            never[0]
+                .description
+                .contains("since the dashboards started")
+                && never[0].description.contains("not finished a run yet"),
+            "{}",
+            never[0].description
+        );
+        // Only failed and partial runs, whose figures say 0 missing: still unknown, not a pass.
+        state.record(Run::new(
+            T0,
+            window(),
+            coverage(T0),
+            Err("reading the tables failed: gone".into()),
+            50,
+        ));
+        state.record(Run::new(
+            T0 + MINUTE,
+            window(),
+            coverage(T0 - 30 * MINUTE),
+            Ok(answer(lost(0), 0)),
+            50,
+        ));
+        let holding = reconciled(&state, &rules, T0 + 10 * MINUTE);
+        assert_eq!(holding.len(), 1, "{holding:?}");
+        assert_eq!(holding[0].labels["gap"], "unknown");
+        assert!(
+            holding[0].description.contains("is partial"),
+            "{}",
+            holding[0].description
+        );
+        let mut alerts = Alerts::default();
+        alerts.step(&rules, holding, T0 + 10 * MINUTE);
+        assert!(
+            alerts.list()[0].summary.contains("is unknown"),
+            "{}",
+            alerts.list()[0].summary
+        );
+        // A covered run at T0 + 11m: unknown stops holding, and only comes back `after` later.
+        state.record(Run::new(
+            T0 + 11 * MINUTE,
+            window(),
+            coverage(T0),
+            Ok(answer(lost(0), 0)),
+            50,
+        ));
+        assert!(reconciled(&state, &rules, T0 + 20 * MINUTE).is_empty());
+        state.record(Run::failed(T0 + 12 * MINUTE, window(), "timeout".into()));
+        assert!(reconciled(&state, &rules, T0 + 25 * MINUTE).is_empty());
+        let again = reconciled(&state, &rules, T0 + 26 * MINUTE);
+        assert_eq!(again.len(), 1);
+        assert!(
+            again[0].description.contains("timeout"),
+            "{}",
+            again[0].description
+        );
     }
 }

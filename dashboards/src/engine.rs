@@ -44,15 +44,18 @@ pub async fn run(shared: Arc<Shared>, notifier: Arc<Notifier>, every: Duration, 
 pub fn evaluate(shared: &Shared, now: Micros, resend: Micros) -> Vec<crate::alerts::Alert> {
     let hops = shared.hops(now);
     let model = lock(&shared.model);
+    let reconcile = lock(&shared.reconcile);
     let holding = conditions(
         &shared.rules,
         Observation {
             model: &model,
             hops: &hops,
+            reconcile: &reconcile,
             started: shared.started,
             now,
         },
     );
+    drop(reconcile);
     drop(model);
     let mut alerts = lock(&shared.alerts);
     alerts.step(&shared.rules, holding, now);

@@ -2,12 +2,14 @@
 //! on, and that cannot go green during an outage.
 //!
 //! It has its own process, its own Kafka consumer group and read-only access to the tables, and
-//! shares nothing with the collector. What it knows comes from three places:
+//! shares nothing with the collector. What it knows comes from these places:
 //!
 //! - [`stream`]: its own consumer of the pipeline's topics builds the [`model`] (calls per
 //!   class from the adapters' counters, failure events, heartbeats, adapter instances);
 //! - [`watch`]: the Delta logs give the tables' committed watermark and the compactor's lag;
-//! - [`forensic`]: the forensic view reads the tables and the Kafka tail with `candor-query`.
+//! - [`forensic`]: the forensic view reads the tables and the Kafka tail with `candor-query`;
+//! - [`reconcile`]: on a schedule, the same reads check the adapters' `tool.outcomes` counter
+//!   against the failure events stored, so that events lost between adapter and table show.
 //!
 //! [`health`] judges every hop LIVE, STALE or UNKNOWN, and every panel carries that state: a
 //! panel whose sources are stale never shows a green zero. [`rules`] and [`alerts`] evaluate the
@@ -23,6 +25,7 @@ pub mod metrics;
 pub mod model;
 pub mod notify;
 pub mod page;
+pub mod reconcile;
 pub mod rules;
 pub mod state;
 pub mod stream;

@@ -11,6 +11,7 @@ use candor_adapter::otlp::{OtlpConfig, init};
 use candor_dashboards::forensic::ForensicSettings;
 use candor_dashboards::model::{Model, ModelSettings};
 use candor_dashboards::notify::{Notifier, Webhook};
+use candor_dashboards::reconcile::{self, ReconcileSettings, Schedule};
 use candor_dashboards::rules::{self, DEFAULT_RULES, Limits};
 use candor_dashboards::state::{PipelineInputs, Shared, Staleness};
 use candor_dashboards::stream::StreamSettings;
@@ -106,6 +107,31 @@ struct ServeArgs {
     /// The table hop is STALE after this long without the watermark moving.
     #[arg(long, default_value = "5m", value_parser = humantime::parse_duration)]
     table_stale_after: Duration,
+    /// How often the adapter's counter is reconciled against the stored failure events.
+    #[arg(
+        long,
+        env = "CANDOR_DASHBOARDS_RECONCILE_EVERY",
+        default_value = "1m",
+        value_parser = humantime::parse_duration
+    )]
+    reconcile_every: Duration,
+    /// How far back each reconciliation reaches.
+    #[arg(
+        long,
+        env = "CANDOR_DASHBOARDS_RECONCILE_RANGE",
+        default_value = "1h",
+        value_parser = humantime::parse_duration
+    )]
+    reconcile_range: Duration,
+    /// How recent a counter point may be and still be left to a later reconciliation, while the
+    /// events of its calls may still be on their way.
+    #[arg(
+        long,
+        env = "CANDOR_DASHBOARDS_RECONCILE_SETTLE",
+        default_value = "2m",
+        value_parser = humantime::parse_duration
+    )]
+    reconcile_settle: Duration,
     /// The dashboards' own address, for links in notifications.
     #[arg(long, env = "CANDOR_DASHBOARDS_URL")]
     external_url: Option<String>,
@@ -144,6 +170,14 @@ fn main() -> anyhow::Result<()> {
 async fn serve(args: ServeArgs, limits: impl Fn(&ServeArgs) -> Limits) -> anyhow::Result<()> {
     if args.step.is_zero() || args.history < args.step {
         bail!("--step must be above zero and --history at least one step");
+    }
+    let schedule = Schedule {
+        every: args.reconcile_every,
+        range: args.reconcile_range,
+        settle: args.reconcile_settle,
+    };
+    if let Err(problem) = schedule.check() {
+        bail!("{problem}");
     }
     let text = match &args.rules {
         Some(file) => std::fs::read_to_string(file)
@@ -201,6 +235,7 @@ async fn serve(args: ServeArgs, limits: impl Fn(&ServeArgs) -> Limits) -> anyhow
         })),
         pipeline: std::sync::Mutex::new(PipelineInputs::default()),
         alerts: std::sync::Mutex::new(Default::default()),
+        reconcile: std::sync::Mutex::new(Default::default()),
         rules,
         staleness: Staleness {
             collector: micros(args.collector_stale_after),
@@ -237,15 +272,23 @@ async fn serve(args: ServeArgs, limits: impl Fn(&ServeArgs) -> Limits) -> anyhow
         args.evaluate_every,
         micros(args.resend),
     ));
+    let forensic = ForensicSettings {
+        root,
+        brokers: args.kafka.clone(),
+        timeout: Duration::from_secs(5),
+        max_records: 200_000,
+        client: kafka_client,
+    };
+    tokio::spawn(reconcile::run(
+        ReconcileSettings {
+            read: forensic.clone(),
+            schedule,
+        },
+        Arc::clone(&shared),
+    ));
     let app = Arc::new(App {
         shared: Arc::clone(&shared),
-        forensic: ForensicSettings {
-            root,
-            brokers: args.kafka.clone(),
-            timeout: Duration::from_secs(5),
-            max_records: 200_000,
-            client: kafka_client,
-        },
+        forensic,
     });
     eprintln!(
         "candor-dashboards: listening on http://{} (kafka {}, group {}, tables {})",

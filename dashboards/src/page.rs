@@ -4,7 +4,10 @@
 //! Every value that came from outside (targets, tools, services, messages, labels) goes through
 //! [`esc`], so a target named `<script>` is shown as text. Each panel carries its coverage in a
 //! `data-state` attribute (`live`, `stale`, `unknown`) and in words, and a panel that is not LIVE
-//! over its whole range never says "no failures".
+//! over its whole range never says "no failures". The reconciliation panel
+//! (`page/reconciliation.rs`) says "all matched" only for a run that covered its whole window.
+
+mod reconciliation;
 
 use std::fmt::Write as _;
 
@@ -434,6 +437,8 @@ pub fn overview(view: &Overview) -> String {
     panel_open(&mut out, "panel-alerts", "Alerts", &alert_coverage);
     alerts_table(&mut out, &view.alerts, view.has_receivers);
     out.push_str("</section>");
+
+    reconciliation::panel(&mut out, &view.reconcile);
 
     panel_open(
         &mut out,

@@ -6,7 +6,8 @@
 //! ```toml
 //! [[rule]]
 //! name = "AccessFailureSpike"
-//! kind = "spike"          # spike | burn_rate | pipeline_stale | adapter_silent | watchdog
+//! kind = "spike"          # spike | burn_rate | pipeline_stale | adapter_silent
+//!                         # | reconcile_mismatch | watchdog
 //! severity = "page"       # page | ticket | none
 //! for = "1m"              # how long the condition must hold before it fires
 //! window = "5m"
@@ -117,6 +118,16 @@ pub enum RuleKind {
     /// An adapter instance that reported counters has not for `after`.
     AdapterSilent {
         /// How long without a counter point.
+        after: Micros,
+    },
+    /// The newest reconciliation that covered its whole window found the adapter's two records
+    /// of failed calls disagreeing: events missing (counted calls without their terminal event
+    /// stored), extra (events of calls the counter did not count) or without any counter. One
+    /// instance per kind of gap (label `gap`). Also holds, with `gap = "unknown"`, once no
+    /// reconciliation has covered its whole window for `after`: a reconciliation that cannot
+    /// read never passes as "nothing lost".
+    ReconcileMismatch {
+        /// How long reconciliation may go without covering its window.
         after: Micros,
     },
     /// Always firing: an external dead man's switch pages when it stops arriving.
@@ -230,7 +241,8 @@ fn validate(raw: RawRule, limits: Limits) -> Result<Rule, String> {
         );
     }
     let kind_name = raw.kind.clone().ok_or(
-        "every rule needs a `kind`: spike, burn_rate, pipeline_stale, adapter_silent or watchdog",
+        "every rule needs a `kind`: spike, burn_rate, pipeline_stale, adapter_silent, \
+         reconcile_mismatch or watchdog",
     )?;
     let for_micros = match &raw.for_ {
         Some(text) => duration("for", text)?,
@@ -240,11 +252,12 @@ fn validate(raw: RawRule, limits: Limits) -> Result<Rule, String> {
     let allowed: &[&str] = match kind_name.as_str() {
         "spike" => &["window", "baseline", "factor", "min_events"],
         "burn_rate" => &["objective", "group_by", "min_calls", "windows"],
-        "pipeline_stale" | "adapter_silent" => &["after"],
+        "pipeline_stale" | "adapter_silent" | "reconcile_mismatch" => &["after"],
         "watchdog" => &[],
         other => {
             return Err(format!(
-                "unknown kind {other:?}; expected spike, burn_rate, pipeline_stale, adapter_silent or watchdog"
+                "unknown kind {other:?}; expected spike, burn_rate, pipeline_stale, \
+                 adapter_silent, reconcile_mismatch or watchdog"
             ));
         }
     };
@@ -356,6 +369,9 @@ fn validate(raw: RawRule, limits: Limits) -> Result<Rule, String> {
         "adapter_silent" => RuleKind::AdapterSilent {
             after: positive("after", raw.after.as_deref().unwrap_or("10m"))?,
         },
+        "reconcile_mismatch" => RuleKind::ReconcileMismatch {
+            after: positive("after", raw.after.as_deref().unwrap_or("15m"))?,
+        },
         _ => RuleKind::Watchdog,
     };
     Ok(Rule {
@@ -390,10 +406,11 @@ mod tests {
                 RuleKind::BurnRate { .. } => "burn_rate",
                 RuleKind::PipelineStale { .. } => "pipeline_stale",
                 RuleKind::AdapterSilent { .. } => "adapter_silent",
+                RuleKind::ReconcileMismatch { .. } => "reconcile_mismatch",
                 RuleKind::Watchdog => "watchdog",
             })
             .collect();
-        assert_eq!(kinds.len(), 5, "{kinds:?}");
+        assert_eq!(kinds.len(), 6, "{kinds:?}");
     }
 
     #[test]
@@ -429,5 +446,43 @@ mod tests {
         let objective =
             problem("[[rule]]\nname = \"B\"\nkind = \"burn_rate\"\nobjective = 99\nwindows = []\n");
         assert!(objective.contains("between 0 and 1"), "{objective}");
+    }
+
+    #[test]
+    fn a_reconcile_mismatch_rule_takes_only_after() {
+        let rules = parse(
+            "[[rule]]\nname = \"Lost\"\nkind = \"reconcile_mismatch\"\nfor = \"2m\"\n",
+            LIMITS,
+        )
+        .expect("valid");
+        assert_eq!(
+            rules[0].kind,
+            RuleKind::ReconcileMismatch {
+                after: 15 * 60 * 1_000_000
+            }
+        );
+        assert_eq!(rules[0].for_micros, 2 * 60 * 1_000_000);
+        let set = parse(
+            "[[rule]]\nname = \"Lost\"\nkind = \"reconcile_mismatch\"\nafter = \"30m\"\n",
+            LIMITS,
+        )
+        .expect("valid");
+        assert_eq!(
+            set[0].kind,
+            RuleKind::ReconcileMismatch {
+                after: 30 * 60 * 1_000_000
+            }
+        );
+        let window =
+            problem("[[rule]]\nname = \"Lost\"\nkind = \"reconcile_mismatch\"\nwindow = \"5m\"\n");
+        assert!(
+            window.contains("`window` does not apply to a reconcile_mismatch rule"),
+            "{window}"
+        );
+        let zero =
+            problem("[[rule]]\nname = \"Lost\"\nkind = \"reconcile_mismatch\"\nafter = \"0s\"\n");
+        assert!(zero.contains("after must be longer than zero"), "{zero}");
+        let typo = problem("[[rule]]\nname = \"Lost\"\nkind = \"reconcile\"\n");
+        assert!(typo.contains("reconcile_mismatch"), "{typo}");
     }
 }

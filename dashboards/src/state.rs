@@ -1,4 +1,5 @@
-//! The state the stream, the table watcher, the alert loop and the web server share.
+//! The state the stream, the table watcher, the reconciliation, the alert loop and the web server
+//! share.
 
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -10,6 +11,7 @@ use candor_schema::tables::Table;
 use crate::alerts::Alerts;
 use crate::health::{Hop, HopName};
 use crate::model::{MINUTE, Model, SECOND};
+use crate::reconcile::ReconcileState;
 use crate::rules::Rule;
 
 /// How old each hop's evidence may get before it is STALE.
@@ -86,6 +88,8 @@ pub struct Shared {
     pub pipeline: Mutex<PipelineInputs>,
     /// The alert instances.
     pub alerts: Mutex<Alerts>,
+    /// What reconciliation found.
+    pub reconcile: Mutex<ReconcileState>,
     /// The validated rules.
     pub rules: Vec<Rule>,
     /// The thresholds.

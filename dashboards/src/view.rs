@@ -11,6 +11,7 @@ use serde::Serialize;
 use crate::alerts::Alert;
 use crate::health::{Freshness, Hop, HopName, PanelCoverage};
 use crate::model::{Applied, CollectorSeen, FailureBreakdown, GroupBy, InstanceSeen};
+use crate::reconcile::ReconcileState;
 use crate::rules::RuleKind;
 use crate::state::{Shared, lock};
 
@@ -83,6 +84,9 @@ pub struct Overview {
     pub spike_baseline_micros: Micros,
     /// Alert instances.
     pub alerts: Vec<Alert>,
+    /// What reconciliation found: the newest run (its window, coverage, figures and mismatch
+    /// rows) and the newest run that covered its whole window.
+    pub reconcile: ReconcileState,
     /// Failure events by kind, action and target.
     pub failures: FailureBreakdown,
     /// Adapter instances.
@@ -248,6 +252,7 @@ pub fn overview(shared: &Shared, now: Micros, range: Micros) -> Overview {
         spike_window_micros: window,
         spike_baseline_micros: baseline,
         alerts: lock(&shared.alerts).list(),
+        reconcile: lock(&shared.reconcile).clone(),
         failures,
         instances,
         collectors,

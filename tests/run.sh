@@ -105,10 +105,14 @@ promtool test rules dashboards/prometheus/candor.rules.test.yml
 
 banner "cargo fmt --check"
 cargo fmt --all -- --check
+# The fuzz crate is a workspace of its own (its builds are instrumented), outside --all.
+cargo fmt --manifest-path collector/fuzz/Cargo.toml -- --check
 
 # Libraries must build without their optional features: a host takes only what it needs.
 banner "cargo check (adapter without optional features)"
 cargo check -p candor-adapter --lib --locked
+# The collector's input decoding builds without the service (what the fuzz targets build).
+cargo check -p candor-collector --lib --no-default-features --locked
 
 banner "cargo clippy"
 cargo clippy --workspace --all-targets --all-features --locked -- -D warnings
@@ -124,5 +128,9 @@ cargo nextest run --workspace --all-features --locked --no-fail-fast
 # nextest does not run doc tests; the crate-root examples are part of the contract.
 banner "cargo test --doc"
 cargo test --workspace --all-features --locked --doc
+
+# A short run of every fuzz target over its committed corpus (the long runs: tests/fuzz.sh 600).
+banner "fuzz targets, 10 s each"
+bash tests/fuzz.sh 10
 
 banner "all stages passed"

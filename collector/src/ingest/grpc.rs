@@ -16,6 +16,7 @@ use opentelemetry_proto::tonic::collector::trace::v1::{
     ExportTracePartialSuccess, ExportTraceServiceRequest, ExportTraceServiceResponse,
 };
 use prost::Message;
+use serde::de::DeserializeOwned;
 use tonic::codec::{
     Codec, CompressionEncoding, DecodeBuf, Decoder, EnabledCompressionEncodings, EncodeBuf, Encoder,
 };
@@ -25,6 +26,7 @@ use tonic::service::interceptor::InterceptedService;
 use tonic::{Request, Response, Status};
 
 use super::auth::BearerAuth;
+use super::decode::{Encoding, decode_request};
 use super::extract::Signal;
 use super::service::{Acknowledged, Ingest};
 use crate::error::{ErrorCode, ServiceError};
@@ -123,17 +125,18 @@ impl Export for Metrics {
 
 /// Decodes a message off the reactor; one that cannot be decoded is kept in the rejected topic
 /// first.
-async fn decode<T: Message + Default + Send + 'static>(
+async fn decode<T: Message + Default + DeserializeOwned + Send + 'static>(
     ingest: &Ingest,
     signal: Signal,
     message: &Bytes,
 ) -> Result<T, ServiceError> {
     let bytes = message.clone();
-    let decoded = tokio::task::spawn_blocking(move || T::decode(bytes.as_ref()))
-        .await
-        .map_err(|err| {
-            ServiceError::new(ErrorCode::BadRequest, format!("decoding failed: {err}"))
-        })?;
+    let decoded =
+        tokio::task::spawn_blocking(move || decode_request::<T>(Encoding::Protobuf, &bytes))
+            .await
+            .map_err(|err| {
+                ServiceError::new(ErrorCode::BadRequest, format!("decoding failed: {err}"))
+            })?;
     match decoded {
         Ok(request) => Ok(request),
         Err(err) => {

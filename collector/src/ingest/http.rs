@@ -1,7 +1,6 @@
 //! The OTLP/HTTP receiver (port 4318 by default): `/v1/traces` and `/v1/metrics`, protobuf or
 //! JSON, optionally gzip-compressed.
 
-use std::io::Read as _;
 use std::sync::Arc;
 
 use axum::Router;
@@ -23,6 +22,7 @@ use serde::Serialize;
 use serde::de::DeserializeOwned;
 
 use super::auth::BearerAuth;
+use super::decode::{self, Encoding, GunzipError};
 use super::extract::Signal;
 use super::service::Ingest;
 use crate::error::{ErrorCode, ServiceError};
@@ -60,51 +60,23 @@ async fn authenticate(State(state): State<HttpState>, request: Request, next: Ne
         return next.run(request).await;
     }
     state.ingest.metrics().unauthenticated("http");
-    let encoding = Encoding::of(request.headers()).ok();
+    let encoding = encoding_of(request.headers()).ok();
     let error = ServiceError::new(ErrorCode::Unauthenticated, "missing or wrong bearer token");
     error_response(error, encoding)
 }
 
-/// How the request body is encoded; the response uses the same.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Encoding {
-    Protobuf,
-    Json,
-}
-
-impl Encoding {
-    fn of(headers: &HeaderMap) -> Result<Self, ServiceError> {
-        let content_type = headers
-            .get(header::CONTENT_TYPE)
-            .and_then(|v| v.to_str().ok())
-            .unwrap_or("")
-            .split(';')
-            .next()
-            .unwrap_or("")
-            .trim()
-            .to_ascii_lowercase();
-        match content_type.as_str() {
-            "application/x-protobuf" | "application/protobuf" => Ok(Encoding::Protobuf),
-            "application/json" => Ok(Encoding::Json),
-            other => Err(ServiceError::new(
-                ErrorCode::UnsupportedMediaType,
-                format!(
-                    "content-type {other:?}: expected application/x-protobuf or application/json"
-                ),
-            )),
-        }
-    }
-
-    const fn content_type(self) -> &'static str {
-        match self {
-            Encoding::Protobuf => "application/x-protobuf",
-            Encoding::Json => "application/json",
-        }
-    }
+/// How the request body is encoded, from its `Content-Type`; the response uses the same.
+fn encoding_of(headers: &HeaderMap) -> Result<Encoding, ServiceError> {
+    let content_type = headers
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or("");
+    Encoding::from_content_type(content_type)
+        .map_err(|err| ServiceError::new(ErrorCode::UnsupportedMediaType, err.to_string()))
 }
 
 /// Decompresses a gzip body, every member of it, refusing to grow past `cap` bytes (a gzip bomb
-/// stops at the cap).
+/// stops at the cap; [`decode::gunzip_capped`]).
 pub fn decompress(headers: &HeaderMap, body: Bytes, cap: usize) -> Result<Bytes, ServiceError> {
     let encoding = headers
         .get(header::CONTENT_ENCODING)
@@ -114,37 +86,19 @@ pub fn decompress(headers: &HeaderMap, body: Bytes, cap: usize) -> Result<Bytes,
         .to_ascii_lowercase();
     match encoding.as_str() {
         "identity" | "" => Ok(body),
-        "gzip" => {
-            let mut out = Vec::new();
-            let limit = u64::try_from(cap).unwrap_or(u64::MAX).saturating_add(1);
-            flate2::read::MultiGzDecoder::new(body.as_ref())
-                .take(limit)
-                .read_to_end(&mut out)
-                .map_err(|err| {
-                    ServiceError::new(ErrorCode::BadRequest, format!("gzip body: {err}"))
-                })?;
-            if out.len() > cap {
-                return Err(ServiceError::new(
-                    ErrorCode::PayloadTooLarge,
-                    format!("the decompressed body exceeds {cap} bytes"),
-                ));
-            }
-            Ok(Bytes::from(out))
-        }
+        "gzip" => decode::gunzip_capped(&body, cap)
+            .map(Bytes::from)
+            .map_err(|err| {
+                let code = match err {
+                    GunzipError::Malformed(_) => ErrorCode::BadRequest,
+                    GunzipError::TooLarge { .. } => ErrorCode::PayloadTooLarge,
+                };
+                ServiceError::new(code, err.to_string())
+            }),
         other => Err(ServiceError::new(
             ErrorCode::UnsupportedMediaType,
             format!("content-encoding {other:?}: expected gzip or identity"),
         )),
-    }
-}
-
-fn decode<T: Message + Default + DeserializeOwned>(
-    encoding: Encoding,
-    body: &[u8],
-) -> Result<T, String> {
-    match encoding {
-        Encoding::Protobuf => T::decode(body).map_err(|err| err.to_string()),
-        Encoding::Json => serde_json::from_slice(body).map_err(|err| err.to_string()),
     }
 }
 
@@ -179,14 +133,15 @@ async fn read<T: Message + Default + DeserializeOwned + Send + 'static>(
     headers: &HeaderMap,
     body: Bytes,
 ) -> Result<T, ServiceError> {
-    let encoding = Encoding::of(headers)?;
+    let encoding = encoding_of(headers)?;
     let limit = state.max_request_bytes;
     let headers = headers.clone();
     let raw = body.clone();
     // Decompressing and decoding up to the cap is CPU work; keep it off the reactor.
     let decoded = tokio::task::spawn_blocking(move || {
         let body = decompress(&headers, body, limit)?;
-        Ok::<_, ServiceError>(decode::<T>(encoding, &body).map_err(|error| (error, body)))
+        let decoded = decode::decode_request::<T>(encoding, &body);
+        Ok::<_, ServiceError>(decoded.map_err(|error| (error.to_string(), body)))
     })
     .await
     .map_err(|err| ServiceError::new(ErrorCode::BadRequest, format!("decoding failed: {err}")));
@@ -267,7 +222,7 @@ fn error_response(error: ServiceError, encoding: Option<Encoding>) -> Response {
 }
 
 async fn traces(State(state): State<HttpState>, headers: HeaderMap, body: Body) -> Response {
-    let encoding = Encoding::of(&headers);
+    let encoding = encoding_of(&headers);
     let export = async {
         let body = read_body(&state, body).await?;
         let request = read(&state, Signal::Traces, &headers, body).await?;
@@ -294,7 +249,7 @@ async fn traces(State(state): State<HttpState>, headers: HeaderMap, body: Body) 
 }
 
 async fn metrics(State(state): State<HttpState>, headers: HeaderMap, body: Body) -> Response {
-    let encoding = Encoding::of(&headers);
+    let encoding = encoding_of(&headers);
     let export = async {
         let body = read_body(&state, body).await?;
         let request = read(&state, Signal::Metrics, &headers, body).await?;
@@ -368,12 +323,12 @@ mod tests {
         assert!(err.message.contains("br"), "{}", err.message);
         let mut headers = HeaderMap::new();
         headers.insert(header::CONTENT_TYPE, HeaderValue::from_static("text/plain"));
-        let err = Encoding::of(&headers).unwrap_err();
+        let err = encoding_of(&headers).unwrap_err();
         assert_eq!(err.code, ErrorCode::UnsupportedMediaType);
         headers.insert(
             header::CONTENT_TYPE,
             HeaderValue::from_static("application/json; charset=utf-8"),
         );
-        assert_eq!(Encoding::of(&headers).unwrap(), Encoding::Json);
+        assert_eq!(encoding_of(&headers).unwrap(), Encoding::Json);
     }
 }

@@ -1,7 +1,15 @@
 //! The ingest role: OTLP in, typed records to Kafka.
+//!
+//! [`decode`] and [`extract`] are pure and always built; the receivers and the Kafka side need the
+//! `service` feature.
 
+#[cfg(feature = "service")]
 pub mod auth;
+pub mod decode;
 pub mod extract;
+#[cfg(feature = "service")]
 pub mod grpc;
+#[cfg(feature = "service")]
 pub mod http;
+#[cfg(feature = "service")]
 pub mod service;

@@ -65,6 +65,8 @@ pub mod names {
             "Spans ignored for carrying no outcome event.";
         IGNORED_METRICS_TOTAL = "candor_collector_ignored_metrics_total",
             "Metrics ignored for not being the outcome counter.";
+        REDACTED_VALUES_TOTAL = "candor_collector_redacted_values_total",
+            "Values a credential was removed from before anything was recorded (targets, texts, copies of refused input).";
         RECORDS_PRODUCED_TOTAL = "candor_collector_records_produced_total",
             "Records Kafka acknowledged, by topic.";
         DELIVERY_FAILURES_TOTAL = "candor_collector_delivery_failures_total",
@@ -468,6 +470,7 @@ pub struct CollectorMetrics {
     counts_accepted: Counter,
     ignored_spans: Counter,
     ignored_metrics: Counter,
+    redacted_values: Counter,
     heartbeats_sent: Counter,
     heartbeat_failures: Counter,
     unauthenticated: Counter,
@@ -513,6 +516,7 @@ impl Default for CollectorMetrics {
             counts_accepted: Counter::new(),
             ignored_spans: Counter::new(),
             ignored_metrics: Counter::new(),
+            redacted_values: Counter::new(),
             heartbeats_sent: Counter::new(),
             heartbeat_failures: Counter::new(),
             unauthenticated: Counter::new(),
@@ -589,6 +593,10 @@ impl CollectorMetrics {
     /// Counts metrics skipped for not being the outcome counter.
     pub fn ignored_metrics(&self, n: u64) {
         self.ignored_metrics.add(n);
+    }
+    /// Counts values a credential was removed from.
+    pub fn redacted_values(&self, n: u64) {
+        self.redacted_values.add(n);
     }
     /// Counts records Kafka acknowledged on `topic`.
     pub fn records_produced(&self, topic: &str, n: u64) {
@@ -673,6 +681,7 @@ impl CollectorMetrics {
             (names::COUNTS_ACCEPTED_TOTAL, &self.counts_accepted),
             (names::IGNORED_SPANS_TOTAL, &self.ignored_spans),
             (names::IGNORED_METRICS_TOTAL, &self.ignored_metrics),
+            (names::REDACTED_VALUES_TOTAL, &self.redacted_values),
             (names::HEARTBEATS_SENT_TOTAL, &self.heartbeats_sent),
             (names::HEARTBEAT_FAILURES_TOTAL, &self.heartbeat_failures),
             (names::UNAUTHENTICATED_TOTAL, &self.unauthenticated),

@@ -176,7 +176,7 @@ async fn adapter_failures_reach_kafka_field_for_field() {
     drop(collector);
 }
 
-fn kv_str(key: &str, value: &str) -> KeyValue {
+pub(crate) fn kv_str(key: &str, value: &str) -> KeyValue {
     KeyValue {
         key: key.to_owned(),
         value: Some(AnyValue {
@@ -186,7 +186,7 @@ fn kv_str(key: &str, value: &str) -> KeyValue {
     }
 }
 
-fn kv_int(key: &str, value: i64) -> KeyValue {
+pub(crate) fn kv_int(key: &str, value: i64) -> KeyValue {
     KeyValue {
         key: key.to_owned(),
         value: Some(AnyValue {
@@ -409,7 +409,7 @@ async fn an_unreachable_broker_gets_a_retryable_answer_never_success() {
     assert!(retry.retry_delay.is_some());
 }
 
-async fn post(
+pub(crate) async fn post(
     endpoint: &str,
     path: &str,
     headers: &[(&str, &str)],

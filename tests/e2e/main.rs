@@ -11,5 +11,6 @@ mod ingest;
 mod kafka_security;
 mod query;
 mod reconcile;
+mod secrets;
 mod stack;
 mod traffic;

@@ -5,10 +5,12 @@
 //! [`Rejection`]. Nothing is dropped without one or the other, and what is neither (other spans,
 //! other metrics) is counted as ignored.
 
+use std::borrow::Cow;
 use std::collections::BTreeMap;
 
 use candor_schema::names::{self, attr, resource};
 use candor_schema::proto::{OutcomeCount, OutcomeEvent, RECORD_SCHEMA_VERSION, Temporality};
+use candor_schema::redact;
 use candor_schema::{AccessFailureKind, OutcomeClass, PartialKind, RetryAction};
 use opentelemetry_proto::tonic::collector::metrics::v1::ExportMetricsServiceRequest;
 use opentelemetry_proto::tonic::collector::trace::v1::ExportTraceServiceRequest;
@@ -176,6 +178,8 @@ pub struct TracesExtract {
     pub ignored_spans: u64,
     /// `tool.outcome` events seen, valid or not.
     pub outcome_events_seen: u64,
+    /// Values a credential was removed from (in records and in rejections' copies).
+    pub redacted: u64,
 }
 
 /// What a metrics export request held.
@@ -189,6 +193,8 @@ pub struct MetricsExtract {
     pub ignored_metrics: u64,
     /// `tool.outcomes` data points seen, valid or not.
     pub points_seen: u64,
+    /// Values a credential was removed from (in records and in rejections' copies).
+    pub redacted: u64,
 }
 
 /// A refusal before it is tied to its input.
@@ -264,13 +270,17 @@ pub fn extract_traces(
                         continue;
                     }
                     match outcome_event(&span.trace_id, &span.span_id, event, &service, received) {
-                        Ok(record) => out.events.push(record),
+                        Ok(mut record) => {
+                            out.redacted += redact_event(&mut record);
+                            out.events.push(record);
+                        }
                         Err(refusal) => out.rejections.push(rejection(
                             refusal,
                             Signal::Traces,
                             &service,
                             event,
                             limits,
+                            &mut out.redacted,
                         )),
                     }
                 }
@@ -286,7 +296,14 @@ pub fn extract_traces(
             limits.max_events_per_request
         );
         let refusal = refuse(RejectReason::TooManyEvents, detail);
-        let mut summary = rejection(refusal, Signal::Traces, &service, &event, limits);
+        let mut summary = rejection(
+            refusal,
+            Signal::Traces,
+            &service,
+            &event,
+            limits,
+            &mut out.redacted,
+        );
         summary.count = overflowed;
         out.rejections.push(summary);
     }
@@ -325,6 +342,7 @@ pub fn extract_metrics(
                             &service,
                             metric,
                             limits,
+                            &mut out.redacted,
                         ));
                         continue;
                     }
@@ -352,13 +370,17 @@ pub fn extract_metrics(
                         )),
                     };
                     match result {
-                        Ok(record) => out.counts.push(record),
+                        Ok(mut record) => {
+                            out.redacted += redact_count(&mut record);
+                            out.counts.push(record);
+                        }
                         Err(refusal) => out.rejections.push(rejection(
                             refusal,
                             Signal::Metrics,
                             &service,
                             point,
                             limits,
+                            &mut out.redacted,
                         )),
                     }
                 }
@@ -372,7 +394,14 @@ pub fn extract_metrics(
             limits.max_events_per_request
         );
         let refusal = refuse(RejectReason::TooManyEvents, detail);
-        let mut summary = rejection(refusal, Signal::Metrics, &service, &point, limits);
+        let mut summary = rejection(
+            refusal,
+            Signal::Metrics,
+            &service,
+            &point,
+            limits,
+            &mut out.redacted,
+        );
         summary.count = overflowed;
         out.rejections.push(summary);
     }
@@ -699,20 +728,105 @@ fn outcome_count(
     })
 }
 
+/// Replaces `value` with its redacted form (credentials removed from a URL or free text), and
+/// counts it in `redacted` when anything was removed.
+fn scrub(value: &mut String, url: bool, redacted: &mut u64) {
+    let clean = if url {
+        redact::redact_url(value)
+    } else {
+        redact::redact_text(value)
+    };
+    if let Cow::Owned(clean) = clean {
+        *value = clean;
+        *redacted += 1;
+    }
+}
+
+/// Removes credentials from the free-form values of an event before it is recorded: the target
+/// (a URL more often than not) and the texts. Returns how many values changed.
+pub fn redact_event(event: &mut OutcomeEvent) -> u64 {
+    let mut redacted = 0;
+    scrub(&mut event.tool_target, true, &mut redacted);
+    for text in [
+        &mut event.error_type,
+        &mut event.coverage,
+        &mut event.dropped,
+        &mut event.authority,
+    ]
+    .into_iter()
+    .flatten()
+    {
+        scrub(text, false, &mut redacted);
+    }
+    redacted
+}
+
+/// Removes credentials from a count's target, as [`redact_event`] does for an event's, so that a
+/// counter and its events keep one target. Returns how many values changed.
+pub fn redact_count(count: &mut OutcomeCount) -> u64 {
+    let mut redacted = 0;
+    scrub(&mut count.tool_target, true, &mut redacted);
+    redacted
+}
+
+/// Removes credentials from every string of a JSON value; counts each string changed.
+fn redact_json(value: &mut serde_json::Value, redacted: &mut u64) {
+    match value {
+        serde_json::Value::String(text) => scrub(text, false, redacted),
+        serde_json::Value::Array(items) => {
+            for item in items {
+                redact_json(item, redacted);
+            }
+        }
+        serde_json::Value::Object(fields) => {
+            for field in fields.values_mut() {
+                redact_json(field, redacted);
+            }
+        }
+        serde_json::Value::Null | serde_json::Value::Bool(_) | serde_json::Value::Number(_) => {}
+    }
+}
+
+/// Removes credentials from the raw bytes of a request that could not be decoded: each run of
+/// valid UTF-8 is redacted as free text; other bytes are kept as they are. Returns the bytes
+/// and how many runs changed.
+pub fn redact_bytes(body: &[u8]) -> (Vec<u8>, u64) {
+    let mut out = Vec::with_capacity(body.len());
+    let mut redacted = 0;
+    for chunk in body.utf8_chunks() {
+        let mut text = chunk.valid().to_owned();
+        scrub(&mut text, false, &mut redacted);
+        out.extend_from_slice(text.as_bytes());
+        out.extend_from_slice(chunk.invalid());
+    }
+    (out, redacted)
+}
+
 fn rejection<T: Serialize>(
     refusal: Refusal,
     signal: Signal,
     service: &Service,
     input: &T,
     limits: &Limits,
+    redacted: &mut u64,
 ) -> Rejection {
-    let mut copy = serde_json::to_vec(input)
-        .unwrap_or_else(|err| format!("unserialisable input: {err}").into_bytes());
+    // The copy is redacted as a structure, before it is cut, so that no credential survives in
+    // it and no cut leaves half of one behind.
+    let mut copy = match serde_json::to_value(input) {
+        Ok(mut value) => {
+            redact_json(&mut value, redacted);
+            serde_json::to_vec(&value)
+                .unwrap_or_else(|err| format!("unserialisable input: {err}").into_bytes())
+        }
+        Err(err) => format!("unserialisable input: {err}").into_bytes(),
+    };
     let input_truncated = copy.len() > limits.max_rejected_copy_bytes;
     copy.truncate(limits.max_rejected_copy_bytes);
+    let mut detail = refusal.detail;
+    scrub(&mut detail, false, redacted);
     Rejection {
         reason: refusal.reason,
-        detail: bounded(&refusal.detail, 1024),
+        detail: bounded(&detail, 1024),
         signal,
         service_name: service.name.clone(),
         input: copy,

@@ -170,6 +170,60 @@ fn is_hex(text: &str, len: usize) -> bool {
 
 // ---- events ------------------------------------------------------------------------------------
 
+/// Credentials a client (not the adapter, which redacts its own) may put in values.
+const PLANTED: [&str; 4] = ["hunter2", "sigvalue", "amzsig", "bearertok"];
+const SECRET_TARGET: &str =
+    "https://bob:hunter2@api.test/q?sig=sigvalue&X-Amz-Signature=amzsig&q=cats";
+
+#[test]
+fn credentials_in_values_are_removed_from_records_and_rejection_copies_and_counted() {
+    let attributes = with_str(good_event_attributes(), attr::TOOL_TARGET, SECRET_TARGET);
+    let attributes = with_str(
+        attributes,
+        attr::ERROR_TYPE,
+        "Authorization: Bearer bearertok",
+    );
+    let out = traces(&request(vec![event_with(attributes.clone())]));
+    assert_eq!(out.events.len(), 1, "{:?}", out.rejections);
+    let record = &out.events[0];
+    assert_eq!(
+        record.tool_target,
+        "https://REDACTED@api.test/q?sig=REDACTED&X-Amz-Signature=REDACTED&q=cats"
+    );
+    let error_type = record.error_type.clone().unwrap_or_default();
+    assert!(!error_type.contains("bearertok"), "{error_type}");
+    assert_eq!(out.redacted, 2);
+
+    // Refused (an unknown class): the copy and the detail keep no credential either.
+    let refused = with_str(attributes, attr::OUTCOME_CLASS, "maybe");
+    let out = traces(&request(vec![event_with(refused)]));
+    assert_eq!(out.rejections.len(), 1);
+    let rejection = &out.rejections[0];
+    let copy = String::from_utf8_lossy(&rejection.input);
+    for secret in PLANTED {
+        assert!(!copy.contains(secret), "{secret} in the copy {copy}");
+    }
+    assert!(copy.contains("REDACTED@api.test"), "{copy}");
+    assert!(out.redacted >= 2, "{}", out.redacted);
+}
+
+#[test]
+fn an_undecodable_body_keeps_its_bytes_but_not_its_credentials() {
+    let mut body = vec![0xff, 0x00];
+    body.extend_from_slice(SECRET_TARGET.as_bytes());
+    body.extend_from_slice(&[0xfe, 0x0a]);
+    let (kept, redacted) = redact_bytes(&body);
+    let text = String::from_utf8_lossy(&kept);
+    for secret in PLANTED {
+        assert!(!text.contains(secret), "{secret} in {text}");
+    }
+    assert_eq!(
+        (&kept[..2], &kept[kept.len() - 2..]),
+        (&body[..2], &body[body.len() - 2..])
+    );
+    assert_eq!(redacted, 1);
+}
+
 #[test]
 fn a_good_access_failure_event_becomes_one_complete_record() {
     let out = traces(&request(vec![good_event()]));

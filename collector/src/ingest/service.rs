@@ -141,6 +141,7 @@ impl Ingest {
         let (extracted, received_at) = self.extract(request, extract::extract_traces).await?;
         self.metrics.events_received(extracted.outcome_events_seen);
         self.metrics.ignored_spans(extracted.ignored_spans);
+        self.metrics.redacted_values(extracted.redacted);
         let records = extracted.events.iter().map(encode::outcome_event).collect();
         let accepted = extracted.events.len() as u64;
         self.deliver_all(records, &extracted.rejections, received_at)
@@ -162,6 +163,7 @@ impl Ingest {
         let (extracted, received_at) = self.extract(request, extract::extract_metrics).await?;
         self.metrics.counts_received(extracted.points_seen);
         self.metrics.ignored_metrics(extracted.ignored_metrics);
+        self.metrics.redacted_values(extracted.redacted);
         let records = extracted.counts.iter().map(encode::outcome_count).collect();
         let accepted = extracted.counts.len() as u64;
         self.deliver_all(records, &extracted.rejections, received_at)
@@ -222,13 +224,25 @@ impl Ingest {
         body: &[u8],
     ) -> Result<(), ServiceError> {
         let cap = self.limits.max_rejected_copy_bytes;
+        // Credentials are removed before the copy is cut, so no half of one is left behind.
+        let (mut input, mut redacted) = extract::redact_bytes(body);
+        let input_truncated = input.len() > cap;
+        input.truncate(cap);
+        let detail = match candor_schema::redact::redact_text(error) {
+            std::borrow::Cow::Borrowed(detail) => detail.to_owned(),
+            std::borrow::Cow::Owned(detail) => {
+                redacted += 1;
+                detail
+            }
+        };
+        self.metrics.redacted_values(redacted);
         let rejection = Rejection {
             reason: extract::RejectReason::MalformedRequest,
-            detail: error.chars().take(1024).collect(),
+            detail: detail.chars().take(1024).collect(),
             signal,
             service_name: String::new(),
-            input: body[..body.len().min(cap)].to_vec(),
-            input_truncated: body.len() > cap,
+            input,
+            input_truncated,
             count: 1,
         };
         let rejections = std::slice::from_ref(&rejection);

@@ -543,6 +543,22 @@ impl SmallDisk {
         while file.write_all(&[0]).is_ok() {}
         path
     }
+
+    /// Remounts the disk read-only (`true`) or writable: while read-only every write fails, for
+    /// root too, as writes to an object store that refuses them do.
+    fn read_only(&self, read_only: bool) {
+        let mode = if read_only {
+            "remount,ro"
+        } else {
+            "remount,rw"
+        };
+        let status = std::process::Command::new("mount")
+            .args(["-o", mode])
+            .arg(&self.0)
+            .status()
+            .unwrap();
+        assert!(status.success(), "mount -o {mode} {}", self.0.display());
+    }
 }
 
 impl Drop for SmallDisk {
@@ -591,6 +607,51 @@ async fn a_full_disk_stops_commits_visibly_and_nothing_is_lost_when_space_return
     )
     .await;
     assert_eq!(rows.len(), 300);
+    let (status, _) =
+        candor_e2e::collector::get_status(&compactor.metrics_endpoint, "/readyz").await;
+    assert_eq!(status, Some(200), "ready again");
+}
+
+/// Waits until the events table holds at least `want` events.
+async fn stored(root: &Path, want: usize) {
+    let what = format!("{want} events stored");
+    wait_for(&what, Duration::from_secs(60), || async move {
+        (rows_by_id(root).len() >= want).then_some(())
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn storage_that_refuses_writes_stops_commits_visibly_and_loses_nothing_when_it_recovers() {
+    let tansu = Tansu::start().await;
+    let collector = Collector::start(&tansu.bootstrap, Options::default()).await;
+    let disk = SmallDisk::mount("refusing", "64m");
+    let compactor =
+        Compactor::start(&tansu.bootstrap, &disk.0, compactor::Options::default()).await;
+    let delta_errors = "candor_compactor_errors_total{reason=\"delta\"}";
+    send(&collector, "before", 100).await;
+    stored(&disk.0, 100).await;
+    // Two outages, each with events arriving while no write can land.
+    for (outage, prefix) in ["first", "second"].into_iter().enumerate() {
+        let errors_before = compactor.sample(delta_errors).await.unwrap_or(0.0);
+        disk.read_only(true);
+        send(&collector, prefix, 100).await;
+        wait_for(
+            &format!("a failed commit counted in outage {}", outage + 1),
+            Duration::from_secs(30),
+            || async {
+                (compactor.sample(delta_errors).await.unwrap_or(0.0) > errors_before).then_some(())
+            },
+        )
+        .await;
+        let (status, _) =
+            candor_e2e::collector::get_status(&compactor.metrics_endpoint, "/readyz").await;
+        assert_eq!(status, Some(503), "not ready while commits fail");
+        disk.read_only(false);
+        stored(&disk.0, 200 + 100 * outage).await;
+    }
+    let rows = rows_by_id(&disk.0);
+    assert_eq!(rows.len(), 300, "each event once");
     let (status, _) =
         candor_e2e::collector::get_status(&compactor.metrics_endpoint, "/readyz").await;
     assert_eq!(status, Some(200), "ready again");

@@ -4,13 +4,14 @@
 //! fires the pipeline-stale alert, and a restart brings them back to LIVE; a notification that
 //! reached nobody is shown undelivered, retried, and delivered once the receiver is up.
 
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use candor_adapter::testing::ScriptedTool;
 use candor_adapter::{Adapter, HttpClassifier, NotFound, RetryPolicy};
 use candor_e2e::collector::{Collector, Options};
 use candor_e2e::compactor::{self, Compactor};
 use candor_e2e::dashboards::{self, Dashboards, Receiver};
+use candor_e2e::query::candor;
 use candor_e2e::tansu::Tansu;
 use candor_e2e::{free_port, tempdir, wait_for};
 use serde_json::Value;
@@ -305,9 +306,12 @@ async fn adapter_traffic_shows_fires_a_spike_and_every_stopped_hop_turns_stale()
         "the summary counts rows filtered out:\n{page}"
     );
 
-    // Stop the collector: its hop and the panels go STALE, the pipeline-stale alert fires.
+    // Stop the collector: its hop and the panels go STALE, the pipeline-stale alert fires. The
+    // times are printed for RELIABILITY.md.
+    let stopped = Instant::now();
     collector.process().terminate().await;
     wait_hop(&dashboards, "collector", "stale").await;
+    let stale_after = stopped.elapsed();
     let overview = dashboards.json("/api/overview?range=15m").await;
     assert_eq!(
         overview["coverage"]["freshness"]["state"], "stale",
@@ -332,14 +336,41 @@ async fn adapter_traffic_shows_fires_a_spike_and_every_stopped_hop_turns_stale()
         },
     )
     .await;
+    eprintln!(
+        "collector stopped: STALE after {stale_after:?}, CandorPipelineStale at the receiver \
+         after {:?}",
+        stopped.elapsed()
+    );
+    // The CLI does not call the stretch since the collector stopped "no failures" either.
+    let silent = candor(
+        &root,
+        &[
+            "incident",
+            "--target",
+            "never-called",
+            "--since",
+            "2m",
+            "--kafka",
+            &tansu.bootstrap,
+        ],
+    );
+    assert_eq!(silent.code, 3, "{}\n{}", silent.stdout, silent.stderr);
+    assert!(!silent.stdout.contains("No failures"), "{}", silent.stdout);
 
     // Then the compactor: the table's watermark stops.
+    let stopped = Instant::now();
     compactor.process().terminate().await;
     wait_hop(&dashboards, "table", "stale").await;
+    eprintln!(
+        "compactor stopped: table STALE after {:?}",
+        stopped.elapsed()
+    );
 
     // Then Kafka.
+    let stopped = Instant::now();
     tansu.stop().await;
     wait_hop(&dashboards, "kafka", "stale").await;
+    eprintln!("Kafka stopped: STALE after {:?}", stopped.elapsed());
     let (_, page) = dashboards.get("/").await;
     assert_no_confirmed_zero(&page);
     let expect = serde_json::json!({

@@ -338,19 +338,7 @@ pub(crate) mod tests {
     }
 
     pub(crate) fn answer(totals: Totals, rows: usize) -> ReconcileAnswer {
-        let mut found = Rows::new(&[
-            "service",
-            "instance",
-            "tool",
-            "target",
-            "class",
-            "window_start",
-            "window_end",
-            "counted",
-            "events",
-            "missing",
-            "extra",
-        ]);
+        let mut found = Rows::new(&candor_query::commands::RECONCILE_COLUMNS);
         for index in 0..rows {
             found.push(vec![
                 Value::from("svc"),

@@ -795,6 +795,22 @@ pub struct ReconcileAnswer {
     pub totals: reconcile::Totals,
 }
 
+/// The columns of `reconcile`'s rows: the series, the window, the counter's increase and the
+/// events in it, and the gap that appeared there.
+pub const RECONCILE_COLUMNS: [&str; 11] = [
+    "service",
+    "instance",
+    "tool",
+    "target",
+    "class",
+    "window_start",
+    "window_end",
+    "counted",
+    "events",
+    "missing",
+    "extra",
+];
+
 /// The classes the adapter records twice.
 const RECONCILED: [OutcomeClass; 2] = [OutcomeClass::AccessFailure, OutcomeClass::Partial];
 
@@ -803,6 +819,27 @@ fn reconciled_classes() -> Expr {
         RECONCILED.iter().map(|class| lit(class.as_str())).collect(),
         false,
     )
+}
+
+/// `columns` of the rows of `table` that match `predicate`.
+async fn select(
+    reader: &Reader,
+    table: Table,
+    predicate: Expr,
+    columns: Vec<Expr>,
+) -> Result<Vec<RecordBatch>, CommandError> {
+    reader
+        .context
+        .table(table.name())
+        .await
+        .map_err(read)?
+        .filter(predicate)
+        .map_err(read)?
+        .select(columns)
+        .map_err(read)?
+        .collect()
+        .await
+        .map_err(read)
 }
 
 /// The series key of each row of `batch`, or `None` for a class outside [`RECONCILED`].
@@ -855,21 +892,15 @@ pub async fn reconcile(
         col(column::VALUE),
         col(column::POINT_ID),
     ]);
-    let batches =
-        reader
-            .context
-            .table(Table::OutcomeCounts.name())
-            .await
-            .map_err(read)?
-            .filter(query.filters.and(
-                in_window(column::TIME, read_from, query.window.until).and(reconciled_classes()),
-            ))
-            .map_err(read)?
-            .select(columns)
-            .map_err(read)?
-            .collect()
-            .await
-            .map_err(read)?;
+    let predicate =
+        in_window(column::TIME, read_from, query.window.until).and(reconciled_classes());
+    let batches = select(
+        reader,
+        Table::OutcomeCounts,
+        query.filters.and(predicate),
+        columns,
+    )
+    .await?;
     let mut points: BTreeMap<SeriesKey, Vec<CounterPoint>> = BTreeMap::new();
     let mut seen = std::collections::HashSet::new();
     for batch in &batches {
@@ -902,28 +933,20 @@ pub async fn reconcile(
         cast_expr(col(column::EVENT_TIME), DataType::Int64).alias(column::EVENT_TIME),
         col(column::EVENT_ID),
     ]);
-    let batches = reader
-        .context
-        .table(Table::OutcomeEvents.name())
-        .await
-        .map_err(read)?
-        .filter(
-            query.filters.and(
-                in_window(
-                    column::EVENT_TIME,
-                    read_from.saturating_sub(slack),
-                    query.window.until.saturating_add(slack),
-                )
-                .and(col(column::RETRY_ACTION).not_eq(lit(RetryAction::Retry.as_str())))
-                .and(reconciled_classes()),
-            ),
-        )
-        .map_err(read)?
-        .select(columns)
-        .map_err(read)?
-        .collect()
-        .await
-        .map_err(read)?;
+    let predicate = in_window(
+        column::EVENT_TIME,
+        read_from.saturating_sub(slack),
+        query.window.until.saturating_add(slack),
+    )
+    .and(col(column::RETRY_ACTION).not_eq(lit(RetryAction::Retry.as_str())))
+    .and(reconciled_classes());
+    let batches = select(
+        reader,
+        Table::OutcomeEvents,
+        query.filters.and(predicate),
+        columns,
+    )
+    .await?;
     let mut events: BTreeMap<SeriesKey, Vec<Micros>> = BTreeMap::new();
     let mut copies = 0u64;
     seen.clear();
@@ -942,19 +965,7 @@ pub async fn reconcile(
     }
     let result = reconcile::reconcile(points, events, settings);
     let totals = result.totals();
-    let mut rows = Rows::new(&[
-        "service",
-        "instance",
-        "tool",
-        "target",
-        "class",
-        "window_start",
-        "window_end",
-        "counted",
-        "events",
-        "missing",
-        "extra",
-    ]);
+    let mut rows = Rows::new(&RECONCILE_COLUMNS);
     let mut push =
         |key: &SeriesKey, from: Micros, to: Micros, counted: Value, events, gap: (u64, u64)| {
             rows.push(vec![

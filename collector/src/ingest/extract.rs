@@ -651,7 +651,11 @@ fn outcome_event(
         retry_attempt: attempt,
         retry_max_attempts: max_attempts,
         retry_backoff_ms: backoff,
-        http_status_code: attributes.unsigned(attr::HTTP_STATUS_CODE)?,
+        // A status fits 16 bits; wider values would pass here and be refused by the compactor
+        // (the table's column is a 32-bit signed int).
+        http_status_code: attributes
+            .unsigned::<u16>(attr::HTTP_STATUS_CODE)?
+            .map(u32::from),
         error_type: attributes.string(attr::ERROR_TYPE)?.map(str::to_owned),
         partial_returned: attributes.unsigned(attr::PARTIAL_RETURNED)?,
         partial_expected: attributes.unsigned(attr::PARTIAL_EXPECTED)?,

@@ -208,6 +208,35 @@ fn credentials_in_values_are_removed_from_records_and_rejection_copies_and_count
 }
 
 #[test]
+fn a_status_code_wider_than_16_bits_is_refused_here_not_later_by_the_compactor() {
+    let wide = with_int(
+        good_event_attributes(),
+        attr::HTTP_STATUS_CODE,
+        3_000_000_000,
+    );
+    let out = traces(&request(vec![event_with(wide), good_event()]));
+    assert_eq!(out.events.len(), 1);
+    assert_eq!(out.rejections.len(), 1);
+    assert_eq!(out.rejections[0].reason, RejectReason::OutOfRange);
+    // Every record the collector accepts, the compactor's decoder stores as a row.
+    let record = out.events[0].encode_to_vec();
+    let source = candor_schema::rows::SourceRecord {
+        topic: candor_schema::tables::Table::OutcomeEvents,
+        partition: 0,
+        offset: 0,
+        timestamp_ms: None,
+        payload: Some(record),
+        generation: 0,
+    };
+    let bounds = candor_schema::rows::TimeBounds {
+        late_after_micros: i64::MAX,
+        future_after_micros: i64::MAX,
+    };
+    let (_, row) = candor_schema::rows::decode(&source, &bounds, "test");
+    assert!(matches!(row, candor_schema::rows::Row::Event(_)), "{row:?}");
+}
+
+#[test]
 fn an_undecodable_body_keeps_its_bytes_but_not_its_credentials() {
     let mut body = vec![0xff, 0x00];
     body.extend_from_slice(SECRET_TARGET.as_bytes());

@@ -10,9 +10,10 @@ use candor_adapter::testing::ScriptedTool;
 use candor_adapter::{Adapter, HttpClassifier, NotFound, RetryPolicy};
 use candor_e2e::collector::{Collector, Options};
 use candor_e2e::compactor::{self, Compactor};
+use candor_e2e::dashboards::{self, Dashboards};
 use candor_e2e::query::candor;
 use candor_e2e::tansu::Tansu;
-use candor_e2e::{free_port, tempdir};
+use candor_e2e::{free_port, tempdir, wait_for};
 use candor_schema::OutcomeClass;
 use serde_json::Value;
 
@@ -189,6 +190,70 @@ async fn reconcile_matches_every_window_of_a_whole_pipeline_and_sizes_each_loss(
         )),
         "{summary}"
     );
+
+    // The dashboards' scheduled reconciliation finds the same gap over the whole pipeline, and
+    // the events-lost alert fires on it.
+    let dashboards = Dashboards::start(
+        &tansu.bootstrap,
+        &root,
+        dashboards::Options {
+            rules: Some(
+                "[[rule]]\nname = \"CandorEventsLost\"\nkind = \"reconcile_mismatch\"\n\
+                 for = \"0s\"\nafter = \"15m\"\n"
+                    .into(),
+            ),
+            args: [
+                "--reconcile-every",
+                "1s",
+                "--reconcile-range",
+                "10m",
+                "--reconcile-settle",
+                "1s",
+                "--evaluate-every",
+                "500ms",
+            ]
+            .map(str::to_owned)
+            .to_vec(),
+            ..dashboards::Options::default()
+        },
+    )
+    .await;
+    let missing = lossy_failed[0] + lossy_failed[1];
+    wait_for(
+        "the dashboards' reconciliation to cover its window",
+        Duration::from_secs(60),
+        || async {
+            (dashboards.sample("candor_reconcile_covered").await == Some(1.0)).then_some(())
+        },
+    )
+    .await;
+    let found = dashboards
+        .sample("candor_reconcile_events{gap=\"missing\"}")
+        .await;
+    assert_eq!(found, Some(missing as f64));
+    assert_eq!(
+        dashboards
+            .sample("candor_reconcile_events{gap=\"extra\"}")
+            .await,
+        Some(0.0)
+    );
+    wait_for(
+        "the events-lost alert firing on the missing events",
+        Duration::from_secs(30),
+        || async {
+            let alerts = dashboards.json("/api/alerts").await;
+            alerts
+                .as_array()?
+                .iter()
+                .any(|a| {
+                    a["name"] == "CandorEventsLost"
+                        && a["state"] == "firing"
+                        && a["labels"]["gap"] == "missing"
+                })
+                .then_some(())
+        },
+    )
+    .await;
 
     healthy.shutdown().unwrap();
     counted.shutdown().unwrap();

@@ -477,9 +477,11 @@ def write_screenshot(driver, path):
 
 def run(args, spec):
     origin = origin_of(args.url)
+    driver = start_driver(args)
+    # The time the page has starts once the browser is up: on a loaded machine Chromium alone can
+    # take longer to start than a short --timeout, which would leave the page no time at all.
     started = time.monotonic()
     deadline = started + args.timeout
-    driver = start_driver(args)
     try:
         attempts = 0
         reported = None

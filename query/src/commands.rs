@@ -903,6 +903,7 @@ pub async fn reconcile(
     .await?;
     let mut points: BTreeMap<SeriesKey, Vec<CounterPoint>> = BTreeMap::new();
     let mut seen = std::collections::HashSet::new();
+    let mut unspecified = 0u64;
     for batch in &batches {
         let keys = series_keys(batch)?;
         let temporality = strings(batch, column::TEMPORALITY)?;
@@ -914,7 +915,10 @@ pub async fn reconcile(
             let cumulative = match temporality.value(row) {
                 "cumulative" => true,
                 "delta" => false,
-                _ => continue,
+                _ => {
+                    unspecified += 1;
+                    continue;
+                }
             };
             // A retried copy the tail and the table both hold is one point.
             let Some(key) = key.filter(|_| seen.insert(rates::key(&[ids.value(row)]))) else {
@@ -1044,6 +1048,12 @@ pub async fn reconcile(
     if copies > 0 {
         notes.push(format!(
             "{copies} stored copies of events already counted were left out (same event_id)"
+        ));
+    }
+    if unspecified > 0 {
+        notes.push(format!(
+            "{unspecified} counter point(s) with unspecified temporality could not be compared \
+             and were left out; their series' events show as having no counter"
         ));
     }
     Ok(ReconcileAnswer {

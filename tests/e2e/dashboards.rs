@@ -228,19 +228,12 @@ async fn adapter_traffic_shows_fires_a_spike_and_every_stopped_hop_turns_stale()
         },
     )
     .await;
-    let alerts = wait_for(
-        "the spike shown as delivered",
-        Duration::from_secs(30),
-        || async {
-            let alerts = dashboards.json("/api/alerts").await;
-            alerts
-                .as_array()?
-                .iter()
-                .any(|a| a["name"] == "CandorAccessFailureSpike" && a["delivery"] == "delivered")
-                .then_some(alerts)
-        },
-    )
-    .await;
+    dashboards
+        .wait_alert("the spike shown as delivered", |a| {
+            a["name"] == "CandorAccessFailureSpike" && a["delivery"] == "delivered"
+        })
+        .await;
+    let alerts = dashboards.json("/api/alerts").await;
     assert!(
         alerts
             .as_array()

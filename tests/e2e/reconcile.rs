@@ -237,23 +237,16 @@ async fn reconcile_matches_every_window_of_a_whole_pipeline_and_sizes_each_loss(
             .await,
         Some(0.0)
     );
-    wait_for(
-        "the events-lost alert firing on the missing events",
-        Duration::from_secs(30),
-        || async {
-            let alerts = dashboards.json("/api/alerts").await;
-            alerts
-                .as_array()?
-                .iter()
-                .any(|a| {
-                    a["name"] == "CandorEventsLost"
-                        && a["state"] == "firing"
-                        && a["labels"]["gap"] == "missing"
-                })
-                .then_some(())
-        },
-    )
-    .await;
+    dashboards
+        .wait_alert(
+            "the events-lost alert firing on the missing events",
+            |alert| {
+                alert["name"] == "CandorEventsLost"
+                    && alert["state"] == "firing"
+                    && alert["labels"]["gap"] == "missing"
+            },
+        )
+        .await;
 
     healthy.shutdown().unwrap();
     counted.shutdown().unwrap();

@@ -110,6 +110,20 @@ impl Dashboards {
         serde_json::from_str(&body).unwrap_or(Value::Null)
     }
 
+    /// Waits up to 30 s for an alert instance of `/api/alerts` that `matches`; returns it.
+    pub async fn wait_alert(&self, what: &str, matches: impl Fn(&Value) -> bool) -> Value {
+        let matches = &matches;
+        crate::wait_for(what, std::time::Duration::from_secs(30), || async move {
+            let alerts = self.json("/api/alerts").await;
+            alerts
+                .as_array()?
+                .iter()
+                .find(|alert| matches(alert))
+                .cloned()
+        })
+        .await
+    }
+
     /// One sample of `/metrics`.
     pub async fn sample(&self, series: &str) -> Option<f64> {
         crate::collector::sample(&self.address, series).await

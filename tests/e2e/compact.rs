@@ -577,15 +577,19 @@ async fn a_full_disk_stops_commits_visibly_and_nothing_is_lost_when_space_return
     let filler = disk.fill();
     send(&collector, "full", 300).await;
     let delta_errors = "candor_compactor_errors_total{reason=\"delta\"}";
+    // The error is counted inside the failed flush, and readiness drops just after it returns:
+    // wait for both.
     wait_for(
-        "a failed commit counted",
+        "a failed commit counted and /readyz 503",
         Duration::from_secs(30),
-        || async { (compactor.sample(delta_errors).await >= Some(1.0)).then_some(()) },
+        || async {
+            let counted = compactor.sample(delta_errors).await >= Some(1.0);
+            let (status, _) =
+                candor_e2e::collector::get_status(&compactor.metrics_endpoint, "/readyz").await;
+            (counted && status == Some(503)).then_some(())
+        },
     )
     .await;
-    let (status, _) =
-        candor_e2e::collector::get_status(&compactor.metrics_endpoint, "/readyz").await;
-    assert_eq!(status, Some(503), "not ready while commits fail");
     assert!(
         compactor.output().contains("compactor error"),
         "{}",
@@ -636,17 +640,22 @@ async fn storage_that_refuses_writes_stops_commits_visibly_and_loses_nothing_whe
         let errors_before = compactor.sample(delta_errors).await.unwrap_or(0.0);
         disk.read_only(true);
         send(&collector, prefix, 100).await;
+        // The error is counted inside the failed flush, and readiness drops just after it
+        // returns: wait for both.
         wait_for(
-            &format!("a failed commit counted in outage {}", outage + 1),
+            &format!(
+                "a failed commit counted and /readyz 503 in outage {}",
+                outage + 1
+            ),
             Duration::from_secs(30),
             || async {
-                (compactor.sample(delta_errors).await.unwrap_or(0.0) > errors_before).then_some(())
+                let counted = compactor.sample(delta_errors).await.unwrap_or(0.0) > errors_before;
+                let (status, _) =
+                    candor_e2e::collector::get_status(&compactor.metrics_endpoint, "/readyz").await;
+                (counted && status == Some(503)).then_some(())
             },
         )
         .await;
-        let (status, _) =
-            candor_e2e::collector::get_status(&compactor.metrics_endpoint, "/readyz").await;
-        assert_eq!(status, Some(503), "not ready while commits fail");
         disk.read_only(false);
         stored(&disk.0, 200 + 100 * outage).await;
     }

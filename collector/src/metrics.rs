@@ -71,6 +71,8 @@ pub mod names {
             "Records Kafka acknowledged, by topic.";
         DELIVERY_FAILURES_TOTAL = "candor_collector_delivery_failures_total",
             "Records Kafka did not take, by topic and error code.";
+        PRODUCER_RENEWALS_TOTAL = "candor_collector_producer_renewals_total",
+            "Times the Kafka producer was replaced by a fresh one (a new producer id) after a record failed.";
         IN_FLIGHT_REQUESTS = "candor_collector_in_flight_requests",
             "OTLP requests being handled.";
         PRODUCER_QUEUE_DEPTH = "candor_collector_producer_queue_depth",
@@ -475,6 +477,7 @@ pub struct CollectorMetrics {
     heartbeat_failures: Counter,
     unauthenticated: Counter,
     too_large: Counter,
+    producer_renewals: Counter,
     series_overflow: Arc<Counter>,
     in_flight_requests: Gauge,
     producer_queue_depth: Gauge,
@@ -521,6 +524,7 @@ impl Default for CollectorMetrics {
             heartbeat_failures: Counter::new(),
             unauthenticated: Counter::new(),
             too_large: Counter::new(),
+            producer_renewals: Counter::new(),
             series_overflow: Arc::clone(&overflow),
             in_flight_requests: Gauge::new(),
             producer_queue_depth: Gauge::new(),
@@ -637,6 +641,12 @@ impl CollectorMetrics {
         self.delivery_failures.with(&[topic, error]).inc();
         tracing::warn!(topic, error, "delivery failed");
     }
+    /// Counts and logs that the Kafka producer was replaced by a fresh one after a record failed
+    /// (see `Producer`).
+    pub fn producer_renewed(&self) {
+        self.producer_renewals.inc();
+        tracing::warn!("a record failed: the kafka producer was replaced by a fresh one");
+    }
     /// Counts and logs a request refused for its credentials. Like the other refusals, the answer
     /// itself is counted by [`request_answered`](Self::request_answered).
     pub fn unauthenticated(&self, transport: &str) {
@@ -686,6 +696,7 @@ impl CollectorMetrics {
             (names::HEARTBEAT_FAILURES_TOTAL, &self.heartbeat_failures),
             (names::UNAUTHENTICATED_TOTAL, &self.unauthenticated),
             (names::TOO_LARGE_TOTAL, &self.too_large),
+            (names::PRODUCER_RENEWALS_TOTAL, &self.producer_renewals),
             (names::METRIC_SERIES_OVERFLOW_TOTAL, &*self.series_overflow),
         ] {
             write_header(out, name, "counter");

@@ -22,7 +22,8 @@ use serde_json::Value;
 
 use crate::ingest::{outcome_event, trace_request};
 
-const ROWS_WRITTEN: &str = "candor_compactor_rows_written_total{table=\"outcome_events\"}";
+pub(crate) const ROWS_WRITTEN: &str =
+    "candor_compactor_rows_written_total{table=\"outcome_events\"}";
 
 /// Sends `n` events with distinct targets (so distinct event ids) prefixed by `prefix`, in
 /// requests of 50, and returns the targets.
@@ -46,7 +47,7 @@ fn text(row: &Value, column: &str) -> String {
 }
 
 /// The table's rows by event id; fails on a duplicated id.
-fn rows_by_id(root: &Path) -> BTreeMap<String, Value> {
+pub(crate) fn rows_by_id(root: &Path) -> BTreeMap<String, Value> {
     let rows = read_table(root, table::OUTCOME_EVENTS);
     let mut by_id = BTreeMap::new();
     for row in rows {

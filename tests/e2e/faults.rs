@@ -6,11 +6,13 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use candor_e2e::collector::{Collector, Options};
+use candor_e2e::compactor::{self, Compactor};
 use candor_e2e::kafka::event_targets;
 use candor_e2e::tansu::Tansu;
 use candor_e2e::wait_for;
 use opentelemetry_proto::tonic::collector::trace::v1::trace_service_client::TraceServiceClient;
 
+use crate::compact::{ROWS_WRITTEN, rows_by_id};
 use crate::ingest::{outcome_event, trace_request};
 
 /// Targets of the events in request `n` of client `client`.
@@ -121,18 +123,79 @@ async fn every_acknowledged_event_survives_a_kill_9_of_the_collector() {
     assert_all_stored(&tansu.bootstrap, &acknowledged);
 }
 
-/// Ignored: Tansu 0.6's SQLite engine panics in `idempotent_message_check` ("more or less than
-/// one row") on the first idempotent produce after a restart, and from then on times every
-/// produce out. The collector does what it must (UNAVAILABLE with RetryInfo, nothing
-/// acknowledged), but the run cannot complete. Run it with `--run-ignored all` against a broker
-/// that keeps idempotent producer state across restarts.
-#[ignore = "Tansu 0.6's SQLite engine loses idempotent producer state on restart"]
+/// What the clients of the broker-restart run saw.
+#[derive(Debug, Default)]
+struct Retried {
+    acknowledged: BTreeSet<String>,
+    /// UNAVAILABLE answers, each with RetryInfo.
+    unavailable: u64,
+    other: Vec<String>,
+}
+
+/// Sends requests of `per_request` events until `stop`, each again after UNAVAILABLE, waiting
+/// as long as its RetryInfo says, until it is acknowledged.
+async fn send_retrying(
+    endpoint: String,
+    client: usize,
+    per_request: usize,
+    seen: Arc<Mutex<Retried>>,
+    stop: Arc<std::sync::atomic::AtomicBool>,
+) {
+    use tonic_types::StatusExt as _;
+    let mut grpc = TraceServiceClient::connect(endpoint).await.unwrap();
+    for n in 0.. {
+        if stop.load(std::sync::atomic::Ordering::Relaxed) {
+            return;
+        }
+        let targets = targets(client, n, per_request);
+        loop {
+            match grpc.export(request_of(&targets)).await {
+                Ok(response) if response.get_ref().partial_success.is_none() => {
+                    seen.lock().unwrap().acknowledged.extend(targets);
+                    break;
+                }
+                Ok(response) => {
+                    seen.lock()
+                        .unwrap()
+                        .other
+                        .push(format!("{:?}", response.get_ref()));
+                    return;
+                }
+                Err(status) => {
+                    let retry = status.get_details_retry_info().and_then(|i| i.retry_delay);
+                    match retry {
+                        Some(delay) if status.code() == tonic::Code::Unavailable => {
+                            seen.lock().unwrap().unavailable += 1;
+                            tokio::time::sleep(delay).await;
+                        }
+                        _ => {
+                            seen.lock().unwrap().other.push(format!("{status:?}"));
+                            return;
+                        }
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// The broker stopped K times under load (SIGTERM or SIGKILL, seeded), each time long enough
+/// for records to time out in the collector, then started again on the same SQLite store.
+/// Clients retry as RetryInfo says. Every acknowledged event is in the topic, and the copies
+/// that retries put there are removed by `event_id` on the way into the table.
+///
+/// Against a collector that keeps its producer after records time out, this fails: librdkafka
+/// raises the producer epoch by itself, Tansu 0.6 panics on the unknown epoch, and from then
+/// on answers nothing, so requests stay UNAVAILABLE until the deadline.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_broker_restart_loses_no_acknowledged_event() {
-    const REQUESTS: usize = 60;
+async fn broker_restarts_under_load_lose_no_acknowledged_event_and_copies_are_removed() {
+    const CLIENTS: usize = 3;
     const PER_REQUEST: usize = 10;
-    let dir = std::env::temp_dir().join(format!("candor-e2e-tansu-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
+    const RESTARTS: usize = 3;
+    let seed = fault_seed();
+    let mut schedule = seed;
+    let replay = format!("replay with CANDOR_FAULT_SEED={seed}");
+    let dir = candor_e2e::tempdir("broker-restarts");
     let mut tansu = Tansu::start_durable(&dir).await;
     let collector = Collector::start(
         &tansu.bootstrap,
@@ -142,46 +205,113 @@ async fn a_broker_restart_loses_no_acknowledged_event() {
         },
     )
     .await;
-    let mut grpc = TraceServiceClient::connect(collector.grpc_endpoint.clone())
-        .await
-        .unwrap();
-    let mut acknowledged = BTreeSet::new();
-    let mut unavailable = 0;
-    let deadline = std::time::Instant::now() + Duration::from_secs(120);
-    for n in 0..REQUESTS {
-        if n == REQUESTS / 3 {
+    let seen = Arc::new(Mutex::new(Retried::default()));
+    let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let clients: Vec<_> = (0..CLIENTS)
+        .map(|client| {
+            let endpoint = collector.grpc_endpoint.clone();
+            tokio::spawn(send_retrying(
+                endpoint,
+                client,
+                PER_REQUEST,
+                seen.clone(),
+                stop.clone(),
+            ))
+        })
+        .collect();
+    let acknowledged = |seen: &Arc<Mutex<Retried>>| seen.lock().unwrap().acknowledged.len();
+    let unavailable = |seen: &Arc<Mutex<Retried>>| seen.lock().unwrap().unavailable;
+    let deadline = Duration::from_secs(60);
+    for round in 0..=RESTARTS {
+        // A seeded number of further acknowledgements: the load goes on between outages.
+        let at = acknowledged(&seen) + 50 + usize::try_from(draw(&mut schedule) % 250).unwrap();
+        let what = format!("{at} acknowledged events after {round} restarts ({replay})");
+        wait_for(&what, deadline, || {
+            let reached = acknowledged(&seen) >= at;
+            async move { reached.then_some(()) }
+        })
+        .await;
+        if round == RESTARTS {
+            break;
+        }
+        let refused = unavailable(&seen);
+        let crash = draw(&mut schedule).is_multiple_of(2);
+        if crash {
+            tansu.kill().await;
+        } else {
             tansu.stop().await;
         }
-        let targets = targets(0, n, PER_REQUEST);
-        loop {
-            match grpc.export(request_of(&targets)).await {
-                Ok(_) => break,
-                Err(status) => {
-                    assert_eq!(status.code(), tonic::Code::Unavailable, "{status:?}");
-                    assert!(
-                        std::time::Instant::now() < deadline,
-                        "request {n} still unavailable at the deadline: {status:?}"
-                    );
-                    unavailable += 1;
-                    if unavailable == 1 {
-                        // The collector has noticed; bring the broker back.
-                        tansu.restart().await;
-                    }
-                    // A client honouring RetryInfo waits as long as it says before sending again.
-                    use tonic_types::StatusExt as _;
-                    let delay = status
-                        .get_details_retry_info()
-                        .and_then(|info| info.retry_delay)
-                        .expect("UNAVAILABLE carries RetryInfo");
-                    tokio::time::sleep(delay).await;
-                }
-            }
-        }
-        acknowledged.extend(targets);
+        // Down until a client has been told to retry: records timed out in the collector.
+        let what = format!("an UNAVAILABLE answer in outage {} ({replay})", round + 1);
+        wait_for(&what, deadline, || {
+            let told = unavailable(&seen) > refused;
+            async move { told.then_some(()) }
+        })
+        .await;
+        tansu.start_again().await;
+        eprintln!(
+            "outage {} ({}) at {} acknowledged events",
+            round + 1,
+            if crash { "SIGKILL" } else { "SIGTERM" },
+            acknowledged(&seen)
+        );
     }
-    assert!(unavailable > 0, "the broker outage was never noticed");
-    assert_all_stored(&tansu.bootstrap, &acknowledged);
-    let _ = std::fs::remove_dir_all(&dir);
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    for client in clients {
+        client.await.unwrap();
+    }
+    let seen = std::mem::take(&mut *seen.lock().unwrap());
+    assert!(seen.other.is_empty(), "{:?} ({replay})", seen.other);
+    let renewals = collector
+        .sample("candor_collector_producer_renewals_total")
+        .await
+        .unwrap_or_default();
+    assert!(renewals >= 1.0, "records never timed out ({replay})");
+
+    let stored = event_targets(
+        &tansu.bootstrap,
+        seen.acknowledged.len(),
+        Duration::from_secs(60),
+    );
+    let distinct: BTreeSet<String> = stored.iter().cloned().collect();
+    let missing: Vec<&String> = seen.acknowledged.difference(&distinct).collect();
+    assert!(
+        missing.is_empty(),
+        "{} of {} acknowledged events missing, e.g. {:?} ({replay})",
+        missing.len(),
+        seen.acknowledged.len(),
+        &missing[..missing.len().min(5)]
+    );
+    // Every request was sent until acknowledged, so nothing else is in the topic.
+    assert_eq!(distinct, seen.acknowledged, "({replay})");
+    let copies = stored.len() - distinct.len();
+
+    let root = candor_e2e::tempdir("broker-restarts-table");
+    let compactor = Compactor::start(&tansu.bootstrap, &root, compactor::Options::default()).await;
+    let rows = distinct.len() as f64;
+    wait_for("every event in the table", deadline, || async {
+        (compactor.sample(ROWS_WRITTEN).await >= Some(rows)).then_some(())
+    })
+    .await;
+    let table: BTreeSet<String> = rows_by_id(&root)
+        .values()
+        .map(|row| row["tool_target"].as_str().unwrap_or_default().to_owned())
+        .collect();
+    assert_eq!(table, distinct, "({replay})");
+    let removed = compactor
+        .sample("candor_compactor_duplicates_removed_total{table=\"outcome_events\"}")
+        .await
+        .unwrap_or_default();
+    assert_eq!(removed, copies as f64, "({replay})");
+    eprintln!(
+        "{RESTARTS} outages: {} events acknowledged, {} UNAVAILABLE answers, {renewals} producer \
+         renewals; {} records in the topic, {copies} copies removed by event_id; table {} rows \
+         ({replay})",
+        seen.acknowledged.len(),
+        seen.unavailable,
+        stored.len(),
+        table.len(),
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

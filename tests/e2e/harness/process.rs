@@ -26,8 +26,13 @@ impl Running {
         args: &[String],
         envs: &[(&str, &str)],
     ) -> Self {
-        let log =
-            std::env::temp_dir().join(format!("candor-e2e-{name}-{}.log", std::process::id()));
+        // One file per start, so that a restarted process leaves its earlier log to read.
+        static STARTS: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+        let start = STARTS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let log = std::env::temp_dir().join(format!(
+            "candor-e2e-{name}-{}-{start}.log",
+            std::process::id()
+        ));
         let file = std::fs::File::create(&log)
             .unwrap_or_else(|err| panic!("creating {}: {err}", log.display()));
         let stderr = file

@@ -132,6 +132,13 @@ impl Tansu {
         self.wait_ready().await;
     }
 
+    /// Starts the broker again on the same address and storage, after [`stop`](Self::stop) or
+    /// [`kill`](Self::kill).
+    pub async fn start_again(&mut self) {
+        self.process = spawn(&self.launch);
+        self.wait_ready().await;
+    }
+
     /// What the broker has logged.
     pub fn output(&self) -> String {
         self.process.output()

@@ -2,14 +2,14 @@
 //! when Kafka has acknowledged all of them.
 
 use std::collections::BTreeMap;
-use std::sync::Arc;
+use std::sync::{Arc, PoisonError, RwLock};
 use std::time::Duration;
 
 use rdkafka::ClientConfig;
 use rdkafka::admin::{AdminClient, AdminOptions, NewTopic, TopicReplication};
 use rdkafka::client::DefaultClientContext;
 use rdkafka::error::{KafkaError, RDKafkaErrorCode};
-use rdkafka::producer::{FutureProducer, FutureRecord, Producer as _};
+use rdkafka::producer::{DeliveryFuture, FutureProducer, FutureRecord, Producer as _, PurgeConfig};
 
 use super::encode::KafkaRecord;
 use crate::metrics::CollectorMetrics;
@@ -99,12 +99,36 @@ pub enum ProducerError {
 }
 
 /// An idempotent, `acks=all` producer.
+///
+/// After a record fails (it timed out, or the broker refused it), librdkafka raises the
+/// producer's epoch by itself before it sends again. Kafka brokers accept that; Tansu 0.6 does
+/// not know the raised epoch, panics in its storage and from then on answers no request at all.
+/// So after a failed record the producer is replaced by a fresh one, which asks the broker for a
+/// new producer id, and whatever the old one still held is purged (those requests are answered
+/// as retryable). On any broker this costs a new client and, at worst, a repeated record that
+/// `event_id` removes downstream.
 pub struct Producer {
-    inner: FutureProducer,
+    current: RwLock<Current>,
     /// Made once: creating and dropping a librdkafka client blocks.
     admin: AdminClient<DefaultClientContext>,
     settings: ProducerSettings,
     metrics: Arc<CollectorMetrics>,
+}
+
+/// The records of one request handed to the producer.
+struct Sent {
+    /// The generation of the producer they went to.
+    generation: u64,
+    /// Each record's topic and its delivery.
+    pending: Vec<(&'static str, DeliveryFuture)>,
+    /// Why the producer refused the record after the last one handed over, if it did.
+    refused: Option<DeliveryError>,
+}
+
+/// The producer in use and how many times it was replaced.
+struct Current {
+    generation: u64,
+    inner: Arc<FutureProducer>,
 }
 
 impl Producer {
@@ -113,28 +137,53 @@ impl Producer {
         settings: ProducerSettings,
         metrics: Arc<CollectorMetrics>,
     ) -> Result<Self, ProducerError> {
-        let inner: FutureProducer = client_config(&settings)
-            .set("enable.idempotence", "true")
-            .set("acks", "all")
-            .set("compression.type", &settings.compression)
-            .set("linger.ms", "5")
-            .set(
-                "queue.buffering.max.messages",
-                settings.queue_max_messages.to_string(),
-            )
-            .set(
-                "message.timeout.ms",
-                settings.delivery_timeout.as_millis().to_string(),
-            )
-            .create()
-            .map_err(config_error)?;
+        let inner = build_producer(&settings)?;
         let admin = client_config(&settings).create().map_err(config_error)?;
         Ok(Self {
-            inner,
+            current: RwLock::new(Current {
+                generation: 0,
+                inner: Arc::new(inner),
+            }),
             admin,
             settings,
             metrics,
         })
+    }
+
+    /// The producer in use and its generation. A poisoned lock still holds a whole value: it
+    /// is only ever replaced in one assignment.
+    fn current(&self) -> (u64, Arc<FutureProducer>) {
+        let current = self.current.read().unwrap_or_else(PoisonError::into_inner);
+        (current.generation, Arc::clone(&current.inner))
+    }
+
+    /// Replaces the producer of `generation` by a fresh one, unless another request already
+    /// did; see [`Producer`] for why. Waits for sends in progress (they hold the read lock).
+    fn renew(&self, generation: u64) {
+        let old = {
+            let mut current = self.current.write().unwrap_or_else(PoisonError::into_inner);
+            if current.generation != generation {
+                return;
+            }
+            let fresh = match build_producer(&self.settings) {
+                Ok(fresh) => fresh,
+                Err(err) => {
+                    // The settings built a producer once, so this is not expected; the old
+                    // producer stays and the failure is in the log.
+                    tracing::error!(error = %err, "could not build a fresh kafka producer");
+                    return;
+                }
+            };
+            current.generation += 1;
+            std::mem::replace(&mut current.inner, Arc::new(fresh))
+        };
+        // Nothing left in the old producer may go out under its raised epoch. (Its purged
+        // records fail the requests that still wait for them; those renew nothing, being of an
+        // older generation.)
+        old.purge(PurgeConfig::default().queue().inflight());
+        self.metrics.producer_renewed();
+        // Dropping a librdkafka client waits for its threads: not on a runtime thread.
+        tokio::task::spawn_blocking(move || drop(old));
     }
 
     /// Creates the topics that do not exist yet.
@@ -174,7 +223,8 @@ impl Producer {
     /// The topics the brokers know, if they answer a metadata request within `timeout`.
     /// Blocks: call it from `spawn_blocking`.
     pub fn probe(&self, timeout: Duration) -> Result<Vec<String>, String> {
-        self.inner
+        self.current()
+            .1
             .client()
             .fetch_metadata(None, timeout)
             .map(|metadata| {
@@ -190,7 +240,8 @@ impl Producer {
     /// The producer's fatal error, if it has one: from then on every record fails, and only a
     /// new producer (a restart) recovers.
     pub fn fatal_error(&self) -> Option<String> {
-        self.inner
+        self.current()
+            .1
             .client()
             .fatal_error()
             .map(|(code, reason)| format!("{code:?}: {reason}"))
@@ -198,7 +249,7 @@ impl Producer {
 
     /// Records waiting in the producer's queue or in flight.
     pub fn queue_depth(&self) -> i32 {
-        self.inner.in_flight_count()
+        self.current().1.in_flight_count()
     }
 
     /// Produces every record at once and waits for all acknowledgements.
@@ -207,31 +258,13 @@ impl Producer {
     /// holds every record.
     pub async fn deliver(&self, records: &[KafkaRecord]) -> Result<(), DeliveryError> {
         let total = records.len();
-        let mut pending = Vec::with_capacity(total);
-        let mut refused: Option<DeliveryError> = None;
-        for record in records {
-            let future_record = FutureRecord::to(record.topic)
-                .key(record.key.as_slice())
-                .payload(record.payload.as_slice());
-            match self.inner.send_result(future_record) {
-                Ok(delivery) => pending.push((record.topic, delivery)),
-                Err((err, _)) => {
-                    self.metrics
-                        .delivery_failed(record.topic, &error_label(&err));
-                    refused = Some(match err.rdkafka_error_code() {
-                        Some(RDKafkaErrorCode::QueueFull) => DeliveryError::QueueFull {
-                            enqueued: pending.len(),
-                            total,
-                        },
-                        _ => DeliveryError::Refused {
-                            error: err.to_string(),
-                        },
-                    });
-                    break;
-                }
-            }
-        }
+        let Sent {
+            generation,
+            pending,
+            refused,
+        } = self.send_all(records);
         let mut failed = 0;
+        let mut renew = false;
         let mut first_error = None;
         // Acknowledgements are tallied per topic and counted once per request: a labelled
         // counter lookup per record would cost more than the record.
@@ -244,6 +277,7 @@ impl Producer {
                 },
                 Ok(Err((err, _))) => {
                     failed += 1;
+                    renew = true;
                     self.metrics.delivery_failed(topic, &error_label(&err));
                     first_error.get_or_insert_with(|| err.to_string());
                 }
@@ -256,6 +290,9 @@ impl Producer {
         }
         for (topic, n) in produced {
             self.metrics.records_produced(topic, n);
+        }
+        if renew {
+            self.renew(generation);
         }
         if let Some(refused) = refused {
             return Err(refused);
@@ -270,12 +307,74 @@ impl Producer {
         }
     }
 
+    /// Hands every record to the producer in use, stopping at the first it refuses; returns the
+    /// producer's generation, the deliveries to await and the refusal.
+    ///
+    /// The read lock is held while sending (nothing here waits), so that a renewal waits for
+    /// these sends and none reaches a producer after it was purged.
+    fn send_all(&self, records: &[KafkaRecord]) -> Sent {
+        let total = records.len();
+        let current = self.current.read().unwrap_or_else(PoisonError::into_inner);
+        let mut pending = Vec::with_capacity(total);
+        for record in records {
+            let future_record = FutureRecord::to(record.topic)
+                .key(record.key.as_slice())
+                .payload(record.payload.as_slice());
+            match current.inner.send_result(future_record) {
+                Ok(delivery) => pending.push((record.topic, delivery)),
+                Err((err, _)) => {
+                    self.metrics
+                        .delivery_failed(record.topic, &error_label(&err));
+                    let refused = match err.rdkafka_error_code() {
+                        Some(RDKafkaErrorCode::QueueFull) => DeliveryError::QueueFull {
+                            enqueued: pending.len(),
+                            total,
+                        },
+                        _ => DeliveryError::Refused {
+                            error: err.to_string(),
+                        },
+                    };
+                    return Sent {
+                        generation: current.generation,
+                        pending,
+                        refused: Some(refused),
+                    };
+                }
+            }
+        }
+        Sent {
+            generation: current.generation,
+            pending,
+            refused: None,
+        }
+    }
+
     /// Waits up to `timeout` for everything queued to be delivered; returns how many records
     /// were still undelivered.
     pub fn flush(&self, timeout: Duration) -> i32 {
-        let _ = self.inner.flush(timeout);
-        self.inner.in_flight_count()
+        let producer = self.current().1;
+        let _ = producer.flush(timeout);
+        producer.in_flight_count()
     }
+}
+
+/// An idempotent, `acks=all` producer of `settings`.
+fn build_producer(settings: &ProducerSettings) -> Result<FutureProducer, ProducerError> {
+    client_config(settings)
+        .set("enable.idempotence", "true")
+        .set("acks", "all")
+        .set("compression.type", &settings.compression)
+        .set("linger.ms", "5")
+        .set(
+            "queue.buffering.max.messages",
+            settings.queue_max_messages.to_string(),
+        )
+        .set(
+            "message.timeout.ms",
+            settings.delivery_timeout.as_millis().to_string(),
+        )
+        .create()
+        .map_err(config_error)
 }
 
 /// A configuration error that names the key but never the value (it may be a secret).

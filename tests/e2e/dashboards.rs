@@ -23,7 +23,7 @@ const FAILING_TARGET: &str = "http://lookup.test/v1/users";
 const HOSTILE_TARGET: &str = "<script>alert(1)</script>";
 
 /// Rules with short windows and thresholds, so that a test sees every state change.
-const RULES: &str = r#"
+pub(crate) const RULES: &str = r#"
 [[rule]]
 name = "CandorAccessFailureSpike"
 kind = "spike"
@@ -44,7 +44,7 @@ severity = "none"
 "#;
 
 /// Short intervals and thresholds for the hops.
-fn fast_args() -> Vec<String> {
+pub(crate) fn fast_args() -> Vec<String> {
     [
         "--evaluate-every",
         "500ms",
@@ -85,9 +85,19 @@ fn target_row<'a>(overview: &'a Value, target: &str) -> Option<&'a Value> {
 }
 
 async fn wait_hop(dashboards: &Dashboards, hop: &str, state: &str) {
+    wait_hop_within(dashboards, hop, state, Duration::from_secs(60)).await;
+}
+
+/// Waits until the dashboards show `hop` in `state`, for up to `patience`.
+pub(crate) async fn wait_hop_within(
+    dashboards: &Dashboards,
+    hop: &str,
+    state: &str,
+    patience: Duration,
+) {
     wait_for(
         &format!("the {hop} hop to be {state}"),
-        Duration::from_secs(60),
+        patience,
         || async {
             let health = dashboards.json("/api/health").await;
             (hop_state(&health, hop).as_deref() == Some(state)).then_some(())
@@ -97,7 +107,7 @@ async fn wait_hop(dashboards: &Dashboards, hop: &str, state: &str) {
 }
 
 /// A page that must not claim a confirmed zero anywhere.
-fn assert_no_confirmed_zero(page: &str) {
+pub(crate) fn assert_no_confirmed_zero(page: &str) {
     assert!(
         !page.contains("data-confirmed=\"true\""),
         "a panel claims a confirmed empty answer while a hop is not live:\n{page}"

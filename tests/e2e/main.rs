@@ -13,4 +13,5 @@ mod query;
 mod reconcile;
 mod secrets;
 mod stack;
+mod stages;
 mod traffic;

@@ -300,6 +300,7 @@ fn check_table_root(root: &str) -> anyhow::Result<()> {
         // A path (a one-letter "scheme" is a Windows drive).
         _ => return Ok(()),
     };
+    candor_schema::stores::register();
     deltalake::DeltaTableBuilder::from_url(url)
         .and_then(deltalake::DeltaTableBuilder::build)
         .with_context(|| format!("table_root {root}: no object store for it in this build"))?;

@@ -76,6 +76,7 @@ impl TableRoot {
     }
 
     fn table_url(&self, table: Table) -> Result<url::Url, StoreError> {
+        candor_schema::stores::register();
         let location = format!("{}/{}", self.0.trim_end_matches('/'), table.name());
         deltalake::ensure_table_uri(location).map_err(|err| StoreError::BadRoot {
             root: self.0.clone(),

@@ -57,6 +57,8 @@ pub mod proto;
 pub mod redact;
 #[cfg(feature = "rows")]
 pub mod rows;
+#[cfg(feature = "stores")]
+pub mod stores;
 #[cfg(feature = "arrow")]
 pub mod tables;
 pub mod time;

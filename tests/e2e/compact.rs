@@ -27,7 +27,7 @@ pub(crate) const ROWS_WRITTEN: &str =
 
 /// Sends `n` events with distinct targets (so distinct event ids) prefixed by `prefix`, in
 /// requests of 50, and returns the targets.
-async fn send(collector: &Collector, prefix: &str, n: usize) -> Vec<String> {
+pub(crate) async fn send(collector: &Collector, prefix: &str, n: usize) -> Vec<String> {
     let mut client = TraceServiceClient::connect(collector.grpc_endpoint.clone())
         .await
         .unwrap();

@@ -11,6 +11,7 @@ mod ingest;
 mod kafka_security;
 mod query;
 mod reconcile;
+mod s3;
 mod secrets;
 mod stack;
 mod stages;

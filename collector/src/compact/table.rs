@@ -136,8 +136,9 @@ pub fn writer_properties(table: Table, settings: FileSettings) -> WriterProperti
 }
 
 /// The URL of a table under the root: a local directory (created when missing) or an object
-/// store URL. The table name is a constant, never input, so nothing from a record reaches a path.
+/// store URL (S3; see `candor_schema::stores`). The table name is a constant, never input, so nothing from a record reaches a path.
 pub fn table_url(root: &str, table: Table) -> Result<url::Url, TableError> {
+    candor_schema::stores::register();
     let location = format!("{}/{}", root.trim_end_matches('/'), table.name());
     deltalake::ensure_table_uri(location).map_err(|source| TableError::Delta {
         table: table.name(),

@@ -2,6 +2,9 @@
 Delta log lists) and prints every row as one JSON object per line.
 
 Timestamps are printed as microseconds since the epoch (UTC), dates as YYYY-MM-DD, binary as hex.
+A table may also be an s3:// URL: the store is reached with the AWS_* variables of the
+environment (AWS_ENDPOINT_URL, AWS_ACCESS_KEY_ID, ...), passed as the reader's storage options.
+
 Usage: read_delta.py TABLE_DIR              every row, as JSON lines
        read_delta.py --files TABLE_DIR      the data files of the current version, one per line
        read_delta.py --loop SECONDS TABLE_DIR
@@ -32,19 +35,26 @@ def plain(value):
     return value
 
 
+def open_table(uri):
+    if uri.startswith("s3://"):
+        options = {key: value for key, value in os.environ.items() if key.startswith("AWS_")}
+        return DeltaTable(uri, storage_options=options)
+    return DeltaTable(uri)
+
+
 def main():
     if sys.argv[1] == "--files":
-        for path in DeltaTable(sys.argv[2]).file_uris():
+        for path in open_table(sys.argv[2]).file_uris():
             print(path)
         return
     if sys.argv[1] == "--loop":
         deadline = time.monotonic() + float(sys.argv[2])
         while time.monotonic() < deadline:
-            table = DeltaTable(sys.argv[3])
+            table = open_table(sys.argv[3])
             ids = table.to_pyarrow_dataset().to_table(columns=["event_id"]).column(0)
             print(table.version(), len(ids), len(set(ids.to_pylist())), flush=True)
         return
-    table = DeltaTable(sys.argv[1])
+    table = open_table(sys.argv[1])
     data = pyarrow.table(table.to_pyarrow_dataset().to_table())
     for row in data.to_pylist():
         print(json.dumps({key: plain(value) for key, value in row.items()}))

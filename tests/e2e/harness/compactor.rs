@@ -41,6 +41,11 @@ impl Default for Options {
 impl Compactor {
     /// Starts a compactor reading `bootstrap` into tables under `root`; waits for `/readyz`.
     pub async fn start(bootstrap: &str, root: &Path, options: Options) -> Self {
+        Self::start_at(bootstrap, &root.display().to_string(), options).await
+    }
+
+    /// [`Compactor::start`] with the root as a URL or path string (e.g. `s3://bucket/prefix`).
+    pub async fn start_at(bootstrap: &str, root: &str, options: Options) -> Self {
         let binary = target_dir().join("candor-collector");
         assert!(binary.exists(), "{} is missing", binary.display());
         for _ in 0..PORT_ATTEMPTS {
@@ -48,7 +53,7 @@ impl Compactor {
             let mut args = vec![
                 "compact".to_owned(),
                 "--table-root".into(),
-                root.display().to_string(),
+                root.to_owned(),
                 "--kafka-brokers".into(),
                 bootstrap.to_owned(),
                 "--metrics-addr".into(),
@@ -103,9 +108,15 @@ fn reader_script() -> PathBuf {
 
 /// Runs the independent reader with `args` and returns its output lines; fails on an error.
 fn run_reader(args: &[&std::ffi::OsStr]) -> Vec<String> {
+    run_reader_with(args, &[])
+}
+
+/// [`run_reader`] with environment variables set (an object store's `AWS_*`).
+fn run_reader_with(args: &[&std::ffi::OsStr], env: &[(String, String)]) -> Vec<String> {
     let output = std::process::Command::new(python())
         .arg(reader_script())
         .args(args)
+        .envs(env.iter().map(|(k, v)| (k, v)))
         .output()
         .unwrap_or_else(|err| panic!("running the Delta reader: {err}"));
     assert!(
@@ -123,6 +134,17 @@ fn run_reader(args: &[&std::ffi::OsStr]) -> Vec<String> {
 /// lists, one JSON object per row (timestamps as microseconds, binary as hex).
 pub fn read_table(root: &Path, table: &str) -> Vec<serde_json::Value> {
     run_reader(&[root.join(table).as_os_str()])
+        .iter()
+        .map(|line| {
+            serde_json::from_str(line).unwrap_or_else(|err| panic!("reader line {line:?}: {err}"))
+        })
+        .collect()
+}
+
+/// [`read_table`] of a table at a URL (`s3://bucket/prefix/outcome_events`), with the
+/// environment that reaches its store.
+pub fn read_table_at(uri: &str, env: &[(String, String)]) -> Vec<serde_json::Value> {
+    run_reader_with(&[uri.as_ref()], env)
         .iter()
         .map(|line| {
             serde_json::from_str(line).unwrap_or_else(|err| panic!("reader line {line:?}: {err}"))

@@ -8,6 +8,7 @@ pub mod dashboards;
 pub mod kafka;
 pub mod process;
 pub mod query;
+pub mod s3;
 pub mod tansu;
 
 use std::net::TcpListener;

@@ -84,6 +84,11 @@ prune_target() {
     find "$debug/deps" -maxdepth 1 -mmin +30 \
         \( -name 'candor*' -o -name 'libcandor*' -o -name 'e2e-*' -o -name '*.o' \) \
         -delete 2>/dev/null || true
+    # Test and bench executables (every executable in deps is the workspace's own; a
+    # dependency leaves libraries there) and examples, up to 1 GiB each.
+    find "$debug/deps" -maxdepth 1 -type f -perm -u+x ! -name '*.so' -mmin +30 \
+        -delete 2>/dev/null || true
+    find "$debug/examples" -maxdepth 1 -type f -mmin +30 -delete 2>/dev/null || true
 }
 
 prune_target

@@ -31,7 +31,7 @@ pub const VACUUM_RETENTION_FLOOR: Duration = Duration::from_secs(3600);
 ///
 /// | key | default | meaning |
 /// |---|---|---|
-/// | `table_root` | `"./data/tables"` | where the tables live: a local directory, or an object store URL (`s3://bucket/prefix`, in a build with the `s3` feature) |
+/// | `table_root` | `"./data/tables"` | where the tables live: a local directory, or an S3 URL (`s3://bucket/prefix`, `s3a://…`; credentials and endpoint from the `AWS_*` variables) |
 /// | `compactor_id` | unset: host name and process id | names this compactor in logs and commit metadata |
 /// | `kafka.brokers` | `"127.0.0.1:9092"` | bootstrap brokers, comma separated `host:port` |
 /// | `kafka.group_id` | `"candor-compactor"` | the consumer group; instances sharing it share the partitions |

@@ -6,11 +6,13 @@
 //! row of the `rejected` table with the reason, a bounded copy of its bytes, and the topic,
 //! partition and offset it came from.
 
+use std::collections::HashMap;
 use std::sync::Arc;
 
 use crate::proto::{Heartbeat, OutcomeCount, OutcomeEvent, Rejected, Temporality};
 use crate::tables::{Arrival, RejectedSource, Table};
 use crate::vocab::{FailureKind, OutcomeClass, RetryAction};
+use arrow_array::builder::{Int32Builder, Int64Builder, StringBuilder};
 use arrow_array::{
     ArrayRef, BinaryArray, BooleanArray, Date32Array, Int32Array, Int64Array, RecordBatch,
     StringArray, TimestampMicrosecondArray,
@@ -350,12 +352,37 @@ pub fn day(micros: i64) -> i32 {
 }
 
 /// Sorts rows by the table's sort columns: the first key, then time.
+///
+/// Comparing the keys in place follows two pointers per side (the row's box, then its string)
+/// at every comparison: half a million rows took 0.6 s. So each distinct first key is ranked
+/// once, and plain `(rank, time, position)` triples are sorted instead.
 pub fn sort(rows: &mut [&(Meta, Row)]) {
-    rows.sort_unstable_by(|(_, a), (_, b)| {
-        a.sort_key()
-            .cmp(b.sort_key())
-            .then(a.time_micros().cmp(&b.time_micros()))
-    });
+    let mut ids: HashMap<&str, u32> = HashMap::new();
+    let row_ids: Vec<u32> = rows
+        .iter()
+        .map(|(_, row)| {
+            let next = u32::try_from(ids.len()).unwrap_or(u32::MAX);
+            *ids.entry(row.sort_key()).or_insert(next)
+        })
+        .collect();
+    let mut distinct: Vec<(&str, u32)> = ids.into_iter().collect();
+    distinct.sort_unstable_by(|a, b| a.0.cmp(b.0));
+    let mut rank_of = vec![0_u32; distinct.len()];
+    for (rank, (_, id)) in distinct.iter().enumerate() {
+        // Fewer distinct keys than rows, and rows fit in memory: the rank fits in a u32.
+        rank_of[*id as usize] = u32::try_from(rank).unwrap_or(u32::MAX);
+    }
+    let mut keyed: Vec<(u32, i64, usize)> = rows
+        .iter()
+        .zip(&row_ids)
+        .enumerate()
+        .map(|(at, ((_, row), id))| (rank_of[*id as usize], row.time_micros(), at))
+        .collect();
+    keyed.sort_unstable();
+    let original = rows.to_vec();
+    for (slot, (_, _, at)) in rows.iter_mut().zip(keyed) {
+        *slot = original[at];
+    }
 }
 
 /// Builds the record batch of `table` from rows that all belong to it (rows of another table
@@ -411,55 +438,91 @@ fn strings<'a>(values: impl Iterator<Item = &'a str>) -> ArrayRef {
     Arc::new(StringArray::from_iter_values(values))
 }
 
-fn optional_strings<'a>(values: impl Iterator<Item = Option<&'a str>>) -> ArrayRef {
-    Arc::new(StringArray::from_iter(values))
-}
-
 fn longs(values: impl Iterator<Item = i64>) -> ArrayRef {
     Arc::new(Int64Array::from_iter_values(values))
 }
 
+/// The event columns, built in one pass over the rows: a column at a time visited every event
+/// once per column (23 times), and each visit follows the row's box to memory of its own; on half
+/// a million rows that was most of the time spent building a batch.
 fn event_columns(rows: &[&(Meta, Row)]) -> Vec<ArrayRef> {
-    let events: Vec<&OutcomeEvent> = rows
-        .iter()
-        .filter_map(|(_, row)| match row {
-            Row::Event(event) => Some(&**event),
-            _ => None,
-        })
-        .collect();
-    let e = || events.iter().copied();
+    let n = rows.len();
+    let text = || StringBuilder::with_capacity(n, n * 16);
+    let [
+        mut event_id,
+        mut trace_id,
+        mut span_id,
+        mut service,
+        mut instance,
+        mut class,
+        mut tool,
+        mut target,
+        mut kind,
+        mut action,
+        mut error_type,
+        mut coverage,
+        mut dropped,
+        mut authority,
+        mut collector,
+    ] = std::array::from_fn(|_| text());
+    let (mut event_time, mut received) = (Vec::with_capacity(n), Vec::with_capacity(n));
+    let (mut attempt, mut max_attempts) = (Vec::with_capacity(n), Vec::with_capacity(n));
+    let mut backoff = Int64Builder::with_capacity(n);
+    let mut status = Int32Builder::with_capacity(n);
+    let mut returned = Int64Builder::with_capacity(n);
+    let mut expected = Int64Builder::with_capacity(n);
+    for (_, row) in rows {
+        let Row::Event(e) = row else {
+            continue;
+        };
+        event_id.append_value(&e.event_id);
+        trace_id.append_value(&e.trace_id);
+        span_id.append_value(&e.span_id);
+        event_time.push(micros(e.event_time_unix_nano));
+        service.append_value(&e.service_name);
+        instance.append_value(&e.service_instance_id);
+        class.append_value(&e.outcome_class);
+        tool.append_value(&e.tool_name);
+        target.append_value(&e.tool_target);
+        kind.append_value(&e.failure_kind);
+        action.append_value(&e.retry_action);
+        attempt.push(i64::from(e.retry_attempt));
+        max_attempts.push(i64::from(e.retry_max_attempts));
+        backoff.append_option(e.retry_backoff_ms.map(checked));
+        status.append_option(e.http_status_code.map(checked_i32));
+        error_type.append_option(e.error_type.as_deref());
+        returned.append_option(e.partial_returned.map(checked));
+        expected.append_option(e.partial_expected.map(checked));
+        coverage.append_option(e.coverage.as_deref());
+        dropped.append_option(e.dropped.as_deref());
+        authority.append_option(e.authority.as_deref());
+        received.push(micros(e.received_time_unix_nano));
+        collector.append_value(&e.collector_id);
+    }
     vec![
-        strings(e().map(|e| e.event_id.as_str())),
-        strings(e().map(|e| e.trace_id.as_str())),
-        strings(e().map(|e| e.span_id.as_str())),
-        timestamps(e().map(|e| micros(e.event_time_unix_nano))),
-        strings(e().map(|e| e.service_name.as_str())),
-        strings(e().map(|e| e.service_instance_id.as_str())),
-        strings(e().map(|e| e.outcome_class.as_str())),
-        strings(e().map(|e| e.tool_name.as_str())),
-        strings(e().map(|e| e.tool_target.as_str())),
-        strings(e().map(|e| e.failure_kind.as_str())),
-        strings(e().map(|e| e.retry_action.as_str())),
-        longs(e().map(|e| i64::from(e.retry_attempt))),
-        longs(e().map(|e| i64::from(e.retry_max_attempts))),
-        Arc::new(Int64Array::from_iter(
-            e().map(|e| e.retry_backoff_ms.map(checked)),
-        )),
-        Arc::new(Int32Array::from_iter(
-            e().map(|e| e.http_status_code.map(checked_i32)),
-        )),
-        optional_strings(e().map(|e| e.error_type.as_deref())),
-        Arc::new(Int64Array::from_iter(
-            e().map(|e| e.partial_returned.map(checked)),
-        )),
-        Arc::new(Int64Array::from_iter(
-            e().map(|e| e.partial_expected.map(checked)),
-        )),
-        optional_strings(e().map(|e| e.coverage.as_deref())),
-        optional_strings(e().map(|e| e.dropped.as_deref())),
-        optional_strings(e().map(|e| e.authority.as_deref())),
-        timestamps(e().map(|e| micros(e.received_time_unix_nano))),
-        strings(e().map(|e| e.collector_id.as_str())),
+        Arc::new(event_id.finish()),
+        Arc::new(trace_id.finish()),
+        Arc::new(span_id.finish()),
+        timestamps(event_time.into_iter()),
+        Arc::new(service.finish()),
+        Arc::new(instance.finish()),
+        Arc::new(class.finish()),
+        Arc::new(tool.finish()),
+        Arc::new(target.finish()),
+        Arc::new(kind.finish()),
+        Arc::new(action.finish()),
+        longs(attempt.into_iter()),
+        longs(max_attempts.into_iter()),
+        Arc::new(backoff.finish()),
+        Arc::new(status.finish()),
+        Arc::new(error_type.finish()),
+        Arc::new(returned.finish()),
+        Arc::new(expected.finish()),
+        Arc::new(coverage.finish()),
+        Arc::new(dropped.finish()),
+        Arc::new(authority.finish()),
+        timestamps(received.into_iter()),
+        Arc::new(collector.finish()),
     ]
 }
 
@@ -681,6 +744,35 @@ mod tests {
             .unwrap();
         let targets: Vec<&str> = targets.iter().map(Option::unwrap).collect();
         assert_eq!(targets, ["a", "b", "c"]);
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn the_ranked_sort_orders_as_comparing_the_keys_would(
+            rows in proptest::collection::vec((0_usize..6, 0_u64..5), 0..60)
+        ) {
+            let targets = ["b", "a", "ab", "", "é", "a\u{0}"];
+            let rows: Vec<(Meta, Row)> = rows
+                .iter()
+                .map(|&(target, second)| {
+                    let mut event = event(targets[target], "partial");
+                    event.event_time_unix_nano -= second * 1_000_000_000;
+                    decode(&record(Table::OutcomeEvents, event.encode_to_vec()), &BOUNDS, "k")
+                })
+                .collect();
+            let mut ranked: Vec<&(Meta, Row)> = rows.iter().collect();
+            sort(&mut ranked);
+            let mut compared: Vec<&(Meta, Row)> = rows.iter().collect();
+            compared.sort_by(|(_, a), (_, b)| {
+                a.sort_key().cmp(b.sort_key()).then(a.time_micros().cmp(&b.time_micros()))
+            });
+            let keys = |rows: &[&(Meta, Row)]| -> Vec<(String, i64)> {
+                rows.iter()
+                    .map(|(_, row)| (row.sort_key().to_owned(), row.time_micros()))
+                    .collect()
+            };
+            proptest::prop_assert_eq!(keys(&ranked), keys(&compared));
+        }
     }
 
     #[test]

@@ -917,9 +917,10 @@ async fn watch_kafka(
         let reachable = known;
         let fatal = producer.fatal_error();
         if let Some(error) = &fatal {
-            // Not ready, and loudly so: every request is answered 503 until a restart.
+            // Not ready, and loudly so: requests are answered 503 until the next failed record
+            // replaces the producer (`Producer` renews itself after any failure).
             metrics.set_kafka_reachable(false);
-            tracing::error!(error = %error, "the Kafka producer failed fatally; restart the collector");
+            tracing::error!(error = %error, "the Kafka producer failed fatally; it is replaced at the next failed record");
         }
         ready.store(
             reachable.is_ok() && topics_ready && fatal.is_none(),

@@ -237,8 +237,8 @@ impl Producer {
             .map_err(|err| err.to_string())
     }
 
-    /// The producer's fatal error, if it has one: from then on every record fails, and only a
-    /// new producer (a restart) recovers.
+    /// The producer's fatal error, if it has one: from then on every record fails, until the
+    /// first failure replaces the producer by a fresh one.
     pub fn fatal_error(&self) -> Option<String> {
         self.current()
             .1
@@ -291,7 +291,9 @@ impl Producer {
         for (topic, n) in produced {
             self.metrics.records_produced(topic, n);
         }
-        if renew {
+        // A record refused outright (other than for a full queue) may mean a fatal producer
+        // state, which only a fresh producer leaves.
+        if renew || matches!(refused, Some(DeliveryError::Refused { .. })) {
             self.renew(generation);
         }
         if let Some(refused) = refused {

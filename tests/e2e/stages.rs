@@ -235,16 +235,11 @@ async fn each_stage_killed_in_turn_under_the_canary_turns_stale_and_alerts_never
                 canary = start_canary(&collector, thresholds.canary_every);
             }
             _ => {
-                // In a new group: Tansu 0.6 expires the killed member only after the new one
-                // joined, then leaves the group forming without telling the new member to
-                // rejoin, so it keeps an empty assignment (`candor_compactor_assigned_partitions`
-                // 0, the table hop STALE). The tables hold the positions, so a new group resumes
-                // where the killed compactor stopped.
-                let options = compactor::Options {
-                    group_id: "candor-compactor-e2e-restarted".into(),
-                    ..compactor_options.clone()
-                };
-                compactor = Compactor::start(&tansu.bootstrap, &root, options).await;
+                // In the same group, at once: Tansu 0.6 expires the killed member only after
+                // the new one joined and then leaves the group forming; the compactor notices
+                // it is alone with no partition and joins again.
+                compactor =
+                    Compactor::start(&tansu.bootstrap, &root, compactor_options.clone()).await;
             }
         }
     }

@@ -35,7 +35,7 @@ pub const VACUUM_RETENTION_FLOOR: Duration = Duration::from_secs(3600);
 /// | `compactor_id` | unset: host name and process id | names this compactor in logs and commit metadata |
 /// | `kafka.brokers` | `"127.0.0.1:9092"` | bootstrap brokers, comma separated `host:port` |
 /// | `kafka.group_id` | `"candor-compactor"` | the consumer group; instances sharing it share the partitions |
-/// | `kafka.session_timeout` | `"6s"` | librdkafka `session.timeout.ms`: how soon a dead instance's partitions move |
+/// | `kafka.session_timeout` | `"6s"` | librdkafka `session.timeout.ms`: how soon a dead instance's partitions move; a member alone with no partition for three times this joins again |
 /// | `kafka.extra`, `kafka.extra_env` | empty | more librdkafka settings, as for the ingest role |
 /// | `files.target_bytes` | `134217728` (128 MiB) | write a file once the buffered rows would make about this much Parquet |
 /// | `files.max_age` | `"60s"` | write at the latest this long after the oldest buffered record arrived |

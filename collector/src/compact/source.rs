@@ -10,7 +10,7 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 use std::sync::mpsc as std_mpsc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use candor_schema::tables::Table;
 use rdkafka::client::ClientContext;
@@ -245,10 +245,83 @@ pub fn start(
     let consumer: BaseConsumer<Context> = config.create_with_context(context)?;
     let topics: Vec<&str> = Table::ALL.iter().map(|t| t.topic()).collect();
     consumer.subscribe(&topics)?;
+    let mut stranded = Stranded::new(&settings.group_id, 3 * settings.session_timeout);
     std::thread::Builder::new()
         .name("compactor-kafka".into())
-        .spawn(move || read_loop(&consumer, &input, &control, &metrics))
+        .spawn(move || read_loop(&consumer, &input, &control, &metrics, &mut stranded))
         .map_err(|err| KafkaError::ClientCreation(err.to_string()))
+}
+
+/// Watches for this member being left with no partitions while it is its group's only member
+/// (or while the broker cannot say), which no broker should leave a group in. Tansu 0.6 does: when a member dies and another joins
+/// before the dead one expired, it expires it later and keeps the group forming without telling
+/// the live member to join again, so nothing would ever be read. A fresh join ends it; each is
+/// counted (`errors_total{reason="stranded"}`) and logged.
+struct Stranded {
+    group: String,
+    /// How long an empty assignment may last before the group is looked at.
+    after: Duration,
+    empty_since: Option<Instant>,
+    checked: Instant,
+}
+
+impl Stranded {
+    fn new(group: &str, after: Duration) -> Self {
+        Self {
+            group: group.to_owned(),
+            after,
+            empty_since: None,
+            checked: Instant::now(),
+        }
+    }
+
+    /// At most once a second: joins the group again when this member has held no partition for
+    /// `after` and the group has no other member, or the broker cannot describe the group.
+    fn check(&mut self, consumer: &BaseConsumer<Context>, metrics: &CompactMetrics) {
+        if self.checked.elapsed() < Duration::from_secs(1) {
+            return;
+        }
+        self.checked = Instant::now();
+        let empty = consumer.assignment().is_ok_and(|a| a.count() == 0);
+        if !empty {
+            self.empty_since = None;
+            return;
+        }
+        let since = *self.empty_since.get_or_insert_with(Instant::now);
+        if since.elapsed() < self.after {
+            return;
+        }
+        // Looked at again only after another `after`.
+        self.empty_since = None;
+        // A broker that cannot describe the group (Tansu 0.6 closes the connection) gets the
+        // fresh join too: with several members, each joins at most once per `after`.
+        let why = match consumer.fetch_group_list(Some(&self.group), Duration::from_secs(5)) {
+            Ok(list) => {
+                let members = list
+                    .groups()
+                    .iter()
+                    .find(|g| g.name() == self.group)
+                    .map(|g| g.members().len());
+                if members != Some(1) {
+                    return;
+                }
+                "alone in the group".to_owned()
+            }
+            Err(err) => format!("the group could not be described ({err})"),
+        };
+        metrics.error(
+            "stranded",
+            format!(
+                "no partition for {:?} in group {}, {why}; joining it again",
+                self.after, self.group
+            ),
+        );
+        consumer.unsubscribe();
+        let topics: Vec<&str> = Table::ALL.iter().map(|t| t.topic()).collect();
+        if let Err(err) = consumer.subscribe(&topics) {
+            metrics.error("kafka", err);
+        }
+    }
 }
 
 fn read_loop(
@@ -256,9 +329,11 @@ fn read_loop(
     input: &mpsc::Sender<Input>,
     control: &std_mpsc::Receiver<Control>,
     metrics: &CompactMetrics,
+    stranded: &mut Stranded,
 ) {
     let mut chunk = Vec::with_capacity(CHUNK);
     loop {
+        stranded.check(consumer, metrics);
         loop {
             match control.try_recv() {
                 Ok(Control::CommitOffsets(positions)) => {

@@ -133,18 +133,18 @@ fn run_reader_with(args: &[&std::ffi::OsStr], env: &[(String, String)]) -> Vec<S
 /// Every row of a table, read by the Python `deltalake` package from the files its Delta log
 /// lists, one JSON object per row (timestamps as microseconds, binary as hex).
 pub fn read_table(root: &Path, table: &str) -> Vec<serde_json::Value> {
-    run_reader(&[root.join(table).as_os_str()])
-        .iter()
-        .map(|line| {
-            serde_json::from_str(line).unwrap_or_else(|err| panic!("reader line {line:?}: {err}"))
-        })
-        .collect()
+    rows_of(&run_reader(&[root.join(table).as_os_str()]))
 }
 
 /// [`read_table`] of a table at a URL (`s3://bucket/prefix/outcome_events`), with the
 /// environment that reaches its store.
 pub fn read_table_at(uri: &str, env: &[(String, String)]) -> Vec<serde_json::Value> {
-    run_reader_with(&[uri.as_ref()], env)
+    rows_of(&run_reader_with(&[uri.as_ref()], env))
+}
+
+/// The reader's JSON lines as rows.
+fn rows_of(lines: &[String]) -> Vec<serde_json::Value> {
+    lines
         .iter()
         .map(|line| {
             serde_json::from_str(line).unwrap_or_else(|err| panic!("reader line {line:?}: {err}"))

@@ -655,6 +655,7 @@ async fn run_ingest(config: Config) -> anyhow::Result<()> {
             delivery_timeout: config.kafka.delivery_timeout,
             queue_max_messages: config.kafka.queue_max_messages.get() as usize,
             compression: config.kafka.compression.as_str().to_owned(),
+            compression_level: config.kafka.compression_level,
             client_id: format!("candor-collector-{collector_id}"),
             extra,
         },

@@ -25,6 +25,8 @@ pub struct ProducerSettings {
     pub queue_max_messages: usize,
     /// `none`, `gzip`, `snappy`, `lz4` or `zstd`.
     pub compression: String,
+    /// librdkafka `compression.level`; `None` leaves the codec's default.
+    pub compression_level: Option<i32>,
     /// The client id reported to the brokers.
     pub client_id: String,
     /// Further librdkafka settings (SASL, TLS); may not override idempotence or acks.
@@ -39,6 +41,7 @@ impl std::fmt::Debug for ProducerSettings {
             .field("delivery_timeout", &self.delivery_timeout)
             .field("queue_max_messages", &self.queue_max_messages)
             .field("compression", &self.compression)
+            .field("compression_level", &self.compression_level)
             .field("client_id", &self.client_id)
             .field("extra_keys", &self.extra.keys().collect::<Vec<_>>())
             .finish()
@@ -362,7 +365,11 @@ impl Producer {
 
 /// An idempotent, `acks=all` producer of `settings`.
 fn build_producer(settings: &ProducerSettings) -> Result<FutureProducer, ProducerError> {
-    client_config(settings)
+    let mut config = client_config(settings);
+    if let Some(level) = settings.compression_level {
+        config.set("compression.level", level.to_string());
+    }
+    config
         .set("enable.idempotence", "true")
         .set("acks", "all")
         .set("compression.type", &settings.compression)

@@ -2,14 +2,18 @@
 //! when Kafka has acknowledged all of them.
 
 use std::collections::BTreeMap;
-use std::sync::{Arc, PoisonError, RwLock};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, PoisonError, RwLock};
 use std::time::Duration;
 
-use rdkafka::ClientConfig;
 use rdkafka::admin::{AdminClient, AdminOptions, NewTopic, TopicReplication};
-use rdkafka::client::DefaultClientContext;
+use rdkafka::client::{ClientContext, DefaultClientContext};
 use rdkafka::error::{KafkaError, RDKafkaErrorCode};
-use rdkafka::producer::{DeliveryFuture, FutureProducer, FutureRecord, Producer as _, PurgeConfig};
+use rdkafka::message::Message as _;
+use rdkafka::producer::{
+    BaseRecord, DeliveryResult, Producer as _, ProducerContext, PurgeConfig, ThreadedProducer,
+};
+use rdkafka::{ClientConfig, util::Timeout};
 
 use super::encode::KafkaRecord;
 use crate::metrics::CollectorMetrics;
@@ -122,16 +126,70 @@ pub struct Producer {
 struct Sent {
     /// The generation of the producer they went to.
     generation: u64,
-    /// Each record's topic and its delivery.
-    pending: Vec<(&'static str, DeliveryFuture)>,
+    /// Their deliveries.
+    tally: Arc<Tally>,
+    /// How many records the producer took (the first ones).
+    handed_over: usize,
     /// Why the producer refused the record after the last one handed over, if it did.
     refused: Option<DeliveryError>,
 }
 
+/// The deliveries of one request's records, tallied by librdkafka's delivery callback (on the
+/// producer's polling thread): one shared counter per request instead of a channel per record.
+#[derive(Default)]
+struct Tally {
+    /// Records whose delivery report has not come yet.
+    remaining: AtomicUsize,
+    /// Each failed record's topic and error.
+    failures: Mutex<Vec<(String, KafkaError)>>,
+    /// Signalled once, when `remaining` reaches zero.
+    done: tokio::sync::Notify,
+}
+
+impl Tally {
+    /// `n` records are settled: delivered, failed, or never handed over.
+    fn settle(&self, n: usize) {
+        if n > 0 && self.remaining.fetch_sub(n, Ordering::AcqRel) == n {
+            // `notify_one` keeps the signal for a waiter that is not waiting yet.
+            self.done.notify_one();
+        }
+    }
+
+    /// Returns once every record is settled.
+    async fn wait(&self) {
+        if self.remaining.load(Ordering::Acquire) > 0 {
+            self.done.notified().await;
+        }
+    }
+}
+
+/// The delivery callback: settles the record in its request's tally.
+struct Deliveries;
+
+impl ClientContext for Deliveries {}
+
+impl ProducerContext for Deliveries {
+    type DeliveryOpaque = Arc<Tally>;
+
+    fn delivery(&self, result: &DeliveryResult<'_>, tally: Arc<Tally>) {
+        if let Err((err, message)) = result {
+            tally
+                .failures
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .push((message.topic().to_owned(), err.clone()));
+        }
+        tally.settle(1);
+    }
+}
+
+/// The librdkafka producer, with its polling thread running delivery callbacks.
+type Inner = ThreadedProducer<Deliveries>;
+
 /// The producer in use and how many times it was replaced.
 struct Current {
     generation: u64,
-    inner: Arc<FutureProducer>,
+    inner: Arc<Inner>,
 }
 
 impl Producer {
@@ -155,7 +213,7 @@ impl Producer {
 
     /// The producer in use and its generation. A poisoned lock still holds a whole value: it
     /// is only ever replaced in one assignment.
-    fn current(&self) -> (u64, Arc<FutureProducer>) {
+    fn current(&self) -> (u64, Arc<Inner>) {
         let current = self.current.read().unwrap_or_else(PoisonError::into_inner);
         (current.generation, Arc::clone(&current.inner))
     }
@@ -263,51 +321,49 @@ impl Producer {
         let total = records.len();
         let Sent {
             generation,
-            pending,
+            tally,
+            handed_over,
             refused,
         } = self.send_all(records);
-        let mut failed = 0;
-        let mut renew = false;
-        let mut first_error = None;
+        tally.wait().await;
+        let failures = std::mem::take(
+            &mut *tally
+                .failures
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner),
+        );
         // Acknowledgements are tallied per topic and counted once per request: a labelled
         // counter lookup per record would cost more than the record.
         let mut produced: Vec<(&'static str, u64)> = Vec::new();
-        for (topic, delivery) in pending {
-            match delivery.await {
-                Ok(Ok(_)) => match produced.iter_mut().find(|(t, _)| *t == topic) {
-                    Some((_, n)) => *n += 1,
-                    None => produced.push((topic, 1)),
-                },
-                Ok(Err((err, _))) => {
-                    failed += 1;
-                    renew = true;
-                    self.metrics.delivery_failed(topic, &error_label(&err));
-                    first_error.get_or_insert_with(|| err.to_string());
-                }
-                Err(_canceled) => {
-                    failed += 1;
-                    self.metrics.delivery_failed(topic, "canceled");
-                    first_error.get_or_insert_with(|| "the producer was dropped".to_owned());
-                }
+        for record in records.iter().take(handed_over) {
+            match produced.iter_mut().find(|(t, _)| *t == record.topic) {
+                Some((_, n)) => *n += 1,
+                None => produced.push((record.topic, 1)),
+            }
+        }
+        for (topic, err) in &failures {
+            self.metrics.delivery_failed(topic, &error_label(err));
+            if let Some((_, n)) = produced.iter_mut().find(|(t, _)| t == topic) {
+                *n = n.saturating_sub(1);
             }
         }
         for (topic, n) in produced {
             self.metrics.records_produced(topic, n);
         }
-        // A record refused outright (other than for a full queue) may mean a fatal producer
-        // state, which only a fresh producer leaves.
-        if renew || matches!(refused, Some(DeliveryError::Refused { .. })) {
+        // A failed record, or one refused outright (other than for a full queue, which may
+        // mean a fatal producer state), is only left behind by a fresh producer.
+        if !failures.is_empty() || matches!(refused, Some(DeliveryError::Refused { .. })) {
             self.renew(generation);
         }
         if let Some(refused) = refused {
             return Err(refused);
         }
-        match first_error {
+        match failures.first() {
             None => Ok(()),
-            Some(first_error) => Err(DeliveryError::NotAcknowledged {
-                failed,
+            Some((_, first_error)) => Err(DeliveryError::NotAcknowledged {
+                failed: failures.len(),
                 total,
-                first_error,
+                first_error: first_error.to_string(),
             }),
         }
     }
@@ -319,37 +375,41 @@ impl Producer {
     /// these sends and none reaches a producer after it was purged.
     fn send_all(&self, records: &[KafkaRecord]) -> Sent {
         let total = records.len();
+        let tally = Arc::new(Tally {
+            remaining: AtomicUsize::new(total),
+            ..Tally::default()
+        });
         let current = self.current.read().unwrap_or_else(PoisonError::into_inner);
-        let mut pending = Vec::with_capacity(total);
-        for record in records {
-            let future_record = FutureRecord::to(record.topic)
+        for (handed_over, record) in records.iter().enumerate() {
+            let base_record = BaseRecord::with_opaque_to(record.topic, Arc::clone(&tally))
                 .key(record.key.as_slice())
                 .payload(record.payload.as_slice());
-            match current.inner.send_result(future_record) {
-                Ok(delivery) => pending.push((record.topic, delivery)),
-                Err((err, _)) => {
-                    self.metrics
-                        .delivery_failed(record.topic, &error_label(&err));
-                    let refused = match err.rdkafka_error_code() {
-                        Some(RDKafkaErrorCode::QueueFull) => DeliveryError::QueueFull {
-                            enqueued: pending.len(),
-                            total,
-                        },
-                        _ => DeliveryError::Refused {
-                            error: err.to_string(),
-                        },
-                    };
-                    return Sent {
-                        generation: current.generation,
-                        pending,
-                        refused: Some(refused),
-                    };
-                }
+            if let Err((err, _record)) = current.inner.send(base_record) {
+                self.metrics
+                    .delivery_failed(record.topic, &error_label(&err));
+                let refused = match err.rdkafka_error_code() {
+                    Some(RDKafkaErrorCode::QueueFull) => DeliveryError::QueueFull {
+                        enqueued: handed_over,
+                        total,
+                    },
+                    _ => DeliveryError::Refused {
+                        error: err.to_string(),
+                    },
+                };
+                // The records not handed over will have no delivery report.
+                tally.settle(total - handed_over);
+                return Sent {
+                    generation: current.generation,
+                    tally,
+                    handed_over,
+                    refused: Some(refused),
+                };
             }
         }
         Sent {
             generation: current.generation,
-            pending,
+            tally,
+            handed_over: total,
             refused: None,
         }
     }
@@ -358,13 +418,13 @@ impl Producer {
     /// were still undelivered.
     pub fn flush(&self, timeout: Duration) -> i32 {
         let producer = self.current().1;
-        let _ = producer.flush(timeout);
+        let _ = producer.flush(Timeout::After(timeout));
         producer.in_flight_count()
     }
 }
 
 /// An idempotent, `acks=all` producer of `settings`.
-fn build_producer(settings: &ProducerSettings) -> Result<FutureProducer, ProducerError> {
+fn build_producer(settings: &ProducerSettings) -> Result<Inner, ProducerError> {
     let mut config = client_config(settings);
     if let Some(level) = settings.compression_level {
         config.set("compression.level", level.to_string());
@@ -382,7 +442,7 @@ fn build_producer(settings: &ProducerSettings) -> Result<FutureProducer, Produce
             "message.timeout.ms",
             settings.delivery_timeout.as_millis().to_string(),
         )
-        .create()
+        .create_with_context(Deliveries)
         .map_err(config_error)
 }
 
@@ -415,5 +475,48 @@ fn error_label(err: &KafkaError) -> String {
     match err.rdkafka_error_code() {
         Some(code) => format!("{code:?}").to_lowercase(),
         None => "other".to_owned(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::pin::pin;
+    use std::task::{Context, Poll, Waker};
+
+    use super::*;
+
+    fn tally_of(n: usize) -> Tally {
+        Tally {
+            remaining: AtomicUsize::new(n),
+            ..Tally::default()
+        }
+    }
+
+    fn is_ready(wait: std::pin::Pin<&mut impl std::future::Future<Output = ()>>) -> bool {
+        let mut context = Context::from_waker(Waker::noop());
+        wait.poll(&mut context) == Poll::Ready(())
+    }
+
+    #[test]
+    fn a_request_waits_until_its_last_record_is_settled() {
+        let tally = tally_of(3);
+        let mut wait = pin!(tally.wait());
+        assert!(!is_ready(wait.as_mut()), "nothing settled yet");
+        tally.settle(1);
+        tally.settle(1);
+        assert!(!is_ready(wait.as_mut()), "one record is still out");
+        tally.settle(1);
+        assert!(is_ready(wait.as_mut()));
+    }
+
+    #[test]
+    fn a_tally_settled_before_anyone_waits_does_not_wait_and_records_never_sent_count() {
+        let tally = tally_of(4);
+        tally.settle(1);
+        // The producer took one record and refused the second: three have no delivery report.
+        tally.settle(3);
+        assert!(is_ready(pin!(tally.wait())));
+        let empty = tally_of(0);
+        assert!(is_ready(pin!(empty.wait())), "a request of no records");
     }
 }

@@ -6,6 +6,7 @@ pub mod collector;
 pub mod compactor;
 pub mod dashboards;
 pub mod kafka;
+pub mod load;
 pub mod process;
 pub mod query;
 pub mod s3;

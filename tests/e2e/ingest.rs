@@ -11,6 +11,8 @@ use candor_adapter::{Adapter, HttpClassifier, NotFound, RetryPolicy};
 use candor_e2e::collector::{Collector, Options};
 use candor_e2e::free_port;
 use candor_e2e::kafka::{decode_all, event_targets, read_topic};
+use candor_e2e::load::one_span_request;
+pub(crate) use candor_e2e::load::{kv_int, kv_str};
 use candor_e2e::tansu::Tansu;
 use candor_schema::names::{self, attr, resource, topic};
 use candor_schema::proto::{Heartbeat, OutcomeCount, OutcomeEvent, Rejected, Temporality};
@@ -19,8 +21,7 @@ use http_body_util::{BodyExt as _, Full};
 use opentelemetry_proto::tonic::collector::trace::v1::ExportTraceServiceRequest;
 use opentelemetry_proto::tonic::collector::trace::v1::trace_service_client::TraceServiceClient;
 use opentelemetry_proto::tonic::common::v1::{AnyValue, KeyValue, any_value};
-use opentelemetry_proto::tonic::resource::v1::Resource;
-use opentelemetry_proto::tonic::trace::v1::{ResourceSpans, ScopeSpans, Span, span};
+use opentelemetry_proto::tonic::trace::v1::span;
 use prost::Message as _;
 
 const READ_TIMEOUT: Duration = Duration::from_secs(30);
@@ -176,26 +177,6 @@ async fn adapter_failures_reach_kafka_field_for_field() {
     drop(collector);
 }
 
-pub(crate) fn kv_str(key: &str, value: &str) -> KeyValue {
-    KeyValue {
-        key: key.to_owned(),
-        value: Some(AnyValue {
-            value: Some(any_value::Value::StringValue(value.to_owned())),
-        }),
-        ..KeyValue::default()
-    }
-}
-
-pub(crate) fn kv_int(key: &str, value: i64) -> KeyValue {
-    KeyValue {
-        key: key.to_owned(),
-        value: Some(AnyValue {
-            value: Some(any_value::Value::IntValue(value)),
-        }),
-        ..KeyValue::default()
-    }
-}
-
 pub fn outcome_event(class: &str, target: &str) -> span::Event {
     span::Event {
         time_unix_nano: 1_800_000_000_000_000_000,
@@ -214,25 +195,12 @@ pub fn outcome_event(class: &str, target: &str) -> span::Event {
 }
 
 pub fn trace_request(events: Vec<span::Event>) -> ExportTraceServiceRequest {
-    ExportTraceServiceRequest {
-        resource_spans: vec![ResourceSpans {
-            resource: Some(Resource {
-                attributes: vec![kv_str(resource::SERVICE_NAME, "raw-client")],
-                ..Resource::default()
-            }),
-            scope_spans: vec![ScopeSpans {
-                spans: vec![Span {
-                    trace_id: vec![7; 16],
-                    span_id: vec![9; 8],
-                    name: names::TOOL_CALL_SPAN.to_owned(),
-                    events,
-                    ..Span::default()
-                }],
-                ..ScopeSpans::default()
-            }],
-            ..ResourceSpans::default()
-        }],
-    }
+    one_span_request(
+        vec![kv_str(resource::SERVICE_NAME, "raw-client")],
+        vec![7; 16],
+        vec![9; 8],
+        events,
+    )
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -113,16 +113,12 @@ fn run_reader(args: &[&std::ffi::OsStr]) -> Vec<String> {
 
 /// [`run_reader`] with environment variables set (an object store's `AWS_*`).
 fn run_reader_with(args: &[&std::ffi::OsStr], env: &[(String, String)]) -> Vec<String> {
-    let output = std::process::Command::new(python())
-        .arg(reader_script())
-        .args(args)
-        .envs(env.iter().map(|(k, v)| (k, v)))
-        .output()
-        .unwrap_or_else(|err| panic!("running the Delta reader: {err}"));
-    assert!(
-        output.status.success(),
-        "the Delta reader failed: {}",
-        String::from_utf8_lossy(&output.stderr)
+    let output = crate::process::succeeded(
+        std::process::Command::new(python())
+            .arg(reader_script())
+            .args(args)
+            .envs(env.iter().map(|(k, v)| (k, v))),
+        "the Delta reader",
     );
     String::from_utf8_lossy(&output.stdout)
         .lines()

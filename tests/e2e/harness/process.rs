@@ -103,3 +103,17 @@ impl Running {
         &self.name
     }
 }
+
+/// Runs `command` to its end and returns its output; panics, naming `what` and quoting its
+/// stderr, when it cannot be started or exits unsuccessfully.
+pub fn succeeded(command: &mut std::process::Command, what: &str) -> std::process::Output {
+    let output = command
+        .output()
+        .unwrap_or_else(|err| panic!("running {what}: {err}"));
+    assert!(
+        output.status.success(),
+        "{what} failed: {}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    output
+}

@@ -45,15 +45,11 @@ impl S3 {
             _server: server,
         };
         let make = format!("import boto3\nboto3.client('s3').create_bucket(Bucket={bucket:?})\n");
-        let output = std::process::Command::new(python())
-            .args(["-c", &make])
-            .envs(s3.env())
-            .output()
-            .unwrap_or_else(|err| panic!("making the bucket: {err}"));
-        assert!(
-            output.status.success(),
-            "making the bucket: {}",
-            String::from_utf8_lossy(&output.stderr)
+        crate::process::succeeded(
+            std::process::Command::new(python())
+                .args(["-c", &make])
+                .envs(s3.env()),
+            "making the bucket",
         );
         s3
     }

@@ -100,16 +100,12 @@ impl Tansu {
     /// without authentication (Tansu keeps users in its storage), which is then restarted.
     pub async fn start_secured(dir: &Path, user: &str, password: &str, advertised: &str) -> Self {
         let mut open = Self::start_durable(dir).await;
-        let output = std::process::Command::new(binary())
-            .args(["user", "create", "--mechanism", "scram512", "--broker"])
-            .arg(format!("tcp://{}", open.bootstrap))
-            .args([user, password])
-            .output()
-            .unwrap_or_else(|err| panic!("running tansu user create: {err}"));
-        assert!(
-            output.status.success(),
-            "tansu user create: {}",
-            String::from_utf8_lossy(&output.stderr)
+        crate::process::succeeded(
+            std::process::Command::new(binary())
+                .args(["user", "create", "--mechanism", "scram512", "--broker"])
+                .arg(format!("tcp://{}", open.bootstrap))
+                .args([user, password]),
+            "tansu user create",
         );
         open.stop().await;
         Self::launch(Launch {

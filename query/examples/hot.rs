@@ -44,6 +44,9 @@ struct Args {
     /// Runs per question.
     #[arg(long, default_value_t = 10)]
     runs: usize,
+    /// Only the questions whose name contains this (to profile one of them).
+    #[arg(long, default_value = "")]
+    only: String,
 }
 
 fn window(since: &str, until: &str) -> anyhow::Result<Window> {
@@ -54,11 +57,15 @@ fn window(since: &str, until: &str) -> anyhow::Result<Window> {
     )?)
 }
 
-async fn time<F, Fut>(name: &str, runs: usize, mut question: F) -> anyhow::Result<()>
+async fn time<F, Fut>(name: &str, args: &Args, mut question: F) -> anyhow::Result<()>
 where
     F: FnMut() -> Fut,
     Fut: std::future::Future<Output = anyhow::Result<usize>>,
 {
+    if !name.contains(&args.only) {
+        return Ok(());
+    }
+    let runs = args.runs;
     let mut times: Vec<Duration> = Vec::with_capacity(runs);
     let mut rows = 0;
     for _ in 0..runs {
@@ -105,20 +112,20 @@ async fn main() -> anyhow::Result<()> {
         target: Some(args.target.clone()),
         ..Filters::default()
     };
-    time("sql group-by count per target", args.runs, || async {
+    time("sql group-by count per target", &args, || async {
         let statement = "SELECT tool_target, count(*) FROM outcome_events GROUP BY tool_target";
         Ok(commands::sql(&reader, statement).await?.rows.len())
     })
     .await?;
-    time("rates --by target", args.runs, || async {
+    time("rates --by target", &args, || async {
         Ok(commands::rates(&reader, &rates).await?.rows.rows.len())
     })
     .await?;
-    time("trace", args.runs, || async {
+    time("trace", &args, || async {
         Ok(commands::trace(&reader, &id, None).await?.rows.rows.len())
     })
     .await?;
-    time("incident (one target, one hour)", args.runs, || async {
+    time("incident (one target, one hour)", &args, || async {
         Ok(commands::incident(&reader, hour, &target)
             .await?
             .rows

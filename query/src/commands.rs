@@ -10,12 +10,11 @@ use std::time::Duration;
 
 use candor_schema::tables::{Table, column};
 use candor_schema::{OutcomeClass, RetryAction};
-use deltalake::arrow::array::{Array as _, Int64Array, RecordBatch, StringArray};
+use deltalake::arrow::array::{Array as _, Int64Array, RecordBatch, StringArray, StringViewArray};
 use deltalake::arrow::compute::cast;
 use deltalake::arrow::datatypes::DataType;
 use deltalake::datafusion::error::DataFusionError;
 use deltalake::datafusion::execution::context::SQLOptions;
-use deltalake::datafusion::functions_aggregate::expr_fn::count;
 use deltalake::datafusion::logical_expr::cast as cast_expr;
 use deltalake::datafusion::prelude::{Expr, col, lit};
 use deltalake::datafusion::scalar::ScalarValue;
@@ -142,6 +141,17 @@ fn in_window(time_column: &str, since: Micros, until: Micros) -> Expr {
         .and(col(column::DATE).lt_eq(lit(ScalarValue::Date32(Some(last)))))
 }
 
+/// [`in_window`] on `table`'s time column, or no filter at all when the reader knows every row
+/// of the table lies inside the window (a whole-table question): the filter would keep every
+/// row, after reading and comparing the time of each.
+fn window_filter(reader: &Reader, table: Table, since: Micros, until: Micros) -> Expr {
+    if reader.holds_only(table, since, until) {
+        lit(true)
+    } else {
+        in_window(table.time_column(), since, until)
+    }
+}
+
 /// Whether a DataFusion error is about the statement (a usage error) rather than the data.
 fn is_statement_error(err: &DataFusionError) -> bool {
     matches!(
@@ -225,7 +235,12 @@ async fn points(
         .table(Table::OutcomeCounts.name())
         .await
         .map_err(read)?
-        .filter(filters.and(in_window(column::TIME, since, window.until)))
+        .filter(filters.and(window_filter(
+            reader,
+            Table::OutcomeCounts,
+            since,
+            window.until,
+        )))
         .map_err(read)?;
     let series = [
         column::SERVICE_NAME,
@@ -248,63 +263,81 @@ async fn points(
         .collect()
         .await
         .map_err(read)?;
-    let mut seen = std::collections::HashSet::new();
-    let mut groups: std::collections::HashMap<String, std::sync::Arc<str>> =
-        std::collections::HashMap::new();
+    // What a series' strings say, worked out once per series rather than once per point.
+    enum Series {
+        Counted {
+            group: std::sync::Arc<str>,
+            class: OutcomeClass,
+            cumulative: bool,
+        },
+        UnspecifiedTemporality,
+        UnknownClass,
+    }
+    let mut known: rates::SeriesTable<Series> = rates::SeriesTable::default();
+    let mut unspecified_ids = rates::IdSet::default();
     let mut out = Vec::new();
     let mut unspecified = 0u64;
+    let group_part = series
+        .iter()
+        .position(|name| *name == by.column())
+        .ok_or_else(|| {
+            read(DataFusionError::Internal(format!(
+                "{} is not a series column",
+                by.column()
+            )))
+        })?;
     for batch in &batches {
-        let text = |name: &str| strings(batch, name);
-        let series_text: Vec<StringArray> = series
+        let series_text: Vec<Texts> = series
             .iter()
-            .map(|name| text(name))
+            .map(|name| texts(batch, name))
             .collect::<Result<_, _>>()?;
-        let group = text(by.column())?;
-        let class = text(column::OUTCOME_CLASS)?;
-        let temporality = text(column::TEMPORALITY)?;
-        let id = text(column::POINT_ID)?;
+        let id = texts(batch, column::POINT_ID)?;
         let start = ints(batch, column::START_TIME)?;
         let time = ints(batch, column::TIME)?;
         let value = ints(batch, column::VALUE)?;
         for row in 0..batch.num_rows() {
-            let point_id = rates::key(&[id.value(row)]);
-            // A retried copy the tail and the table both hold is one point.
-            if !seen.insert(point_id) {
-                continue;
-            }
-            let cumulative = match temporality.value(row) {
-                "cumulative" => true,
-                "delta" => false,
-                _ => {
-                    if window.contains(time.value(row)) {
+            // Copies of a point (from the tail and the table) are counted once by `increases`.
+            let parts: [&str; 6] = std::array::from_fn(|part| series_text[part].value(row));
+            let (number, found) = known.intern(&parts, || {
+                let [_, _, _, _, class, temporality] = parts;
+                let cumulative = match temporality {
+                    "cumulative" => true,
+                    "delta" => false,
+                    _ => return Series::UnspecifiedTemporality,
+                };
+                match class.parse::<OutcomeClass>() {
+                    Ok(class) => Series::Counted {
+                        group: std::sync::Arc::from(parts[group_part]),
+                        class,
+                        cumulative,
+                    },
+                    Err(_) => Series::UnknownClass,
+                }
+            });
+            match found {
+                Series::Counted {
+                    group,
+                    class,
+                    cumulative,
+                } => out.push(Point {
+                    series: number as u128,
+                    group: std::sync::Arc::clone(group),
+                    class: *class,
+                    cumulative: *cumulative,
+                    start: start.value(row),
+                    time: time.value(row),
+                    value: value.value(row),
+                    id: rates::id_key(id.value(row)),
+                }),
+                Series::UnspecifiedTemporality => {
+                    if window.contains(time.value(row))
+                        && unspecified_ids.insert(rates::id_key(id.value(row)))
+                    {
                         unspecified += 1;
                     }
-                    continue;
                 }
-            };
-            let Ok(class) = class.value(row).parse::<OutcomeClass>() else {
-                continue;
-            };
-            let name = group.value(row);
-            let group = match groups.get(name) {
-                Some(interned) => std::sync::Arc::clone(interned),
-                None => {
-                    let interned: std::sync::Arc<str> = std::sync::Arc::from(name);
-                    groups.insert(name.to_owned(), std::sync::Arc::clone(&interned));
-                    interned
-                }
-            };
-            let parts: Vec<&str> = series_text.iter().map(|column| column.value(row)).collect();
-            out.push(Point {
-                series: rates::key(&parts),
-                group,
-                class,
-                cumulative,
-                start: start.value(row),
-                time: time.value(row),
-                value: value.value(row),
-                id: point_id,
-            });
+                Series::UnknownClass => {}
+            }
         }
     }
     Ok((out, unspecified))
@@ -312,6 +345,10 @@ async fn points(
 
 /// Terminal failure events (retry action other than `retry`) per (group, bucket start), of one
 /// class when `class` is given.
+///
+/// Counted here from the filtered rows rather than by a DataFusion aggregate, which hashed
+/// every row's group: the files keep rows sorted by target, so each row mostly continues the
+/// run of the one before it and costs one comparison.
 async fn failure_events(
     reader: &Reader,
     buckets: Buckets,
@@ -319,46 +356,45 @@ async fn failure_events(
     filters: &Filters,
     class: Option<OutcomeClass>,
 ) -> Result<BTreeMap<(String, Micros), u64>, CommandError> {
-    let mut predicate = in_window(column::EVENT_TIME, buckets.since, buckets.until)
+    use futures_util::StreamExt as _;
+    let mut predicate = window_filter(reader, Table::OutcomeEvents, buckets.since, buckets.until)
         .and(col(column::RETRY_ACTION).not_eq(lit("retry")));
     if let Some(class) = class {
         predicate = predicate.and(col(column::OUTCOME_CLASS).eq(lit(class.as_str())));
     }
-    let frame = reader
+    let mut columns = vec![col(by.column()).alias("group")];
+    if buckets.step.is_some() {
+        columns.push(cast_expr(col(column::EVENT_TIME), DataType::Int64).alias("time"));
+    }
+    // Events as stored: the compactor removed retried copies within its dedupe window, and the
+    // reader removed the tail's copies of stored events.
+    let mut stream = reader
         .context
         .table(Table::OutcomeEvents.name())
         .await
         .map_err(read)?
         .filter(filters.and(predicate))
-        .map_err(read)?;
-    let micros = cast_expr(col(column::EVENT_TIME), DataType::Int64);
-    let bucket = match buckets.step {
-        Some(step) => (micros - lit(buckets.since)) / lit(step),
-        None => lit(0i64),
-    };
-    // Events as stored: the compactor removed retried copies within its dedupe window, and the
-    // reader removed the tail's copies of stored events.
-    let batches = frame
-        .aggregate(
-            vec![col(by.column()).alias("group"), bucket.alias("bucket")],
-            vec![count(lit(1)).alias("events")],
-        )
         .map_err(read)?
-        .collect()
+        .select(columns)
+        .map_err(read)?
+        .execute_stream()
         .await
         .map_err(read)?;
-    let mut out = BTreeMap::new();
-    for batch in &batches {
-        let group = strings(batch, "group")?;
-        let bucket = ints(batch, "bucket")?;
-        let events = ints(batch, "events")?;
-        for row in 0..batch.num_rows() {
-            let start = buckets.since + bucket.value(row) * buckets.step.unwrap_or(0);
-            let events = u64::try_from(events.value(row)).unwrap_or(0);
-            *out.entry((group.value(row).to_owned(), start)).or_insert(0) += events;
-        }
+    let mut counts = rates::GroupCounts::default();
+    while let Some(batch) = stream.next().await {
+        let batch = batch.map_err(read)?;
+        let group = texts(&batch, "group")?;
+        let time = match buckets.step {
+            Some(_) => Some(ints(&batch, "time")?),
+            None => None,
+        };
+        let bucket = |row: usize| match &time {
+            Some(time) => buckets.bucket_of(time.value(row)),
+            None => Some(buckets.since),
+        };
+        counts.add_runs(batch.num_rows(), |row| group.value(row), bucket);
     }
-    Ok(out)
+    Ok(counts.into_map())
 }
 
 /// `candor rates`.
@@ -736,6 +772,29 @@ fn column_named<'a>(
     })
 }
 
+/// A string column as read, plain or as views, without copying it into the other layout.
+enum Texts {
+    Plain(StringArray),
+    Views(StringViewArray),
+}
+
+impl Texts {
+    fn value(&self, row: usize) -> &str {
+        match self {
+            Texts::Plain(array) => array.value(row),
+            Texts::Views(array) => array.value(row),
+        }
+    }
+}
+
+fn texts(batch: &RecordBatch, name: &str) -> Result<Texts, CommandError> {
+    let array = column_named(batch, name)?;
+    if let Some(views) = array.as_any().downcast_ref::<StringViewArray>() {
+        return Ok(Texts::Views(views.clone()));
+    }
+    strings(batch, name).map(Texts::Plain)
+}
+
 fn strings(batch: &RecordBatch, name: &str) -> Result<StringArray, CommandError> {
     let array = cast(column_named(batch, name)?, &DataType::Utf8).map_err(|e| read(e.into()))?;
     array
@@ -902,7 +961,7 @@ pub async fn reconcile(
     )
     .await?;
     let mut points: BTreeMap<SeriesKey, Vec<CounterPoint>> = BTreeMap::new();
-    let mut seen = std::collections::HashSet::new();
+    let mut seen = rates::IdSet::default();
     let mut unspecified = 0u64;
     for batch in &batches {
         let keys = series_keys(batch)?;
@@ -921,7 +980,7 @@ pub async fn reconcile(
                 }
             };
             // A retried copy the tail and the table both hold is one point.
-            let Some(key) = key.filter(|_| seen.insert(rates::key(&[ids.value(row)]))) else {
+            let Some(key) = key.filter(|_| seen.insert(rates::id_key(ids.value(row)))) else {
                 continue;
             };
             points.entry(key).or_default().push(CounterPoint {
@@ -960,7 +1019,7 @@ pub async fn reconcile(
         let ids = strings(batch, column::EVENT_ID)?;
         for (row, key) in keys.into_iter().enumerate() {
             let Some(key) = key else { continue };
-            if !seen.insert(rates::key(&[ids.value(row)])) {
+            if !seen.insert(rates::id_key(ids.value(row))) {
                 copies += 1;
                 continue;
             }

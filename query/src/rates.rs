@@ -27,7 +27,8 @@ use crate::window::{Micros, serialize_micros};
 /// One counter point, as the rates need it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Point {
-    /// Identifies the series: equal exactly for the points of one series (see [`key`]).
+    /// Identifies the series: equal exactly for the points of one series (its number in a
+    /// [`SeriesTable`], or a [`key`]).
     pub series: u128,
     /// The group the series belongs to (its target, tool or service).
     pub group: Arc<str>,
@@ -41,7 +42,7 @@ pub struct Point {
     pub time: Micros,
     /// The value as sent.
     pub value: i64,
-    /// The point's id as a [`key`]: orders points of equal time and start.
+    /// The point's id as an [`id_key`]: orders points of equal time and start.
     pub id: u128,
 }
 
@@ -57,6 +58,123 @@ pub fn key(parts: &[&str]) -> u128 {
         hasher.finish()
     };
     (u128::from(half(0)) << 64) | u128::from(half(1))
+}
+
+/// The key of a record id: the id itself when it is the 32 lower-case hex digits the collector
+/// writes (exact, and no hashing per row), otherwise [`key`] of it.
+pub fn id_key(id: &str) -> u128 {
+    let hex = id.len() == 32 && id.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f'));
+    match u128::from_str_radix(id, 16) {
+        Ok(value) if hex => value,
+        _ => key(&[id]),
+    }
+}
+
+/// A set of [`id_key`]s (already uniform, so a fast hasher suffices).
+pub type IdSet = std::collections::HashSet<u128, foldhash::fast::FixedState>;
+
+/// Numbers the series met while reading rows, each with what the caller derived from it once:
+/// the same strings always get the same number, compared exactly, so no two series can merge.
+/// Looking up a series that is already known allocates nothing.
+pub struct SeriesTable<T> {
+    index: hashbrown::HashTable<usize>,
+    series: Vec<(Box<[Box<str>]>, T)>,
+    hasher: foldhash::fast::FixedState,
+}
+
+impl<T> Default for SeriesTable<T> {
+    fn default() -> Self {
+        Self {
+            index: hashbrown::HashTable::new(),
+            series: Vec::new(),
+            hasher: foldhash::fast::FixedState::default(),
+        }
+    }
+}
+
+impl<T> SeriesTable<T> {
+    /// The number of the series `parts` and its value, made by `make` the first time.
+    pub fn intern(&mut self, parts: &[&str], make: impl FnOnce() -> T) -> (usize, &T) {
+        use std::hash::BuildHasher as _;
+        let Self {
+            index,
+            series,
+            hasher,
+        } = self;
+        // A slice of `&str` and one of `Box<str>` hash alike: the length, then each string.
+        let hash = hasher.hash_one(parts);
+        let same = |number: &usize| {
+            let known = &series[*number].0;
+            known.len() == parts.len() && known.iter().zip(parts).all(|(a, b)| **a == **b)
+        };
+        let number = match index.find(hash, same) {
+            Some(number) => *number,
+            None => {
+                let number = series.len();
+                series.push((parts.iter().map(|part| Box::from(*part)).collect(), make()));
+                index.insert_unique(hash, number, |number| hasher.hash_one(&series[*number].0));
+                number
+            }
+        };
+        (number, &self.series[number].1)
+    }
+
+    /// How many series were met.
+    pub fn len(&self) -> usize {
+        self.series.len()
+    }
+
+    /// Whether none was.
+    pub fn is_empty(&self) -> bool {
+        self.series.is_empty()
+    }
+}
+
+/// Rows counted per (group, bucket), fed a batch at a time. A run of rows with the same group
+/// and bucket is counted with one lookup, so rows sorted by group cost a comparison each.
+#[derive(Debug, Default)]
+pub struct GroupCounts {
+    counts: HashMap<String, BTreeMap<Micros, u64>, foldhash::fast::FixedState>,
+}
+
+impl GroupCounts {
+    /// Counts `rows` rows, whose group is `group(row)` and whose bucket is `bucket(row)`; rows
+    /// without a bucket (outside the window) are not counted.
+    pub fn add_runs<'a>(
+        &mut self,
+        rows: usize,
+        group: impl Fn(usize) -> &'a str,
+        bucket: impl Fn(usize) -> Option<Micros>,
+    ) {
+        let mut start = 0;
+        while start < rows {
+            let (name, at) = (group(start), bucket(start));
+            let mut end = start + 1;
+            while end < rows && bucket(end) == at && group(end) == name {
+                end += 1;
+            }
+            if let Some(at) = at {
+                let buckets = match self.counts.get_mut(name) {
+                    Some(buckets) => buckets,
+                    None => self.counts.entry(name.to_owned()).or_default(),
+                };
+                *buckets.entry(at).or_insert(0) += (end - start) as u64;
+            }
+            start = end;
+        }
+    }
+
+    /// The counts by (group, bucket start).
+    pub fn into_map(self) -> BTreeMap<(String, Micros), u64> {
+        self.counts
+            .into_iter()
+            .flat_map(|(group, buckets)| {
+                buckets
+                    .into_iter()
+                    .map(move |(at, count)| ((group.clone(), at), count))
+            })
+            .collect()
+    }
 }
 
 /// How a window is cut into buckets.
@@ -136,14 +254,20 @@ pub struct Increases {
     pub series_without_baseline: u64,
 }
 
-/// Turns counter points into per-bucket increases. `points` is sorted here.
+/// Turns counter points into per-bucket increases. `points` is sorted here. A point read twice
+/// (a retried copy the tail and the table both hold, or one the compactor kept past its dedupe
+/// window) counts once: its id comes from its content, so the copies sort next to each other.
 pub fn increases(points: &mut [Point], buckets: Buckets) -> Increases {
     points.sort_unstable_by_key(|point| (point.series, point.time, point.start, point.id));
     let mut series_without_baseline = 0;
-    let mut sums: HashMap<(Arc<str>, Micros), ClassCounts> = HashMap::new();
+    let mut sums: HashMap<(Arc<str>, Micros), ClassCounts, foldhash::fast::FixedState> =
+        HashMap::default();
     let mut previous: Option<&Point> = None;
     for point in points.iter() {
         let prev = previous.filter(|prev| prev.series == point.series);
+        if prev.is_some_and(|prev| prev.id == point.id) {
+            continue;
+        }
         previous = Some(point);
         let Some(bucket) = buckets.bucket_of(point.time) else {
             continue;
@@ -366,6 +490,95 @@ mod tests {
             value,
             id: key(&[series, &time.to_string(), &start.to_string()]),
         }
+    }
+
+    #[test]
+    fn group_counts_add_runs_and_scattered_rows_alike() {
+        let groups = ["a", "a", "b", "b", "b", "a", "c", "a"];
+        let times = [1, 2, 3, 3, 9, 4, 5, 100];
+        let buckets = Buckets {
+            since: 0,
+            until: 10,
+            step: Some(5),
+        };
+        let mut counts = GroupCounts::default();
+        // In two batches, the run of "b" cut between them.
+        counts.add_runs(3, |row| groups[row], |row| buckets.bucket_of(times[row]));
+        counts.add_runs(
+            5,
+            |row| groups[row + 3],
+            |row| buckets.bucket_of(times[row + 3]),
+        );
+        let expected: BTreeMap<(String, Micros), u64> = [
+            (("a".to_owned(), 0), 3),
+            (("b".to_owned(), 0), 2),
+            (("b".to_owned(), 5), 1),
+            (("c".to_owned(), 5), 1),
+        ]
+        .into_iter()
+        .collect();
+        // "a" at time 100 is outside the window and is not counted.
+        assert_eq!(counts.into_map(), expected);
+    }
+
+    #[test]
+    fn a_point_read_twice_counts_once() {
+        // Delta points, where a copy counted twice would add its value twice.
+        let delta = |time, value| Point {
+            cumulative: false,
+            ..point("a", OutcomeClass::Success, time - MIN, time, value)
+        };
+        let once = vec![delta(11 * MIN, 5), delta(12 * MIN, 9)];
+        let mut twice: Vec<Point> = once
+            .iter()
+            .chain(&once)
+            .chain(&once[1..])
+            .cloned()
+            .collect();
+        twice.reverse();
+        let mut once = once;
+        let expected = increases(&mut once, one_bucket());
+        assert_eq!(increases(&mut twice, one_bucket()), expected);
+        assert_eq!(
+            expected
+                .buckets
+                .values()
+                .map(ClassCounts::calls)
+                .sum::<u64>(),
+            14
+        );
+    }
+
+    #[test]
+    fn the_series_table_numbers_equal_strings_alike_and_only_them() {
+        let mut table: SeriesTable<String> = SeriesTable::default();
+        let (first, made) = table.intern(&["checkout", "a", "search"], || "made once".into());
+        assert_eq!((first, made.as_str()), (0, "made once"));
+        let (again, kept) = table.intern(&["checkout", "a", "search"], || "made twice".into());
+        assert_eq!((again, kept.as_str()), (0, "made once"));
+        // The same characters split differently, and a prefix, are other series.
+        let (split, _) = table.intern(&["checkou", "ta", "search"], String::new);
+        let (shorter, _) = table.intern(&["checkout", "a"], String::new);
+        assert_eq!((split, shorter), (1, 2));
+        for n in 0..1000 {
+            let name = n.to_string();
+            assert_eq!(table.intern(&[&name], String::new).0, n + 3);
+        }
+        assert_eq!(table.intern(&["checkout", "a", "search"], String::new).0, 0);
+        assert_eq!(table.len(), 1003);
+    }
+
+    #[test]
+    fn ids_as_written_are_their_own_key_and_others_are_hashed() {
+        let id = "00000000000000000000000000000a2f";
+        assert_eq!(id_key(id), 0xa2f);
+        // Upper case, a sign or another length is not the collector's form: hashed, not parsed.
+        assert_eq!(id_key(&id.to_uppercase()), key(&[&id.to_uppercase()]));
+        assert_eq!(
+            id_key("+0000000000000000000000000000a2f"),
+            key(&["+0000000000000000000000000000a2f"])
+        );
+        assert_eq!(id_key("a2f"), key(&["a2f"]));
     }
 
     fn one_bucket() -> Buckets {

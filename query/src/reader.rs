@@ -53,6 +53,9 @@ pub struct Reader {
     sources: Vec<SourceReport>,
     heartbeat: Option<Heartbeat>,
     now: Micros,
+    /// Per table whose rows' times are known: the oldest and newest time of every row it holds
+    /// (the table's and the tail's), or `None` when it holds none.
+    spans: BTreeMap<Table, Option<(Micros, Micros)>>,
 }
 
 /// The session settings: Parquet filter pushdown on, so that bloom filters, page indexes and
@@ -91,6 +94,7 @@ impl Reader {
             sources: Vec::new(),
             heartbeat: None,
             now,
+            spans: BTreeMap::new(),
         };
         if let Err(err) = options.root.check() {
             for &table in &tables {
@@ -247,6 +251,18 @@ impl Reader {
         Ok(beats)
     }
 
+    /// Whether every row registered for `table` is known to have its time column in
+    /// [`since`, `until`): then a filter on that time would keep every row, and a question may
+    /// leave it out rather than read the column. False when any source's span is unknown.
+    pub fn holds_only(&self, table: Table, since: Micros, until: Micros) -> bool {
+        match self.spans.get(&table) {
+            Some(Some((oldest, newest))) => *oldest >= since && *newest < until,
+            // Nothing registered at all: no row lies outside.
+            Some(None) => true,
+            None => false,
+        }
+    }
+
     /// When the reader was opened.
     pub fn now(&self) -> Micros {
         self.now
@@ -292,7 +308,15 @@ impl Reader {
             }
             self.sources.push(report);
         }
+        // Without a table, no table rows are registered; without statistics, their span is unknown.
+        let table_span = match &table_provider {
+            Some((open, _)) => open.span_from_log(table.time_column()),
+            None => Some(None),
+        };
         let Some(own) = part.own else {
+            if let Some(span) = table_span {
+                self.spans.insert(table, span);
+            }
             self.register_provider(table, table_provider.map(|(_, provider)| provider));
             return;
         };
@@ -323,6 +347,15 @@ impl Reader {
             }
         }
         let newest = rows.iter().map(|(_, row)| row.time_micros()).max();
+        let oldest = rows.iter().map(|(_, row)| row.time_micros()).min();
+        let tail_span = oldest.zip(newest);
+        if let Some(table_span) = table_span {
+            let span = match (table_span, tail_span) {
+                (Some((a, b)), Some((c, d))) => Some((a.min(c), b.max(d))),
+                (span, None) | (None, span) => span,
+            };
+            self.spans.insert(table, span);
+        }
         let count = u64::try_from(rows.len()).unwrap_or(u64::MAX);
         let mut report = SourceReport::read(
             kafka_source(table),

@@ -129,19 +129,31 @@ impl OpenTable {
     /// file: `Some(None)` for a table without files, `None` when a file has no statistics for
     /// it. Delta rounds a timestamp maximum up to the millisecond, so this may be up to 1 ms late.
     pub fn newest_from_log(&self, column: &str) -> Option<Option<Micros>> {
+        self.span_from_log(column)
+            .map(|span| span.map(|(_, newest)| newest))
+    }
+
+    /// The oldest and newest values of a time column from the Delta log's statistics, as
+    /// [`OpenTable::newest_from_log`]. The bounds are outward: Delta cuts a timestamp minimum
+    /// down and rounds a maximum up to the millisecond, so every row lies within them.
+    pub fn span_from_log(&self, column: &str) -> Option<Option<(Micros, Micros)>> {
         use deltalake::kernel::scalars::ScalarExt as _;
+        let parse = |stats: serde_json::Value| -> Option<Micros> {
+            let text = stats.get(column)?.as_str()?.to_owned();
+            chrono::NaiveDateTime::parse_from_str(&text, "%Y-%m-%d %H:%M:%S%.f")
+                .ok()
+                .map(|at| at.and_utc().timestamp_micros())
+        };
         let snapshot = self.delta.snapshot().ok()?;
-        let mut newest: Option<Micros> = None;
+        let mut span: Option<(Micros, Micros)> = None;
         for file in snapshot.log_data().iter() {
-            let stats = file.max_values()?.to_json();
-            let text = stats.get(column)?.as_str()?;
-            let at = chrono::NaiveDateTime::parse_from_str(text, "%Y-%m-%d %H:%M:%S%.f")
-                .ok()?
-                .and_utc()
-                .timestamp_micros();
-            newest = Some(newest.map_or(at, |known| known.max(at)));
+            let oldest = parse(file.min_values()?.to_json())?;
+            let newest = parse(file.max_values()?.to_json())?;
+            span = Some(span.map_or((oldest, newest), |(low, high)| {
+                (low.min(oldest), high.max(newest))
+            }));
         }
-        Some(newest)
+        Some(span)
     }
 
     /// The position (next offset to read) the table holds for a partition of its own topic:

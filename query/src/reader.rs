@@ -294,8 +294,16 @@ impl Reader {
                 None
             }
         };
+        // Without a table, no table rows are registered; without statistics, their span is unknown.
+        let table_span = match &table_provider {
+            Some((open, _)) => open.span_from_log(table.time_column()),
+            None => Some(None),
+        };
         if let Some((open, provider)) = &table_provider {
-            let mut report = self.table_report(table, open, provider.clone()).await;
+            let newest_from_log = table_span.map(|span| span.map(|(_, newest)| newest));
+            let mut report = self
+                .table_report(table, open, provider.clone(), newest_from_log)
+                .await;
             if let Some(own) = &part.own {
                 let positions: Vec<String> = own
                     .ranges
@@ -308,11 +316,6 @@ impl Reader {
             }
             self.sources.push(report);
         }
-        // Without a table, no table rows are registered; without statistics, their span is unknown.
-        let table_span = match &table_provider {
-            Some((open, _)) => open.span_from_log(table.time_column()),
-            None => Some(None),
-        };
         let Some(own) = part.own else {
             if let Some(span) = table_span {
                 self.spans.insert(table, span);
@@ -402,16 +405,18 @@ impl Reader {
         self.register_provider(table, None);
     }
 
+    /// The report of a table read: its newest time (`from_log`, the Delta log's statistics, as
+    /// [`OpenTable::span_from_log`] gives it), its row count and version.
     async fn table_report(
         &mut self,
         table: Table,
         open: &OpenTable,
         provider: Arc<dyn TableProvider>,
+        from_log: Option<Option<Micros>>,
     ) -> SourceReport {
         let time = table.time_column();
         // The Delta log's per-file statistics answer without reading a file; a scan is the
         // fallback for files written without them.
-        let from_log = open.newest_from_log(time);
         let newest = match from_log {
             Some(newest) => Ok(newest),
             None => self.newest(provider.clone(), time).await,

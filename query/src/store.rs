@@ -125,17 +125,18 @@ impl OpenTable {
         self.delta.version()
     }
 
-    /// The newest value of a time column from the Delta log's statistics, without reading a
-    /// file: `Some(None)` for a table without files, `None` when a file has no statistics for
-    /// it. Delta rounds a timestamp maximum up to the millisecond, so this may be up to 1 ms late.
+    /// The newest value of a time column from the Delta log's statistics, as
+    /// [`OpenTable::span_from_log`] gives it.
     pub fn newest_from_log(&self, column: &str) -> Option<Option<Micros>> {
         self.span_from_log(column)
             .map(|span| span.map(|(_, newest)| newest))
     }
 
-    /// The oldest and newest values of a time column from the Delta log's statistics, as
-    /// [`OpenTable::newest_from_log`]. The bounds are outward: Delta cuts a timestamp minimum
-    /// down and rounds a maximum up to the millisecond, so every row lies within them.
+    /// The oldest and newest values of a time column from the Delta log's statistics, without
+    /// reading a file: `Some(None)` for a table without files, `None` when a file has no
+    /// statistics for it. The bounds are outward: Delta cuts a timestamp minimum down and
+    /// rounds a maximum up to the millisecond, so every row lies within them (and the newest
+    /// may be up to 1 ms late).
     pub fn span_from_log(&self, column: &str) -> Option<Option<(Micros, Micros)>> {
         use deltalake::kernel::scalars::ScalarExt as _;
         let parse = |stats: serde_json::Value| -> Option<Micros> {

@@ -13,10 +13,11 @@ use candor_schema::{OutcomeClass, RetryAction};
 use deltalake::arrow::array::{Array as _, Int64Array, RecordBatch, StringArray, StringViewArray};
 use deltalake::arrow::compute::cast;
 use deltalake::arrow::datatypes::DataType;
+use deltalake::datafusion::common::runtime::SpawnedTask;
 use deltalake::datafusion::error::DataFusionError;
 use deltalake::datafusion::execution::context::SQLOptions;
 use deltalake::datafusion::logical_expr::cast as cast_expr;
-use deltalake::datafusion::prelude::{Expr, col, lit};
+use deltalake::datafusion::prelude::{DataFrame, Expr, col, lit};
 use deltalake::datafusion::scalar::ScalarValue;
 use serde_json::Value;
 
@@ -345,10 +346,6 @@ async fn points(
 
 /// Terminal failure events (retry action other than `retry`) per (group, bucket start), of one
 /// class when `class` is given.
-///
-/// Counted here from the filtered rows rather than by a DataFusion aggregate, which hashed
-/// every row's group: the files keep rows sorted by target, so each row mostly continues the
-/// run of the one before it and costs one comparison.
 async fn failure_events(
     reader: &Reader,
     buckets: Buckets,
@@ -356,7 +353,19 @@ async fn failure_events(
     filters: &Filters,
     class: Option<OutcomeClass>,
 ) -> Result<BTreeMap<(String, Micros), u64>, CommandError> {
-    use futures_util::StreamExt as _;
+    let frame = failure_events_frame(reader, buckets, by, filters, class).await?;
+    count_failure_events(frame, buckets).await
+}
+
+/// The rows [`failure_events`] counts: the group (and the event time when `buckets` has a step)
+/// of each terminal failure event inside the buckets.
+async fn failure_events_frame(
+    reader: &Reader,
+    buckets: Buckets,
+    by: GroupBy,
+    filters: &Filters,
+    class: Option<OutcomeClass>,
+) -> Result<DataFrame, CommandError> {
     let mut predicate = window_filter(reader, Table::OutcomeEvents, buckets.since, buckets.until)
         .and(col(column::RETRY_ACTION).not_eq(lit("retry")));
     if let Some(class) = class {
@@ -368,7 +377,7 @@ async fn failure_events(
     }
     // Events as stored: the compactor removed retried copies within its dedupe window, and the
     // reader removed the tail's copies of stored events.
-    let mut stream = reader
+    reader
         .context
         .table(Table::OutcomeEvents.name())
         .await
@@ -376,10 +385,20 @@ async fn failure_events(
         .filter(filters.and(predicate))
         .map_err(read)?
         .select(columns)
-        .map_err(read)?
-        .execute_stream()
-        .await
-        .map_err(read)?;
+        .map_err(read)
+}
+
+/// Counts the rows of [`failure_events_frame`] per (group, bucket start).
+///
+/// Counted here rather than by a DataFusion aggregate, which hashed every row's group: the
+/// files keep rows sorted by target, so each row mostly continues the run of the one before it
+/// and costs one comparison.
+async fn count_failure_events(
+    frame: DataFrame,
+    buckets: Buckets,
+) -> Result<BTreeMap<(String, Micros), u64>, CommandError> {
+    use futures_util::StreamExt as _;
+    let mut stream = frame.execute_stream().await.map_err(read)?;
     let mut counts = rates::GroupCounts::default();
     while let Some(batch) = stream.next().await {
         let batch = batch.map_err(read)?;
@@ -406,6 +425,12 @@ pub async fn rates(reader: &Reader, query: &RatesQuery) -> Result<RatesAnswer, C
         step,
     };
     let lookback_since = query.window.since.saturating_sub(micros_of(query.lookback));
+    // The failure events are counted on a task of their own while this one reads the counter
+    // points: the two reads share nothing, and each leaves a core idle part of the time. The
+    // task is aborted if this answer is dropped before it finishes.
+    let events_frame =
+        failure_events_frame(reader, buckets, query.by, &query.filters, None).await?;
+    let events_task = SpawnedTask::spawn(count_failure_events(events_frame, buckets));
     let (mut points, unspecified) = points(
         reader,
         lookback_since,
@@ -415,7 +440,11 @@ pub async fn rates(reader: &Reader, query: &RatesQuery) -> Result<RatesAnswer, C
     )
     .await?;
     let increases = rates::increases(&mut points, buckets);
-    let events = failure_events(reader, buckets, query.by, &query.filters, None).await?;
+    // A panic in the task resumes here, as it would have had the count run on this task.
+    let events = events_task
+        .join_unwind()
+        .await
+        .map_err(|err| read(DataFusionError::External(Box::new(err))))??;
     let found = rates::rate_rows(&increases, &events, buckets);
     let mut rows = Rows::new(&[
         query.by.label(),

@@ -210,6 +210,23 @@ impl Table {
         }
     }
 
+    /// The false-positive probability a column's bloom filter is written for.
+    ///
+    /// A trace lookup reads every row group whose filter on `trace_id` says "maybe", and
+    /// decompresses and compares that row group's whole `trace_id` column chunk. Measured on
+    /// 10 M events over a day (`tests/bench/trace_row_groups.py`, 20 traces of about 3 row
+    /// groups each, out of 85–88): at the Parquet writer's default of 5 %, 0.85 row groups too
+    /// many per lookup; at 0.5 %, 0.25, for 0.4 bytes more per row (57.8 B against 58.1 B). The
+    /// writer folds each filter down to the size its probability needs, so the other columns (a
+    /// target takes few distinct values per row group) keep the default.
+    pub fn bloom_filter_fpp(name: &str) -> f64 {
+        if name == column::TRACE_ID {
+            0.005
+        } else {
+            0.05
+        }
+    }
+
     /// High-cardinality columns stored without a Parquet dictionary; every other column has one.
     pub fn plain_columns(self) -> &'static [&'static str] {
         match self {

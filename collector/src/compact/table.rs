@@ -130,7 +130,9 @@ pub fn writer_properties(table: Table, settings: FileSettings) -> WriterProperti
         builder = builder.set_column_dictionary_enabled(ColumnPath::from(*name), false);
     }
     for name in table.bloom_filter_columns() {
-        builder = builder.set_column_bloom_filter_enabled(ColumnPath::from(*name), true);
+        builder = builder
+            .set_column_bloom_filter_enabled(ColumnPath::from(*name), true)
+            .set_column_bloom_filter_fpp(ColumnPath::from(*name), Table::bloom_filter_fpp(name));
     }
     builder.build()
 }
@@ -362,4 +364,30 @@ pub async fn recent_ids(
         }
     }
     Ok(ids)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_lookup_column_gets_its_bloom_filter_at_its_own_false_positive_rate() {
+        let settings = FileSettings {
+            row_group_rows: 128 * 1024,
+            zstd_level: 1,
+        };
+        let properties = writer_properties(Table::OutcomeEvents, settings);
+        let fpp = |name: &str| {
+            properties
+                .bloom_filter_properties(&ColumnPath::from(name))
+                .map(|bloom| bloom.fpp())
+        };
+        assert_eq!(fpp(column::TRACE_ID), Some(0.005));
+        assert_eq!(fpp(column::TOOL_TARGET), Some(0.05));
+        assert_eq!(
+            fpp(column::SPAN_ID),
+            None,
+            "no filter where none is asked for"
+        );
+    }
 }

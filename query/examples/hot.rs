@@ -20,6 +20,10 @@ use candor_query::window::{TimeArg, Window, now};
 use candor_schema::tables::Table;
 use clap::Parser;
 
+/// The same allocator as the `candor` binary, so that the figures are the binary's.
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 /// Arguments.
 #[derive(Debug, Parser)]
 struct Args {

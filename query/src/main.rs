@@ -25,6 +25,10 @@ use candor_query::window::{self, TimeArg, Window, micros_of};
 use candor_schema::tables::Table;
 use clap::{Args, Parser, Subcommand};
 
+/// The process's allocator (see the workspace manifest for why).
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 /// Windows that end within this of now read the Kafka tail unless `--no-live` is given.
 const LIVE_REACH: Duration = Duration::from_secs(300);
 

@@ -55,7 +55,8 @@ candor() { "$bin/candor" --tables "$work/tables" --no-live "$@"; }
 since=$(date -u -d '-26 hours' +%Y-%m-%dT%H:00:00Z)
 until=$(date -u +%Y-%m-%dT%H:%M:%SZ)
 incident_from=$(date -u -d '-13 hours' +%Y-%m-%dT%H:00:00Z)
-trace_id=$(candor sql "SELECT trace_id FROM outcome_events WHERE tool_target = 'https://api-7.internal/v1/search' LIMIT 1" --format csv 2>/dev/null | sed -n 2p || true)
+# The same trace on every run over the same data, so that runs compare.
+trace_id=$(candor sql "SELECT min(trace_id) AS trace_id FROM outcome_events WHERE tool_target = 'https://api-7.internal/v1/search'" --format csv 2>/dev/null | sed -n 2p || true)
 target='https://api-7.internal/v1/search'
 echo "trace $trace_id, target $target, rates $since to $until, incident hour from $incident_from"
 

@@ -214,19 +214,23 @@ async fn events_producer(brokers: &str) -> anyhow::Result<rdkafka::producer::Fut
         .context("producer")
 }
 
+/// A cheap mix (splitmix64's finalizer) so that ids look random, like the collector's SHA-256
+/// prefixes, and so that what is drawn from it does not follow the target.
+fn mix(x: u64) -> u64 {
+    let x = (x ^ (x >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    let x = (x ^ (x >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+    x ^ (x >> 31)
+}
+
 /// One realistic record, distinct for every `n`: what the collector writes for an adapter's
-/// failure event.
+/// failure event. Every target sees every outcome, in random order: the outcome is drawn from
+/// a hash of `n`, not from `n % 10`, which with 50 targets would give each target a single
+/// retry action.
 fn realistic_event(n: u64, event_nanos: u64) -> (String, Vec<u8>) {
     use candor_schema::proto::OutcomeEvent;
     use prost::Message as _;
-    // A cheap mix so ids look random, like the collector's SHA-256 prefixes.
-    let mix = |x: u64| {
-        let x = (x ^ (x >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-        let x = (x ^ (x >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-        x ^ (x >> 31)
-    };
     let target = format!("https://api-{}.internal/v1/search", n % 50);
-    let (class, kind, action) = match n % 10 {
+    let (class, kind, action) = match mix(n ^ 0xa5a5) % 10 {
         0..=5 => ("access_failure", "server_error", "retry"),
         6 | 7 => ("access_failure", "timeout", "exhausted"),
         8 => ("access_failure", "rate_limited", "retry"),
@@ -276,15 +280,21 @@ fn realistic_counts(first: u64, last: u64) -> Vec<(String, Vec<u8>)> {
         let mut at = first;
         let mut minutes = 0u64;
         while at <= last {
-            for (class, per_minute) in [
+            for (class_index, (class, per_minute)) in [
                 ("success", 400),
                 ("empty", 50),
                 ("partial", 10),
                 ("access_failure", 40 + target_index),
-            ] {
+            ]
+            .into_iter()
+            .enumerate()
+            {
+                // Distinct for every point: the series (target and class) and the minute.
+                let unique = ((target_index * 4 + class_index as u64) << 32) | minutes;
                 let count = OutcomeCount {
                     schema_version: 1,
-                    point_id: format!("{target_index}-{class}-{at}"),
+                    // 32 hex digits, as the collector's content ids are.
+                    point_id: format!("{:016x}{:016x}", mix(unique), mix(unique ^ 0x5555)),
                     service_name: format!("service-{}", target_index % 8),
                     service_instance_id: format!("service-{}-0", target_index % 8),
                     tool_name: ["search", "lookup", "fetch", "geocode"]

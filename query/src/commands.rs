@@ -10,7 +10,10 @@ use std::time::Duration;
 
 use candor_schema::tables::{Table, column};
 use candor_schema::{OutcomeClass, RetryAction};
-use deltalake::arrow::array::{Array as _, Int64Array, RecordBatch, StringArray, StringViewArray};
+use deltalake::arrow::array::{
+    Array as _, Int64Array, MAX_INLINE_VIEW_LEN, RecordBatch, StringArray, StringViewArray,
+    make_view,
+};
 use deltalake::arrow::compute::cast;
 use deltalake::arrow::datatypes::DataType;
 use deltalake::datafusion::common::runtime::SpawnedTask;
@@ -357,8 +360,13 @@ async fn failure_events(
     count_failure_events(frame, buckets).await
 }
 
-/// The rows [`failure_events`] counts: the group (and the event time when `buckets` has a step)
-/// of each terminal failure event inside the buckets.
+/// The rows [`failure_events`] counts from: the group, the retry action (and the event time
+/// when `buckets` has a step) of each failure event inside the buckets.
+///
+/// The retry action is read rather than filtered on: most failure events are attempts that were
+/// retried, and as a Parquet predicate the filter cut the group column into millions of small
+/// selections, which cost more to read than the whole column. [`count_failure_events`] skips
+/// those rows instead.
 async fn failure_events_frame(
     reader: &Reader,
     buckets: Buckets,
@@ -366,12 +374,14 @@ async fn failure_events_frame(
     filters: &Filters,
     class: Option<OutcomeClass>,
 ) -> Result<DataFrame, CommandError> {
-    let mut predicate = window_filter(reader, Table::OutcomeEvents, buckets.since, buckets.until)
-        .and(col(column::RETRY_ACTION).not_eq(lit("retry")));
+    let mut predicate = window_filter(reader, Table::OutcomeEvents, buckets.since, buckets.until);
     if let Some(class) = class {
         predicate = predicate.and(col(column::OUTCOME_CLASS).eq(lit(class.as_str())));
     }
-    let mut columns = vec![col(by.column()).alias("group")];
+    let mut columns = vec![
+        col(by.column()).alias("group"),
+        col(column::RETRY_ACTION).alias("action"),
+    ];
     if buckets.step.is_some() {
         columns.push(cast_expr(col(column::EVENT_TIME), DataType::Int64).alias("time"));
     }
@@ -388,11 +398,12 @@ async fn failure_events_frame(
         .map_err(read)
 }
 
-/// Counts the rows of [`failure_events_frame`] per (group, bucket start).
+/// Counts the terminal failure events (retry action other than `retry`) of
+/// [`failure_events_frame`] per (group, bucket start).
 ///
 /// Counted here rather than by a DataFusion aggregate, which hashed every row's group: the
 /// files keep rows sorted by target, so each row mostly continues the run of the one before it
-/// and costs one comparison.
+/// and costs a comparison of two views (see [`FailureRows::same_group`]).
 async fn count_failure_events(
     frame: DataFrame,
     buckets: Buckets,
@@ -400,20 +411,67 @@ async fn count_failure_events(
     use futures_util::StreamExt as _;
     let mut stream = frame.execute_stream().await.map_err(read)?;
     let mut counts = rates::GroupCounts::default();
+    let retry = make_view(RetryAction::Retry.as_str().as_bytes(), 0, 0);
     while let Some(batch) = stream.next().await {
         let batch = batch.map_err(read)?;
-        let group = texts(&batch, "group")?;
-        let time = match buckets.step {
-            Some(_) => Some(ints(&batch, "time")?),
-            None => None,
+        let rows = FailureRows {
+            group: views(&batch, "group")?,
+            action: views(&batch, "action")?,
+            retry,
+            time: match buckets.step {
+                Some(_) => Some(ints(&batch, "time")?),
+                None => None,
+            },
+            buckets,
         };
-        let bucket = |row: usize| match &time {
-            Some(time) => buckets.bucket_of(time.value(row)),
-            None => Some(buckets.since),
-        };
-        counts.add_runs(batch.num_rows(), |row| group.value(row), bucket);
+        counts.add_runs(batch.num_rows(), &rows);
     }
     Ok(counts.into_map())
+}
+
+/// One batch of [`failure_events_frame`], as [`rates::GroupCounts`] counts it. Both text columns
+/// are string views: most rows are decided by comparing views, not texts.
+struct FailureRows {
+    group: StringViewArray,
+    action: StringViewArray,
+    /// The view of `retry`, which is inline (see [`FailureRows::counted`]).
+    retry: u128,
+    /// Event times, when the buckets have a step.
+    time: Option<Int64Array>,
+    buckets: Buckets,
+}
+
+// `retry` fits in a view, so its view alone decides whether a row holds it.
+const _: () = assert!(RetryAction::Retry.as_str().len() <= MAX_INLINE_VIEW_LEN as usize);
+
+impl rates::RunRows for FailureRows {
+    fn counted(&self, row: usize) -> bool {
+        // An inline view is the text's length and bytes, padded with zeros (as the Arrow format
+        // requires): the view equals `retry`'s exactly when the text is `retry`.
+        self.action.views()[row] != self.retry
+    }
+
+    /// Two equal views are equal texts: a short text is inline in its view, and a long one's
+    /// view names its buffer and offset. Parquet's dictionary pages decode each value to the
+    /// same view, so the rows of a run mostly cost one integer comparison; other views are
+    /// compared by length and prefix (their low 64 bits), then by text.
+    fn same_group(&self, a: usize, b: usize) -> bool {
+        let views = self.group.views();
+        let (x, y) = (views[a], views[b]);
+        x == y || (x as u64 == y as u64 && self.group.value(a) == self.group.value(b))
+    }
+
+    fn group(&self, row: usize) -> &str {
+        self.group.value(row)
+    }
+
+    fn bucket(&self, row: usize) -> Option<Micros> {
+        match &self.time {
+            Some(time) => self.buckets.bucket_of(time.value(row)),
+            // The frame holds only rows inside the window.
+            None => Some(self.buckets.since),
+        }
+    }
 }
 
 /// `candor rates`.
@@ -431,7 +489,7 @@ pub async fn rates(reader: &Reader, query: &RatesQuery) -> Result<RatesAnswer, C
     let events_frame =
         failure_events_frame(reader, buckets, query.by, &query.filters, None).await?;
     let events_task = SpawnedTask::spawn(count_failure_events(events_frame, buckets));
-    let (mut points, unspecified) = points(
+    let (points, unspecified) = points(
         reader,
         lookback_since,
         query.window,
@@ -439,7 +497,7 @@ pub async fn rates(reader: &Reader, query: &RatesQuery) -> Result<RatesAnswer, C
         &query.filters,
     )
     .await?;
-    let increases = rates::increases(&mut points, buckets);
+    let increases = rates::increases(&points, buckets);
     // A panic in the task resumes here, as it would have had the count run on this task.
     let events = events_task
         .join_unwind()
@@ -534,7 +592,7 @@ pub async fn spikes(reader: &Reader, query: &SpikesQuery) -> Result<RatesAnswer,
         until: query.until,
     };
     let lookback_since = baseline_start.saturating_sub(micros_of(query.lookback));
-    let (mut points, _) = points(
+    let (points, _) = points(
         reader,
         lookback_since,
         whole,
@@ -543,7 +601,7 @@ pub async fn spikes(reader: &Reader, query: &SpikesQuery) -> Result<RatesAnswer,
     )
     .await?;
     let mut without_baseline = 0;
-    let mut per_target = |points: &mut [Point], since, until| -> BTreeMap<String, ClassCounts> {
+    let mut per_target = |points: &[Point], since, until| -> BTreeMap<String, ClassCounts> {
         let increases = rates::increases(
             points,
             Buckets {
@@ -559,8 +617,8 @@ pub async fn spikes(reader: &Reader, query: &SpikesQuery) -> Result<RatesAnswer,
             .map(|((target, _), counts)| (target, counts))
             .collect()
     };
-    let recent = per_target(&mut points, window_start, query.until);
-    let before = per_target(&mut points, baseline_start, window_start);
+    let recent = per_target(&points, window_start, query.until);
+    let before = per_target(&points, baseline_start, window_start);
     let found = rates::spikes(&recent, &before, query.rule);
     // A spike's baseline is only as long as the target's counter history.
     let mut first_point: BTreeMap<&str, Micros> = BTreeMap::new();
@@ -822,6 +880,24 @@ fn texts(batch: &RecordBatch, name: &str) -> Result<Texts, CommandError> {
         return Ok(Texts::Views(views.clone()));
     }
     strings(batch, name).map(Texts::Plain)
+}
+
+/// A string column as views, cast when it was read as plain strings (the tail's rows).
+fn views(batch: &RecordBatch, name: &str) -> Result<StringViewArray, CommandError> {
+    let array = column_named(batch, name)?;
+    if let Some(views) = array.as_any().downcast_ref::<StringViewArray>() {
+        return Ok(views.clone());
+    }
+    let array = cast(array, &DataType::Utf8View).map_err(|e| read(e.into()))?;
+    array
+        .as_any()
+        .downcast_ref::<StringViewArray>()
+        .cloned()
+        .ok_or_else(|| {
+            read(DataFusionError::Internal(format!(
+                "{name}: expected strings"
+            )))
+        })
 }
 
 fn strings(batch: &RecordBatch, name: &str) -> Result<StringArray, CommandError> {
@@ -1151,4 +1227,84 @@ pub async fn reconcile(
         unchecked,
         totals,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use deltalake::arrow::array::StringViewBuilder;
+    use rates::{GroupCounts, RunRows as _};
+
+    fn view_array(texts: &[&str]) -> StringViewArray {
+        let mut builder = StringViewBuilder::new();
+        for text in texts {
+            builder.append_value(text);
+        }
+        builder.finish()
+    }
+
+    #[test]
+    fn failure_rows_skip_retried_attempts_and_compare_groups_by_text_not_by_view() {
+        let long = "https://api-1.internal/v1/search";
+        // The builder copies each long value anew: equal texts with different views.
+        let group = view_array(&[
+            long,
+            long,
+            "short",
+            "short",
+            long,
+            "https://api-1.internal/v1/lookup",
+        ]);
+        assert_ne!(group.views()[0], group.views()[1]);
+        let action = view_array(&[
+            "exhausted",
+            "retry",
+            "permanent",
+            "retry",
+            "accept_partial",
+            "exhausted",
+        ]);
+        let buckets = Buckets {
+            since: 0,
+            until: 10,
+            step: None,
+        };
+        let rows = FailureRows {
+            group,
+            action,
+            retry: make_view(RetryAction::Retry.as_str().as_bytes(), 0, 0),
+            time: None,
+            buckets,
+        };
+        let counted: Vec<bool> = (0..6).map(|row| rows.counted(row)).collect();
+        assert_eq!(counted, [true, false, true, false, true, true]);
+        assert!(rows.same_group(0, 1));
+        assert!(rows.same_group(0, 4));
+        assert!(rows.same_group(2, 3));
+        assert!(!rows.same_group(0, 2));
+        // Same length and first four bytes, different text.
+        assert!(!rows.same_group(0, 5));
+        let mut counts = GroupCounts::default();
+        counts.add_runs(6, &rows);
+        let expected: BTreeMap<(String, Micros), u64> = [
+            ((long.to_owned(), 0), 2),
+            (("short".to_owned(), 0), 1),
+            (("https://api-1.internal/v1/lookup".to_owned(), 0), 1),
+        ]
+        .into_iter()
+        .collect();
+        assert_eq!(counts.into_map(), expected);
+    }
+
+    #[test]
+    fn plain_string_columns_are_read_as_views() {
+        let batch = RecordBatch::try_from_iter([(
+            "group",
+            std::sync::Arc::new(StringArray::from(vec!["a", "retry"])) as _,
+        )])
+        .expect("a batch of one column");
+        let read = views(&batch, "group").expect("a string column");
+        assert_eq!(read.value(1), "retry");
+        assert_eq!(read.views()[1], make_view(b"retry", 0, 0));
+    }
 }

@@ -63,11 +63,34 @@ pub fn key(parts: &[&str]) -> u128 {
 /// The key of a record id: the id itself when it is the 32 lower-case hex digits the collector
 /// writes (exact, and no hashing per row), otherwise [`key`] of it.
 pub fn id_key(id: &str) -> u128 {
-    let hex = id.len() == 32 && id.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f'));
-    match u128::from_str_radix(id, 16) {
-        Ok(value) if hex => value,
-        _ => key(&[id]),
-    }
+    lower_hex_128(id).unwrap_or_else(|| key(&[id]))
+}
+
+/// The value of exactly 32 lower-case hex digits; `None` for anything else. Without a branch
+/// per digit: a table gives each byte's value, or a flag in its high bits when it is no digit.
+fn lower_hex_128(text: &str) -> Option<u128> {
+    const NOT_A_DIGIT: u8 = 0xf0;
+    const DIGITS: [u8; 256] = {
+        let mut table = [NOT_A_DIGIT; 256];
+        let mut digit = 0;
+        while digit < 16 {
+            table[b"0123456789abcdef"[digit] as usize] = digit as u8;
+            digit += 1;
+        }
+        table
+    };
+    let bytes: &[u8; 32] = text.as_bytes().try_into().ok()?;
+    let mut flags = 0u8;
+    let mut half = |digits: &[u8]| {
+        digits.iter().fold(0u64, |value, &byte| {
+            let digit = DIGITS[usize::from(byte)];
+            flags |= digit;
+            (value << 4) | u64::from(digit & 0x0f)
+        })
+    };
+    let high = half(&bytes[..16]);
+    let low = half(&bytes[16..]);
+    (flags & NOT_A_DIGIT == 0).then(|| (u128::from(high) << 64) | u128::from(low))
 }
 
 /// A set of [`id_key`]s (already uniform, so a fast hasher suffices).
@@ -130,38 +153,62 @@ impl<T> SeriesTable<T> {
     }
 }
 
-/// Rows counted per (group, bucket), fed a batch at a time. A run of rows with the same group
-/// and bucket is counted with one lookup, so rows sorted by group cost a comparison each.
+/// Rows counted per (group, bucket), fed a batch at a time. A run of counted rows with the same
+/// group and bucket is counted with one lookup, so rows sorted by group cost a comparison or two
+/// each.
 #[derive(Debug, Default)]
 pub struct GroupCounts {
     counts: HashMap<String, BTreeMap<Micros, u64>, foldhash::fast::FixedState>,
 }
 
+/// How [`GroupCounts::add_runs`] sees the rows of one batch.
+pub trait RunRows {
+    /// Whether the row counts at all.
+    fn counted(&self, row: usize) -> bool;
+    /// Whether two rows are in the same group; a cheap check first is what makes runs cheap.
+    fn same_group(&self, a: usize, b: usize) -> bool;
+    /// The row's group.
+    fn group(&self, row: usize) -> &str;
+    /// The row's bucket; `None` outside the window, where it is not counted.
+    fn bucket(&self, row: usize) -> Option<Micros>;
+}
+
 impl GroupCounts {
-    /// Counts `rows` rows, whose group is `group(row)` and whose bucket is `bucket(row)`; rows
-    /// without a bucket (outside the window) are not counted.
-    pub fn add_runs<'a>(
-        &mut self,
-        rows: usize,
-        group: impl Fn(usize) -> &'a str,
-        bucket: impl Fn(usize) -> Option<Micros>,
-    ) {
-        let mut start = 0;
-        while start < rows {
-            let (name, at) = (group(start), bucket(start));
-            let mut end = start + 1;
-            while end < rows && bucket(end) == at && group(end) == name {
-                end += 1;
+    /// Counts the `rows` rows of a batch that [`RunRows::counted`] keeps, per group and bucket.
+    pub fn add_runs(&mut self, rows: usize, batch: &impl RunRows) {
+        // The current run: its first row, its bucket and how many rows it has.
+        let mut run: Option<(usize, Option<Micros>, u64)> = None;
+        for row in 0..rows {
+            if !batch.counted(row) {
+                continue;
             }
-            if let Some(at) = at {
-                let buckets = match self.counts.get_mut(name) {
-                    Some(buckets) => buckets,
-                    None => self.counts.entry(name.to_owned()).or_default(),
-                };
-                *buckets.entry(at).or_insert(0) += (end - start) as u64;
+            let at = batch.bucket(row);
+            match &mut run {
+                Some((first, run_at, n)) if *run_at == at && batch.same_group(*first, row) => {
+                    *n += 1;
+                }
+                _ => {
+                    if let Some((first, run_at, n)) = run {
+                        self.add(batch.group(first), run_at, n);
+                    }
+                    run = Some((row, at, 1));
+                }
             }
-            start = end;
         }
+        if let Some((first, run_at, n)) = run {
+            self.add(batch.group(first), run_at, n);
+        }
+    }
+
+    fn add(&mut self, name: &str, at: Option<Micros>, n: u64) {
+        let Some(at) = at else {
+            return;
+        };
+        let buckets = match self.counts.get_mut(name) {
+            Some(buckets) => buckets,
+            None => self.counts.entry(name.to_owned()).or_default(),
+        };
+        *buckets.entry(at).or_insert(0) += n;
     }
 
     /// The counts by (group, bucket start).
@@ -254,16 +301,16 @@ pub struct Increases {
     pub series_without_baseline: u64,
 }
 
-/// Turns counter points into per-bucket increases. `points` is sorted here. A point read twice
-/// (a retried copy the tail and the table both hold, or one the compactor kept past its dedupe
-/// window) counts once: its id comes from its content, so the copies sort next to each other.
-pub fn increases(points: &mut [Point], buckets: Buckets) -> Increases {
-    points.sort_unstable_by_key(|point| (point.series, point.time, point.start, point.id));
+/// Turns counter points into per-bucket increases, each series' points taken in the order of
+/// [`series_order`]. A point read twice (a retried copy the tail and the table both hold, or one
+/// the compactor kept past its dedupe window) counts once: its id comes from its content, so
+/// the copies sort next to each other.
+pub fn increases(points: &[Point], buckets: Buckets) -> Increases {
     let mut series_without_baseline = 0;
     let mut sums: HashMap<(Arc<str>, Micros), ClassCounts, foldhash::fast::FixedState> =
         HashMap::default();
     let mut previous: Option<&Point> = None;
-    for point in points.iter() {
+    for point in series_order(points).into_iter().map(|index| &points[index]) {
         let prev = previous.filter(|prev| prev.series == point.series);
         if prev.is_some_and(|prev| prev.id == point.id) {
             continue;
@@ -295,6 +342,47 @@ pub fn increases(points: &mut [Point], buckets: Buckets) -> Increases {
             .collect(),
         series_without_baseline,
     }
+}
+
+/// The indices of `points` series by series, each series' points ordered by (time, start,
+/// id). The series are placed by a counting sort, which keeps each series' points in the order
+/// read; a table sorted by time gives them already in order, and only a series whose points are
+/// not (the tail's, or several files') is sorted. That moves indices instead of points, and
+/// costs one pass where sorting every point by series and time did not.
+pub fn series_order(points: &[Point]) -> Vec<usize> {
+    let mut ranks: HashMap<u128, usize, foldhash::fast::FixedState> = HashMap::default();
+    let rank: Vec<usize> = points
+        .iter()
+        .map(|point| {
+            let next = ranks.len();
+            *ranks.entry(point.series).or_insert(next)
+        })
+        .collect();
+    // `starts[r]` is where series `r` begins in the order, `starts[r + 1]` where it ends.
+    let mut starts = vec![0usize; ranks.len() + 1];
+    for &r in &rank {
+        starts[r + 1] += 1;
+    }
+    for r in 1..starts.len() {
+        starts[r] += starts[r - 1];
+    }
+    let mut order = vec![0usize; points.len()];
+    let mut next = starts.clone();
+    for (index, &r) in rank.iter().enumerate() {
+        order[next[r]] = index;
+        next[r] += 1;
+    }
+    let key = |index: &usize| {
+        let point = &points[*index];
+        (point.time, point.start, point.id)
+    };
+    for bounds in starts.windows(2) {
+        let series = &mut order[bounds[0]..bounds[1]];
+        if !series.is_sorted_by_key(key) {
+            series.sort_unstable_by_key(key);
+        }
+    }
+    order
 }
 
 /// What a cumulative point adds to its series, given the series' previous point as
@@ -492,10 +580,39 @@ mod tests {
         }
     }
 
+    /// Rows of a test batch: a group, a time and whether the row counts.
+    struct TestRows<'a> {
+        rows: &'a [(&'a str, Micros, bool)],
+        buckets: Buckets,
+    }
+
+    impl RunRows for TestRows<'_> {
+        fn counted(&self, row: usize) -> bool {
+            self.rows[row].2
+        }
+        fn same_group(&self, a: usize, b: usize) -> bool {
+            self.rows[a].0 == self.rows[b].0
+        }
+        fn group(&self, row: usize) -> &str {
+            self.rows[row].0
+        }
+        fn bucket(&self, row: usize) -> Option<Micros> {
+            self.buckets.bucket_of(self.rows[row].1)
+        }
+    }
+
     #[test]
     fn group_counts_add_runs_and_scattered_rows_alike() {
-        let groups = ["a", "a", "b", "b", "b", "a", "c", "a"];
-        let times = [1, 2, 3, 3, 9, 4, 5, 100];
+        let rows = [
+            ("a", 1, true),
+            ("a", 2, true),
+            ("b", 3, true),
+            ("b", 3, true),
+            ("b", 9, true),
+            ("a", 4, true),
+            ("c", 5, true),
+            ("a", 100, true),
+        ];
         let buckets = Buckets {
             since: 0,
             until: 10,
@@ -503,11 +620,19 @@ mod tests {
         };
         let mut counts = GroupCounts::default();
         // In two batches, the run of "b" cut between them.
-        counts.add_runs(3, |row| groups[row], |row| buckets.bucket_of(times[row]));
+        counts.add_runs(
+            3,
+            &TestRows {
+                rows: &rows[..3],
+                buckets,
+            },
+        );
         counts.add_runs(
             5,
-            |row| groups[row + 3],
-            |row| buckets.bucket_of(times[row + 3]),
+            &TestRows {
+                rows: &rows[3..],
+                buckets,
+            },
         );
         let expected: BTreeMap<(String, Micros), u64> = [
             (("a".to_owned(), 0), 3),
@@ -519,6 +644,67 @@ mod tests {
         .collect();
         // "a" at time 100 is outside the window and is not counted.
         assert_eq!(counts.into_map(), expected);
+    }
+
+    #[test]
+    fn rows_that_do_not_count_neither_count_nor_end_a_run() {
+        let rows = [
+            ("a", 1, true),
+            ("a", 1, false),
+            ("a", 2, true),
+            ("b", 2, false),
+            ("a", 3, true),
+            ("b", 3, true),
+            ("b", 4, false),
+        ];
+        let buckets = Buckets {
+            since: 0,
+            until: 10,
+            step: None,
+        };
+        let mut counts = GroupCounts::default();
+        counts.add_runs(
+            rows.len(),
+            &TestRows {
+                rows: &rows,
+                buckets,
+            },
+        );
+        let expected: BTreeMap<(String, Micros), u64> =
+            [(("a".to_owned(), 0), 3), (("b".to_owned(), 0), 1)]
+                .into_iter()
+                .collect();
+        assert_eq!(counts.into_map(), expected);
+    }
+
+    #[test]
+    fn series_order_groups_series_in_time_order_and_sorts_only_when_needed() {
+        let ok = OutcomeClass::Success;
+        // Two series read interleaved; "b" arrives out of time order, as from two files.
+        let points = vec![
+            point("a", ok, 0, MIN, 1),
+            point("b", ok, 0, 3 * MIN, 5),
+            point("a", ok, 0, 2 * MIN, 2),
+            point("b", ok, 0, MIN, 4),
+            point("a", ok, 0, 3 * MIN, 3),
+            point("b", ok, 0, 2 * MIN, 6),
+        ];
+        let order: Vec<(u128, Micros)> = series_order(&points)
+            .into_iter()
+            .map(|index| (points[index].series, points[index].time))
+            .collect();
+        let (a, b) = (points[0].series, points[1].series);
+        assert_eq!(
+            order,
+            [
+                (a, MIN),
+                (a, 2 * MIN),
+                (a, 3 * MIN),
+                (b, MIN),
+                (b, 2 * MIN),
+                (b, 3 * MIN)
+            ]
+        );
     }
 
     #[test]
@@ -536,9 +722,8 @@ mod tests {
             .cloned()
             .collect();
         twice.reverse();
-        let mut once = once;
-        let expected = increases(&mut once, one_bucket());
-        assert_eq!(increases(&mut twice, one_bucket()), expected);
+        let expected = increases(&once, one_bucket());
+        assert_eq!(increases(&twice, one_bucket()), expected);
         assert_eq!(
             expected
                 .buckets
@@ -579,6 +764,16 @@ mod tests {
             key(&["+0000000000000000000000000000a2f"])
         );
         assert_eq!(id_key("a2f"), key(&["a2f"]));
+        // Every digit, in both halves.
+        let every = "0123456789abcdeffedcba9876543210";
+        assert_eq!(id_key(every), 0x0123_4567_89ab_cdef_fedc_ba98_7654_3210);
+        // One byte that is no digit, in either half.
+        for bad in [
+            "0123456789abcdeffedcba987654321g",
+            "0123456789abcde/fedcba9876543210",
+        ] {
+            assert_eq!(id_key(bad), key(&[bad]));
+        }
     }
 
     fn one_bucket() -> Buckets {
@@ -592,7 +787,7 @@ mod tests {
     #[test]
     fn cumulative_increases_survive_resets_and_restarts() {
         let af = OutcomeClass::AccessFailure;
-        let mut points = vec![
+        let points = vec![
             // Baseline before the window, then +5, then a restart (new start) at 3, then +2.
             point("a", af, 0, 9 * MIN, 10),
             point("a", af, 0, 11 * MIN, 15),
@@ -601,7 +796,7 @@ mod tests {
             // A reset with the same start time: the value went down, the new value counts.
             point("a", af, 0, 15 * MIN, 1),
         ];
-        let out = increases(&mut points, one_bucket());
+        let out = increases(&points, one_bucket());
         let counts = out.buckets[&("a".to_owned(), 10 * MIN)];
         assert_eq!(counts.access_failure, 5 + 3 + 2 + 1);
         assert_eq!(out.series_without_baseline, 0);
@@ -610,20 +805,20 @@ mod tests {
     #[test]
     fn first_points_count_only_when_the_counter_started_inside() {
         let ok = OutcomeClass::Success;
-        let mut points = vec![
+        let points = vec![
             // Started inside the window: its whole value counts.
             point("new", ok, 12 * MIN, 13 * MIN, 7),
             // Started before, first seen inside: a baseline only.
             point("old", ok, 0, 13 * MIN, 100),
             point("old", ok, 0, 14 * MIN, 104),
         ];
-        let out = increases(&mut points, one_bucket());
+        let out = increases(&points, one_bucket());
         assert_eq!(out.buckets[&("new".to_owned(), 10 * MIN)].success, 7);
         assert_eq!(out.buckets[&("old".to_owned(), 10 * MIN)].success, 4);
         assert_eq!(out.series_without_baseline, 1);
         // A baseline alone makes no bucket: its calls are unknown, not zero.
-        let mut alone = vec![point("alone", ok, 0, 13 * MIN, 100)];
-        let out = increases(&mut alone, one_bucket());
+        let alone = vec![point("alone", ok, 0, 13 * MIN, 100)];
+        let out = increases(&alone, one_bucket());
         assert!(out.buckets.is_empty());
         assert_eq!(out.series_without_baseline, 1);
     }
@@ -635,7 +830,7 @@ mod tests {
             until: 20 * MIN,
             step: Some(5 * MIN),
         };
-        let mut points: Vec<Point> = [(11, 2), (14, 3), (16, 4), (9, 100), (20, 100)]
+        let points: Vec<Point> = [(11, 2), (14, 3), (16, 4), (9, 100), (20, 100)]
             .into_iter()
             .map(|(minute, value)| Point {
                 cumulative: false,
@@ -648,7 +843,7 @@ mod tests {
                 )
             })
             .collect();
-        let out = increases(&mut points, buckets);
+        let out = increases(&points, buckets);
         assert_eq!(out.buckets[&("d".to_owned(), 10 * MIN)].partial, 5);
         assert_eq!(out.buckets[&("d".to_owned(), 15 * MIN)].partial, 4);
         assert_eq!(out.buckets.len(), 2);
@@ -658,11 +853,11 @@ mod tests {
     fn a_missing_denominator_is_said_not_zero() {
         let buckets = one_bucket();
         let events = BTreeMap::from([(("only-events".to_owned(), 10 * MIN), 4)]);
-        let mut points = vec![
+        let points = vec![
             point("idle", OutcomeClass::Success, 0, 9 * MIN, 5),
             point("idle", OutcomeClass::Success, 0, 11 * MIN, 5),
         ];
-        let rows = rate_rows(&increases(&mut points, buckets), &events, buckets);
+        let rows = rate_rows(&increases(&points, buckets), &events, buckets);
         assert_eq!(rows.len(), 2);
         assert_eq!(rows[0].group, "idle");
         assert_eq!(rows[0].denominator(), Denominator::NoCalls);

@@ -52,9 +52,13 @@ fi
 du -sh "$work/tables/outcome_events" "$work/tables/outcome_counts"
 
 candor() { "$bin/candor" --tables "$work/tables" --no-live "$@"; }
-since=$(date -u -d '-26 hours' +%Y-%m-%dT%H:00:00Z)
-until=$(date -u +%Y-%m-%dT%H:%M:%SZ)
-incident_from=$(date -u -d '-13 hours' +%Y-%m-%dT%H:00:00Z)
+# The windows follow the data, not the clock, so that a kept dataset is asked the same
+# questions later: rates over all of it (the hour its first event falls in, to an hour past its
+# last), the incident hour in its middle.
+IFS=, read -r first last < <(candor sql "SELECT min(event_time) AS first, max(event_time) AS last FROM outcome_events" --format csv 2>/dev/null | sed -n 2p)
+since=$(date -u -d "$first" +%Y-%m-%dT%H:00:00Z)
+until=$(date -u -d "$last + 1 hour" +%Y-%m-%dT%H:%M:%SZ)
+incident_from=$(date -u -d "$first + 12 hours" +%Y-%m-%dT%H:00:00Z)
 # The same trace on every run over the same data, so that runs compare.
 trace_id=$(candor sql "SELECT min(trace_id) AS trace_id FROM outcome_events WHERE tool_target = 'https://api-7.internal/v1/search'" --format csv 2>/dev/null | sed -n 2p || true)
 target='https://api-7.internal/v1/search'

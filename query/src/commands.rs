@@ -11,8 +11,7 @@ use std::time::Duration;
 use candor_schema::tables::{Table, column};
 use candor_schema::{OutcomeClass, RetryAction};
 use deltalake::arrow::array::{
-    Array as _, Int64Array, MAX_INLINE_VIEW_LEN, RecordBatch, StringArray, StringViewArray,
-    make_view,
+    Array, Int64Array, MAX_INLINE_VIEW_LEN, RecordBatch, StringArray, StringViewArray, make_view,
 };
 use deltalake::arrow::compute::cast;
 use deltalake::arrow::datatypes::DataType;
@@ -882,48 +881,31 @@ fn texts(batch: &RecordBatch, name: &str) -> Result<Texts, CommandError> {
     strings(batch, name).map(Texts::Plain)
 }
 
+/// A column cast to `to` (no copy when it already is) as the array type `A` of that type.
+fn column_as<A: Array + Clone + 'static>(
+    batch: &RecordBatch,
+    name: &str,
+    to: &DataType,
+) -> Result<A, CommandError> {
+    let array = cast(column_named(batch, name)?, to).map_err(|e| read(e.into()))?;
+    array.as_any().downcast_ref::<A>().cloned().ok_or_else(|| {
+        read(DataFusionError::Internal(format!(
+            "{name}: expected {to} after the cast"
+        )))
+    })
+}
+
 /// A string column as views, cast when it was read as plain strings (the tail's rows).
 fn views(batch: &RecordBatch, name: &str) -> Result<StringViewArray, CommandError> {
-    let array = column_named(batch, name)?;
-    if let Some(views) = array.as_any().downcast_ref::<StringViewArray>() {
-        return Ok(views.clone());
-    }
-    let array = cast(array, &DataType::Utf8View).map_err(|e| read(e.into()))?;
-    array
-        .as_any()
-        .downcast_ref::<StringViewArray>()
-        .cloned()
-        .ok_or_else(|| {
-            read(DataFusionError::Internal(format!(
-                "{name}: expected strings"
-            )))
-        })
+    column_as(batch, name, &DataType::Utf8View)
 }
 
 fn strings(batch: &RecordBatch, name: &str) -> Result<StringArray, CommandError> {
-    let array = cast(column_named(batch, name)?, &DataType::Utf8).map_err(|e| read(e.into()))?;
-    array
-        .as_any()
-        .downcast_ref::<StringArray>()
-        .cloned()
-        .ok_or_else(|| {
-            read(DataFusionError::Internal(format!(
-                "{name}: expected strings"
-            )))
-        })
+    column_as(batch, name, &DataType::Utf8)
 }
 
 fn ints(batch: &RecordBatch, name: &str) -> Result<Int64Array, CommandError> {
-    let array = cast(column_named(batch, name)?, &DataType::Int64).map_err(|e| read(e.into()))?;
-    let ints = array
-        .as_any()
-        .downcast_ref::<Int64Array>()
-        .cloned()
-        .ok_or_else(|| {
-            read(DataFusionError::Internal(format!(
-                "{name}: expected integers"
-            )))
-        })?;
+    let ints: Int64Array = column_as(batch, name, &DataType::Int64)?;
     if ints.null_count() > 0 {
         return Err(read(DataFusionError::Internal(format!(
             "{name}: unexpected null in a required column"

@@ -359,13 +359,14 @@ async fn failure_events(
     count_failure_events(frame, buckets).await
 }
 
-/// The rows [`failure_events`] counts from: the group, the retry action (and the event time
-/// when `buckets` has a step) of each failure event inside the buckets.
+/// The rows [`failure_events`] counts from: the group and the retry action of each failure
+/// event that may lie inside the buckets, with its event time when the buckets have a step or
+/// the frame holds rows outside them.
 ///
-/// The retry action is read rather than filtered on: most failure events are attempts that were
-/// retried, and as a Parquet predicate the filter cut the group column into millions of small
-/// selections, which cost more to read than the whole column. [`count_failure_events`] skips
-/// those rows instead.
+/// Neither the retry action nor the window is a Parquet predicate: as a row filter, each cut the
+/// columns into many small selections, which cost several times more to read than the columns
+/// whole. The window picks the files to read ([`Reader::window_frame`]), and
+/// [`count_failure_events`] skips retried attempts and rows outside the buckets itself.
 async fn failure_events_frame(
     reader: &Reader,
     buckets: Buckets,
@@ -373,28 +374,39 @@ async fn failure_events_frame(
     filters: &Filters,
     class: Option<OutcomeClass>,
 ) -> Result<DataFrame, CommandError> {
-    let mut predicate = window_filter(reader, Table::OutcomeEvents, buckets.since, buckets.until);
+    let table = Table::OutcomeEvents;
+    // A whole-table question reads every row, without the time column unless for the step.
+    let whole = reader.holds_only(table, buckets.since, buckets.until);
+    let frame = if whole {
+        reader.context.table(table.name()).await
+    } else {
+        reader
+            .window_frame(table, buckets.since, buckets.until)
+            .await
+    }
+    .map_err(read)?;
+    let mut predicate = filters.expr();
     if let Some(class) = class {
-        predicate = predicate.and(col(column::OUTCOME_CLASS).eq(lit(class.as_str())));
+        let of_class = col(column::OUTCOME_CLASS).eq(lit(class.as_str()));
+        predicate = Some(match predicate {
+            Some(filters) => filters.and(of_class),
+            None => of_class,
+        });
     }
     let mut columns = vec![
         col(by.column()).alias("group"),
         col(column::RETRY_ACTION).alias("action"),
     ];
-    if buckets.step.is_some() {
+    if buckets.step.is_some() || !whole {
         columns.push(cast_expr(col(column::EVENT_TIME), DataType::Int64).alias("time"));
     }
     // Events as stored: the compactor removed retried copies within its dedupe window, and the
     // reader removed the tail's copies of stored events.
-    reader
-        .context
-        .table(Table::OutcomeEvents.name())
-        .await
-        .map_err(read)?
-        .filter(filters.and(predicate))
-        .map_err(read)?
-        .select(columns)
-        .map_err(read)
+    let frame = match predicate {
+        Some(predicate) => frame.filter(predicate).map_err(read)?,
+        None => frame,
+    };
+    frame.select(columns).map_err(read)
 }
 
 /// Counts the terminal failure events (retry action other than `retry`) of
@@ -417,9 +429,9 @@ async fn count_failure_events(
             group: views(&batch, "group")?,
             action: views(&batch, "action")?,
             retry,
-            time: match buckets.step {
-                Some(_) => Some(ints(&batch, "time")?),
-                None => None,
+            time: match batch.schema().index_of("time") {
+                Ok(_) => Some(ints(&batch, "time")?),
+                Err(_) => None,
             },
             buckets,
         };
@@ -435,7 +447,7 @@ struct FailureRows {
     action: StringViewArray,
     /// The view of `retry`, which is inline (see [`FailureRows::counted`]).
     retry: u128,
-    /// Event times, when the buckets have a step.
+    /// Event times, when the buckets have a step or the frame holds rows outside them.
     time: Option<Int64Array>,
     buckets: Buckets,
 }
@@ -467,7 +479,7 @@ impl rates::RunRows for FailureRows {
     fn bucket(&self, row: usize) -> Option<Micros> {
         match &self.time {
             Some(time) => self.buckets.bucket_of(time.value(row)),
-            // The frame holds only rows inside the window.
+            // Without times, the frame holds only rows inside the one bucket.
             None => Some(self.buckets.since),
         }
     }

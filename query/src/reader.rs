@@ -17,7 +17,7 @@ use deltalake::arrow::datatypes::SchemaRef;
 use deltalake::datafusion::catalog::TableProvider;
 use deltalake::datafusion::datasource::MemTable;
 use deltalake::datafusion::error::DataFusionError;
-use deltalake::datafusion::prelude::{SessionConfig, SessionContext, col, lit};
+use deltalake::datafusion::prelude::{DataFrame, SessionConfig, SessionContext, col, lit};
 use deltalake::datafusion::scalar::ScalarValue;
 
 use crate::coverage::{Coverage, Heartbeat, SourceReport, SourceState, silences};
@@ -56,6 +56,16 @@ pub struct Reader {
     /// Per table whose rows' times are known: the oldest and newest time of every row it holds
     /// (the table's and the tail's), or `None` when it holds none.
     spans: BTreeMap<Table, Option<(Micros, Micros)>>,
+    /// Per opened table: what [`Reader::window_frame`] reads it from.
+    windowed: BTreeMap<Table, WindowSource>,
+}
+
+/// An opened table and the tail rows joined to it, kept apart so that a question over a window
+/// can read only the table's files that overlap it.
+struct WindowSource {
+    open: OpenTable,
+    /// The tail rows the table does not hold, when there are any.
+    tail: Option<Arc<dyn TableProvider>>,
 }
 
 /// The session settings: Parquet filter pushdown on, so that bloom filters, page indexes and
@@ -95,6 +105,7 @@ impl Reader {
             heartbeat: None,
             now,
             spans: BTreeMap::new(),
+            windowed: BTreeMap::new(),
         };
         if let Err(err) = options.root.check() {
             for &table in &tables {
@@ -263,6 +274,40 @@ impl Reader {
         }
     }
 
+    /// The rows of `table` that may have its time in [`since`, `until`): the table's files whose
+    /// statistics overlap the window, and the tail rows joined to it. Rows outside the window
+    /// remain, and the caller checks each row's time; no predicate reaches the Parquet scan.
+    ///
+    /// A time predicate pushed into the scan turns into a row filter (the Delta provider always
+    /// applies one), which cost several times more than reading the columns whole: the files
+    /// keep rows sorted by target, so a window selects a slice of every target's run.
+    pub async fn window_frame(
+        &self,
+        table: Table,
+        since: Micros,
+        until: Micros,
+    ) -> Result<DataFrame, DataFusionError> {
+        let Some(source) = self.windowed.get(&table) else {
+            return self.context.table(table.name()).await;
+        };
+        let Some(files) = source
+            .open
+            .files_overlapping(table.time_column(), since, until)
+        else {
+            return self.context.table(table.name()).await;
+        };
+        let provider = source
+            .open
+            .provider_over(files)
+            .await
+            .map_err(|err| DataFusionError::External(Box::new(err)))?;
+        let frame = self.context.read_table(provider)?;
+        match &source.tail {
+            Some(tail) => frame.union(self.context.read_table(tail.clone())?),
+            None => Ok(frame),
+        }
+    }
+
     /// When the reader was opened.
     pub fn now(&self) -> Micros {
         self.now
@@ -315,6 +360,11 @@ impl Reader {
                     .push_str(&format!(", positions {}", positions.join(" ")));
             }
             self.sources.push(report);
+        }
+        if let Some((open, _)) = &table_provider {
+            let open = (*open).clone();
+            self.windowed
+                .insert(table, WindowSource { open, tail: None });
         }
         let Some(own) = part.own else {
             if let Some(span) = table_span {
@@ -377,7 +427,12 @@ impl Reader {
                 Err(err) => Err(err.to_string()),
             };
             match joined {
-                Ok(view) => provider = Some(view),
+                Ok((view, tail)) => {
+                    provider = Some(view);
+                    if let Some(source) = self.windowed.get_mut(&table) {
+                        source.tail = Some(tail);
+                    }
+                }
                 Err(err) => {
                     report.state = SourceState::Unreachable {
                         reason: format!("its rows could not be joined to the table: {err}"),
@@ -577,13 +632,16 @@ impl Reader {
         Ok(u64::try_from(before - rows.len()).unwrap_or(0))
     }
 
+    /// The table's provider unioned with the tail's rows, and the tail's rows alone (in the
+    /// table's types).
     async fn union(
         &self,
         provider: Option<Arc<dyn TableProvider>>,
         batch: RecordBatch,
-    ) -> Result<Arc<dyn TableProvider>, DataFusionError> {
+    ) -> Result<(Arc<dyn TableProvider>, Arc<dyn TableProvider>), DataFusionError> {
         let Some(provider) = provider else {
-            return mem_table(batch.schema(), vec![batch]);
+            let tail = mem_table(batch.schema(), vec![batch])?;
+            return Ok((tail.clone(), tail));
         };
         // The provider's types win (a Delta scan may present strings or times differently).
         let schema = provider.schema();
@@ -599,8 +657,8 @@ impl Reader {
         let union = self
             .context
             .read_table(provider)?
-            .union(self.context.read_table(tail)?)?;
-        Ok(union.into_view())
+            .union(self.context.read_table(tail.clone())?)?;
+        Ok((union.into_view(), tail))
     }
 }
 
@@ -704,4 +762,106 @@ pub fn table_source(table: Table) -> String {
 /// The name of a Kafka tail source in a coverage report.
 pub fn kafka_source(table: Table) -> String {
     format!("kafka {}", table.topic())
+}
+
+#[cfg(test)]
+mod tests {
+    use candor_schema::proto::OutcomeEvent;
+    use candor_schema::tables::Arrival;
+    use deltalake::kernel::StructType;
+    use deltalake::kernel::engine::arrow_conversion::TryIntoKernel as _;
+
+    use super::*;
+
+    const HOUR: Micros = 3_600_000_000;
+
+    /// A table of `outcome_events` under a fresh root, one file per hour given (10 events each).
+    async fn table_of_hours(name: &str, hours: &[Micros]) -> std::path::PathBuf {
+        let root = std::env::temp_dir().join(format!("candor-{name}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&root);
+        let table = Table::OutcomeEvents;
+        let location = root.join(table.name());
+        std::fs::create_dir_all(&location).unwrap();
+        let url = url::Url::from_directory_path(&location).unwrap();
+        let schema: StructType = table.schema().as_ref().try_into_kernel().unwrap();
+        let mut delta = deltalake::DeltaTableBuilder::from_url(url)
+            .unwrap()
+            .build()
+            .unwrap()
+            .create()
+            .with_columns(schema.fields().cloned())
+            .with_partition_columns([column::DATE])
+            .await
+            .unwrap();
+        for &hour in hours {
+            let rows: Vec<(Meta, Row)> = (0..10)
+                .map(|n| {
+                    let micros = hour + n * 60_000_000;
+                    let event = OutcomeEvent {
+                        schema_version: 1,
+                        event_id: format!("{hour}-{n}"),
+                        event_time_unix_nano: u64::try_from(micros * 1000).unwrap(),
+                        outcome_class: "access_failure".into(),
+                        tool_target: "t".into(),
+                        retry_action: "give_up".into(),
+                        ..OutcomeEvent::default()
+                    };
+                    let meta = Meta {
+                        partition: 0,
+                        offset: n,
+                        kafka_micros: micros,
+                        arrival: Arrival::OnTime,
+                    };
+                    (meta, Row::Event(Box::new(event)))
+                })
+                .collect();
+            let refs: Vec<&(Meta, Row)> = rows.iter().collect();
+            let batch = rows::to_batch(table, &refs).unwrap();
+            delta = delta.write(vec![batch]).await.unwrap();
+        }
+        root
+    }
+
+    fn rows_of(batches: &[RecordBatch]) -> usize {
+        batches.iter().map(RecordBatch::num_rows).sum()
+    }
+
+    #[tokio::test]
+    async fn a_window_reads_only_the_files_whose_times_overlap_it() {
+        // Three files, an hour apart, each of rows 0–9 minutes into its hour.
+        let start = 1_764_547_200_000_000; // 2025-12-01T00:00:00Z
+        let hours = [start, start + HOUR, start + 2 * HOUR];
+        let root = table_of_hours("window-files", &hours).await;
+        let reader = Reader::open(ReadOptions {
+            root: TableRoot::new(root.to_string_lossy()),
+            tail: None,
+            tables: vec![Table::OutcomeEvents],
+        })
+        .await;
+        let count = |since, until| {
+            let reader = &reader;
+            async move {
+                let batches = reader
+                    .window_frame(Table::OutcomeEvents, since, until)
+                    .await
+                    .unwrap()
+                    .collect()
+                    .await
+                    .unwrap();
+                rows_of(&batches)
+            }
+        };
+        // The middle hour only: its file, whole (rows are not filtered here).
+        assert_eq!(count(start + HOUR, start + 2 * HOUR).await, 10);
+        // A window touching the first file's last row and the second's first.
+        assert_eq!(count(start + 9 * 60_000_000, start + HOUR + 1).await, 20);
+        // Between files: none is read.
+        assert_eq!(
+            count(start + 30 * 60_000_000, start + 40 * 60_000_000).await,
+            0
+        );
+        // Everything.
+        assert_eq!(count(start, start + 3 * HOUR).await, 30);
+        let _ = std::fs::remove_dir_all(&root);
+    }
 }

@@ -11,6 +11,7 @@ use candor_schema::tables::Table;
 use deltalake::DeltaTable;
 use deltalake::datafusion::catalog::TableProvider;
 use deltalake::datafusion::prelude::SessionContext;
+use deltalake::kernel::LogicalFileView;
 
 use crate::window::Micros;
 
@@ -138,23 +139,39 @@ impl OpenTable {
     /// rounds a maximum up to the millisecond, so every row lies within them (and the newest
     /// may be up to 1 ms late).
     pub fn span_from_log(&self, column: &str) -> Option<Option<(Micros, Micros)>> {
-        use deltalake::kernel::scalars::ScalarExt as _;
-        let parse = |stats: serde_json::Value| -> Option<Micros> {
-            let text = stats.get(column)?.as_str()?.to_owned();
-            chrono::NaiveDateTime::parse_from_str(&text, "%Y-%m-%d %H:%M:%S%.f")
-                .ok()
-                .map(|at| at.and_utc().timestamp_micros())
-        };
         let snapshot = self.delta.snapshot().ok()?;
         let mut span: Option<(Micros, Micros)> = None;
         for file in snapshot.log_data().iter() {
-            let oldest = parse(file.min_values()?.to_json())?;
-            let newest = parse(file.max_values()?.to_json())?;
+            let (oldest, newest) = file_span(&file, column)?;
             span = Some(span.map_or((oldest, newest), |(low, high)| {
                 (low.min(oldest), high.max(newest))
             }));
         }
         Some(span)
+    }
+
+    /// The files that may hold rows with `column` in [`since`, `until`): those whose statistics
+    /// overlap the window, and those without statistics for it, which cannot be ruled out.
+    /// `None` when the table's file list cannot be read. Paths are relative to the table root,
+    /// in the percent-encoded form of an object store path.
+    pub fn files_overlapping(
+        &self,
+        column: &str,
+        since: Micros,
+        until: Micros,
+    ) -> Option<Vec<String>> {
+        let snapshot = self.delta.snapshot().ok()?;
+        Some(
+            snapshot
+                .log_data()
+                .iter()
+                .filter(|file| {
+                    file_span(file, column)
+                        .is_none_or(|(oldest, newest)| oldest < until && newest >= since)
+                })
+                .map(|file| file.object_store_path().to_string())
+                .collect(),
+        )
     }
 
     /// The position (next offset to read) the table holds for a partition of its own topic:
@@ -175,6 +192,22 @@ impl OpenTable {
             .map_err(err)
     }
 
+    /// The table restricted to `files` (as [`OpenTable::files_overlapping`] names them) as a
+    /// DataFusion provider. The object store is the one [`OpenTable::provider`] registered.
+    pub async fn provider_over(
+        &self,
+        files: Vec<String>,
+    ) -> Result<Arc<dyn TableProvider>, StoreError> {
+        self.delta
+            .table_provider()
+            .with_file_paths(files)
+            .await
+            .map_err(|e| StoreError::Delta {
+                table: self.table.name(),
+                source: deltalake::DeltaTableError::Generic(format!("as a query source: {e}")),
+            })
+    }
+
     /// The table as a DataFusion provider, with its object store registered in `context`.
     pub async fn provider(
         &self,
@@ -193,4 +226,19 @@ impl OpenTable {
             )))
         })
     }
+}
+
+/// The oldest and newest values of a time column in one file's statistics, bounded outward as
+/// [`OpenTable::span_from_log`] says; `None` when the file has none for it.
+fn file_span(file: &LogicalFileView, column: &str) -> Option<(Micros, Micros)> {
+    use deltalake::kernel::scalars::ScalarExt as _;
+    let parse = |stats: serde_json::Value| -> Option<Micros> {
+        let text = stats.get(column)?.as_str()?.to_owned();
+        chrono::NaiveDateTime::parse_from_str(&text, "%Y-%m-%d %H:%M:%S%.f")
+            .ok()
+            .map(|at| at.and_utc().timestamp_micros())
+    };
+    let oldest = parse(file.min_values()?.to_json())?;
+    let newest = parse(file.max_values()?.to_json())?;
+    Some((oldest, newest))
 }

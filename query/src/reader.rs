@@ -21,7 +21,7 @@ use deltalake::datafusion::prelude::{DataFrame, SessionConfig, SessionContext, c
 use deltalake::datafusion::scalar::ScalarValue;
 
 use crate::coverage::{Coverage, Heartbeat, SourceReport, SourceState, silences};
-use crate::store::{OpenTable, StoreError, TableRoot};
+use crate::store::{FileSpan, OpenTable, StoreError, TableRoot, spanning};
 use crate::tail::{Tail, TailSettings, TopicTail};
 use crate::window::{Micros, Window, now};
 
@@ -64,6 +64,9 @@ pub struct Reader {
 /// can read only the table's files that overlap it.
 struct WindowSource {
     open: OpenTable,
+    /// The table's files with the spans of its time column, worked out once at open; `None`
+    /// when the file list could not be read.
+    files: Option<Vec<FileSpan>>,
     /// The tail rows the table does not hold, when there are any.
     tail: Option<Arc<dyn TableProvider>>,
 }
@@ -290,15 +293,17 @@ impl Reader {
         let Some(source) = self.windowed.get(&table) else {
             return self.context.table(table.name()).await;
         };
-        let Some(files) = source
-            .open
-            .files_overlapping(table.time_column(), since, until)
-        else {
+        let Some(files) = &source.files else {
             return self.context.table(table.name()).await;
         };
+        let overlapping = files
+            .iter()
+            .filter(|file| file.may_overlap(since, until))
+            .map(|file| file.path.clone())
+            .collect();
         let provider = source
             .open
-            .provider_over(files)
+            .provider_over(overlapping)
             .await
             .map_err(|err| DataFusionError::External(Box::new(err)))?;
         let frame = self.context.read_table(provider)?;
@@ -340,9 +345,13 @@ impl Reader {
             }
         };
         // Without a table, no table rows are registered; without statistics, their span is unknown.
-        let table_span = match &table_provider {
-            Some((open, _)) => open.span_from_log(table.time_column()),
-            None => Some(None),
+        let files = table_provider
+            .as_ref()
+            .and_then(|(open, _)| open.file_spans(table.time_column()));
+        let table_span = match (&table_provider, &files) {
+            (Some(_), Some(files)) => spanning(files),
+            (Some(_), None) => None,
+            (None, _) => Some(None),
         };
         if let Some((open, provider)) = &table_provider {
             let newest_from_log = table_span.map(|span| span.map(|(_, newest)| newest));
@@ -363,8 +372,14 @@ impl Reader {
         }
         if let Some((open, _)) = &table_provider {
             let open = (*open).clone();
-            self.windowed
-                .insert(table, WindowSource { open, tail: None });
+            self.windowed.insert(
+                table,
+                WindowSource {
+                    open,
+                    files,
+                    tail: None,
+                },
+            );
         }
         let Some(own) = part.own else {
             if let Some(span) = table_span {

@@ -134,42 +134,25 @@ impl OpenTable {
     }
 
     /// The oldest and newest values of a time column from the Delta log's statistics, without
-    /// reading a file: `Some(None)` for a table without files, `None` when a file has no
-    /// statistics for it. The bounds are outward: Delta cuts a timestamp minimum down and
-    /// rounds a maximum up to the millisecond, so every row lies within them (and the newest
-    /// may be up to 1 ms late).
+    /// reading a file, as [`spanning`] gives them for [`OpenTable::file_spans`].
     pub fn span_from_log(&self, column: &str) -> Option<Option<(Micros, Micros)>> {
-        let snapshot = self.delta.snapshot().ok()?;
-        let mut span: Option<(Micros, Micros)> = None;
-        for file in snapshot.log_data().iter() {
-            let (oldest, newest) = file_span(&file, column)?;
-            span = Some(span.map_or((oldest, newest), |(low, high)| {
-                (low.min(oldest), high.max(newest))
-            }));
-        }
-        Some(span)
+        spanning(&self.file_spans(column)?)
     }
 
-    /// The files that may hold rows with `column` in [`since`, `until`): those whose statistics
-    /// overlap the window, and those without statistics for it, which cannot be ruled out.
-    /// `None` when the table's file list cannot be read. Paths are relative to the table root,
-    /// in the percent-encoded form of an object store path.
-    pub fn files_overlapping(
-        &self,
-        column: &str,
-        since: Micros,
-        until: Micros,
-    ) -> Option<Vec<String>> {
+    /// Every file of the table with its span of `column` from the Delta log's statistics; `None`
+    /// when the table's file list cannot be read. The bounds are outward: Delta cuts a
+    /// timestamp minimum down and rounds a maximum up to the millisecond, so every row lies
+    /// within them (and the newest may be up to 1 ms late).
+    pub fn file_spans(&self, column: &str) -> Option<Vec<FileSpan>> {
         let snapshot = self.delta.snapshot().ok()?;
         Some(
             snapshot
                 .log_data()
                 .iter()
-                .filter(|file| {
-                    file_span(file, column)
-                        .is_none_or(|(oldest, newest)| oldest < until && newest >= since)
+                .map(|file| FileSpan {
+                    path: file.object_store_path().to_string(),
+                    span: file_span(&file, column),
                 })
-                .map(|file| file.object_store_path().to_string())
                 .collect(),
         )
     }
@@ -192,7 +175,7 @@ impl OpenTable {
             .map_err(err)
     }
 
-    /// The table restricted to `files` (as [`OpenTable::files_overlapping`] names them) as a
+    /// The table restricted to `files` (paths as [`FileSpan::path`] gives them) as a
     /// DataFusion provider. The object store is the one [`OpenTable::provider`] registered.
     pub async fn provider_over(
         &self,
@@ -228,8 +211,39 @@ impl OpenTable {
     }
 }
 
+/// One file of a table and the span of a time column in it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FileSpan {
+    /// Relative to the table root, in the percent-encoded form of an object store path.
+    pub path: String,
+    /// The oldest and newest values; `None` when the file has no statistics for the column.
+    pub span: Option<(Micros, Micros)>,
+}
+
+impl FileSpan {
+    /// Whether the file may hold rows in [`since`, `until`): its span overlaps the window, or
+    /// it has none, which cannot rule anything out.
+    pub fn may_overlap(&self, since: Micros, until: Micros) -> bool {
+        self.span
+            .is_none_or(|(oldest, newest)| oldest < until && newest >= since)
+    }
+}
+
+/// The span of a table's files together: `Some(None)` for a table without files, `None` when a
+/// file has no statistics for the column.
+pub fn spanning(files: &[FileSpan]) -> Option<Option<(Micros, Micros)>> {
+    let mut span: Option<(Micros, Micros)> = None;
+    for file in files {
+        let (oldest, newest) = file.span?;
+        span = Some(span.map_or((oldest, newest), |(low, high)| {
+            (low.min(oldest), high.max(newest))
+        }));
+    }
+    Some(span)
+}
+
 /// The oldest and newest values of a time column in one file's statistics, bounded outward as
-/// [`OpenTable::span_from_log`] says; `None` when the file has none for it.
+/// [`OpenTable::file_spans`] says; `None` when the file has none for it.
 fn file_span(file: &LogicalFileView, column: &str) -> Option<(Micros, Micros)> {
     use deltalake::kernel::scalars::ScalarExt as _;
     let parse = |stats: serde_json::Value| -> Option<Micros> {

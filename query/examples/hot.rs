@@ -137,6 +137,27 @@ async fn main() -> anyhow::Result<()> {
             .len())
     })
     .await?;
+    // The Parquet footers and page indexes DataFusion keeps between questions: a cache too small
+    // for the table reads them again on every question.
+    let cache = reader
+        .context
+        .runtime_env()
+        .cache_manager
+        .get_file_metadata_cache();
+    let entries = cache.list_entries();
+    let with_page_index = entries
+        .values()
+        .filter(|entry| {
+            entry.value.file_metadata.extra_info().get("page_index") == Some(&"true".to_owned())
+        })
+        .count();
+    let bytes: usize = entries.values().map(|entry| entry.size_bytes).sum();
+    println!(
+        "hot metadata cache: {} files ({with_page_index} with page index), {:.1} MiB of {:.1} MiB",
+        entries.len(),
+        bytes as f64 / 1048576.0,
+        cache.cache_limit() as f64 / 1048576.0
+    );
     let status =
         std::fs::read_to_string("/proc/self/status").context("reading /proc/self/status")?;
     if let Some(line) = status.lines().find(|line| line.starts_with("VmHWM")) {

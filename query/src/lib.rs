@@ -19,6 +19,7 @@
 pub mod answer;
 pub mod commands;
 pub mod coverage;
+pub mod files;
 pub mod kafka_client;
 pub mod rates;
 pub mod reader;

@@ -21,7 +21,7 @@ use deltalake::datafusion::prelude::{DataFrame, SessionConfig, SessionContext, c
 use deltalake::datafusion::scalar::ScalarValue;
 
 use crate::coverage::{Coverage, Heartbeat, SourceReport, SourceState, silences};
-use crate::store::{FileSpan, OpenTable, StoreError, TableRoot, spanning};
+use crate::store::{FileSpan, OpenTable, Provider, StoreError, TableRoot, spanning};
 use crate::tail::{Tail, TailSettings, TopicTail};
 use crate::window::{Micros, Window, now};
 
@@ -64,6 +64,8 @@ pub struct Reader {
 /// can read only the table's files that overlap it.
 struct WindowSource {
     open: OpenTable,
+    /// The table as registered (before its tail rows are joined).
+    provider: Provider,
     /// The table's files with the spans of its time column, worked out once at open; `None`
     /// when the file list could not be read.
     files: Option<Vec<FileSpan>>,
@@ -301,11 +303,14 @@ impl Reader {
             .filter(|file| file.may_overlap(since, until))
             .map(|file| file.path.clone())
             .collect();
-        let provider = source
-            .open
-            .provider_over(overlapping)
-            .await
-            .map_err(|err| DataFusionError::External(Box::new(err)))?;
+        let provider: Arc<dyn TableProvider> = match &source.provider {
+            Provider::Files(all) => Arc::new(all.overlapping(since, until)),
+            Provider::Delta(_) => source
+                .open
+                .provider_over(overlapping)
+                .await
+                .map_err(|err| DataFusionError::External(Box::new(err)))?,
+        };
         let frame = self.context.read_table(provider)?;
         match &source.tail {
             Some(tail) => frame.union(self.context.read_table(tail.clone())?),
@@ -344,6 +349,10 @@ impl Reader {
                 None
             }
         };
+        let registered = table_provider
+            .as_ref()
+            .map(|(_, provider)| provider.clone());
+        let table_provider = table_provider.map(|(open, provider)| (open, provider.table()));
         // Without a table, no table rows are registered; without statistics, their span is unknown.
         let files = table_provider
             .as_ref()
@@ -370,17 +379,19 @@ impl Reader {
             }
             self.sources.push(report);
         }
-        if let Some((open, _)) = &table_provider {
+        if let (Some((open, _)), Some(provider)) = (&table_provider, registered) {
             let open = (*open).clone();
             self.windowed.insert(
                 table,
                 WindowSource {
                     open,
+                    provider,
                     files,
                     tail: None,
                 },
             );
         }
+
         let Some(own) = part.own else {
             if let Some(span) = table_span {
                 self.spans.insert(table, span);
@@ -877,6 +888,79 @@ mod tests {
         );
         // Everything.
         assert_eq!(count(start, start + 3 * HOUR).await, 30);
+        let _ = std::fs::remove_dir_all(&root);
+    }
+
+    /// The rows of `statement` as text, and the physical plan's files.
+    async fn answer(context: &SessionContext, statement: &str) -> (String, Vec<String>) {
+        let frame = context.sql(statement).await.unwrap();
+        let plan = frame.clone().create_physical_plan().await.unwrap();
+        let shown = deltalake::datafusion::physical_plan::displayable(plan.as_ref())
+            .indent(true)
+            .to_string();
+        let files = shown
+            .split(|c: char| c.is_whitespace() || c == ',' || c == '[' || c == ']')
+            .filter(|word| word.contains(".parquet"))
+            .map(|word| word.split(':').next().unwrap_or(word).to_owned())
+            .collect();
+        let batches = frame.collect().await.unwrap();
+        let text = deltalake::arrow::util::pretty::pretty_format_batches(&batches)
+            .unwrap()
+            .to_string();
+        (text, files)
+    }
+
+    #[tokio::test]
+    async fn the_listed_files_answer_as_the_delta_provider_does_and_prune_by_day_and_time() {
+        // Two files on the last hour of one day, one on the next day's first hour.
+        let start = 1_764_547_200_000_000; // 2025-12-01T00:00:00Z
+        let hours = [start - HOUR, start - HOUR + 600_000_000, start];
+        let root = table_of_hours("listed-files", &hours).await;
+        let open = OpenTable::open(
+            &TableRoot::new(root.to_string_lossy()),
+            Table::OutcomeEvents,
+        )
+        .await
+        .unwrap();
+        let files = session();
+        let delta = session();
+        let Provider::Files(listed) = open.provider(&files).await.unwrap() else {
+            panic!("a reader-version-1 table is read as its files");
+        };
+        assert_eq!(listed.len(), 3);
+        files.register_table("t", listed).unwrap();
+        open.delta
+            .update_datafusion_session(&delta.state())
+            .unwrap();
+        delta
+            .register_table("t", open.delta.table_provider().await.unwrap())
+            .unwrap();
+        for (statement, expected_rows, expected_files) in [
+            ("SELECT * FROM t ORDER BY event_id", 30, 3),
+            (
+                "SELECT event_id, date, event_time FROM t WHERE date = DATE '2025-12-01' \
+                 ORDER BY event_id",
+                10,
+                1,
+            ),
+            (
+                "SELECT event_id, tool_target FROM t WHERE date = DATE '2025-11-30' \
+                 ORDER BY event_id",
+                20,
+                2,
+            ),
+            (
+                "SELECT count(*) AS n FROM t WHERE event_time >= TIMESTAMP '2025-11-30T23:10:00Z'",
+                1,
+                2,
+            ),
+        ] {
+            let (got, read) = answer(&files, statement).await;
+            let (want, _) = answer(&delta, statement).await;
+            assert_eq!(got, want, "{statement}");
+            assert_eq!(got.lines().count(), expected_rows + 4, "{statement}\n{got}");
+            assert_eq!(read.len(), expected_files, "{statement}: {read:?}");
+        }
         let _ = std::fs::remove_dir_all(&root);
     }
 }

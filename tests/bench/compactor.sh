@@ -28,8 +28,10 @@ rows_metric='candor_compactor_rows_written_total{table="outcome_events"}'
 
 echo "== 1. throughput: $records records preloaded"
 start_tansu
-# Twenty hours old: yesterday's partition, closed, so optimize merges it.
-"$bin/candor-loadgen" --raw-kafka "127.0.0.1:$kafka" --preload "$records" --age-s 72000
+# An hour of events twenty hours old: yesterday's partition, closed, so optimize merges it. The
+# hour gives each target's times the gaps of a busy pipeline (a record every 2 ms in all), not
+# the microsecond steps of records made as fast as possible, which compress as no real ones do.
+"$bin/candor-loadgen" --raw-kafka "127.0.0.1:$kafka" --preload "$records" --age-s 72000 --spread-s 3600
 metrics=$(free_port)
 started=$(date +%s.%N)
 "$bin/candor-collector" compact --table-root "$work/tables" --kafka-brokers "127.0.0.1:$kafka" \

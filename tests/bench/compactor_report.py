@@ -3,7 +3,8 @@
   compactor_report.py size TABLE_DIR            rows, bytes of the current files, bytes per row
   compactor_report.py pyarrow TABLE_DIR OUT     the same rows written by pyarrow's Parquet writer
                                                 (zstd level 3, 1,048,576-row groups, dictionaries
-                                                as the compactor sets them): seconds, bytes/row
+                                                and deltas as the compactor sets them): seconds,
+                                                bytes/row
   compactor_report.py latency TABLE_DIR         p50/p95/max from a record's Kafka timestamp to the
                                                 commit that made it visible
 """
@@ -17,7 +18,9 @@ import pyarrow
 import pyarrow.parquet as pq
 from deltalake import DeltaTable
 
-PLAIN = {"event_id", "trace_id", "span_id", "kafka_offset"}
+PLAIN = {"event_id", "trace_id", "span_id"}
+# Written as deltas, without a dictionary (candor_schema's `Table::delta_columns`).
+DELTA = {"event_time", "received_time", "kafka_offset", "kafka_timestamp"}
 
 
 def size(path):
@@ -32,7 +35,7 @@ def with_pyarrow(path, out):
     data = DeltaTable(path).to_pyarrow_dataset().to_table()
     data = data.drop_columns(["date"]) if "date" in data.column_names else data
     data = data.sort_by([("tool_target", "ascending"), ("event_time", "ascending")])
-    dictionary = [name for name in data.column_names if name not in PLAIN]
+    dictionary = [name for name in data.column_names if name not in PLAIN | DELTA]
     started = time.perf_counter()
     pq.write_table(
         data,
@@ -41,6 +44,7 @@ def with_pyarrow(path, out):
         compression_level=3,
         row_group_size=1_048_576,
         use_dictionary=dictionary,
+        column_encoding={name: "DELTA_BINARY_PACKED" for name in DELTA},
         write_statistics=True,
     )
     seconds = time.perf_counter() - started

@@ -44,16 +44,17 @@ struct Args {
     /// acks=all, zstd, 1,000 in flight): the ceiling the collector is measured against.
     #[arg(long)]
     raw_kafka: Option<String>,
-    /// With `--raw-kafka`: produce this many distinct, realistic records (unique ids, 50
-    /// targets, 8 services, every field the collector fills), each timed `--age-s` seconds ago,
+    /// With `--raw-kafka`: produce this many distinct, realistic records (unique event ids,
+    /// shaped as the adapter's events of failed calls, 50 targets, 8 services, every field the
+    /// collector fills), each timed `--age-s` seconds ago,
     /// then stop; `--rate` paces them (records/s).
     #[arg(long)]
     preload: Option<u64>,
     /// With `--preload`: how old the records' event times are, in seconds.
     #[arg(long, default_value_t = 0)]
     age_s: u64,
-    /// With `--preload`: spread the event times evenly over this many seconds, ending
-    /// `--age-s` ago (0: one microsecond apart).
+    /// With `--preload`: spread the event times over this many seconds, ending `--age-s` ago
+    /// (0: one microsecond apart on average).
     #[arg(long, default_value_t = 0)]
     spread_s: u64,
     /// With `--preload`: also produce the `tool.outcomes` counter points of the 50 targets
@@ -222,49 +223,65 @@ fn mix(x: u64) -> u64 {
     x ^ (x >> 31)
 }
 
-/// One realistic record, distinct for every `n`: what the collector writes for an adapter's
-/// failure event. Every target sees every outcome, in random order: the outcome is drawn from
-/// a hash of `n`, not from `n % 10`, which with 50 targets would give each target a single
-/// retry action.
-fn realistic_event(n: u64, event_nanos: u64) -> (String, Vec<u8>) {
+/// One realistic record, distinct for every `n`, shaped as the adapter emits them: one
+/// `tool.outcome` event per failed attempt of a call, all on the call's span, so that they share
+/// its trace, span, target, tool and service. Record `n` is attempt `n % 3 + 1` of call `n / 3`:
+/// two failures that were retried, then one that exhausted the retries or a partial answer that
+/// was accepted. Two calls (to different targets) make a trace. The outcome is drawn from a hash
+/// of the call, so every target sees every outcome in random order.
+///
+/// `slot_nanos` and `step` place the record: its event time lies at a random point of
+/// `slot_nanos..slot_nanos + step`, and it was received 1 to 50 ms later, as a collector
+/// receives batches; a sorted column of exactly evenly spaced times would compress as no real
+/// one does.
+fn realistic_event(n: u64, slot_nanos: u64, step: u64) -> (String, Vec<u8>) {
     use candor_schema::proto::OutcomeEvent;
     use prost::Message as _;
-    let target = format!("https://api-{}.internal/v1/search", n % 50);
-    let (class, kind, action) = match mix(n ^ 0xa5a5) % 10 {
-        0..=5 => ("access_failure", "server_error", "retry"),
-        6 | 7 => ("access_failure", "timeout", "exhausted"),
-        8 => ("access_failure", "rate_limited", "retry"),
-        _ => ("partial", "declared_total", "accept_partial"),
+    let (call, attempt) = (n / 3, n % 3);
+    let target = format!("https://api-{}.internal/v1/search", call % 50);
+    let draw = mix(call ^ 0xa5a5) % 10;
+    let last = attempt == 2;
+    // One call in ten ends in a partial answer; it failed on its first attempts like the rest.
+    let partial = draw == 9 && last;
+    let (kind, status) = match draw {
+        6 | 7 => ("timeout", None),
+        8 => ("rate_limited", Some(429)),
+        9 if partial => ("declared_total", None),
+        _ => ("server_error", Some(503)),
     };
-    let partial = class == "partial";
-    let event =
-        OutcomeEvent {
-            schema_version: 1,
-            event_id: format!("{:016x}{:016x}", mix(n), mix(n ^ 0x5555)),
-            trace_id: format!("{:016x}{:016x}", mix(n / 3), mix(n / 3 + 7)),
-            span_id: format!("{:016x}", mix(n + 11)),
-            event_time_unix_nano: event_nanos + n % 1_000_000,
-            service_name: format!("service-{}", n % 8),
-            service_instance_id: format!("service-{}-{}", n % 8, n % 3),
-            outcome_class: class.into(),
-            tool_name: ["search", "lookup", "fetch", "geocode"][(n % 4) as usize].into(),
-            tool_target: target.clone(),
-            failure_kind: kind.into(),
-            retry_action: action.into(),
-            retry_attempt: 1 + (n % 3) as u32,
-            retry_max_attempts: 3,
-            retry_backoff_ms: (action == "retry").then_some(100 + n % 400),
-            http_status_code: (!partial && kind != "timeout")
-                .then_some(if kind == "rate_limited" { 429 } else { 503 }),
-            error_type: (!partial).then(|| kind.to_owned()),
-            partial_returned: partial.then_some(20),
-            partial_expected: partial.then_some(100),
-            coverage: partial.then(|| "first page".to_owned()),
-            dropped: partial.then(|| "pages 2-5".to_owned()),
-            authority: None,
-            received_time_unix_nano: event_nanos + n % 1_000_000 + 2_000_000,
-            collector_id: "collector-1".into(),
-        };
+    let (class, action) = match (partial, last) {
+        (true, _) => ("partial", "accept_partial"),
+        (false, true) => ("access_failure", "exhausted"),
+        (false, false) => ("access_failure", "retry"),
+    };
+    let event_nanos = slot_nanos + mix(n ^ 0x3c3c) % step.max(1);
+    let trace = call / 2;
+    let event = OutcomeEvent {
+        schema_version: 1,
+        event_id: format!("{:016x}{:016x}", mix(n), mix(n ^ 0x5555)),
+        trace_id: format!("{:016x}{:016x}", mix(trace), mix(trace + 7)),
+        span_id: format!("{:016x}", mix(call + 11)),
+        event_time_unix_nano: event_nanos,
+        service_name: format!("service-{}", trace % 8),
+        service_instance_id: format!("service-{}-{}", trace % 8, trace % 3),
+        outcome_class: class.into(),
+        tool_name: ["search", "lookup", "fetch", "geocode"][(call % 4) as usize].into(),
+        tool_target: target.clone(),
+        failure_kind: kind.into(),
+        retry_action: action.into(),
+        retry_attempt: 1 + attempt as u32,
+        retry_max_attempts: 3,
+        retry_backoff_ms: (action == "retry").then_some(100 << attempt),
+        http_status_code: status,
+        error_type: (!partial).then(|| kind.to_owned()),
+        partial_returned: partial.then_some(20),
+        partial_expected: partial.then_some(100),
+        coverage: partial.then(|| "first page".to_owned()),
+        dropped: partial.then(|| "pages 2-5".to_owned()),
+        authority: None,
+        received_time_unix_nano: event_nanos + 1_000_000 + mix(n ^ 0x7e7e) % 49_000_000,
+        collector_id: "collector-1".into(),
+    };
     (target, event.encode_to_vec())
 }
 
@@ -356,7 +373,7 @@ async fn preload(brokers: &str, plan: Preload) -> anyhow::Result<()> {
         Box::new((0..n).map(move |i| {
             (
                 topic::OUTCOME_EVENTS,
-                realistic_event(i, event_nanos + i * step),
+                realistic_event(i, event_nanos + i * step, step),
             )
         }));
     if counts {

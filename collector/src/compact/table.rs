@@ -19,7 +19,7 @@ use deltalake::arrow::error::ArrowError;
 use deltalake::kernel::engine::arrow_conversion::TryIntoKernel as _;
 use deltalake::kernel::transaction::{CommitBuilder, CommitProperties};
 use deltalake::kernel::{Action, StructType, Transaction};
-use deltalake::parquet::basic::{Compression, ZstdLevel};
+use deltalake::parquet::basic::{Compression, Encoding, ZstdLevel};
 use deltalake::parquet::file::properties::{EnabledStatistics, WriterProperties};
 use deltalake::parquet::schema::types::ColumnPath;
 use deltalake::protocol::{DeltaOperation, SaveMode};
@@ -126,8 +126,8 @@ pub struct FileSettings {
 const PAGE_BYTES: usize = 64 * 1024;
 
 /// The Parquet writer properties of a table: zstd, statistics per page, pages of at most
-/// [`PAGE_BYTES`], dictionaries except on the table's high-cardinality columns, bloom filters on
-/// its lookup columns.
+/// [`PAGE_BYTES`], dictionaries except on the table's high-cardinality columns, its rising
+/// integers as deltas, bloom filters on its lookup columns.
 pub fn writer_properties(table: Table, settings: FileSettings) -> WriterProperties {
     let level = ZstdLevel::try_new(settings.zstd_level).unwrap_or_default();
     let mut builder = WriterProperties::builder()
@@ -138,6 +138,11 @@ pub fn writer_properties(table: Table, settings: FileSettings) -> WriterProperti
         .set_dictionary_enabled(true);
     for name in table.plain_columns() {
         builder = builder.set_column_dictionary_enabled(ColumnPath::from(*name), false);
+    }
+    for name in table.delta_columns() {
+        builder = builder
+            .set_column_dictionary_enabled(ColumnPath::from(*name), false)
+            .set_column_encoding(ColumnPath::from(*name), Encoding::DELTA_BINARY_PACKED);
     }
     for name in table.bloom_filter_columns() {
         builder = builder
@@ -379,6 +384,77 @@ pub async fn recent_ids(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn rising_integers_are_written_as_deltas_and_vocabularies_with_dictionaries() {
+        use candor_schema::proto::OutcomeEvent;
+        use candor_schema::tables::Arrival;
+        use deltalake::parquet::arrow::ArrowWriter;
+        use deltalake::parquet::file::reader::{FileReader as _, SerializedFileReader};
+
+        let start = 1_700_000_000_000_000_i64;
+        let rows: Vec<(Meta, Row)> = (0..1000_i64)
+            .map(|i| {
+                let meta = Meta {
+                    partition: 0,
+                    offset: i,
+                    kafka_micros: start + i * 1000,
+                    arrival: Arrival::OnTime,
+                };
+                let nanos = u64::try_from(start + i * 997).expect("positive") * 1000;
+                let event = OutcomeEvent {
+                    schema_version: 1,
+                    event_id: format!("{i:032x}"),
+                    event_time_unix_nano: nanos,
+                    received_time_unix_nano: nanos + 5_000_000,
+                    outcome_class: "access_failure".into(),
+                    failure_kind: "timeout".into(),
+                    retry_action: "retry".into(),
+                    ..Default::default()
+                };
+                (meta, Row::Event(Box::new(event)))
+            })
+            .collect();
+        let refs: Vec<&(Meta, Row)> = rows.iter().collect();
+        let batch = rows::to_batch(Table::OutcomeEvents, &refs).expect("batch");
+        let settings = FileSettings {
+            row_group_rows: 128 * 1024,
+            zstd_level: 1,
+        };
+        let properties = writer_properties(Table::OutcomeEvents, settings);
+        let mut file = Vec::new();
+        let mut writer =
+            ArrowWriter::try_new(&mut file, batch.schema(), Some(properties)).expect("writer");
+        writer.write(&batch).expect("write");
+        writer.close().expect("close");
+        let reader = SerializedFileReader::new(bytes::Bytes::from(file)).expect("read back");
+        let group = reader.metadata().row_group(0);
+        let chunk = |name: &str| {
+            (0..group.num_columns())
+                .map(|i| group.column(i))
+                .find(|chunk| chunk.column_path().string() == name)
+                .unwrap_or_else(|| panic!("no column {name}"))
+        };
+        for name in Table::OutcomeEvents.delta_columns() {
+            let chunk = chunk(name);
+            assert!(
+                chunk
+                    .encodings()
+                    .any(|encoding| encoding == Encoding::DELTA_BINARY_PACKED),
+                "{name} is not stored as deltas"
+            );
+            assert_eq!(
+                chunk.dictionary_page_offset(),
+                None,
+                "{name} has a dictionary"
+            );
+        }
+        assert!(
+            chunk(column::OUTCOME_CLASS)
+                .dictionary_page_offset()
+                .is_some()
+        );
+    }
 
     #[test]
     fn every_lookup_column_gets_its_bloom_filter_at_its_own_false_positive_rate() {

@@ -242,8 +242,8 @@ impl Table {
     /// Integer columns that rise almost in step with the sort order (times, and the Kafka offset,
     /// since a target's records share a partition): stored without a dictionary, as the
     /// differences between neighbours (Parquet's `DELTA_BINARY_PACKED`), which take a few bits
-    /// each where the values take eight bytes. Measured on 2 M events an hour apart
-    /// (`tests/bench/compactor.sh`): the table's bytes per row fell from 40.4 to 33.4.
+    /// each where the values take eight bytes. Measured on 2 M events over an hour
+    /// (`tests/bench/compactor.sh`): the table's bytes per row fell from 40.4 to 33.9.
     pub fn delta_columns(self) -> &'static [&'static str] {
         match self {
             Self::OutcomeEvents => &[

@@ -74,7 +74,7 @@ impl IdKey {
 /// Remembers recent ids per table to drop a client's retried copy.
 ///
 /// Every record passes through it, so it hashes with foldhash (seeded per process) rather than
-/// SipHash, which was a tenth of the compactor's time.
+/// SipHash: hashing and looking ids up in it were about 8 % of the compactor's time.
 #[derive(Debug, Default)]
 struct Dedupe {
     /// (table, id) → where it was read and its Kafka time.

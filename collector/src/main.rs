@@ -38,10 +38,6 @@ use candor_collector::sink::kafka::{Producer, ProducerSettings, encode};
 use candor_schema::names::topic;
 use candor_schema::proto::{Heartbeat, RECORD_SCHEMA_VERSION};
 use clap::{Parser, Subcommand, ValueEnum};
-
-/// The process's allocator (see the workspace manifest for why).
-#[global_allocator]
-static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 use tokio::net::TcpListener;
 use tokio::sync::watch;
 

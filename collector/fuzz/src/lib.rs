@@ -243,7 +243,15 @@ pub fn check_traces(request: &ExportTraceServiceRequest) {
             );
         }
         for event in &out.events {
-            check_event(event, &limits);
+            // The record as Kafka receives it: the hand-written encoding, decoded by prost.
+            let record = OutcomeEvent::decode(event.encode().as_slice())
+                .expect("an extracted event encodes to a decodable record");
+            assert_eq!(
+                record,
+                OutcomeEvent::from(event),
+                "the encoding keeps every field"
+            );
+            check_event(&record, &limits);
         }
     }
 }

@@ -1,15 +1,20 @@
 //! Extraction: from OTLP requests to typed records, with every refusal named.
 //!
-//! Pure functions. Every `tool.outcome` span event becomes an [`OutcomeEvent`] or a
-//! [`Rejection`]; every data point of `tool.outcomes` becomes an [`OutcomeCount`] or a
-//! [`Rejection`]. Nothing is dropped without one or the other, and what is neither (other spans,
-//! other metrics) is counted as ignored.
+//! Pure functions. Every `tool.outcome` span event becomes an [`OutcomeEventRef`] (an
+//! `OutcomeEvent` record whose texts are still borrowed from the request) or a [`Rejection`];
+//! every data point of `tool.outcomes` becomes an [`OutcomeCount`] or a [`Rejection`]. Nothing
+//! is dropped without one or the other, and what is neither (other spans, other metrics) is
+//! counted as ignored.
+//!
+//! Events are the hot path (one request may carry thousands), so an event is checked and
+//! identified without copying its texts or encoding it again: its strings stay borrowed until
+//! [`OutcomeEventRef::encode`] writes the record's bytes.
 
 use std::borrow::Cow;
 use std::collections::BTreeMap;
 
 use candor_schema::names::{self, attr, resource};
-use candor_schema::proto::{OutcomeCount, OutcomeEvent, RECORD_SCHEMA_VERSION, Temporality};
+use candor_schema::proto::{OutcomeCount, RECORD_SCHEMA_VERSION, Temporality};
 use candor_schema::redact;
 use candor_schema::{AccessFailureKind, OutcomeClass, PartialKind, RetryAction};
 use opentelemetry_proto::tonic::collector::metrics::v1::ExportMetricsServiceRequest;
@@ -23,6 +28,9 @@ use opentelemetry_proto::tonic::trace::v1::span;
 use prost::Message as _;
 use serde::Serialize;
 use sha2::{Digest, Sha256};
+
+pub use super::event::OutcomeEventRef;
+use super::event::hex;
 
 /// What `service.name` is recorded as when the resource does not say (the OpenTelemetry default).
 pub const UNKNOWN_SERVICE: &str = "unknown_service";
@@ -169,9 +177,9 @@ pub fn rejected_count(rejections: &[Rejection]) -> u64 {
 
 /// What a trace export request held.
 #[derive(Debug, Clone, Default, PartialEq)]
-pub struct TracesExtract {
+pub struct TracesExtract<'a> {
     /// One record per valid `tool.outcome` event.
-    pub events: Vec<OutcomeEvent>,
+    pub events: Vec<OutcomeEventRef<'a>>,
     /// One per refused `tool.outcome` event.
     pub rejections: Vec<Rejection>,
     /// Spans that carried no `tool.outcome` event.
@@ -210,17 +218,18 @@ fn refuse(reason: RejectReason, detail: impl Into<String>) -> Refusal {
     }
 }
 
-/// The service identity from a resource's attributes.
+/// The service identity from a resource's attributes, bounded, borrowed from the request when
+/// it fits.
 #[derive(Clone)]
-struct Service {
-    name: String,
-    instance: String,
+struct Service<'a> {
+    name: Cow<'a, str>,
+    instance: Cow<'a, str>,
 }
 
-fn service_of(resource: Option<&Resource>) -> Service {
+fn service_of(resource: Option<&Resource>) -> Service<'_> {
     let mut service = Service {
-        name: UNKNOWN_SERVICE.to_owned(),
-        instance: String::new(),
+        name: Cow::Borrowed(UNKNOWN_SERVICE),
+        instance: Cow::Borrowed(""),
     };
     for kv in resource
         .map(|r| r.attributes.as_slice())
@@ -241,13 +250,15 @@ fn service_of(resource: Option<&Resource>) -> Service {
 }
 
 /// Extracts the `tool.outcome` events of a trace export request.
-pub fn extract_traces(
-    request: &ExportTraceServiceRequest,
-    received: &Received<'_>,
-) -> TracesExtract {
+pub fn extract_traces<'a>(
+    request: &'a ExportTraceServiceRequest,
+    received: &Received<'a>,
+) -> TracesExtract<'a> {
     let limits = received.limits;
     let mut out = TracesExtract::default();
-    let mut overflow: Option<(Service, span::Event)> = None;
+    let mut overflow: Option<(Service<'_>, &span::Event)> = None;
+    // Reused by every event's id.
+    let mut scratch = Vec::new();
     let mut overflowed = 0u64;
     for resource_spans in &request.resource_spans {
         let service = service_of(resource_spans.resource.as_ref());
@@ -264,12 +275,19 @@ pub fn extract_traces(
                     if out.outcome_events_seen > limits.max_events_per_request as u64 {
                         // One rejection for all of them, keeping a copy of the first.
                         if overflow.is_none() {
-                            overflow = Some((service.clone(), event.clone()));
+                            overflow = Some((service.clone(), event));
                         }
                         overflowed += 1;
                         continue;
                     }
-                    match outcome_event(&span.trace_id, &span.span_id, event, &service, received) {
+                    match outcome_event(
+                        &span.trace_id,
+                        &span.span_id,
+                        event,
+                        &service,
+                        received,
+                        &mut scratch,
+                    ) {
                         Ok(mut record) => {
                             out.redacted += redact_event(&mut record);
                             out.events.push(record);
@@ -300,7 +318,7 @@ pub fn extract_traces(
             refusal,
             Signal::Traces,
             &service,
-            &event,
+            event,
             limits,
             &mut out.redacted,
         );
@@ -317,7 +335,7 @@ pub fn extract_metrics(
 ) -> MetricsExtract {
     let limits = received.limits;
     let mut out = MetricsExtract::default();
-    let mut overflow: Option<(Service, NumberDataPoint)> = None;
+    let mut overflow: Option<(Service<'_>, &NumberDataPoint)> = None;
     let mut overflowed = 0u64;
     for resource_metrics in &request.resource_metrics {
         let service = service_of(resource_metrics.resource.as_ref());
@@ -357,7 +375,7 @@ pub fn extract_metrics(
                     out.points_seen += 1;
                     if out.points_seen > limits.max_events_per_request as u64 {
                         if overflow.is_none() {
-                            overflow = Some((service.clone(), point.clone()));
+                            overflow = Some((service.clone(), point));
                         }
                         overflowed += 1;
                         continue;
@@ -398,7 +416,7 @@ pub fn extract_metrics(
             refusal,
             Signal::Metrics,
             &service,
-            &point,
+            point,
             limits,
             &mut out.redacted,
         );
@@ -419,10 +437,85 @@ fn metric_type(data: Option<&metric::Data>) -> &'static str {
     }
 }
 
-/// The contract's attributes of one event or data point, checked against the limits. Other
-/// attributes are checked for size and otherwise ignored.
+/// The contract's attribute keys of events and data points, each with a slot in [`Attributes`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Key {
+    OutcomeClass,
+    ToolName,
+    ToolTarget,
+    FailureKind,
+    RetryAction,
+    RetryAttempt,
+    RetryMaxAttempts,
+    RetryBackoffMs,
+    HttpStatusCode,
+    ErrorType,
+    PartialReturned,
+    PartialExpected,
+    Coverage,
+    Dropped,
+    Authority,
+}
+
+impl Key {
+    /// Every key, in slot order.
+    const ALL: [Key; 15] = [
+        Key::OutcomeClass,
+        Key::ToolName,
+        Key::ToolTarget,
+        Key::FailureKind,
+        Key::RetryAction,
+        Key::RetryAttempt,
+        Key::RetryMaxAttempts,
+        Key::RetryBackoffMs,
+        Key::HttpStatusCode,
+        Key::ErrorType,
+        Key::PartialReturned,
+        Key::PartialExpected,
+        Key::Coverage,
+        Key::Dropped,
+        Key::Authority,
+    ];
+
+    /// The attribute's name on the wire.
+    const fn name(self) -> &'static str {
+        match self {
+            Key::OutcomeClass => attr::OUTCOME_CLASS,
+            Key::ToolName => attr::TOOL_NAME,
+            Key::ToolTarget => attr::TOOL_TARGET,
+            Key::FailureKind => attr::FAILURE_KIND,
+            Key::RetryAction => attr::RETRY_ACTION,
+            Key::RetryAttempt => attr::RETRY_ATTEMPT,
+            Key::RetryMaxAttempts => attr::RETRY_MAX_ATTEMPTS,
+            Key::RetryBackoffMs => attr::RETRY_BACKOFF_MS,
+            Key::HttpStatusCode => attr::HTTP_STATUS_CODE,
+            Key::ErrorType => attr::ERROR_TYPE,
+            Key::PartialReturned => attr::PARTIAL_RETURNED,
+            Key::PartialExpected => attr::PARTIAL_EXPECTED,
+            Key::Coverage => attr::COVERAGE,
+            Key::Dropped => attr::DROPPED,
+            Key::Authority => attr::AUTHORITY,
+        }
+    }
+
+    /// The key named `name`, when it is one of the contract's. The last bytes are compared
+    /// before the whole names: keys of one length differ there (but for `returned` and
+    /// `expected`), so most candidates are passed over without a string comparison.
+    fn named(name: &str) -> Option<Key> {
+        let last = name.as_bytes().last();
+        Key::ALL.into_iter().find(|key| {
+            let candidate = key.name();
+            candidate.len() == name.len()
+                && candidate.as_bytes().last() == last
+                && candidate == name
+        })
+    }
+}
+
+/// The contract's attributes of one event or data point, checked against the limits, one slot
+/// per [`Key`]. Other attributes are checked for size and otherwise ignored.
 struct Attributes<'a> {
-    known: Vec<(&'a str, &'a any_value::Value)>,
+    values: [Option<&'a any_value::Value>; Key::ALL.len()],
 }
 
 impl<'a> Attributes<'a> {
@@ -437,7 +530,7 @@ impl<'a> Attributes<'a> {
                 ),
             ));
         }
-        let mut known: Vec<(&str, &any_value::Value)> = Vec::with_capacity(16);
+        let mut values = [None; Key::ALL.len()];
         for kv in kvs {
             let Some(value) = kv.value.as_ref().and_then(|v| v.value.as_ref()) else {
                 continue;
@@ -457,71 +550,73 @@ impl<'a> Attributes<'a> {
                     ),
                 ));
             }
-            let key = kv.key.as_str();
-            if !names::ALL.contains(&key) {
+            let Some(key) = Key::named(&kv.key) else {
                 continue;
-            }
-            if known.iter().any(|(seen, _)| *seen == key) {
+            };
+            let slot = &mut values[key as usize];
+            if slot.is_some() {
                 return Err(refuse(
                     RejectReason::DuplicateAttribute,
-                    format!("{key} appears twice"),
+                    format!("{} appears twice", key.name()),
                 ));
             }
-            known.push((key, value));
+            *slot = Some(value);
         }
-        Ok(Self { known })
+        Ok(Self { values })
     }
 
-    fn get(&self, key: &str) -> Option<&'a any_value::Value> {
-        self.known
-            .iter()
-            .find(|(name, _)| *name == key)
-            .map(|(_, value)| *value)
+    fn get(&self, key: Key) -> Option<&'a any_value::Value> {
+        self.values[key as usize]
     }
 
-    fn string(&self, key: &'static str) -> Result<Option<&'a str>, Refusal> {
+    fn string(&self, key: Key) -> Result<Option<&'a str>, Refusal> {
         match self.get(key) {
             None => Ok(None),
             Some(any_value::Value::StringValue(value)) => Ok(Some(value)),
             Some(other) => Err(refuse(
                 RejectReason::WrongType,
-                format!("{key} must be a string, got {}", value_type(other)),
+                format!("{} must be a string, got {}", key.name(), value_type(other)),
             )),
         }
     }
 
-    fn required_string(&self, key: &'static str) -> Result<&'a str, Refusal> {
-        self.string(key)?
-            .ok_or_else(|| refuse(RejectReason::MissingAttribute, format!("{key} is missing")))
+    fn required_string(&self, key: Key) -> Result<&'a str, Refusal> {
+        self.string(key)?.ok_or_else(|| missing(key))
     }
 
-    fn int(&self, key: &'static str) -> Result<Option<i64>, Refusal> {
+    fn int(&self, key: Key) -> Result<Option<i64>, Refusal> {
         match self.get(key) {
             None => Ok(None),
             Some(any_value::Value::IntValue(value)) => Ok(Some(*value)),
             Some(other) => Err(refuse(
                 RejectReason::WrongType,
-                format!("{key} must be an int, got {}", value_type(other)),
+                format!("{} must be an int, got {}", key.name(), value_type(other)),
             )),
         }
     }
 
-    fn unsigned<T: TryFrom<i64>>(&self, key: &'static str) -> Result<Option<T>, Refusal> {
+    fn unsigned<T: TryFrom<i64>>(&self, key: Key) -> Result<Option<T>, Refusal> {
         match self.int(key)? {
             None => Ok(None),
             Some(value) => T::try_from(value).map(Some).map_err(|_| {
                 refuse(
                     RejectReason::OutOfRange,
-                    format!("{key} = {value} is out of range"),
+                    format!("{} = {value} is out of range", key.name()),
                 )
             }),
         }
     }
 
-    fn required_unsigned<T: TryFrom<i64>>(&self, key: &'static str) -> Result<T, Refusal> {
-        self.unsigned(key)?
-            .ok_or_else(|| refuse(RejectReason::MissingAttribute, format!("{key} is missing")))
+    fn required_unsigned<T: TryFrom<i64>>(&self, key: Key) -> Result<T, Refusal> {
+        self.unsigned(key)?.ok_or_else(|| missing(key))
     }
+}
+
+fn missing(key: Key) -> Refusal {
+    refuse(
+        RejectReason::MissingAttribute,
+        format!("{} is missing", key.name()),
+    )
 }
 
 fn value_type(value: &any_value::Value) -> &'static str {
@@ -538,13 +633,14 @@ fn value_type(value: &any_value::Value) -> &'static str {
     }
 }
 
-fn outcome_event(
-    trace_id: &[u8],
-    span_id: &[u8],
-    event: &span::Event,
-    service: &Service,
-    received: &Received<'_>,
-) -> Result<OutcomeEvent, Refusal> {
+fn outcome_event<'a>(
+    trace_id: &'a [u8],
+    span_id: &'a [u8],
+    event: &'a span::Event,
+    service: &Service<'a>,
+    received: &Received<'a>,
+    scratch: &mut Vec<u8>,
+) -> Result<OutcomeEventRef<'a>, Refusal> {
     if trace_id.len() != 16 || trace_id.iter().all(|b| *b == 0) {
         return Err(refuse(
             RejectReason::InvalidTraceId,
@@ -561,14 +657,14 @@ fn outcome_event(
         return Err(refuse(RejectReason::MissingTime, "the event has no time"));
     }
     let attributes = Attributes::read(&event.attributes, received.limits)?;
-    let class_text = attributes.required_string(attr::OUTCOME_CLASS)?;
+    let class_text = attributes.required_string(Key::OutcomeClass)?;
     let class: OutcomeClass = class_text.parse().map_err(|err| {
         refuse(
             RejectReason::UnknownClass,
             format!("{}: {err}", attr::OUTCOME_CLASS),
         )
     })?;
-    let kind_text = attributes.required_string(attr::FAILURE_KIND)?;
+    let kind_text = attributes.required_string(Key::FailureKind)?;
     let kind: candor_schema::FailureKind = kind_text.parse().map_err(|err| {
         refuse(
             RejectReason::UnknownKind,
@@ -576,7 +672,7 @@ fn outcome_event(
         )
     })?;
     let action: RetryAction = attributes
-        .required_string(attr::RETRY_ACTION)?
+        .required_string(Key::RetryAction)?
         .parse()
         .map_err(|err| {
             refuse(
@@ -607,8 +703,8 @@ fn outcome_event(
             format!("class {class} with kind {kind} and action {action}"),
         ));
     }
-    let attempt: u32 = attributes.required_unsigned(attr::RETRY_ATTEMPT)?;
-    let max_attempts: u32 = attributes.required_unsigned(attr::RETRY_MAX_ATTEMPTS)?;
+    let attempt: u32 = attributes.required_unsigned(Key::RetryAttempt)?;
+    let max_attempts: u32 = attributes.required_unsigned(Key::RetryMaxAttempts)?;
     if attempt == 0 || attempt > max_attempts {
         return Err(refuse(
             RejectReason::OutOfRange,
@@ -619,58 +715,131 @@ fn outcome_event(
             ),
         ));
     }
-    let backoff: Option<u64> = attributes.unsigned(attr::RETRY_BACKOFF_MS)?;
+    let backoff: Option<u64> = attributes.unsigned(Key::RetryBackoffMs)?;
     if action == RetryAction::Retry && backoff.is_none() {
         return Err(refuse(
             RejectReason::MissingAttribute,
             format!("{} is missing for action retry", attr::RETRY_BACKOFF_MS),
         ));
     }
-    let tool_name = attributes.required_string(attr::TOOL_NAME)?;
-    let tool_target = attributes.required_string(attr::TOOL_TARGET)?;
-    let event_id = content_id(&[
-        service.name.as_bytes(),
-        service.instance.as_bytes(),
+    let tool_name = attributes.required_string(Key::ToolName)?;
+    let tool_target = attributes.required_string(Key::ToolTarget)?;
+    let text = |key| attributes.string(key).map(|value| value.map(Cow::Borrowed));
+    Ok(OutcomeEventRef {
+        event_id: event_id(service, trace_id, span_id, event, scratch),
         trace_id,
         span_id,
-        &event.encode_to_vec(),
-    ]);
-    Ok(OutcomeEvent {
-        schema_version: RECORD_SCHEMA_VERSION,
-        event_id,
-        trace_id: hex(trace_id),
-        span_id: hex(span_id),
         event_time_unix_nano: event.time_unix_nano,
         service_name: service.name.clone(),
         service_instance_id: service.instance.clone(),
-        outcome_class: class.as_str().to_owned(),
-        tool_name: tool_name.to_owned(),
-        tool_target: tool_target.to_owned(),
-        failure_kind: kind.as_str().to_owned(),
-        retry_action: action.as_str().to_owned(),
+        outcome_class: class,
+        tool_name,
+        tool_target: Cow::Borrowed(tool_target),
+        failure_kind: kind,
+        retry_action: action,
         retry_attempt: attempt,
         retry_max_attempts: max_attempts,
         retry_backoff_ms: backoff,
         // A status fits 16 bits; wider values would pass here and be refused by the compactor
         // (the table's column is a 32-bit signed int).
         http_status_code: attributes
-            .unsigned::<u16>(attr::HTTP_STATUS_CODE)?
+            .unsigned::<u16>(Key::HttpStatusCode)?
             .map(u32::from),
-        error_type: attributes.string(attr::ERROR_TYPE)?.map(str::to_owned),
-        partial_returned: attributes.unsigned(attr::PARTIAL_RETURNED)?,
-        partial_expected: attributes.unsigned(attr::PARTIAL_EXPECTED)?,
-        coverage: attributes.string(attr::COVERAGE)?.map(str::to_owned),
-        dropped: attributes.string(attr::DROPPED)?.map(str::to_owned),
-        authority: attributes.string(attr::AUTHORITY)?.map(str::to_owned),
+        error_type: text(Key::ErrorType)?,
+        partial_returned: attributes.unsigned(Key::PartialReturned)?,
+        partial_expected: attributes.unsigned(Key::PartialExpected)?,
+        coverage: text(Key::Coverage)?,
+        dropped: text(Key::Dropped)?,
+        authority: text(Key::Authority)?,
         received_time_unix_nano: received.time_unix_nano,
-        collector_id: received.collector_id.to_owned(),
+        collector_id: received.collector_id,
     })
+}
+
+/// An event's id: the SHA-256 of its service, span and content, cut to 128 bits. The content is
+/// written out field by field into `scratch` (a buffer reused from event to event), each
+/// variable part after its length, so that two different events never hash alike while the
+/// same event always does, whether it came as protobuf or JSON and however often a client
+/// retried it.
+fn event_id(
+    service: &Service<'_>,
+    trace_id: &[u8],
+    span_id: &[u8],
+    event: &span::Event,
+    scratch: &mut Vec<u8>,
+) -> [u8; 16] {
+    scratch.clear();
+    let mut feed = Feed(scratch);
+    feed.bytes(service.name.as_bytes());
+    feed.bytes(service.instance.as_bytes());
+    feed.bytes(trace_id);
+    feed.bytes(span_id);
+    feed.bytes(event.name.as_bytes());
+    feed.varint(event.time_unix_nano);
+    feed.varint(u64::from(event.dropped_attributes_count));
+    feed.varint(event.attributes.len() as u64);
+    for kv in &event.attributes {
+        feed.bytes(kv.key.as_bytes());
+        feed.value(kv.value.as_ref().and_then(|v| v.value.as_ref()));
+    }
+    let digest = Sha256::digest(scratch.as_slice());
+    let mut id = [0u8; 16];
+    id.copy_from_slice(&digest[..16]);
+    id
+}
+
+/// What an id is computed from, written as prefix-free parts: varints, and byte strings after
+/// their length.
+struct Feed<'s>(&'s mut Vec<u8>);
+
+impl Feed<'_> {
+    fn varint(&mut self, value: u64) {
+        prost::encoding::encode_varint(value, self.0);
+    }
+
+    fn bytes(&mut self, bytes: &[u8]) {
+        self.varint(bytes.len() as u64);
+        self.0.extend_from_slice(bytes);
+    }
+
+    /// A value after a tag of its type. Arrays and key-value lists, which the contract's
+    /// attributes never are, are written as their protobuf encoding.
+    fn value(&mut self, value: Option<&any_value::Value>) {
+        match value {
+            None => self.varint(0),
+            Some(any_value::Value::StringValue(text)) => {
+                self.varint(1);
+                self.bytes(text.as_bytes());
+            }
+            Some(any_value::Value::BoolValue(flag)) => {
+                self.varint(2);
+                self.varint(u64::from(*flag));
+            }
+            Some(any_value::Value::IntValue(number)) => {
+                self.varint(3);
+                self.varint(*number as u64);
+            }
+            Some(any_value::Value::DoubleValue(number)) => {
+                self.varint(4);
+                self.varint(number.to_bits());
+            }
+            Some(any_value::Value::BytesValue(bytes)) => {
+                self.varint(5);
+                self.bytes(bytes);
+            }
+            Some(other) => {
+                self.varint(6);
+                self.varint(other.encoded_len() as u64);
+                other.encode(self.0);
+            }
+        }
+    }
 }
 
 fn outcome_count(
     point: &NumberDataPoint,
     temporality: Temporality,
-    service: &Service,
+    service: &Service<'_>,
     received: &Received<'_>,
 ) -> Result<OutcomeCount, Refusal> {
     if point.time_unix_nano == 0 {
@@ -681,7 +850,7 @@ fn outcome_count(
     }
     let attributes = Attributes::read(&point.attributes, received.limits)?;
     let class: OutcomeClass = attributes
-        .required_string(attr::OUTCOME_CLASS)?
+        .required_string(Key::OutcomeClass)?
         .parse()
         .map_err(|err| {
             refuse(
@@ -718,10 +887,10 @@ fn outcome_count(
     Ok(OutcomeCount {
         schema_version: RECORD_SCHEMA_VERSION,
         point_id,
-        service_name: service.name.clone(),
-        service_instance_id: service.instance.clone(),
-        tool_name: attributes.required_string(attr::TOOL_NAME)?.to_owned(),
-        tool_target: attributes.required_string(attr::TOOL_TARGET)?.to_owned(),
+        service_name: service.name.clone().into_owned(),
+        service_instance_id: service.instance.clone().into_owned(),
+        tool_name: attributes.required_string(Key::ToolName)?.to_owned(),
+        tool_target: attributes.required_string(Key::ToolTarget)?.to_owned(),
         outcome_class: class.as_str().to_owned(),
         start_time_unix_nano: point.start_time_unix_nano,
         time_unix_nano: point.time_unix_nano,
@@ -735,22 +904,39 @@ fn outcome_count(
 /// Replaces `value` with its redacted form (credentials removed from a URL or free text), and
 /// counts it in `redacted` when anything was removed.
 fn scrub(value: &mut String, url: bool, redacted: &mut u64) {
-    let clean = if url {
-        redact::redact_url(value)
-    } else {
-        redact::redact_text(value)
-    };
-    if let Cow::Owned(clean) = clean {
+    if let Some(clean) = redacted_form(value, url) {
         *value = clean;
         *redacted += 1;
     }
 }
 
+/// [`scrub`] for a text borrowed from the request: it is copied only when a credential is
+/// removed.
+fn scrub_borrowed(value: &mut Cow<'_, str>, url: bool, redacted: &mut u64) {
+    if let Some(clean) = redacted_form(value, url) {
+        *value = Cow::Owned(clean);
+        *redacted += 1;
+    }
+}
+
+/// `value` with its credentials removed, or `None` when it has none.
+fn redacted_form(value: &str, url: bool) -> Option<String> {
+    let clean = if url {
+        redact::redact_url(value)
+    } else {
+        redact::redact_text(value)
+    };
+    match clean {
+        Cow::Owned(clean) => Some(clean),
+        Cow::Borrowed(_) => None,
+    }
+}
+
 /// Removes credentials from the free-form values of an event before it is recorded: the target
 /// (a URL more often than not) and the texts. Returns how many values changed.
-pub fn redact_event(event: &mut OutcomeEvent) -> u64 {
+pub fn redact_event(event: &mut OutcomeEventRef<'_>) -> u64 {
     let mut redacted = 0;
-    scrub(&mut event.tool_target, true, &mut redacted);
+    scrub_borrowed(&mut event.tool_target, true, &mut redacted);
     for text in [
         &mut event.error_type,
         &mut event.coverage,
@@ -760,7 +946,7 @@ pub fn redact_event(event: &mut OutcomeEvent) -> u64 {
     .into_iter()
     .flatten()
     {
-        scrub(text, false, &mut redacted);
+        scrub_borrowed(text, false, &mut redacted);
     }
     redacted
 }
@@ -809,7 +995,7 @@ pub fn redact_bytes(body: &[u8]) -> (Vec<u8>, u64) {
 fn rejection<T: Serialize>(
     refusal: Refusal,
     signal: Signal,
-    service: &Service,
+    service: &Service<'_>,
     input: &T,
     limits: &Limits,
     redacted: &mut u64,
@@ -830,9 +1016,9 @@ fn rejection<T: Serialize>(
     scrub(&mut detail, false, redacted);
     Rejection {
         reason: refusal.reason,
-        detail: bounded(&detail, 1024),
+        detail: bounded(&detail, 1024).into_owned(),
         signal,
-        service_name: service.name.clone(),
+        service_name: service.name.clone().into_owned(),
         input: copy,
         input_truncated,
         count: 1,
@@ -850,26 +1036,16 @@ fn content_id(parts: &[&[u8]]) -> String {
     hex(&hasher.finalize()[..16])
 }
 
-fn hex(bytes: &[u8]) -> String {
-    const DIGITS: &[u8; 16] = b"0123456789abcdef";
-    let mut out = String::with_capacity(bytes.len() * 2);
-    for byte in bytes {
-        out.push(char::from(DIGITS[usize::from(byte >> 4)]));
-        out.push(char::from(DIGITS[usize::from(byte & 0x0f)]));
-    }
-    out
-}
-
 /// At most `max` bytes of `text`, cut at a character boundary, marked when cut.
-fn bounded(text: &str, max: usize) -> String {
+fn bounded(text: &str, max: usize) -> Cow<'_, str> {
     if text.len() <= max {
-        return text.to_owned();
+        return Cow::Borrowed(text);
     }
     let mut end = max;
     while !text.is_char_boundary(end) {
         end -= 1;
     }
-    format!("{}…", &text[..end])
+    Cow::Owned(format!("{}…", &text[..end]))
 }
 
 /// How many events or points each reason refused, by reason.

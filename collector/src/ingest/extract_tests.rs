@@ -7,6 +7,7 @@
 
 use std::collections::HashSet;
 
+use candor_schema::proto::OutcomeEvent;
 use opentelemetry_proto::tonic::common::v1::AnyValue;
 use opentelemetry_proto::tonic::metrics::v1::{Gauge, Metric, ResourceMetrics, ScopeMetrics, Sum};
 use opentelemetry_proto::tonic::trace::v1::{ResourceSpans, ScopeSpans, Span};
@@ -160,8 +161,38 @@ fn received(limits: &Limits) -> Received<'_> {
     }
 }
 
-fn traces(request: &ExportTraceServiceRequest) -> TracesExtract {
-    extract_traces(request, &received(&Limits::default()))
+/// What a test looks at: an extract whose events are the records Kafka receives, decoded from
+/// the encoder's bytes, so that every extraction test checks the encoding as well.
+#[derive(Debug)]
+struct Traces {
+    events: Vec<OutcomeEvent>,
+    rejections: Vec<Rejection>,
+    ignored_spans: u64,
+    outcome_events_seen: u64,
+    redacted: u64,
+}
+
+fn extracted(request: &ExportTraceServiceRequest, received: &Received<'_>) -> Traces {
+    let out = extract_traces(request, received);
+    let events = out
+        .events
+        .iter()
+        .map(|event| {
+            let record = crate::sink::kafka::encode::outcome_event(event);
+            OutcomeEvent::decode(record.payload.as_slice()).unwrap()
+        })
+        .collect();
+    Traces {
+        events,
+        rejections: out.rejections,
+        ignored_spans: out.ignored_spans,
+        outcome_events_seen: out.outcome_events_seen,
+        redacted: out.redacted,
+    }
+}
+
+fn traces(request: &ExportTraceServiceRequest) -> Traces {
+    extracted(request, &received(&Limits::default()))
 }
 
 fn is_hex(text: &str, len: usize) -> bool {
@@ -343,7 +374,7 @@ fn only_event_id(
     received: &Received<'_>,
     case: &str,
 ) -> String {
-    let out = extract_traces(request, received);
+    let out = extracted(request, received);
     assert_eq!(
         out.events.len(),
         1,
@@ -387,6 +418,27 @@ fn event_id_is_deterministic_from_the_content() {
     moved.time_unix_nano += 1;
     let moved = only_event_id(&request(vec![moved]), &received(&limits), "changed time");
     assert_ne!(base, moved, "event time changed: new id");
+
+    // The content is fed with its structure: the same bytes split otherwise between key and
+    // value, or the same digits as another type, are other content.
+    let split = |key: &str, value: &str| {
+        let event = event_with(with_str(good_event_attributes(), key, value));
+        only_event_id(&request(vec![event]), &received(&limits), key)
+    };
+    assert_ne!(
+        split("x.a", "bc"),
+        split("x.ab", "c"),
+        "the same bytes split otherwise between key and value: new id"
+    );
+    let as_int = event_with(with_int(good_event_attributes(), "x.extra", 7));
+    let as_int = only_event_id(&request(vec![as_int]), &received(&limits), "int");
+    let as_text = event_with(with_str(good_event_attributes(), "x.extra", "7"));
+    let as_text = only_event_id(&request(vec![as_text]), &received(&limits), "text");
+    assert_ne!(
+        as_int, as_text,
+        "the same digits as an int and as a string: new id"
+    );
+    assert_ne!(base, as_int, "an extra attribute: new id");
 
     let two_spans = request_of(
         Some(service_resource()),
@@ -623,7 +675,7 @@ fn events_beyond_the_request_limit_are_rejected_one_by_one() {
             ..good_event()
         })
         .collect();
-    let out = extract_traces(&request(events), &received(&limits));
+    let out = extracted(&request(events), &received(&limits));
     assert_eq!(out.events.len(), 2, "too many events: the first two pass");
     assert_eq!(
         out.rejections.len(),
@@ -658,7 +710,7 @@ fn the_rejected_copy_is_bounded_and_otherwise_json() {
         max_rejected_copy_bytes: 64,
         ..Limits::default()
     };
-    let out = extract_traces(&bad(), &received(&small));
+    let out = extracted(&bad(), &received(&small));
     assert_eq!(out.rejections.len(), 1, "64-byte bound: one rejection");
     assert!(
         out.rejections[0].input.len() <= 64,
@@ -1143,4 +1195,18 @@ proptest! {
         prop_assert_eq!(out.points_seen, sent);
         prop_assert_eq!(out.counts.len() as u64 + rejected_count(&out.rejections), out.points_seen);
     }
+}
+
+#[test]
+fn an_event_sent_as_json_gets_the_id_it_gets_as_protobuf() {
+    let sent = request(vec![good_event()]);
+    let json = serde_json::to_vec(&sent).unwrap();
+    let from_json: ExportTraceServiceRequest =
+        crate::ingest::decode::decode_request(crate::ingest::decode::Encoding::Json, &json)
+            .unwrap();
+    let limits = Limits::default();
+    assert_eq!(
+        only_event_id(&sent, &received(&limits), "protobuf"),
+        only_event_id(&from_json, &received(&limits), "json"),
+    );
 }

@@ -1,11 +1,12 @@
 //! The ingest role: OTLP in, typed records to Kafka.
 //!
-//! [`decode`] and [`extract`] are pure and always built; the receivers and the Kafka side need the
+//! [`decode`], [`extract`] and [`event`] are pure and always built; the receivers and the Kafka side need the
 //! `service` feature.
 
 #[cfg(feature = "service")]
 pub mod auth;
 pub mod decode;
+pub mod event;
 pub mod extract;
 #[cfg(feature = "service")]
 pub mod grpc;

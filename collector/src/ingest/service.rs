@@ -33,6 +33,19 @@ impl Acknowledged {
     }
 }
 
+/// A request's records, encoded for Kafka, and its rejections: what extraction leaves once the
+/// request itself is dropped.
+struct Extracted {
+    records: Vec<KafkaRecord>,
+    rejections: Vec<Rejection>,
+    /// Events or points seen, valid or not.
+    seen: u64,
+    /// Spans or metrics that carried none.
+    ignored: u64,
+    /// Values a credential was removed from.
+    redacted: u64,
+}
+
 /// Counts since the last heartbeat.
 #[derive(Debug, Default)]
 pub struct SinceHeartbeat {
@@ -138,13 +151,23 @@ impl Ingest {
         &self,
         request: ExportTraceServiceRequest,
     ) -> Result<Acknowledged, ServiceError> {
-        let (extracted, received_at) = self.extract(request, extract::extract_traces).await?;
-        self.metrics.events_received(extracted.outcome_events_seen);
-        self.metrics.ignored_spans(extracted.ignored_spans);
+        let (extracted, received_at) = self
+            .extract(move |received| {
+                let out = extract::extract_traces(&request, received);
+                Extracted {
+                    records: out.events.iter().map(encode::outcome_event).collect(),
+                    rejections: out.rejections,
+                    seen: out.outcome_events_seen,
+                    ignored: out.ignored_spans,
+                    redacted: out.redacted,
+                }
+            })
+            .await?;
+        self.metrics.events_received(extracted.seen);
+        self.metrics.ignored_spans(extracted.ignored);
         self.metrics.redacted_values(extracted.redacted);
-        let records = extracted.events.iter().map(encode::outcome_event).collect();
-        let accepted = extracted.events.len() as u64;
-        self.deliver_all(records, &extracted.rejections, received_at)
+        let accepted = extracted.records.len() as u64;
+        self.deliver_all(extracted.records, &extracted.rejections, received_at)
             .await?;
         self.metrics.events_accepted(accepted);
         let counts = &self.since_heartbeat;
@@ -160,13 +183,23 @@ impl Ingest {
         &self,
         request: ExportMetricsServiceRequest,
     ) -> Result<Acknowledged, ServiceError> {
-        let (extracted, received_at) = self.extract(request, extract::extract_metrics).await?;
-        self.metrics.counts_received(extracted.points_seen);
-        self.metrics.ignored_metrics(extracted.ignored_metrics);
+        let (extracted, received_at) = self
+            .extract(move |received| {
+                let out = extract::extract_metrics(&request, received);
+                Extracted {
+                    records: out.counts.iter().map(encode::outcome_count).collect(),
+                    rejections: out.rejections,
+                    seen: out.points_seen,
+                    ignored: out.ignored_metrics,
+                    redacted: out.redacted,
+                }
+            })
+            .await?;
+        self.metrics.counts_received(extracted.seen);
+        self.metrics.ignored_metrics(extracted.ignored);
         self.metrics.redacted_values(extracted.redacted);
-        let records = extracted.counts.iter().map(encode::outcome_count).collect();
-        let accepted = extracted.counts.len() as u64;
-        self.deliver_all(records, &extracted.rejections, received_at)
+        let accepted = extracted.records.len() as u64;
+        self.deliver_all(extracted.records, &extracted.rejections, received_at)
             .await?;
         self.metrics.counts_accepted(accepted);
         let counts = &self.since_heartbeat;
@@ -176,16 +209,11 @@ impl Ingest {
         Ok(self.acknowledge(&extracted.rejections, "tool.outcomes data point(s)"))
     }
 
-    /// Runs `extract` over the request off the reactor (it is CPU work proportional to the
-    /// request), stamped with the time of receipt.
-    async fn extract<R, X>(
-        &self,
-        request: R,
-        extract: fn(&R, &Received<'_>) -> X,
-    ) -> Result<(X, u64), ServiceError>
+    /// Runs `extract` (extraction and encoding, CPU work proportional to the request) off the
+    /// reactor, stamped with the time of receipt.
+    async fn extract<F>(&self, extract: F) -> Result<(Extracted, u64), ServiceError>
     where
-        R: Send + 'static,
-        X: Send + 'static,
+        F: FnOnce(&Received<'_>) -> Extracted + Send + 'static,
     {
         let received_at = unix_nanos(SystemTime::now());
         let limits = self.limits;
@@ -196,7 +224,7 @@ impl Ingest {
                 time_unix_nano: received_at,
                 limits: &limits,
             };
-            extract(&request, &received)
+            extract(&received)
         })
         .await
         .map_err(|err| {

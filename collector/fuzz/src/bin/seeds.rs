@@ -762,13 +762,14 @@ fn kafka_record(root: &Path) -> Result<usize> {
         time_unix_nano: checks::RECEIVED_TIME_UNIX_NANO,
         limits: &limits,
     };
-    let traces = extract::extract_traces(&every_class(), &received);
+    let request = every_class();
+    let traces = extract::extract_traces(&request, &received);
     let metrics = extract::extract_metrics(&cumulative(), &received);
-    let event: &OutcomeEvent = traces.events.first().ok_or("no event extracted")?;
+    let event = OutcomeEvent::from(traces.events.first().ok_or("no event extracted")?);
     let partial = traces
         .events
         .iter()
-        .find(|e| e.outcome_class == OutcomeClass::Partial.as_str())
+        .find(|e| e.outcome_class == OutcomeClass::Partial)
         .ok_or("no partial extracted")?;
     let count: &OutcomeCount = metrics.counts.first().ok_or("no count extracted")?;
     let rejection = traces.rejections.first().ok_or("no rejection extracted")?;
@@ -810,7 +811,7 @@ fn kafka_record(root: &Path) -> Result<usize> {
     )?;
     corpus.add(
         "partial-without-timestamp",
-        &record(events, 1, &partial.encode_to_vec())?,
+        &record(events, 1, &partial.encode())?,
     )?;
     let future = OutcomeEvent {
         schema_version: RECORD_SCHEMA_VERSION + 1,

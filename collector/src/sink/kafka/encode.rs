@@ -1,12 +1,10 @@
 //! Encoding records for Kafka: pure, one function per record type.
 
 use candor_schema::names::topic;
-use candor_schema::proto::{
-    Heartbeat, OutcomeCount, OutcomeEvent, RECORD_SCHEMA_VERSION, Rejected,
-};
+use candor_schema::proto::{Heartbeat, OutcomeCount, RECORD_SCHEMA_VERSION, Rejected};
 use prost::Message as _;
 
-use crate::ingest::extract::Rejection;
+use crate::ingest::extract::{OutcomeEventRef, Rejection};
 
 /// A record ready to produce: topic, key and protobuf payload.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -20,11 +18,11 @@ pub struct KafkaRecord {
 }
 
 /// An outcome event, keyed by its target so that a target's events stay in order.
-pub fn outcome_event(event: &OutcomeEvent) -> KafkaRecord {
+pub fn outcome_event(event: &OutcomeEventRef<'_>) -> KafkaRecord {
     KafkaRecord {
         topic: topic::OUTCOME_EVENTS,
         key: event.tool_target.as_bytes().to_vec(),
-        payload: event.encode_to_vec(),
+        payload: event.encode(),
     }
 }
 
@@ -77,21 +75,16 @@ mod tests {
     use crate::ingest::extract::{RejectReason, Signal};
 
     #[test]
-    fn records_round_trip_and_are_keyed_as_documented() {
-        let event = OutcomeEvent {
-            schema_version: RECORD_SCHEMA_VERSION,
-            event_id: "e1".into(),
-            tool_target: "../../etc/passwd".into(),
-            ..OutcomeEvent::default()
-        };
+    fn an_event_is_keyed_by_its_target() {
+        let event = crate::ingest::event::tests::event("../../etc/passwd", None, None);
         let record = outcome_event(&event);
         assert_eq!(record.topic, topic::OUTCOME_EVENTS);
         assert_eq!(record.key, b"../../etc/passwd");
-        assert_eq!(
-            OutcomeEvent::decode(record.payload.as_slice()).unwrap(),
-            event
-        );
+        assert_eq!(record.payload, event.encode());
+    }
 
+    #[test]
+    fn a_rejection_is_keyed_by_its_reason_and_round_trips() {
         let rejection = Rejection {
             reason: RejectReason::UnknownClass,
             detail: candor_schema::names::attr::OUTCOME_CLASS.into(),

@@ -99,19 +99,18 @@ impl OutcomeEventRef<'_> {
     /// byte for byte what prost writes for the owned record (tested below), without first
     /// copying every text into a record of its own.
     pub fn encode(&self) -> Vec<u8> {
-        let event = self;
         let texts = [
-            event.service_name.len(),
-            event.service_instance_id.len(),
-            event.tool_name.len(),
-            event.tool_target.len(),
-            event.collector_id.len(),
+            self.service_name.len(),
+            self.service_instance_id.len(),
+            self.tool_name.len(),
+            self.tool_target.len(),
+            self.collector_id.len(),
         ];
         let optional = [
-            &event.error_type,
-            &event.coverage,
-            &event.dropped,
-            &event.authority,
+            &self.error_type,
+            &self.coverage,
+            &self.dropped,
+            &self.authority,
         ];
         // The fixed fields and the tags take under 200 bytes; with the texts, one allocation.
         let capacity = 200
@@ -123,29 +122,29 @@ impl OutcomeEventRef<'_> {
                 .sum::<usize>();
         let mut out = Fields(Vec::with_capacity(capacity));
         out.varint(1, u64::from(RECORD_SCHEMA_VERSION));
-        out.hex(2, &event.event_id);
-        out.hex(3, event.trace_id);
-        out.hex(4, event.span_id);
-        out.fixed64(5, event.event_time_unix_nano);
-        out.string(6, &event.service_name);
-        out.string(7, &event.service_instance_id);
-        out.string(8, event.outcome_class.as_str());
-        out.string(9, event.tool_name);
-        out.string(10, &event.tool_target);
-        out.string(11, event.failure_kind.as_str());
-        out.string(12, event.retry_action.as_str());
-        out.varint(13, u64::from(event.retry_attempt));
-        out.varint(14, u64::from(event.retry_max_attempts));
-        out.optional_varint(15, event.retry_backoff_ms);
-        out.optional_varint(16, event.http_status_code.map(u64::from));
-        out.optional_string(17, event.error_type.as_deref());
-        out.optional_varint(18, event.partial_returned);
-        out.optional_varint(19, event.partial_expected);
-        out.optional_string(20, event.coverage.as_deref());
-        out.optional_string(21, event.dropped.as_deref());
-        out.optional_string(22, event.authority.as_deref());
-        out.fixed64(23, event.received_time_unix_nano);
-        out.string(24, event.collector_id);
+        out.hex(2, &self.event_id);
+        out.hex(3, self.trace_id);
+        out.hex(4, self.span_id);
+        out.fixed64(5, self.event_time_unix_nano);
+        out.string(6, &self.service_name);
+        out.string(7, &self.service_instance_id);
+        out.string(8, self.outcome_class.as_str());
+        out.string(9, self.tool_name);
+        out.string(10, &self.tool_target);
+        out.string(11, self.failure_kind.as_str());
+        out.string(12, self.retry_action.as_str());
+        out.varint(13, u64::from(self.retry_attempt));
+        out.varint(14, u64::from(self.retry_max_attempts));
+        out.optional_varint(15, self.retry_backoff_ms);
+        out.optional_varint(16, self.http_status_code.map(u64::from));
+        out.optional_string(17, self.error_type.as_deref());
+        out.optional_varint(18, self.partial_returned);
+        out.optional_varint(19, self.partial_expected);
+        out.optional_string(20, self.coverage.as_deref());
+        out.optional_string(21, self.dropped.as_deref());
+        out.optional_string(22, self.authority.as_deref());
+        out.fixed64(23, self.received_time_unix_nano);
+        out.string(24, self.collector_id);
         out.0
     }
 }
@@ -192,28 +191,29 @@ impl Fields {
 
     /// `bytes` as a lowercase hex string.
     fn hex(&mut self, tag: u32, bytes: &[u8]) {
-        const DIGITS: &[u8; 16] = b"0123456789abcdef";
         if bytes.is_empty() {
             return;
         }
         encode_key(tag, WireType::LengthDelimited, &mut self.0);
         encode_varint(2 * bytes.len() as u64, &mut self.0);
-        for byte in bytes {
-            self.0.push(DIGITS[usize::from(byte >> 4)]);
-            self.0.push(DIGITS[usize::from(byte & 0x0f)]);
-        }
+        self.0.extend(hex_digits(bytes));
     }
 }
 
 /// `bytes` as a lowercase hex string.
 pub(crate) fn hex(bytes: &[u8]) -> String {
+    hex_digits(bytes).map(char::from).collect()
+}
+
+/// The lowercase hex digits of `bytes`, two per byte.
+fn hex_digits(bytes: &[u8]) -> impl Iterator<Item = u8> + '_ {
     const DIGITS: &[u8; 16] = b"0123456789abcdef";
-    let mut out = String::with_capacity(bytes.len() * 2);
-    for byte in bytes {
-        out.push(char::from(DIGITS[usize::from(byte >> 4)]));
-        out.push(char::from(DIGITS[usize::from(byte & 0x0f)]));
-    }
-    out
+    bytes.iter().flat_map(|byte| {
+        [
+            DIGITS[usize::from(byte >> 4)],
+            DIGITS[usize::from(byte & 0x0f)],
+        ]
+    })
 }
 
 #[cfg(test)]

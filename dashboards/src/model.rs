@@ -20,8 +20,8 @@ use std::sync::Arc;
 use candor_query::rates::{ClassCounts, cumulative_increase, key};
 use candor_query::window::Micros;
 use candor_schema::OutcomeClass;
-use candor_schema::proto::{Heartbeat, OutcomeCount, OutcomeEvent, Temporality};
-use candor_schema::rows::{Meta, Row};
+use candor_schema::proto::{Heartbeat, OutcomeCount, Temporality};
+use candor_schema::rows::{EventView, Meta, Row};
 use serde::Serialize;
 
 /// Microseconds per second.
@@ -340,7 +340,7 @@ impl Model {
     /// Applies one decoded record at clock time `now`.
     pub fn apply(&mut self, meta: &Meta, row: &Row, now: Micros) {
         match row {
-            Row::Event(event) => self.apply_event(meta, event, now),
+            Row::Event(event) => self.apply_event(meta, &event.view(), now),
             Row::Count(count) => self.apply_count(meta, count, now),
             Row::Heartbeat(beat) => self.apply_heartbeat(beat),
             Row::Rejected(rejected) => {
@@ -373,9 +373,9 @@ impl Model {
         }
     }
 
-    fn apply_event(&mut self, meta: &Meta, event: &OutcomeEvent, now: Micros) {
+    fn apply_event(&mut self, meta: &Meta, event: &EventView<'_>, now: Micros) {
         if !self.event_ids.insert(
-            key(&[&event.event_id]),
+            key(&[event.event_id]),
             meta.kafka_micros,
             self.settings.dedupe_window,
         ) {
@@ -387,10 +387,10 @@ impl Model {
             return;
         };
         let failure = FailureKey {
-            call: self.call_key(&event.service_name, &event.tool_name, &event.tool_target),
+            call: self.call_key(event.service_name, event.tool_name, event.tool_target),
             class,
-            kind: self.name(&event.failure_kind),
-            action: self.name(&event.retry_action),
+            kind: self.name(event.failure_kind),
+            action: self.name(event.retry_action),
         };
         let call = self.calls.id(failure.call.clone());
         let failure = self.failure_keys.id(failure);
@@ -682,6 +682,8 @@ fn merge(into: &mut ClassCounts, from: &ClassCounts) {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use candor_schema::proto::OutcomeEvent;
+    use candor_schema::rows::Event;
     use candor_schema::tables::Arrival;
 
     // A whole minute, so that buckets start at T0.
@@ -717,7 +719,7 @@ mod tests {
     }
 
     fn event(id: &str, target: &str, action: &str, at: Micros) -> Row {
-        Row::Event(Box::new(OutcomeEvent {
+        Row::Event(Event::from_record(&OutcomeEvent {
             event_id: id.into(),
             service_name: "svc".into(),
             tool_name: "search".into(),

@@ -839,7 +839,7 @@ mod tests {
                         kafka_micros: micros,
                         arrival: Arrival::OnTime,
                     };
-                    (meta, Row::Event(Box::new(event)))
+                    (meta, Row::Event(rows::Event::from_record(&event)))
                 })
                 .collect();
             let refs: Vec<&(Meta, Row)> = rows.iter().collect();

@@ -9,9 +9,9 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use crate::proto::{Heartbeat, OutcomeCount, OutcomeEvent, Rejected, Temporality};
+use crate::proto::{Heartbeat, OutcomeCount, Rejected, Temporality};
 use crate::tables::{Arrival, RejectedSource, Table};
-use crate::vocab::{FailureKind, OutcomeClass, RetryAction};
+use crate::vocab::OutcomeClass;
 use arrow_array::builder::{Int32Builder, Int64Builder, StringBuilder};
 use arrow_array::{
     ArrayRef, BinaryArray, BooleanArray, Date32Array, Int32Array, Int64Array, RecordBatch,
@@ -19,6 +19,10 @@ use arrow_array::{
 };
 use arrow_schema::ArrowError;
 use prost::Message as _;
+
+mod event;
+
+pub use event::{Event, EventView};
 
 /// Bytes of an undecodable record copied into the `rejected` table.
 pub const MAX_REJECTED_COPY_BYTES: usize = 4096;
@@ -88,8 +92,8 @@ pub struct RejectedRow {
 /// One decoded row.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Row {
-    /// For `outcome_events` (boxed: an event is twice the size of the other rows).
-    Event(Box<OutcomeEvent>),
+    /// For `outcome_events`.
+    Event(Event),
     /// For `outcome_counts`.
     Count(OutcomeCount),
     /// For `heartbeats`.
@@ -112,7 +116,7 @@ impl Row {
     /// The id that is the same for a client's retried copy, when the table has one.
     pub fn id(&self) -> Option<&str> {
         match self {
-            Self::Event(event) => Some(&event.event_id),
+            Self::Event(event) => Some(event.id()),
             Self::Count(count) => Some(&count.point_id),
             Self::Heartbeat(_) | Self::Rejected(_) => None,
         }
@@ -121,7 +125,7 @@ impl Row {
     /// The row's time ([`Table::time_column`]) in microseconds.
     pub fn time_micros(&self) -> i64 {
         match self {
-            Self::Event(event) => micros(event.event_time_unix_nano),
+            Self::Event(event) => event.time_micros(),
             Self::Count(count) => micros(count.time_unix_nano),
             Self::Heartbeat(beat) => micros(beat.time_unix_nano),
             Self::Rejected(row) => row.received_micros,
@@ -131,7 +135,7 @@ impl Row {
     /// The first sort key within a file ([`Table::sort_columns`]).
     fn sort_key(&self) -> &str {
         match self {
-            Self::Event(event) => &event.tool_target,
+            Self::Event(event) => event.target(),
             Self::Count(count) => &count.tool_target,
             Self::Heartbeat(beat) => &beat.collector_id,
             Self::Rejected(row) => &row.reason,
@@ -176,17 +180,22 @@ fn refuse(reason: &'static str, detail: impl Into<String>) -> Refusal {
 }
 
 /// Decodes one record into its row; anything wrong makes it a `rejected` row instead.
-/// `compactor_id` names the refuser in such a row.
+/// `compactor_id` names the refuser in such a row. [`decode_owned`] takes the record and keeps
+/// an event's bytes without copying them.
 pub fn decode(record: &SourceRecord, bounds: &TimeBounds, compactor_id: &str) -> (Meta, Row) {
+    decode_owned(record.clone(), bounds, compactor_id)
+}
+
+/// [`decode`], taking the record.
+pub fn decode_owned(record: SourceRecord, bounds: &TimeBounds, compactor_id: &str) -> (Meta, Row) {
     let kafka_micros = record.timestamp_ms.map(|ms| ms.saturating_mul(1000));
-    let row = match &record.payload {
+    let row = match record.payload {
         Some(payload) => decode_payload(record.topic, payload),
-        None => Err(refuse("no_payload", "the record has no value")),
+        None => Err((refuse("no_payload", "the record has no value"), Vec::new())),
     };
     let row = match row {
         Ok(row) => row,
-        Err(refusal) => {
-            let payload = record.payload.as_deref().unwrap_or_default();
+        Err((refusal, payload)) => {
             let kept = payload.len().min(MAX_REJECTED_COPY_BYTES);
             Row::Rejected(RejectedRow {
                 source: RejectedSource::Compactor,
@@ -216,21 +225,27 @@ pub fn decode(record: &SourceRecord, bounds: &TimeBounds, compactor_id: &str) ->
     (meta, row)
 }
 
-fn decode_payload(topic: Table, payload: &[u8]) -> Result<Row, Refusal> {
+/// The row of a record's value; a refusal comes with the value, for the `rejected` row's copy.
+fn decode_payload(topic: Table, payload: Vec<u8>) -> Result<Row, (Refusal, Vec<u8>)> {
     let undecodable = |err: prost::DecodeError| refuse("undecodable", err.to_string());
+    let bytes = payload.as_slice();
     let row = match topic {
-        Table::OutcomeEvents => Row::Event(Box::new(
-            OutcomeEvent::decode(payload).map_err(undecodable)?,
-        )),
-        Table::OutcomeCounts => Row::Count(OutcomeCount::decode(payload).map_err(undecodable)?),
-        Table::Heartbeats => Row::Heartbeat(Heartbeat::decode(payload).map_err(undecodable)?),
-        Table::Rejected => {
-            let rejected = Rejected::decode(payload).map_err(undecodable)?;
-            Row::Rejected(from_collector(rejected)?)
-        }
+        Table::OutcomeEvents => return Event::decode(payload).map(Row::Event),
+        Table::OutcomeCounts => OutcomeCount::decode(bytes)
+            .map(Row::Count)
+            .map_err(undecodable),
+        Table::Heartbeats => Heartbeat::decode(bytes)
+            .map(Row::Heartbeat)
+            .map_err(undecodable),
+        Table::Rejected => Rejected::decode(bytes)
+            .map_err(undecodable)
+            .and_then(from_collector)
+            .map(Row::Rejected),
     };
-    check(&row)?;
-    Ok(row)
+    match row.and_then(|row| check(&row).map(|()| row)) {
+        Ok(row) => Ok(row),
+        Err(refusal) => Err((refusal, payload)),
+    }
 }
 
 fn from_collector(rejected: Rejected) -> Result<RejectedRow, Refusal> {
@@ -270,32 +285,10 @@ fn long(field: &str, value: u64) -> Result<i64, Refusal> {
     })
 }
 
-/// The contract's checks, again: a reader does not trust that the writer validated.
+/// The contract's checks, again: a reader does not trust that the writer validated. (An
+/// event's are [`EventView`]'s.)
 fn check(row: &Row) -> Result<(), Refusal> {
     match row {
-        Row::Event(event) => {
-            version(event.schema_version)?;
-            vocab::<OutcomeClass>("unknown_class", &event.outcome_class)?;
-            vocab::<FailureKind>("unknown_kind", &event.failure_kind)?;
-            vocab::<RetryAction>("unknown_action", &event.retry_action)?;
-            for (field, value) in [
-                ("retry_backoff_ms", event.retry_backoff_ms),
-                ("partial_returned", event.partial_returned),
-                ("partial_expected", event.partial_expected),
-            ] {
-                if let Some(value) = value {
-                    long(field, value)?;
-                }
-            }
-            if let Some(code) = event.http_status_code {
-                i32::try_from(code).map_err(|_| {
-                    refuse("value_out_of_range", format!("http_status_code = {code}"))
-                })?;
-            }
-            if event.event_id.is_empty() {
-                return Err(refuse("missing_id", "event_id is empty"));
-            }
-        }
         Row::Count(count) => {
             version(count.schema_version)?;
             vocab::<OutcomeClass>("unknown_class", &count.outcome_class)?;
@@ -319,7 +312,8 @@ fn check(row: &Row) -> Result<(), Refusal> {
                 long(field, value)?;
             }
         }
-        Row::Rejected(_) => {}
+        // Checked by `Event::decode`.
+        Row::Event(_) | Row::Rejected(_) => {}
     }
     Ok(())
 }
@@ -400,7 +394,7 @@ pub fn to_batch(table: Table, rows: &[&(Meta, Row)]) -> Result<RecordBatch, Arro
         .map(|(meta, row)| (meta, row))
         .collect();
     let version = |row: &Row| match row {
-        Row::Event(event) => Some(checked_i32(event.schema_version)),
+        Row::Event(event) => Some(checked_i32(event.schema_version())),
         Row::Count(count) => Some(checked_i32(count.schema_version)),
         Row::Heartbeat(beat) => Some(checked_i32(beat.schema_version)),
         Row::Rejected(rejected) => rejected.schema_version,
@@ -475,29 +469,30 @@ fn event_columns(rows: &[&(Meta, Row)]) -> Vec<ArrayRef> {
         let Row::Event(e) = row else {
             continue;
         };
-        event_id.append_value(&e.event_id);
-        trace_id.append_value(&e.trace_id);
-        span_id.append_value(&e.span_id);
+        let e = e.view();
+        event_id.append_value(e.event_id);
+        trace_id.append_value(e.trace_id);
+        span_id.append_value(e.span_id);
         event_time.push(micros(e.event_time_unix_nano));
-        service.append_value(&e.service_name);
-        instance.append_value(&e.service_instance_id);
-        class.append_value(&e.outcome_class);
-        tool.append_value(&e.tool_name);
-        target.append_value(&e.tool_target);
-        kind.append_value(&e.failure_kind);
-        action.append_value(&e.retry_action);
+        service.append_value(e.service_name);
+        instance.append_value(e.service_instance_id);
+        class.append_value(e.outcome_class);
+        tool.append_value(e.tool_name);
+        target.append_value(e.tool_target);
+        kind.append_value(e.failure_kind);
+        action.append_value(e.retry_action);
         attempt.push(i64::from(e.retry_attempt));
         max_attempts.push(i64::from(e.retry_max_attempts));
         backoff.append_option(e.retry_backoff_ms.map(checked));
         status.append_option(e.http_status_code.map(checked_i32));
-        error_type.append_option(e.error_type.as_deref());
+        error_type.append_option(e.error_type);
         returned.append_option(e.partial_returned.map(checked));
         expected.append_option(e.partial_expected.map(checked));
-        coverage.append_option(e.coverage.as_deref());
-        dropped.append_option(e.dropped.as_deref());
-        authority.append_option(e.authority.as_deref());
+        coverage.append_option(e.coverage);
+        dropped.append_option(e.dropped);
+        authority.append_option(e.authority);
         received.push(micros(e.received_time_unix_nano));
-        collector.append_value(&e.collector_id);
+        collector.append_value(e.collector_id);
     }
     vec![
         Arc::new(event_id.finish()),
@@ -608,6 +603,7 @@ fn heartbeat_columns(rows: &[&(Meta, Row)]) -> Vec<ArrayRef> {
 mod tests {
     use super::*;
     use crate::names::topic;
+    use crate::proto::OutcomeEvent;
 
     const BOUNDS: TimeBounds = TimeBounds {
         late_after_micros: 86_400_000_000,

@@ -303,7 +303,7 @@ fn check_event(event: &OutcomeEvent, limits: &Limits) {
     );
     // What the collector acknowledged, the compactor stores as it is, never as a rejected row.
     match stored(Table::OutcomeEvents, event.encode_to_vec()) {
-        Row::Event(row) => assert!(*row == *event, "the stored event differs from the record"),
+        Row::Event(row) => assert!(row.record() == *event, "the stored event differs from the record"),
         other => panic!("the compactor refuses an event the collector accepted: {other:?}"),
     }
 }

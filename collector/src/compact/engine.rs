@@ -293,11 +293,12 @@ impl Engine {
             // committed within the age bound.
             self.oldest.get_or_insert(now);
             let bytes = record.payload.as_ref().map_or(0, Vec::len);
+            let topic = record.topic;
             let (meta, row) =
-                rows::decode(&record, &self.settings.bounds, &self.settings.compactor_id);
+                rows::decode_owned(record, &self.settings.bounds, &self.settings.compactor_id);
             let table = row.table();
             if let Row::Rejected(rejected) = &row
-                && record.topic != Table::Rejected
+                && topic != Table::Rejected
             {
                 let key = (source, rejected.reason.clone());
                 let entry = self.refused.entry(key).or_default();
@@ -484,10 +485,12 @@ mod tests {
         let source = (Table::OutcomeEvents, 0);
         let t = Table::OutcomeEvents;
         assert!(!dedupe.is_duplicate(t, "a", source, &meta(1, 0), 10));
-        let row = Row::Event(Box::new(candor_schema::proto::OutcomeEvent {
-            event_id: "a".into(),
-            ..Default::default()
-        }));
+        let row = Row::Event(rows::Event::from_record(
+            &candor_schema::proto::OutcomeEvent {
+                event_id: "a".into(),
+                ..Default::default()
+            },
+        ));
         dedupe.forget(source, &[(meta(1, 0), row)], t);
         // Read again later: inserted anew at time 8.
         assert!(!dedupe.is_duplicate(t, "a", source, &meta(1, 8), 10));
@@ -501,10 +504,12 @@ mod tests {
         let source = (Table::OutcomeEvents, 0);
         let t = Table::OutcomeEvents;
         assert!(!dedupe.is_duplicate(t, "a", source, &meta(1, 0), 10));
-        let row = Row::Event(Box::new(candor_schema::proto::OutcomeEvent {
-            event_id: "a".into(),
-            ..Default::default()
-        }));
+        let row = Row::Event(rows::Event::from_record(
+            &candor_schema::proto::OutcomeEvent {
+                event_id: "a".into(),
+                ..Default::default()
+            },
+        ));
         dedupe.forget(source, &[(meta(1, 0), row)], t);
         assert!(!dedupe.is_duplicate(t, "a", source, &meta(1, 0), 10));
     }

@@ -412,7 +412,7 @@ mod tests {
                     retry_action: "retry".into(),
                     ..Default::default()
                 };
-                (meta, Row::Event(Box::new(event)))
+                (meta, Row::Event(rows::Event::from_record(&event)))
             })
             .collect();
         let refs: Vec<&(Meta, Row)> = rows.iter().collect();

@@ -569,7 +569,7 @@ mod tests {
     }
 
     fn delta(model: &mut Model, target: &str, class: &str, at: Micros, value: u64) {
-        let row = Row::Count(OutcomeCount {
+        let row = Row::Count(Box::new(OutcomeCount {
             point_id: format!("{target}/{class}/{at}"),
             service_name: "svc".into(),
             service_instance_id: "i-1".into(),
@@ -581,7 +581,7 @@ mod tests {
             value,
             temporality: Temporality::Delta as i32,
             ..OutcomeCount::default()
-        });
+        }));
         let meta = Meta {
             partition: 0,
             offset: 0,

@@ -703,7 +703,7 @@ mod tests {
     }
 
     fn point(target: &str, class: OutcomeClass, start: Micros, at: Micros, value: u64) -> Row {
-        Row::Count(OutcomeCount {
+        Row::Count(Box::new(OutcomeCount {
             point_id: format!("{target}/{}/{start}/{at}", class.as_str()),
             service_name: "svc".into(),
             service_instance_id: "i-1".into(),
@@ -715,7 +715,7 @@ mod tests {
             value,
             temporality: Temporality::Cumulative as i32,
             ..OutcomeCount::default()
-        })
+        }))
     }
 
     fn event(id: &str, target: &str, action: &str, at: Micros) -> Row {

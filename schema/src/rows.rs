@@ -94,12 +94,13 @@ pub struct RejectedRow {
 pub enum Row {
     /// For `outcome_events`.
     Event(Event),
-    /// For `outcome_counts`.
-    Count(OutcomeCount),
+    /// For `outcome_counts`. (The other rows are boxed: the compactor buffers up to a million
+    /// rows, each as large as the largest variant.)
+    Count(Box<OutcomeCount>),
     /// For `heartbeats`.
-    Heartbeat(Heartbeat),
+    Heartbeat(Box<Heartbeat>),
     /// For `rejected`.
-    Rejected(RejectedRow),
+    Rejected(Box<RejectedRow>),
 }
 
 impl Row {
@@ -197,7 +198,7 @@ pub fn decode_owned(record: SourceRecord, bounds: &TimeBounds, compactor_id: &st
         Ok(row) => row,
         Err((refusal, payload)) => {
             let kept = payload.len().min(MAX_REJECTED_COPY_BYTES);
-            Row::Rejected(RejectedRow {
+            Row::Rejected(Box::new(RejectedRow {
                 source: RejectedSource::Compactor,
                 reason: refusal.reason.to_owned(),
                 detail: refusal.detail,
@@ -210,7 +211,7 @@ pub fn decode_owned(record: SourceRecord, bounds: &TimeBounds, compactor_id: &st
                 collector_id: compactor_id.to_owned(),
                 topic: record.topic.topic(),
                 schema_version: None,
-            })
+            }))
         }
     };
     let time = row.time_micros();
@@ -232,15 +233,15 @@ fn decode_payload(topic: Table, payload: Vec<u8>) -> Result<Row, (Refusal, Vec<u
     let row = match topic {
         Table::OutcomeEvents => return Event::decode(payload).map(Row::Event),
         Table::OutcomeCounts => OutcomeCount::decode(bytes)
-            .map(Row::Count)
+            .map(|count| Row::Count(Box::new(count)))
             .map_err(undecodable),
         Table::Heartbeats => Heartbeat::decode(bytes)
-            .map(Row::Heartbeat)
+            .map(|beat| Row::Heartbeat(Box::new(beat)))
             .map_err(undecodable),
         Table::Rejected => Rejected::decode(bytes)
             .map_err(undecodable)
             .and_then(from_collector)
-            .map(Row::Rejected),
+            .map(|rejected| Row::Rejected(Box::new(rejected))),
     };
     match row.and_then(|row| check(&row).map(|()| row)) {
         Ok(row) => Ok(row),
@@ -345,11 +346,13 @@ pub fn day(micros: i64) -> i32 {
     i32::try_from(micros.div_euclid(MICROS_PER_DAY)).unwrap_or(i32::MAX)
 }
 
-/// Sorts rows by the table's sort columns: the first key, then time.
+/// Sorts rows by their day (the `date` partition), then by the table's sort columns: the first
+/// key, then time. The rows of a day are thus one run, which is written as one partition's
+/// file, in the order of the sort columns.
 ///
 /// Comparing the keys in place follows two pointers per side (the row's box, then its string)
 /// at every comparison: half a million rows took 0.6 s. So each distinct first key is ranked
-/// once, and plain `(rank, time, position)` triples are sorted instead.
+/// once, and plain `(day, rank, time, position)` tuples are sorted instead.
 pub fn sort(rows: &mut [&(Meta, Row)]) {
     let mut ids: HashMap<&str, u32> = HashMap::new();
     let row_ids: Vec<u32> = rows
@@ -366,15 +369,18 @@ pub fn sort(rows: &mut [&(Meta, Row)]) {
         // Fewer distinct keys than rows, and rows fit in memory: the rank fits in a u32.
         rank_of[*id as usize] = u32::try_from(rank).unwrap_or(u32::MAX);
     }
-    let mut keyed: Vec<(u32, i64, usize)> = rows
+    let mut keyed: Vec<(i32, u32, i64, usize)> = rows
         .iter()
         .zip(&row_ids)
         .enumerate()
-        .map(|(at, ((_, row), id))| (rank_of[*id as usize], row.time_micros(), at))
+        .map(|(at, ((_, row), id))| {
+            let time = row.time_micros();
+            (day(time), rank_of[*id as usize], time, at)
+        })
         .collect();
     keyed.sort_unstable();
     let original = rows.to_vec();
-    for (slot, (_, _, at)) in rows.iter_mut().zip(keyed) {
+    for (slot, (_, _, _, at)) in rows.iter_mut().zip(keyed) {
         *slot = original[at];
     }
 }
@@ -525,7 +531,7 @@ fn count_columns(rows: &[&(Meta, Row)]) -> Vec<ArrayRef> {
     let counts: Vec<&OutcomeCount> = rows
         .iter()
         .filter_map(|(_, row)| match row {
-            Row::Count(count) => Some(count),
+            Row::Count(count) => Some(&**count),
             _ => None,
         })
         .collect();
@@ -555,7 +561,7 @@ fn rejected_columns(rows: &[&(Meta, Row)]) -> Vec<ArrayRef> {
     let rejected: Vec<&RejectedRow> = rows
         .iter()
         .filter_map(|(_, row)| match row {
-            Row::Rejected(rejected) => Some(rejected),
+            Row::Rejected(rejected) => Some(&**rejected),
             _ => None,
         })
         .collect();
@@ -583,7 +589,7 @@ fn heartbeat_columns(rows: &[&(Meta, Row)]) -> Vec<ArrayRef> {
     let beats: Vec<&Heartbeat> = rows
         .iter()
         .filter_map(|(_, row)| match row {
-            Row::Heartbeat(beat) => Some(beat),
+            Row::Heartbeat(beat) => Some(&**beat),
             _ => None,
         })
         .collect();
@@ -745,14 +751,15 @@ mod tests {
     proptest::proptest! {
         #[test]
         fn the_ranked_sort_orders_as_comparing_the_keys_would(
-            rows in proptest::collection::vec((0_usize..6, 0_u64..5), 0..60)
+            rows in proptest::collection::vec((0_usize..6, 0_u64..40), 0..60)
         ) {
             let targets = ["b", "a", "ab", "", "é", "a\u{0}"];
             let rows: Vec<(Meta, Row)> = rows
                 .iter()
-                .map(|&(target, second)| {
+                .map(|&(target, hours)| {
+                    // Three hours apart: the rows span five days, several rows to a day.
                     let mut event = event(targets[target], "partial");
-                    event.event_time_unix_nano -= second * 1_000_000_000;
+                    event.event_time_unix_nano -= hours * 3 * 3_600_000_000_000;
                     decode(&record(Table::OutcomeEvents, event.encode_to_vec()), &BOUNDS, "k")
                 })
                 .collect();
@@ -760,11 +767,16 @@ mod tests {
             sort(&mut ranked);
             let mut compared: Vec<&(Meta, Row)> = rows.iter().collect();
             compared.sort_by(|(_, a), (_, b)| {
-                a.sort_key().cmp(b.sort_key()).then(a.time_micros().cmp(&b.time_micros()))
+                day(a.time_micros())
+                    .cmp(&day(b.time_micros()))
+                    .then(a.sort_key().cmp(b.sort_key()))
+                    .then(a.time_micros().cmp(&b.time_micros()))
             });
-            let keys = |rows: &[&(Meta, Row)]| -> Vec<(String, i64)> {
+            let keys = |rows: &[&(Meta, Row)]| -> Vec<(i32, String, i64)> {
                 rows.iter()
-                    .map(|(_, row)| (row.sort_key().to_owned(), row.time_micros()))
+                    .map(|(_, row)| {
+                        (day(row.time_micros()), row.sort_key().to_owned(), row.time_micros())
+                    })
                     .collect()
             };
             proptest::prop_assert_eq!(keys(&ranked), keys(&compared));

@@ -303,7 +303,10 @@ fn check_event(event: &OutcomeEvent, limits: &Limits) {
     );
     // What the collector acknowledged, the compactor stores as it is, never as a rejected row.
     match stored(Table::OutcomeEvents, event.encode_to_vec()) {
-        Row::Event(row) => assert!(row.record() == *event, "the stored event differs from the record"),
+        Row::Event(row) => assert!(
+            row.record() == *event,
+            "the stored event differs from the record"
+        ),
         other => panic!("the compactor refuses an event the collector accepted: {other:?}"),
     }
 }
@@ -407,7 +410,7 @@ fn check_count(count: &OutcomeCount, limits: &Limits) {
     }
     assert_eq!(count.collector_id, COLLECTOR_ID, "collector id");
     match stored(Table::OutcomeCounts, count.encode_to_vec()) {
-        Row::Count(row) => assert!(row == *count, "the stored count differs from the record"),
+        Row::Count(row) => assert!(*row == *count, "the stored count differs from the record"),
         other => panic!("the compactor refuses a count the collector accepted: {other:?}"),
     }
 }

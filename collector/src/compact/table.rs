@@ -17,16 +17,18 @@ use std::collections::{BTreeMap, HashMap};
 use candor_schema::tables::{Table, column};
 use deltalake::arrow::error::ArrowError;
 use deltalake::kernel::engine::arrow_conversion::TryIntoKernel as _;
+use deltalake::kernel::scalars::ScalarExt;
 use deltalake::kernel::transaction::{CommitBuilder, CommitProperties};
 use deltalake::kernel::{Action, StructType, Transaction};
 use deltalake::parquet::basic::{Compression, Encoding, ZstdLevel};
 use deltalake::parquet::file::properties::{EnabledStatistics, WriterProperties};
 use deltalake::parquet::schema::types::ColumnPath;
 use deltalake::protocol::{DeltaOperation, SaveMode};
-use deltalake::writer::{DeltaWriter as _, RecordBatchWriter};
+use deltalake::writer::{DeltaWriter as _, RecordBatchWriter, WriteMode};
 use deltalake::{DeltaTable, DeltaTableError};
 
 use candor_schema::rows::{self, Meta, Row};
+use indexmap::IndexMap;
 
 /// Why a table operation failed.
 #[derive(Debug, thiserror::Error)]
@@ -274,7 +276,22 @@ pub async fn commit(
         let mut writer = RecordBatchWriter::for_table(delta)
             .map_err(err)?
             .with_writer_properties(properties.clone());
-        writer.write(batch).await.map_err(err)?;
+        // The rows are sorted by day first: each day is one run, written to its partition as a
+        // slice of the batch. (`write` would split the batch by its partition values again and
+        // copy every column to do so.)
+        let dates = batch
+            .column_by_name(column::DATE)
+            .ok_or_else(|| err(DeltaTableError::Generic("the batch has no date".into())))?;
+        for run in day_runs(&rows) {
+            let date = ScalarExt::from_array(dates.as_ref(), run.start)
+                .ok_or_else(|| err(DeltaTableError::Generic("a date without a value".into())))?;
+            let partition = IndexMap::from([(column::DATE.to_owned(), date)]);
+            let slice = batch.slice(run.start, run.len());
+            writer
+                .write_partition(slice, &partition, WriteMode::Default)
+                .await
+                .map_err(err)?;
+        }
         let adds = writer.flush().await.map_err(err)?;
         report.files = adds.len();
         report.bytes = adds
@@ -304,6 +321,21 @@ pub async fn commit(
     report.version = Some(finalized.version());
     delta.state = Some(finalized.snapshot());
     Ok(report)
+}
+
+/// The runs of rows of one day, in order, of rows sorted by day ([`rows::sort`]).
+fn day_runs(rows: &[&(Meta, Row)]) -> Vec<std::ops::Range<usize>> {
+    let mut runs: Vec<std::ops::Range<usize>> = Vec::new();
+    let mut last = None;
+    for (at, (_, row)) in rows.iter().enumerate() {
+        let day = rows::day(row.time_micros());
+        match runs.last_mut() {
+            Some(run) if last == Some(day) => run.end = at + 1,
+            _ => runs.push(at..at + 1),
+        }
+        last = Some(day);
+    }
+    runs
 }
 
 /// Ids of the rows of `table` whose Kafka timestamp is at or after `since_micros`, with where
@@ -384,6 +416,134 @@ pub async fn recent_ids(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Rows of three days, interleaved in offset order, are committed as one file per day's
+    /// partition, each holding only its day's rows, sorted by target then time.
+    #[test]
+    fn a_commit_writes_each_day_to_its_own_partition_sorted_by_target() {
+        use candor_schema::proto::OutcomeEvent;
+        use candor_schema::tables::Arrival;
+        use deltalake::arrow::array::{Array as _, StringArray, TimestampMicrosecondArray};
+        use deltalake::parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
+
+        let root = std::env::temp_dir().join(format!(
+            "candor-day-runs-{}-{}",
+            std::process::id(),
+            std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .expect("after the epoch")
+                .as_nanos()
+        ));
+        let day = 86_400_000_000_i64;
+        let start = 20_000 * day + 3_600_000_000;
+        let rows: Vec<(Meta, Row)> = (0..90_i64)
+            .map(|i| {
+                let time = start + (i % 3) * day + (89 - i) * 1_000_000;
+                let meta = Meta {
+                    partition: 0,
+                    offset: i,
+                    kafka_micros: start + 3 * day,
+                    arrival: Arrival::OnTime,
+                };
+                let event = OutcomeEvent {
+                    schema_version: 1,
+                    event_id: format!("{i:032x}"),
+                    event_time_unix_nano: u64::try_from(time).expect("positive") * 1000,
+                    tool_target: format!("target-{}", (i * 7) % 5),
+                    outcome_class: "access_failure".into(),
+                    failure_kind: "timeout".into(),
+                    retry_action: "retry".into(),
+                    ..Default::default()
+                };
+                (meta, Row::Event(rows::Event::from_record(&event)))
+            })
+            .collect();
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .expect("runtime");
+        let report = runtime.block_on(async {
+            let root = root.to_str().expect("a UTF-8 path");
+            let mut delta = open_or_create(root, Table::OutcomeEvents)
+                .await
+                .expect("table");
+            let spans = BTreeMap::from([(
+                (Table::OutcomeEvents, 0),
+                Span {
+                    from: 0,
+                    to: 90,
+                    rows: &rows,
+                },
+            )]);
+            let properties = writer_properties(
+                Table::OutcomeEvents,
+                FileSettings {
+                    row_group_rows: 1024,
+                    zstd_level: 1,
+                },
+            );
+            commit(
+                &mut delta,
+                Table::OutcomeEvents,
+                &spans,
+                &properties,
+                HashMap::new(),
+            )
+            .await
+            .expect("commit")
+        });
+        assert_eq!((report.rows, report.files), (90, 3));
+
+        let mut days = Vec::new();
+        for partition in std::fs::read_dir(root.join(Table::OutcomeEvents.name())).expect("dir") {
+            let partition = partition.expect("entry").path();
+            let name = partition.file_name().and_then(|n| n.to_str()).unwrap_or("");
+            let Some(date) = name.strip_prefix("date=") else {
+                continue;
+            };
+            let files: Vec<_> = std::fs::read_dir(&partition)
+                .expect("partition")
+                .map(|f| f.expect("file").path())
+                .collect();
+            assert_eq!(files.len(), 1, "{date}: {files:?}");
+            let file = std::fs::File::open(&files[0]).expect("open");
+            let reader = ParquetRecordBatchReaderBuilder::try_new(file)
+                .expect("parquet")
+                .build()
+                .expect("reader");
+            let mut keys = Vec::new();
+            for batch in reader {
+                let batch = batch.expect("batch");
+                let column = |name: &str| batch.column_by_name(name).expect(name).clone();
+                let targets = column(column::TOOL_TARGET);
+                let targets = targets
+                    .as_any()
+                    .downcast_ref::<StringArray>()
+                    .expect("text");
+                let times = column(column::EVENT_TIME);
+                let times = times
+                    .as_any()
+                    .downcast_ref::<TimestampMicrosecondArray>()
+                    .expect("time");
+                for i in 0..batch.num_rows() {
+                    keys.push((targets.value(i).to_owned(), times.value(i)));
+                }
+            }
+            let file_days: Vec<i32> = keys.iter().map(|(_, time)| rows::day(*time)).collect();
+            assert!(file_days.iter().all(|d| *d == file_days[0]), "{date}");
+            let expected = chrono::DateTime::from_timestamp_micros(keys[0].1)
+                .expect("a time")
+                .format("%Y-%m-%d")
+                .to_string();
+            assert_eq!(date, expected);
+            assert!(keys.is_sorted(), "{date}: not sorted by target, time");
+            days.push((date.to_owned(), keys.len()));
+        }
+        days.sort();
+        let counts: Vec<usize> = days.iter().map(|(_, n)| *n).collect();
+        assert_eq!(counts, [30, 30, 30], "{days:?}");
+        std::fs::remove_dir_all(&root).expect("clean up");
+    }
 
     #[test]
     fn rising_integers_are_written_as_deltas_and_vocabularies_with_dictionaries() {

@@ -251,7 +251,7 @@ impl<'a> Reader<'a> {
 /// target and time at hand for deduplication and sorting.
 #[derive(Clone, PartialEq, Eq)]
 pub struct Event {
-    bytes: Vec<u8>,
+    bytes: Box<[u8]>,
     keys: Keys,
     time_micros: i64,
     schema_version: u32,
@@ -265,7 +265,7 @@ impl Event {
                 (micros(view.event_time_unix_nano), view.schema_version);
             return match view.check() {
                 Ok(()) => Ok(Self {
-                    bytes,
+                    bytes: bytes.into_boxed_slice(),
                     keys,
                     time_micros,
                     schema_version,
@@ -292,7 +292,7 @@ impl Event {
             .map(|(_, keys)| keys)
             .unwrap_or_default();
         Self {
-            bytes,
+            bytes: bytes.into_boxed_slice(),
             keys,
             time_micros: micros(record.event_time_unix_nano),
             schema_version: record.schema_version,

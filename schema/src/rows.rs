@@ -12,17 +12,18 @@ use std::sync::Arc;
 use crate::proto::{Heartbeat, OutcomeCount, Rejected, Temporality};
 use crate::tables::{Arrival, RejectedSource, Table};
 use crate::vocab::OutcomeClass;
-use arrow_array::builder::{Int32Builder, Int64Builder, StringBuilder};
+use arrow_array::builder::{Int32Builder, Int64Builder, NullBufferBuilder};
 use arrow_array::{
     ArrayRef, BinaryArray, BooleanArray, Date32Array, Int32Array, Int64Array, RecordBatch,
     StringArray, TimestampMicrosecondArray,
 };
+use arrow_buffer::{Buffer, OffsetBuffer, ScalarBuffer};
 use arrow_schema::ArrowError;
 use prost::Message as _;
 
 mod event;
 
-pub use event::{Event, EventView};
+pub use event::{Event, EventBytes, EventFields, EventView};
 
 /// Bytes of an undecodable record copied into the `rejected` table.
 pub const MAX_REJECTED_COPY_BYTES: usize = 4096;
@@ -133,13 +134,14 @@ impl Row {
         }
     }
 
-    /// The first sort key within a file ([`Table::sort_columns`]).
-    fn sort_key(&self) -> &str {
+    /// The first sort key within a file ([`Table::sort_columns`]), as bytes: UTF-8 texts
+    /// order as their bytes do.
+    fn sort_key(&self) -> &[u8] {
         match self {
-            Self::Event(event) => event.target(),
-            Self::Count(count) => &count.tool_target,
-            Self::Heartbeat(beat) => &beat.collector_id,
-            Self::Rejected(row) => &row.reason,
+            Self::Event(event) => event.target_bytes(),
+            Self::Count(count) => count.tool_target.as_bytes(),
+            Self::Heartbeat(beat) => beat.collector_id.as_bytes(),
+            Self::Rejected(row) => row.reason.as_bytes(),
         }
     }
 }
@@ -354,7 +356,7 @@ pub fn day(micros: i64) -> i32 {
 /// at every comparison: half a million rows took 0.6 s. So each distinct first key is ranked
 /// once, and plain `(day, rank, time, position)` tuples are sorted instead.
 pub fn sort(rows: &mut [&(Meta, Row)]) {
-    let mut ids: HashMap<&str, u32> = HashMap::new();
+    let mut ids: HashMap<&[u8], u32, foldhash::fast::RandomState> = HashMap::default();
     let row_ids: Vec<u32> = rows
         .iter()
         .map(|(_, row)| {
@@ -362,7 +364,7 @@ pub fn sort(rows: &mut [&(Meta, Row)]) {
             *ids.entry(row.sort_key()).or_insert(next)
         })
         .collect();
-    let mut distinct: Vec<(&str, u32)> = ids.into_iter().collect();
+    let mut distinct: Vec<(&[u8], u32)> = ids.into_iter().collect();
     distinct.sort_unstable_by(|a, b| a.0.cmp(b.0));
     let mut rank_of = vec![0_u32; distinct.len()];
     for (rank, (_, id)) in distinct.iter().enumerate() {
@@ -389,7 +391,7 @@ pub fn sort(rows: &mut [&(Meta, Row)]) {
 /// are skipped: the caller groups by table).
 pub fn to_batch(table: Table, rows: &[&(Meta, Row)]) -> Result<RecordBatch, ArrowError> {
     let mut columns: Vec<ArrayRef> = match table {
-        Table::OutcomeEvents => event_columns(rows),
+        Table::OutcomeEvents => event_columns(rows)?,
         Table::OutcomeCounts => count_columns(rows),
         Table::Rejected => rejected_columns(rows),
         Table::Heartbeats => heartbeat_columns(rows),
@@ -445,26 +447,32 @@ fn longs(values: impl Iterator<Item = i64>) -> ArrayRef {
 /// The event columns, built in one pass over the rows: a column at a time visited every event
 /// once per column (23 times), and each visit follows the row's box to memory of its own; on half
 /// a million rows that was most of the time spent building a batch.
-fn event_columns(rows: &[&(Meta, Row)]) -> Vec<ArrayRef> {
+fn event_columns(rows: &[&(Meta, Row)]) -> Result<Vec<ArrayRef>, ArrowError> {
     let n = rows.len();
-    let text = || StringBuilder::with_capacity(n, n * 16);
-    let [
-        mut event_id,
-        mut trace_id,
-        mut span_id,
-        mut service,
-        mut instance,
-        mut class,
-        mut tool,
-        mut target,
-        mut kind,
-        mut action,
-        mut error_type,
-        mut coverage,
-        mut dropped,
-        mut authority,
-        mut collector,
-    ] = std::array::from_fn(|_| text());
+    let first = rows.iter().find_map(|(_, row)| match row {
+        Row::Event(event) => Some(event.fields()),
+        _ => None,
+    });
+    // Sized from the first event's texts: ids and most others are alike in length.
+    let sized = |text: for<'e> fn(&EventBytes<'e>) -> Option<&'e [u8]>| {
+        let len = first.as_ref().and_then(text).map_or(0, <[u8]>::len);
+        TextColumn::with_capacity(n, n * len + 1024)
+    };
+    let mut event_id = sized(|e| Some(e.event_id));
+    let mut trace_id = sized(|e| Some(e.trace_id));
+    let mut span_id = sized(|e| Some(e.span_id));
+    let mut service = sized(|e| Some(e.service_name));
+    let mut instance = sized(|e| Some(e.service_instance_id));
+    let mut class = sized(|e| Some(e.outcome_class));
+    let mut tool = sized(|e| Some(e.tool_name));
+    let mut target = sized(|e| Some(e.tool_target));
+    let mut kind = sized(|e| Some(e.failure_kind));
+    let mut action = sized(|e| Some(e.retry_action));
+    let mut error_type = sized(|e| e.error_type);
+    let mut coverage = sized(|e| e.coverage);
+    let mut dropped = sized(|e| e.dropped);
+    let mut authority = sized(|e| e.authority);
+    let mut collector = sized(|e| Some(e.collector_id));
     let (mut event_time, mut received) = (Vec::with_capacity(n), Vec::with_capacity(n));
     let (mut attempt, mut max_attempts) = (Vec::with_capacity(n), Vec::with_capacity(n));
     let mut backoff = Int64Builder::with_capacity(n);
@@ -475,18 +483,18 @@ fn event_columns(rows: &[&(Meta, Row)]) -> Vec<ArrayRef> {
         let Row::Event(e) = row else {
             continue;
         };
-        let e = e.view();
-        event_id.append_value(e.event_id);
-        trace_id.append_value(e.trace_id);
-        span_id.append_value(e.span_id);
+        let e = e.fields();
+        event_id.append(e.event_id);
+        trace_id.append(e.trace_id);
+        span_id.append(e.span_id);
         event_time.push(micros(e.event_time_unix_nano));
-        service.append_value(e.service_name);
-        instance.append_value(e.service_instance_id);
-        class.append_value(e.outcome_class);
-        tool.append_value(e.tool_name);
-        target.append_value(e.tool_target);
-        kind.append_value(e.failure_kind);
-        action.append_value(e.retry_action);
+        service.append(e.service_name);
+        instance.append(e.service_instance_id);
+        class.append(e.outcome_class);
+        tool.append(e.tool_name);
+        target.append(e.tool_target);
+        kind.append(e.failure_kind);
+        action.append(e.retry_action);
         attempt.push(i64::from(e.retry_attempt));
         max_attempts.push(i64::from(e.retry_max_attempts));
         backoff.append_option(e.retry_backoff_ms.map(checked));
@@ -498,33 +506,93 @@ fn event_columns(rows: &[&(Meta, Row)]) -> Vec<ArrayRef> {
         dropped.append_option(e.dropped);
         authority.append_option(e.authority);
         received.push(micros(e.received_time_unix_nano));
-        collector.append_value(e.collector_id);
+        collector.append(e.collector_id);
     }
-    vec![
-        Arc::new(event_id.finish()),
-        Arc::new(trace_id.finish()),
-        Arc::new(span_id.finish()),
+    Ok(vec![
+        event_id.finish()?,
+        trace_id.finish()?,
+        span_id.finish()?,
         timestamps(event_time.into_iter()),
-        Arc::new(service.finish()),
-        Arc::new(instance.finish()),
-        Arc::new(class.finish()),
-        Arc::new(tool.finish()),
-        Arc::new(target.finish()),
-        Arc::new(kind.finish()),
-        Arc::new(action.finish()),
+        service.finish()?,
+        instance.finish()?,
+        class.finish()?,
+        tool.finish()?,
+        target.finish()?,
+        kind.finish()?,
+        action.finish()?,
         longs(attempt.into_iter()),
         longs(max_attempts.into_iter()),
         Arc::new(backoff.finish()),
         Arc::new(status.finish()),
-        Arc::new(error_type.finish()),
+        error_type.finish()?,
         Arc::new(returned.finish()),
         Arc::new(expected.finish()),
-        Arc::new(coverage.finish()),
-        Arc::new(dropped.finish()),
-        Arc::new(authority.finish()),
+        coverage.finish()?,
+        dropped.finish()?,
+        authority.finish()?,
         timestamps(received.into_iter()),
-        Arc::new(collector.finish()),
-    ]
+        collector.finish()?,
+    ])
+}
+
+/// A string column built from texts given as bytes, checked as UTF-8 once, as a whole, when it
+/// is finished: checking each short text on its own took longer than building the column.
+struct TextColumn {
+    offsets: Vec<i32>,
+    values: Vec<u8>,
+    nulls: NullBufferBuilder,
+    /// Set when the values passed what an `i32` offset reaches; `finish` then refuses.
+    overflow: bool,
+}
+
+impl TextColumn {
+    fn with_capacity(rows: usize, bytes: usize) -> Self {
+        let mut offsets = Vec::with_capacity(rows + 1);
+        offsets.push(0);
+        Self {
+            offsets,
+            values: Vec::with_capacity(bytes),
+            nulls: NullBufferBuilder::new(rows),
+            overflow: false,
+        }
+    }
+
+    fn append(&mut self, text: &[u8]) {
+        self.values.extend_from_slice(text);
+        self.end_value();
+        self.nulls.append_non_null();
+    }
+
+    fn append_option(&mut self, text: Option<&[u8]>) {
+        match text {
+            Some(text) => self.append(text),
+            None => {
+                self.end_value();
+                self.nulls.append_null();
+            }
+        }
+    }
+
+    fn end_value(&mut self) {
+        let end = i32::try_from(self.values.len()).unwrap_or_else(|_| {
+            self.overflow = true;
+            i32::MAX
+        });
+        self.offsets.push(end);
+    }
+
+    fn finish(mut self) -> Result<ArrayRef, ArrowError> {
+        if self.overflow {
+            return Err(ArrowError::OffsetOverflowError(self.values.len()));
+        }
+        // Offsets start at 0 and never fall: `OffsetBuffer::new` would panic otherwise.
+        let offsets = OffsetBuffer::new(ScalarBuffer::from(self.offsets));
+        // `try_new` checks that the values are UTF-8 and that every offset falls between
+        // characters.
+        let array =
+            StringArray::try_new(offsets, Buffer::from_vec(self.values), self.nulls.finish())?;
+        Ok(Arc::new(array))
+    }
 }
 
 fn count_columns(rows: &[&(Meta, Row)]) -> Vec<ArrayRef> {
@@ -749,6 +817,50 @@ mod tests {
     }
 
     proptest::proptest! {
+        /// Every text of an event reaches its column as it was, absent ones as nulls: the
+        /// columns are built from bytes and checked as UTF-8 as a whole.
+        #[test]
+        fn every_event_text_reaches_its_column(
+            texts in proptest::collection::vec(
+                (".{0,12}", proptest::option::of(".{0,6}"), proptest::option::of(".{0,6}")),
+                1..40,
+            )
+        ) {
+            use arrow_array::Array as _;
+            let records: Vec<OutcomeEvent> = texts
+                .iter()
+                .map(|(target, error_type, coverage)| OutcomeEvent {
+                    service_name: format!("s{target}"),
+                    error_type: error_type.clone(),
+                    coverage: coverage.clone(),
+                    ..event(target, "partial")
+                })
+                .collect();
+            let rows: Vec<(Meta, Row)> = records
+                .iter()
+                .map(|event| decode(&record(Table::OutcomeEvents, event.encode_to_vec()), &BOUNDS, "k"))
+                .collect();
+            let rows: Vec<&(Meta, Row)> = rows.iter().collect();
+            let batch = to_batch(Table::OutcomeEvents, &rows).unwrap();
+            let column = |name: &str| -> Vec<Option<String>> {
+                let array = batch.column_by_name(name).unwrap();
+                let array = array.as_any().downcast_ref::<StringArray>().unwrap();
+                (0..array.len())
+                    .map(|i| array.is_valid(i).then(|| array.value(i).to_owned()))
+                    .collect()
+            };
+            use crate::tables::column;
+            let expected = |field: fn(&OutcomeEvent) -> Option<String>| -> Vec<Option<String>> {
+                records.iter().map(field).collect()
+            };
+            proptest::prop_assert_eq!(column(column::TOOL_TARGET), expected(|e| Some(e.tool_target.clone())));
+            proptest::prop_assert_eq!(column(column::SERVICE_NAME), expected(|e| Some(e.service_name.clone())));
+            proptest::prop_assert_eq!(column(column::ERROR_TYPE), expected(|e| e.error_type.clone()));
+            proptest::prop_assert_eq!(column(column::COVERAGE), expected(|e| e.coverage.clone()));
+            proptest::prop_assert_eq!(column(column::EVENT_ID), expected(|e| Some(e.event_id.clone())));
+            proptest::prop_assert_eq!(column(column::DROPPED), expected(|e| e.dropped.clone()));
+        }
+
         #[test]
         fn the_ranked_sort_orders_as_comparing_the_keys_would(
             rows in proptest::collection::vec((0_usize..6, 0_u64..40), 0..60)
@@ -772,7 +884,7 @@ mod tests {
                     .then(a.sort_key().cmp(b.sort_key()))
                     .then(a.time_micros().cmp(&b.time_micros()))
             });
-            let keys = |rows: &[&(Meta, Row)]| -> Vec<(i32, String, i64)> {
+            let keys = |rows: &[&(Meta, Row)]| -> Vec<(i32, Vec<u8>, i64)> {
                 rows.iter()
                     .map(|(_, row)| {
                         (day(row.time_micros()), row.sort_key().to_owned(), row.time_micros())

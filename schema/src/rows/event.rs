@@ -22,42 +22,115 @@ const VARINT: u64 = 0;
 const FIXED64: u64 = 1;
 const LENGTH_DELIMITED: u64 = 2;
 
-/// The fields of an `OutcomeEvent` record, with the texts borrowed from its bytes. The names
-/// and meanings are those of [`OutcomeEvent`]; an absent text is empty, as prost decodes it.
+/// The fields of an `OutcomeEvent` record, with the texts borrowed from its bytes as `T`. The
+/// names and meanings are those of [`OutcomeEvent`]; an absent text is empty, as prost decodes
+/// it.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 #[allow(missing_docs)]
-pub struct EventView<'a> {
+pub struct EventFields<T> {
     pub schema_version: u32,
-    pub event_id: &'a str,
-    pub trace_id: &'a str,
-    pub span_id: &'a str,
+    pub event_id: T,
+    pub trace_id: T,
+    pub span_id: T,
     pub event_time_unix_nano: u64,
-    pub service_name: &'a str,
-    pub service_instance_id: &'a str,
-    pub outcome_class: &'a str,
-    pub tool_name: &'a str,
-    pub tool_target: &'a str,
-    pub failure_kind: &'a str,
-    pub retry_action: &'a str,
+    pub service_name: T,
+    pub service_instance_id: T,
+    pub outcome_class: T,
+    pub tool_name: T,
+    pub tool_target: T,
+    pub failure_kind: T,
+    pub retry_action: T,
     pub retry_attempt: u32,
     pub retry_max_attempts: u32,
     pub retry_backoff_ms: Option<u64>,
     pub http_status_code: Option<u32>,
-    pub error_type: Option<&'a str>,
+    pub error_type: Option<T>,
     pub partial_returned: Option<u64>,
     pub partial_expected: Option<u64>,
-    pub coverage: Option<&'a str>,
-    pub dropped: Option<&'a str>,
-    pub authority: Option<&'a str>,
+    pub coverage: Option<T>,
+    pub dropped: Option<T>,
+    pub authority: Option<T>,
     pub received_time_unix_nano: u64,
-    pub collector_id: &'a str,
+    pub collector_id: T,
 }
 
-/// Where [`EventView::parse`] found the two texts a row is looked up and sorted by.
+/// An event's fields with its texts as `&str`.
+pub type EventView<'a> = EventFields<&'a str>;
+
+/// An event's fields with its texts as the bytes they are stored as, for code that checks them
+/// as UTF-8 itself: a row's ([`Event::fields`]), checked when the row was made, or a whole
+/// column's at once. Checking each text on its own cost more than building its column.
+pub type EventBytes<'a> = EventFields<&'a [u8]>;
+
+/// Where [`parse_keyed`] found the two texts a row is looked up and sorted by.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 struct Keys {
     event_id: Range<usize>,
     tool_target: Range<usize>,
+}
+
+/// How a text field is read from a record's bytes.
+trait Text<'a>: Sized + Copy + Default {
+    /// The text of these bytes; `None` when they are not one.
+    fn read(bytes: &'a [u8]) -> Option<Self>;
+}
+
+impl<'a> Text<'a> for &'a str {
+    fn read(bytes: &'a [u8]) -> Option<Self> {
+        std::str::from_utf8(bytes).ok()
+    }
+}
+
+impl<'a> Text<'a> for &'a [u8] {
+    fn read(bytes: &'a [u8]) -> Option<Self> {
+        Some(bytes)
+    }
+}
+
+/// Reads the fields, their texts as `T`, with where the keys lie; see [`EventView::parse`].
+fn parse_keyed<'a, T: Text<'a>>(bytes: &'a [u8]) -> Option<(EventFields<T>, Keys)> {
+    let mut view = EventFields::<T>::default();
+    let mut keys = Keys::default();
+    let mut reader = Reader { bytes, at: 0 };
+    while reader.at < bytes.len() {
+        let key = reader.varint()?;
+        match (key >> 3, key & 7) {
+            (1, VARINT) => view.schema_version = reader.uint32()?,
+            (2, LENGTH_DELIMITED) => {
+                let (text, range) = reader.text::<T>()?;
+                view.event_id = text;
+                keys.event_id = range;
+            }
+            (3, LENGTH_DELIMITED) => view.trace_id = reader.text::<T>()?.0,
+            (4, LENGTH_DELIMITED) => view.span_id = reader.text::<T>()?.0,
+            (5, FIXED64) => view.event_time_unix_nano = reader.fixed64()?,
+            (6, LENGTH_DELIMITED) => view.service_name = reader.text::<T>()?.0,
+            (7, LENGTH_DELIMITED) => view.service_instance_id = reader.text::<T>()?.0,
+            (8, LENGTH_DELIMITED) => view.outcome_class = reader.text::<T>()?.0,
+            (9, LENGTH_DELIMITED) => view.tool_name = reader.text::<T>()?.0,
+            (10, LENGTH_DELIMITED) => {
+                let (text, range) = reader.text::<T>()?;
+                view.tool_target = text;
+                keys.tool_target = range;
+            }
+            (11, LENGTH_DELIMITED) => view.failure_kind = reader.text::<T>()?.0,
+            (12, LENGTH_DELIMITED) => view.retry_action = reader.text::<T>()?.0,
+            (13, VARINT) => view.retry_attempt = reader.uint32()?,
+            (14, VARINT) => view.retry_max_attempts = reader.uint32()?,
+            (15, VARINT) => view.retry_backoff_ms = Some(reader.varint()?),
+            (16, VARINT) => view.http_status_code = Some(reader.uint32()?),
+            (17, LENGTH_DELIMITED) => view.error_type = Some(reader.text::<T>()?.0),
+            (18, VARINT) => view.partial_returned = Some(reader.varint()?),
+            (19, VARINT) => view.partial_expected = Some(reader.varint()?),
+            (20, LENGTH_DELIMITED) => view.coverage = Some(reader.text::<T>()?.0),
+            (21, LENGTH_DELIMITED) => view.dropped = Some(reader.text::<T>()?.0),
+            (22, LENGTH_DELIMITED) => view.authority = Some(reader.text::<T>()?.0),
+            (23, FIXED64) => view.received_time_unix_nano = reader.fixed64()?,
+            (24, LENGTH_DELIMITED) => view.collector_id = reader.text::<T>()?.0,
+            _ => return None,
+        }
+    }
+    Some((view, keys))
 }
 
 impl<'a> EventView<'a> {
@@ -66,52 +139,7 @@ impl<'a> EventView<'a> {
     /// answers, the answer is prost's: a field that occurs again replaces the earlier value, and
     /// a `uint32` keeps the low 32 bits of its varint.
     pub fn parse(bytes: &'a [u8]) -> Option<Self> {
-        Self::parse_keyed(bytes).map(|(view, _)| view)
-    }
-
-    fn parse_keyed(bytes: &'a [u8]) -> Option<(Self, Keys)> {
-        let mut view = Self::default();
-        let mut keys = Keys::default();
-        let mut reader = Reader { bytes, at: 0 };
-        while reader.at < bytes.len() {
-            let key = reader.varint()?;
-            match (key >> 3, key & 7) {
-                (1, VARINT) => view.schema_version = reader.uint32()?,
-                (2, LENGTH_DELIMITED) => {
-                    let (text, range) = reader.text()?;
-                    view.event_id = text;
-                    keys.event_id = range;
-                }
-                (3, LENGTH_DELIMITED) => view.trace_id = reader.text()?.0,
-                (4, LENGTH_DELIMITED) => view.span_id = reader.text()?.0,
-                (5, FIXED64) => view.event_time_unix_nano = reader.fixed64()?,
-                (6, LENGTH_DELIMITED) => view.service_name = reader.text()?.0,
-                (7, LENGTH_DELIMITED) => view.service_instance_id = reader.text()?.0,
-                (8, LENGTH_DELIMITED) => view.outcome_class = reader.text()?.0,
-                (9, LENGTH_DELIMITED) => view.tool_name = reader.text()?.0,
-                (10, LENGTH_DELIMITED) => {
-                    let (text, range) = reader.text()?;
-                    view.tool_target = text;
-                    keys.tool_target = range;
-                }
-                (11, LENGTH_DELIMITED) => view.failure_kind = reader.text()?.0,
-                (12, LENGTH_DELIMITED) => view.retry_action = reader.text()?.0,
-                (13, VARINT) => view.retry_attempt = reader.uint32()?,
-                (14, VARINT) => view.retry_max_attempts = reader.uint32()?,
-                (15, VARINT) => view.retry_backoff_ms = Some(reader.varint()?),
-                (16, VARINT) => view.http_status_code = Some(reader.uint32()?),
-                (17, LENGTH_DELIMITED) => view.error_type = Some(reader.text()?.0),
-                (18, VARINT) => view.partial_returned = Some(reader.varint()?),
-                (19, VARINT) => view.partial_expected = Some(reader.varint()?),
-                (20, LENGTH_DELIMITED) => view.coverage = Some(reader.text()?.0),
-                (21, LENGTH_DELIMITED) => view.dropped = Some(reader.text()?.0),
-                (22, LENGTH_DELIMITED) => view.authority = Some(reader.text()?.0),
-                (23, FIXED64) => view.received_time_unix_nano = reader.fixed64()?,
-                (24, LENGTH_DELIMITED) => view.collector_id = reader.text()?.0,
-                _ => return None,
-            }
-        }
-        Some((view, keys))
+        parse_keyed(bytes).map(|(view, _)| view)
     }
 
     /// The view of an owned record.
@@ -173,13 +201,25 @@ impl<'a> EventView<'a> {
             collector_id: self.collector_id.to_owned(),
         }
     }
+}
 
-    /// The contract's checks, again: a reader does not trust that the writer validated.
+impl<T: AsRef<[u8]>> EventFields<T> {
+    /// The contract's checks, again: a reader does not trust that the writer validated. (A
+    /// text that is not UTF-8 is not a known class, kind or action either.)
     fn check(&self) -> Result<(), Refusal> {
         version(self.schema_version)?;
-        vocab::<OutcomeClass>("unknown_class", self.outcome_class)?;
-        vocab::<FailureKind>("unknown_kind", self.failure_kind)?;
-        vocab::<RetryAction>("unknown_action", self.retry_action)?;
+        vocab::<OutcomeClass>(
+            "unknown_class",
+            &String::from_utf8_lossy(self.outcome_class.as_ref()),
+        )?;
+        vocab::<FailureKind>(
+            "unknown_kind",
+            &String::from_utf8_lossy(self.failure_kind.as_ref()),
+        )?;
+        vocab::<RetryAction>(
+            "unknown_action",
+            &String::from_utf8_lossy(self.retry_action.as_ref()),
+        )?;
         for (field, value) in [
             ("retry_backoff_ms", self.retry_backoff_ms),
             ("partial_returned", self.partial_returned),
@@ -193,10 +233,37 @@ impl<'a> EventView<'a> {
             i32::try_from(code)
                 .map_err(|_| refuse("value_out_of_range", format!("http_status_code = {code}")))?;
         }
-        if self.event_id.is_empty() {
+        if self.event_id.as_ref().is_empty() {
             return Err(refuse("missing_id", "event_id is empty"));
         }
         Ok(())
+    }
+}
+
+impl EventBytes<'_> {
+    /// Whether every text is UTF-8. Most are ASCII, which is checked a word at a time; a short
+    /// text's UTF-8 check goes byte by byte.
+    fn texts_are_utf8(&self) -> bool {
+        let utf8 = |text: &[u8]| text.is_ascii() || std::str::from_utf8(text).is_ok();
+        [
+            self.event_id,
+            self.trace_id,
+            self.span_id,
+            self.service_name,
+            self.service_instance_id,
+            self.outcome_class,
+            self.tool_name,
+            self.tool_target,
+            self.failure_kind,
+            self.retry_action,
+            self.collector_id,
+        ]
+        .into_iter()
+        .chain(self.error_type)
+        .chain(self.coverage)
+        .chain(self.dropped)
+        .chain(self.authority)
+        .all(utf8)
     }
 }
 
@@ -209,6 +276,12 @@ struct Reader<'a> {
 impl<'a> Reader<'a> {
     /// A varint as prost reads it: at most ten bytes, the tenth at most 1.
     fn varint(&mut self) -> Option<u64> {
+        // Most are one byte: every key of fields 1 to 15 and every length below 128.
+        let first = *self.bytes.get(self.at)?;
+        if first < 0x80 {
+            self.at += 1;
+            return Some(u64::from(first));
+        }
         let mut value = 0_u64;
         for shift in (0..64).step_by(7) {
             let byte = *self.bytes.get(self.at)?;
@@ -237,11 +310,11 @@ impl<'a> Reader<'a> {
         Some(u64::from_le_bytes(bytes))
     }
 
-    /// A length-delimited UTF-8 text and where it lies.
-    fn text(&mut self) -> Option<(&'a str, Range<usize>)> {
+    /// A length-delimited text, read as `T`, and where it lies.
+    fn text<T: Text<'a>>(&mut self) -> Option<(T, Range<usize>)> {
         let len = usize::try_from(self.varint()?).ok()?;
         let range = self.at..self.at.checked_add(len)?;
-        let text = std::str::from_utf8(self.bytes.get(range.clone())?).ok()?;
+        let text = T::read(self.bytes.get(range.clone())?)?;
         self.at = range.end;
         Some((text, range))
     }
@@ -260,10 +333,12 @@ pub struct Event {
 impl Event {
     /// Decodes and checks a record; a refused record's bytes come back with the refusal.
     pub(super) fn decode(bytes: Vec<u8>) -> Result<Self, (Refusal, Vec<u8>)> {
-        if let Some((view, keys)) = EventView::parse_keyed(&bytes) {
+        if let Some((fields, keys)) = parse_keyed::<&[u8]>(&bytes)
+            && fields.texts_are_utf8()
+        {
             let (time_micros, schema_version) =
-                (micros(view.event_time_unix_nano), view.schema_version);
-            return match view.check() {
+                (micros(fields.event_time_unix_nano), fields.schema_version);
+            return match fields.check() {
                 Ok(()) => Ok(Self {
                     bytes: bytes.into_boxed_slice(),
                     keys,
@@ -288,7 +363,7 @@ impl Event {
         let bytes = record.encode_to_vec();
         // prost writes known fields with their own wire types and UTF-8 texts, all of which
         // `parse` takes (`prost_encodings_always_parse`): the default is never used.
-        let keys = EventView::parse_keyed(&bytes)
+        let keys = parse_keyed::<&str>(&bytes)
             .map(|(_, keys)| keys)
             .unwrap_or_default();
         Self {
@@ -306,6 +381,15 @@ impl Event {
         EventView::parse(&self.bytes).unwrap_or_default()
     }
 
+    /// The record's fields with its texts as bytes, which were checked as UTF-8 when the row
+    /// was made: for code that checks a whole column of them at once.
+    pub fn fields(&self) -> EventBytes<'_> {
+        // As in `view`: the default is never returned.
+        parse_keyed::<&[u8]>(&self.bytes)
+            .map(|(fields, _)| fields)
+            .unwrap_or_default()
+    }
+
     /// The owned record.
     pub fn record(&self) -> OutcomeEvent {
         self.view().to_record()
@@ -319,6 +403,14 @@ impl Event {
     /// `tool_target`.
     pub fn target(&self) -> &str {
         self.text(&self.keys.tool_target)
+    }
+
+    /// `tool_target` as the bytes it is stored as (UTF-8, checked when the row was made).
+    pub(super) fn target_bytes(&self) -> &[u8] {
+        // The range lies within these bytes, found by `parse_keyed`.
+        self.bytes
+            .get(self.keys.tool_target.clone())
+            .unwrap_or_default()
     }
 
     /// `event_time_unix_nano` in microseconds.
@@ -458,6 +550,65 @@ mod tests {
                 let decoded = OutcomeEvent::decode(bytes.as_slice());
                 prop_assert!(decoded.is_ok(), "prost refused what parse took: {:?}", decoded);
                 prop_assert_eq!(Ok(view.to_record()), decoded);
+            }
+        }
+    }
+
+    proptest! {
+        /// `Event::decode` keeps a record exactly when prost decodes it and it meets the
+        /// contract, and then holds prost's record; otherwise it refuses for the same reason and
+        /// gives the bytes back. On the edited records above, half of them valid to begin with
+        /// and their texts any unicode.
+        #[test]
+        fn decode_keeps_what_prost_and_the_checks_keep(
+            first in records(),
+            make_valid in any::<bool>(),
+            edits in proptest::collection::vec((any::<prop::sample::Index>(), any::<u8>(), 0_u8..4), 0..3),
+        ) {
+            let first = if make_valid {
+                let valid = valid();
+                OutcomeEvent {
+                    schema_version: valid.schema_version,
+                    outcome_class: valid.outcome_class,
+                    failure_kind: valid.failure_kind,
+                    retry_action: valid.retry_action,
+                    event_id: format!("{}{}", valid.event_id, first.event_id),
+                    http_status_code: first.http_status_code.map(|code| code % 600),
+                    retry_backoff_ms: first.retry_backoff_ms.map(|ms| ms >> 1),
+                    partial_returned: first.partial_returned.map(|n| n >> 1),
+                    partial_expected: first.partial_expected.map(|n| n >> 1),
+                    ..first
+                }
+            } else {
+                first
+            };
+            let mut bytes = first.encode_to_vec();
+            for (at, byte, how) in edits {
+                let at = at.index(bytes.len() + 1);
+                match how {
+                    0 if at < bytes.len() => bytes[at] = byte,
+                    1 => bytes.insert(at, byte),
+                    2 => bytes.truncate(at),
+                    _ => bytes.push(byte),
+                }
+            }
+            let expected = OutcomeEvent::decode(bytes.as_slice())
+                .map_err(|_| "undecodable")
+                .and_then(|record| match EventView::of(&record).check() {
+                    Ok(()) => Ok(record),
+                    Err(refusal) => Err(refusal.reason),
+                });
+            match (Event::decode(bytes.clone()), expected) {
+                (Ok(event), Ok(record)) => {
+                    prop_assert_eq!(event.id(), record.event_id.as_str());
+                    prop_assert_eq!(event.target(), record.tool_target.as_str());
+                    prop_assert_eq!(event.record(), record);
+                }
+                (Err((refusal, back)), Err(reason)) => {
+                    prop_assert_eq!(refusal.reason, reason);
+                    prop_assert_eq!(back, bytes);
+                }
+                (got, expected) => prop_assert!(false, "decode gave {:?}, expected {:?}", got.map(|e| e.record()), expected),
             }
         }
     }

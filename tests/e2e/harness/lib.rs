@@ -9,6 +9,7 @@ pub mod kafka;
 pub mod load;
 pub mod process;
 pub mod query;
+pub mod records;
 pub mod s3;
 pub mod tansu;
 

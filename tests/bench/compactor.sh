@@ -47,15 +47,21 @@ done
 finished=$(date +%s.%N)
 cpu=$(cpu_seconds "$compactor")
 write_s=$(metric "$metrics" 'candor_compactor_commit_duration_seconds_sum{table="outcome_events"}')
+stages=""
+for stage in sort build write commit; do
+    stages+="$stage $(metric "$metrics" "candor_compactor_commit_stage_seconds_sum{table=\"outcome_events\",stage=\"$stage\"}") "
+done
 commits=$(metric "$metrics" 'candor_compactor_commits_total{table="outcome_events"}')
 rss_kb=$(awk '/VmHWM/ { print $2 }' "/proc/$compactor/status")
-python3 - "$records" "$started" "$finished" "$cpu" "$write_s" "$commits" "$rss_kb" <<'PY'
+python3 - "$records" "$started" "$finished" "$cpu" "$write_s" "$commits" "$rss_kb" $stages <<'PY'
 import sys
-n, t0, t1, cpu, write_s, commits, rss = sys.argv[1:]
+n, t0, t1, cpu, write_s, commits, rss, *stages = sys.argv[1:]
 n, wall, cpu = int(n), float(t1) - float(t0), float(cpu)
 print(f"rows {n} wall_s {wall:.1f} events_per_s {n / wall:,.0f} cpu_s {cpu:.1f} "
       f"events_per_cpu_s {n / cpu:,.0f} commits {commits} write_and_commit_s {float(write_s):.1f} "
       f"peak_rss_mib {int(rss) / 1024:.0f}")
+# Sorting the rows, building their Arrow batch, the Parquet writer, the Delta commit.
+print("stages_s " + " ".join(f"{name} {float(s):.2f}" for name, s in zip(stages[::2], stages[1::2])))
 PY
 kill "$compactor"; wait "$compactor" 2>/dev/null || true
 "$python" tests/bench/compactor_report.py size "$work/tables/outcome_events"

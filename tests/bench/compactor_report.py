@@ -42,7 +42,8 @@ def with_pyarrow(path, out):
         out,
         compression="zstd",
         compression_level=3,
-        row_group_size=1_048_576,
+        # The compactor's `files.row_group_rows`.
+        row_group_size=131_072,
         use_dictionary=dictionary,
         column_encoding={name: "DELTA_BINARY_PACKED" for name in DELTA},
         write_statistics=True,

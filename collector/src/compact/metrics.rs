@@ -45,6 +45,8 @@ pub mod names {
             "Delta commits, by table.";
         COMMIT_DURATION_SECONDS = "candor_compactor_commit_duration_seconds",
             "Time to write a table's files and commit them, by table.";
+        COMMIT_STAGE_SECONDS = "candor_compactor_commit_stage_seconds",
+            "Time of each stage of a commit, by table and stage: sorting the rows, building their Arrow batch, writing the Parquet files, committing to the Delta log.";
         FILES_WRITTEN_TOTAL = "candor_compactor_files_written_total",
             "Parquet files committed, by table.";
         BYTES_WRITTEN_TOTAL = "candor_compactor_bytes_written_total",
@@ -82,6 +84,7 @@ pub struct CompactMetrics {
     already_stored: CounterVec,
     commits: CounterVec,
     commit_duration: HistogramVec,
+    commit_stages: HistogramVec,
     files_written: CounterVec,
     bytes_written: CounterVec,
     lag: GaugeVec,
@@ -111,6 +114,11 @@ impl CompactMetrics {
             commit_duration: HistogramVec::new(
                 COMMIT_DURATION_SECONDS,
                 &["table"],
+                Arc::clone(&overflow),
+            ),
+            commit_stages: HistogramVec::new(
+                COMMIT_STAGE_SECONDS,
+                &["table", "stage"],
                 Arc::clone(&overflow),
             ),
             files_written: counters(FILES_WRITTEN_TOTAL, &["table"]),
@@ -182,6 +190,9 @@ impl CompactMetrics {
         }
         self.commits.with(&[table]).inc();
         self.commit_duration.with(&[table]).observe(elapsed);
+        for (stage, took) in report.stages.named() {
+            self.commit_stages.with(&[table, stage]).observe(took);
+        }
         self.rows_written.with(&[table]).add(report.rows as u64);
         self.files_written.with(&[table]).add(report.files as u64);
         self.bytes_written.with(&[table]).add(report.bytes);
@@ -228,6 +239,7 @@ impl CompactMetrics {
             family.render(out);
         }
         self.commit_duration.render(out);
+        self.commit_stages.render(out);
         self.lag.render(out);
         self.watermark.render(out);
         for (name, counter) in [

@@ -13,6 +13,7 @@
 //!   winner stored.
 
 use std::collections::{BTreeMap, HashMap};
+use std::time::{Duration, Instant};
 
 use candor_schema::tables::{Table, column};
 use deltalake::arrow::error::ArrowError;
@@ -108,6 +109,33 @@ pub struct CommitReport {
     pub bytes: u64,
     /// Newest row time committed, in microseconds.
     pub watermark_micros: Option<i64>,
+    /// Where the commit's time went.
+    pub stages: Stages,
+}
+
+/// Where a commit's time went, stage by stage.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Stages {
+    /// Sorting the rows.
+    pub sort: Duration,
+    /// Building their Arrow batch.
+    pub build: Duration,
+    /// Writing the Parquet files.
+    pub write: Duration,
+    /// Reading the table's state and committing the files to its log.
+    pub commit: Duration,
+}
+
+impl Stages {
+    /// Each stage with its name, as the metrics label them.
+    pub fn named(&self) -> [(&'static str, Duration); 4] {
+        [
+            ("sort", self.sort),
+            ("build", self.build),
+            ("write", self.write),
+            ("commit", self.commit),
+        ]
+    }
 }
 
 /// How files are written.
@@ -234,6 +262,7 @@ pub async fn commit(
         table: table.name(),
         source,
     };
+    let started = Instant::now();
     delta.update_state().await.map_err(err)?;
     let mut rows: Vec<&(Meta, Row)> = Vec::new();
     let mut transactions = Vec::new();
@@ -264,7 +293,14 @@ pub async fn commit(
     if rows.is_empty() && transactions.is_empty() {
         return Ok(report);
     }
+    let mut stage = Instant::now();
+    let mut lap = || {
+        let now = Instant::now();
+        std::mem::replace(&mut stage, now).elapsed()
+    };
+    report.stages.commit = started.elapsed();
     rows::sort(&mut rows);
+    report.stages.sort = lap();
     report.rows = rows.len();
     report.watermark_micros = rows.iter().map(|(_, row)| row.time_micros()).max();
     let mut actions = Vec::new();
@@ -273,6 +309,7 @@ pub async fn commit(
             table: table.name(),
             source,
         })?;
+        report.stages.build = lap();
         let mut writer = RecordBatchWriter::for_table(delta)
             .map_err(err)?
             .with_writer_properties(properties.clone());
@@ -299,6 +336,7 @@ pub async fn commit(
             .map(|add| u64::try_from(add.size).unwrap_or(0))
             .sum();
         actions.extend(adds.into_iter().map(Action::Add));
+        report.stages.write = lap();
     }
     super::fault::reach(super::fault::Point::FilesWritten, Some(table.name()));
     let operation = DeltaOperation::Write {
@@ -320,6 +358,7 @@ pub async fn commit(
         .map_err(err)?;
     report.version = Some(finalized.version());
     delta.state = Some(finalized.snapshot());
+    report.stages.commit += lap();
     Ok(report)
 }
 

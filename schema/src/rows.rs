@@ -479,7 +479,10 @@ fn event_columns(rows: &[&(Meta, Row)]) -> Result<Vec<ArrayRef>, ArrowError> {
     let mut status = Int32Builder::with_capacity(n);
     let mut returned = Int64Builder::with_capacity(n);
     let mut expected = Int64Builder::with_capacity(n);
-    for (_, row) in rows {
+    for (at, (_, row)) in rows.iter().enumerate() {
+        if at % WARM_AHEAD == 0 {
+            warm(rows.get(at + WARM_AHEAD..).unwrap_or_default());
+        }
         let Row::Event(e) = row else {
             continue;
         };
@@ -533,6 +536,24 @@ fn event_columns(rows: &[&(Meta, Row)]) -> Result<Vec<ArrayRef>, ArrowError> {
         timestamps(received.into_iter()),
         collector.finish()?,
     ])
+}
+
+/// Rows read ahead of the one being built, in one go.
+const WARM_AHEAD: usize = 32;
+
+/// Reads one byte of every cache line of the next rows' records, all at once. Sorted, the rows
+/// are read in an order far from the one their records were stored in, and each record's first
+/// read waited for memory; reads that do not wait on each other wait together instead.
+fn warm(rows: &[&(Meta, Row)]) {
+    let mut sum = 0_u8;
+    for (_, row) in rows.iter().take(WARM_AHEAD) {
+        if let Row::Event(event) = row {
+            for byte in event.bytes().iter().step_by(64) {
+                sum = sum.wrapping_add(*byte);
+            }
+        }
+    }
+    std::hint::black_box(sum);
 }
 
 /// A string column built from texts given as bytes, checked as UTF-8 once, as a whole, when it

@@ -49,7 +49,8 @@ cpu=$(cpu_seconds "$compactor")
 write_s=$(metric "$metrics" 'candor_compactor_commit_duration_seconds_sum{table="outcome_events"}')
 stages=""
 for stage in sort build write commit; do
-    stages+="$stage $(metric "$metrics" "candor_compactor_commit_stage_seconds_sum{table=\"outcome_events\",stage=\"$stage\"}") "
+    seconds=$(metric "$metrics" "candor_compactor_commit_stage_seconds_sum{table=\"outcome_events\",stage=\"$stage\"}" || true)
+    stages+="$stage ${seconds:-nan} "
 done
 commits=$(metric "$metrics" 'candor_compactor_commits_total{table="outcome_events"}')
 rss_kb=$(awk '/VmHWM/ { print $2 }' "/proc/$compactor/status")

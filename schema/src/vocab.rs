@@ -66,6 +66,19 @@ macro_rules! vocabulary {
                     $($name::$variant => $wire),+
                 }
             }
+
+            /// The member spelled by `bytes`, as [`FromStr`] parses a text; bytes that are not
+            /// UTF-8 spell no member, and the error shows them as far as they are readable.
+            pub fn from_bytes(bytes: &[u8]) -> Result<Self, UnknownValue> {
+                Self::ALL
+                    .iter()
+                    .copied()
+                    .find(|member| member.as_str().as_bytes() == bytes)
+                    .ok_or_else(|| {
+                        let value = String::from_utf8_lossy(bytes);
+                        UnknownValue::new($what, &value, Self::EXPECTED.trim_end())
+                    })
+            }
         }
 
         impl FromStr for $name {
@@ -348,6 +361,49 @@ mod tests {
             assert_eq!(err.value, bad);
             assert!(err.to_string().contains("outcome class"), "{err}");
             assert!(err.to_string().contains(&format!("{bad:?}")), "{err}");
+        }
+    }
+
+    /// `from_bytes` answers as parsing the bytes' text would, for the members' spellings,
+    /// edits of them and bytes that are not UTF-8.
+    fn bytes_parse_as_texts<T>(
+        from_bytes: fn(&[u8]) -> Result<T, UnknownValue>,
+        bytes: &[u8],
+    ) -> Result<(), proptest::test_runner::TestCaseError>
+    where
+        T: FromStr<Err = UnknownValue> + PartialEq + fmt::Debug,
+    {
+        let as_text = std::str::from_utf8(bytes).map_or_else(
+            |_| Err(String::from_utf8_lossy(bytes).parse::<T>().unwrap_err()),
+            str::parse::<T>,
+        );
+        proptest::prop_assert_eq!(from_bytes(bytes), as_text);
+        Ok(())
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn members_are_found_by_their_bytes_as_by_their_texts(
+            member in 0usize..16,
+            edit in proptest::option::of((0usize..24, proptest::num::u8::ANY)),
+            cut in proptest::option::of(0usize..24),
+        ) {
+            let spellings: Vec<&str> = OutcomeClass::ALL.iter().map(|m| m.as_str())
+                .chain(FailureKind::ALL.iter().map(|m| m.as_str()))
+                .chain(RetryAction::ALL.iter().map(|m| m.as_str()))
+                .collect();
+            let mut bytes = spellings[member % spellings.len()].as_bytes().to_vec();
+            if let Some((at, byte)) = edit
+                && at < bytes.len()
+            {
+                bytes[at] = byte;
+            }
+            if let Some(cut) = cut {
+                bytes.truncate(cut);
+            }
+            bytes_parse_as_texts(OutcomeClass::from_bytes, &bytes)?;
+            bytes_parse_as_texts(FailureKind::from_bytes, &bytes)?;
+            bytes_parse_as_texts(RetryAction::from_bytes, &bytes)?;
         }
     }
 

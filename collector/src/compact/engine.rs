@@ -55,32 +55,113 @@ struct PartitionState {
 
 /// An id as a hash key: the contract's ids (32 lower-case hex digits) as the 128-bit number they
 /// spell, exactly and without an allocation; anything else as its text.
-#[derive(Debug, Clone, PartialEq, Eq, Hash)]
-enum IdKey {
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum IdKey<'a> {
     Hex(u128),
-    Text(Box<str>),
+    Text(&'a str),
 }
 
-impl IdKey {
-    fn of(id: &str) -> Self {
-        let hex = id.len() == 32 && id.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f'));
-        match u128::from_str_radix(id, 16) {
-            Ok(value) if hex => Self::Hex(value),
-            _ => Self::Text(id.into()),
+impl<'a> IdKey<'a> {
+    fn of(id: &'a str) -> Self {
+        if id.len() != 32 {
+            return Self::Text(id);
+        }
+        let mut value = 0u128;
+        for byte in id.bytes() {
+            let digit = match byte {
+                b'0'..=b'9' => byte - b'0',
+                b'a'..=b'f' => byte - b'a' + 10,
+                _ => return Self::Text(id),
+            };
+            value = (value << 4) | u128::from(digit);
+        }
+        Self::Hex(value)
+    }
+}
+
+/// Where an id was read and its Kafka time: (source, offset, Kafka time in microseconds).
+type Seen = (Source, i64, i64);
+
+/// The ids of one kind (numbers or texts) remembered for one table, with their insertion order
+/// for expiry.
+#[derive(Debug)]
+struct Recent<K> {
+    seen: HashMap<K, Seen, foldhash::fast::RandomState>,
+    /// (Kafka time, id), oldest first.
+    order: VecDeque<(i64, K)>,
+}
+
+impl<K> Default for Recent<K> {
+    fn default() -> Self {
+        Self {
+            seen: HashMap::default(),
+            order: VecDeque::new(),
         }
     }
+}
+
+impl<K: std::hash::Hash + Eq + Clone> Recent<K> {
+    /// True when `key` is remembered; otherwise remembers it.
+    fn check_in(&mut self, key: K, seen: Seen) -> bool {
+        match self.seen.entry(key) {
+            Entry::Occupied(_) => true,
+            Entry::Vacant(vacant) => {
+                self.order.push_back((seen.2, vacant.key().clone()));
+                vacant.insert(seen);
+                false
+            }
+        }
+    }
+
+    fn insert(&mut self, key: K, seen: Seen) {
+        self.order.push_back((seen.2, key.clone()));
+        self.seen.insert(key, seen);
+    }
+
+    /// Drops the entries older than `oldest`. An entry re-inserted later (after a discard) is
+    /// not dropped by its older queue entry: the times must match.
+    fn expire(&mut self, oldest: i64) {
+        while self.order.front().is_some_and(|(at, _)| *at < oldest) {
+            if let Some((at, key)) = self.order.pop_front()
+                && self.seen.get(&key).is_some_and(|entry| entry.2 == at)
+            {
+                self.seen.remove(&key);
+            }
+        }
+    }
+
+    /// Forgets `key` if it was remembered as read at `source` and `offset`.
+    fn forget<Q>(&mut self, key: &Q, source: Source, offset: i64)
+    where
+        K: std::borrow::Borrow<Q>,
+        Q: std::hash::Hash + Eq + ?Sized,
+    {
+        if self
+            .seen
+            .get(key)
+            .is_some_and(|entry| (entry.0, entry.1) == (source, offset))
+        {
+            self.seen.remove(key);
+        }
+    }
+}
+
+/// One table's remembered ids: the contract's as numbers (48 bytes an entry, 32 in the order),
+/// any other as its text.
+#[derive(Debug, Default)]
+struct TableIds {
+    hex: Recent<u128>,
+    text: Recent<Box<str>>,
 }
 
 /// Remembers recent ids per table to drop a client's retried copy.
 ///
 /// Every record passes through it, so it hashes with foldhash (seeded per process) rather than
-/// SipHash: hashing and looking ids up in it were about 8 % of the compactor's time.
+/// SipHash: hashing and looking ids up in it were about 8 % of the compactor's time. It holds
+/// every id of the window, so its entries are kept small.
 #[derive(Debug, Default)]
 struct Dedupe {
-    /// (table, id) → where it was read and its Kafka time.
-    seen: HashMap<(Table, IdKey), (Source, i64, i64), foldhash::fast::RandomState>,
-    /// Insertion order, oldest first, for expiry.
-    order: VecDeque<(i64, Table, IdKey)>,
+    tables: BTreeMap<Table, TableIds>,
 }
 
 impl Dedupe {
@@ -94,55 +175,42 @@ impl Dedupe {
         window_micros: i64,
     ) -> bool {
         self.expire(meta.kafka_micros.saturating_sub(window_micros));
-        match self.seen.entry((table, IdKey::of(id))) {
-            Entry::Occupied(_) => true,
-            Entry::Vacant(vacant) => {
-                let key = vacant.key().clone();
-                vacant.insert((source, meta.offset, meta.kafka_micros));
-                self.order.push_back((meta.kafka_micros, key.0, key.1));
-                false
-            }
+        let ids = self.tables.entry(table).or_default();
+        let seen = (source, meta.offset, meta.kafka_micros);
+        match IdKey::of(id) {
+            IdKey::Hex(value) => ids.hex.check_in(value, seen),
+            IdKey::Text(text) => ids.text.check_in(text.into(), seen),
         }
     }
 
-    /// Drops the entries older than `oldest`. An entry re-inserted later (after a discard) is
-    /// not dropped by its older queue entry: the times must match.
+    /// Drops the entries older than `oldest`, in every table.
     fn expire(&mut self, oldest: i64) {
-        while let Some((at, _, _)) = self.order.front() {
-            if *at >= oldest {
-                break;
-            }
-            if let Some((at, table, id)) = self.order.pop_front() {
-                let key = (table, id);
-                if self.seen.get(&key).is_some_and(|entry| entry.2 == at) {
-                    self.seen.remove(&key);
-                }
-            }
+        for ids in self.tables.values_mut() {
+            ids.hex.expire(oldest);
+            ids.text.expire(oldest);
         }
-    }
-
-    fn insert(&mut self, key: (Table, IdKey), source: Source, offset: i64, kafka_micros: i64) {
-        self.order.push_back((kafka_micros, key.0, key.1.clone()));
-        self.seen.insert(key, (source, offset, kafka_micros));
     }
 
     /// Remembers an id already stored (read back from the table at start), oldest first.
     fn remember(&mut self, table: Table, id: &str, source: Source, offset: i64, kafka_micros: i64) {
-        self.insert((table, IdKey::of(id)), source, offset, kafka_micros);
+        let ids = self.tables.entry(table).or_default();
+        let seen = (source, offset, kafka_micros);
+        match IdKey::of(id) {
+            IdKey::Hex(value) => ids.hex.insert(value, seen),
+            IdKey::Text(text) => ids.text.insert(text.into(), seen),
+        }
     }
 
     /// Forgets the ids of rows that were discarded unwritten, so that their re-read is kept.
     fn forget(&mut self, source: Source, rows: &[(Meta, Row)], table: Table) {
+        let Some(ids) = self.tables.get_mut(&table) else {
+            return;
+        };
         for (meta, row) in rows {
-            if let Some(id) = row.id() {
-                let key = (table, IdKey::of(id));
-                if self
-                    .seen
-                    .get(&key)
-                    .is_some_and(|entry| (entry.0, entry.1) == (source, meta.offset))
-                {
-                    self.seen.remove(&key);
-                }
+            match row.id().map(IdKey::of) {
+                Some(IdKey::Hex(value)) => ids.hex.forget(&value, source, meta.offset),
+                Some(IdKey::Text(text)) => ids.text.forget(text, source, meta.offset),
+                None => {}
             }
         }
     }
@@ -256,9 +324,18 @@ impl Engine {
     /// Takes records read from Kafka.
     pub fn intake(&mut self, records: Vec<SourceRecord>, now: Instant) {
         let window = i64::try_from(self.settings.dedupe_window.as_micros()).unwrap_or(i64::MAX);
+        // Counted per run of records from one topic, not one metric update per record.
+        let mut consumed: Option<(Table, u64)> = None;
         for record in records {
             let source = (record.topic, record.partition);
-            self.metrics.consumed(record.topic.topic());
+            match &mut consumed {
+                Some((topic, count)) if *topic == record.topic => *count += 1,
+                _ => {
+                    if let Some((topic, count)) = consumed.replace((record.topic, 1)) {
+                        self.metrics.consumed(topic.topic(), count);
+                    }
+                }
+            }
             let Some(state) = self.partitions.get_mut(&source) else {
                 // Read before the revocation reached us: the new owner reads it.
                 self.metrics.not_assigned();
@@ -317,6 +394,9 @@ impl Engine {
             state.rows.entry(table).or_default().push((meta, row));
             self.buffered_bytes += bytes;
             self.buffered_rows += 1;
+        }
+        if let Some((topic, count)) = consumed {
+            self.metrics.consumed(topic.topic(), count);
         }
         super::fault::reach(super::fault::Point::Read, None);
     }
@@ -406,7 +486,13 @@ impl Engine {
             self.ratio = written as f64 / self.buffered_bytes as f64;
         }
         for (source, state) in &mut self.partitions {
-            state.rows.clear();
+            for rows in state.rows.values_mut() {
+                // The vector is kept for the next file, with the room this one needed: growing
+                // it again would fault its memory in again. A burst's extra room goes.
+                let used = rows.len();
+                rows.clear();
+                rows.shrink_to(used);
+            }
             state.from = state.next;
             report.positions.push((*source, state.next));
         }
@@ -422,7 +508,8 @@ impl Engine {
         self.partitions
             .iter()
             .filter(|(source, state)| {
-                (source.0 == table && state.next > state.from) || state.rows.contains_key(&table)
+                (source.0 == table && state.next > state.from)
+                    || state.rows.get(&table).is_some_and(|rows| !rows.is_empty())
             })
             .map(|(source, state)| {
                 let span = Span {
@@ -449,16 +536,38 @@ mod tests {
         }
     }
 
+    /// Ids of both kinds: texts, and the contract's hex ids kept as numbers.
+    const IDS: [(&str, &str); 2] = [
+        ("a", "b"),
+        (
+            "0123456789abcdef0123456789abcdef",
+            "ffffffffffffffffffffffffffffffff",
+        ),
+    ];
+
+    fn row_of(id: &str) -> Row {
+        Row::Event(rows::Event::from_record(
+            &candor_schema::proto::OutcomeEvent {
+                event_id: id.into(),
+                ..Default::default()
+            },
+        ))
+    }
+
     #[test]
     fn dedupe_drops_a_copy_within_the_window_and_keeps_one_after_it() {
-        let mut dedupe = Dedupe::default();
-        let source = (Table::OutcomeEvents, 0);
-        let t = Table::OutcomeEvents;
-        assert!(!dedupe.is_duplicate(t, "a", source, &meta(1, 0), 10));
-        assert!(dedupe.is_duplicate(t, "a", source, &meta(2, 5), 10));
-        assert!(!dedupe.is_duplicate(t, "b", source, &meta(3, 20), 10));
-        // "a" left the window when time reached 20.
-        assert!(!dedupe.is_duplicate(t, "a", source, &meta(4, 21), 10));
+        for (a, b) in IDS {
+            let mut dedupe = Dedupe::default();
+            let source = (Table::OutcomeEvents, 0);
+            let t = Table::OutcomeEvents;
+            assert!(!dedupe.is_duplicate(t, a, source, &meta(1, 0), 10));
+            assert!(dedupe.is_duplicate(t, a, source, &meta(2, 5), 10));
+            // The same id in another table is another row.
+            assert!(!dedupe.is_duplicate(Table::OutcomeCounts, a, source, &meta(2, 5), 10));
+            assert!(!dedupe.is_duplicate(t, b, source, &meta(3, 20), 10));
+            // `a` left the window when time reached 20.
+            assert!(!dedupe.is_duplicate(t, a, source, &meta(4, 21), 10));
+        }
     }
 
     #[test]
@@ -468,49 +577,70 @@ mod tests {
             IdKey::of(id),
             IdKey::Hex(0x0123_4567_89ab_cdef_0123_4567_89ab_cdef)
         );
-        assert!(matches!(
-            IdKey::of("0123456789ABCDEF0123456789ABCDEF"),
-            IdKey::Text(_)
-        ));
-        assert!(matches!(
-            IdKey::of("+123456789abcdef0123456789abcdef"),
-            IdKey::Text(_)
-        ));
-        assert!(matches!(IdKey::of("abc"), IdKey::Text(_)));
+        assert_eq!(
+            IdKey::of("ffffffffffffffffffffffffffffffff"),
+            IdKey::Hex(u128::MAX)
+        );
+        for text in [
+            "0123456789ABCDEF0123456789ABCDEF",
+            "+123456789abcdef0123456789abcdef",
+            "0123456789abcdef0123456789abcdeg",
+            "0123456789abcdef0123456789abcde",
+            "abc",
+            "",
+        ] {
+            assert_eq!(IdKey::of(text), IdKey::Text(text));
+        }
+    }
+
+    proptest::proptest! {
+        /// An id is a number exactly when it is 32 lower-case hex digits, and then the number
+        /// they spell.
+        #[test]
+        fn ids_are_numbers_exactly_when_they_are_contract_ids(
+            id in "[0-9a-fA-F]{31,33}|[0-9a-f+ -]{32}|[0-9a-f]{32}",
+        ) {
+            let contract = id.len() == 32
+                && id.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f'));
+            let expected = if contract {
+                IdKey::Hex(u128::from_str_radix(&id, 16).unwrap())
+            } else {
+                IdKey::Text(&id)
+            };
+            proptest::prop_assert_eq!(IdKey::of(&id), expected);
+        }
     }
 
     #[test]
     fn an_old_queue_entry_does_not_expire_a_newer_insertion_of_the_same_id() {
-        let mut dedupe = Dedupe::default();
-        let source = (Table::OutcomeEvents, 0);
-        let t = Table::OutcomeEvents;
-        assert!(!dedupe.is_duplicate(t, "a", source, &meta(1, 0), 10));
-        let row = Row::Event(rows::Event::from_record(
-            &candor_schema::proto::OutcomeEvent {
-                event_id: "a".into(),
-                ..Default::default()
-            },
-        ));
-        dedupe.forget(source, &[(meta(1, 0), row)], t);
-        // Read again later: inserted anew at time 8.
-        assert!(!dedupe.is_duplicate(t, "a", source, &meta(1, 8), 10));
-        // Time 15 expires the entry of time 0, not the one of time 8.
-        assert!(dedupe.is_duplicate(t, "a", source, &meta(2, 15), 10));
+        for (a, _) in IDS {
+            let mut dedupe = Dedupe::default();
+            let source = (Table::OutcomeEvents, 0);
+            let t = Table::OutcomeEvents;
+            assert!(!dedupe.is_duplicate(t, a, source, &meta(1, 0), 10));
+            dedupe.forget(source, &[(meta(1, 0), row_of(a))], t);
+            // Read again later: inserted anew at time 8.
+            assert!(!dedupe.is_duplicate(t, a, source, &meta(1, 8), 10));
+            // Time 15 expires the entry of time 0, not the one of time 8.
+            assert!(dedupe.is_duplicate(t, a, source, &meta(2, 15), 10));
+        }
     }
 
     #[test]
     fn forgetting_discarded_rows_lets_their_reread_through() {
-        let mut dedupe = Dedupe::default();
-        let source = (Table::OutcomeEvents, 0);
-        let t = Table::OutcomeEvents;
-        assert!(!dedupe.is_duplicate(t, "a", source, &meta(1, 0), 10));
-        let row = Row::Event(rows::Event::from_record(
-            &candor_schema::proto::OutcomeEvent {
-                event_id: "a".into(),
-                ..Default::default()
-            },
-        ));
-        dedupe.forget(source, &[(meta(1, 0), row)], t);
-        assert!(!dedupe.is_duplicate(t, "a", source, &meta(1, 0), 10));
+        for (a, b) in IDS {
+            let mut dedupe = Dedupe::default();
+            let source = (Table::OutcomeEvents, 0);
+            let t = Table::OutcomeEvents;
+            assert!(!dedupe.is_duplicate(t, a, source, &meta(1, 0), 10));
+            assert!(!dedupe.is_duplicate(t, b, source, &meta(2, 0), 10));
+            // A row read elsewhere, or at another offset, forgets nothing.
+            dedupe.forget((Table::OutcomeEvents, 1), &[(meta(1, 0), row_of(a))], t);
+            dedupe.forget(source, &[(meta(3, 0), row_of(b))], t);
+            assert!(dedupe.is_duplicate(t, a, source, &meta(4, 0), 10));
+            assert!(dedupe.is_duplicate(t, b, source, &meta(4, 0), 10));
+            dedupe.forget(source, &[(meta(1, 0), row_of(a))], t);
+            assert!(!dedupe.is_duplicate(t, a, source, &meta(1, 0), 10));
+        }
     }
 }

@@ -137,9 +137,9 @@ impl CompactMetrics {
         })
     }
 
-    /// One record read from `topic`.
-    pub fn consumed(&self, topic: &str) {
-        self.consumed.with(&[topic]).inc();
+    /// `records` records read from `topic`.
+    pub fn consumed(&self, topic: &str, records: u64) {
+        self.consumed.with(&[topic]).add(records);
     }
 
     /// A record skipped for having been read before.
@@ -269,7 +269,7 @@ mod tests {
     #[test]
     fn every_family_has_a_help_text() {
         let metrics = CompactMetrics::new();
-        metrics.consumed("t");
+        metrics.consumed("t", 1);
         let text = metrics.render();
         for name in names::ALL {
             assert!(!names::help(name).is_empty(), "{name}");

@@ -9,6 +9,7 @@
 
 use std::collections::HashMap;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::mpsc as std_mpsc;
 use std::time::{Duration, Instant};
 
@@ -16,7 +17,7 @@ use candor_schema::tables::Table;
 use rdkafka::client::ClientContext;
 use rdkafka::consumer::{BaseConsumer, CommitMode, Consumer as _, ConsumerContext};
 use rdkafka::error::KafkaError;
-use rdkafka::message::Message as _;
+use rdkafka::message::{BorrowedMessage, Message as _};
 use rdkafka::statistics::Statistics;
 use rdkafka::types::RDKafkaRespErr;
 use rdkafka::{Offset, TopicPartitionList};
@@ -91,6 +92,19 @@ struct Context {
     /// Per partition, bumped at every assignment and seek; only this thread touches it (the
     /// rebalance callback runs inside `poll`), the mutex just makes the context `Sync`.
     generations: std::sync::Mutex<HashMap<Source, u64>>,
+    /// How many times `generations` changed: the reader's [`LastGeneration`] is good while it
+    /// stays the same.
+    changes: AtomicU64,
+}
+
+/// The generation of the partition whose record was read last, so that a run of records from
+/// one partition looks it up once.
+#[derive(Default)]
+struct LastGeneration {
+    source: Option<Source>,
+    generation: u64,
+    /// [`Context::changes`] when it was looked up.
+    changes: u64,
 }
 
 impl Context {
@@ -101,16 +115,28 @@ impl Context {
             .unwrap_or_else(std::sync::PoisonError::into_inner);
         let generation = generations.entry(source).or_insert(0);
         *generation += 1;
+        self.changes.fetch_add(1, Ordering::Relaxed);
         *generation
     }
 
-    fn generation(&self, source: Source) -> u64 {
-        self.generations
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
-            .get(&source)
-            .copied()
-            .unwrap_or(0)
+    fn generation(&self, source: Source, last: &mut LastGeneration) -> u64 {
+        // Relaxed: the generations change only on this thread (see `generations`).
+        let changes = self.changes.load(Ordering::Relaxed);
+        if last.source != Some(source) || last.changes != changes {
+            let generation = self
+                .generations
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner)
+                .get(&source)
+                .copied()
+                .unwrap_or(0);
+            *last = LastGeneration {
+                source: Some(source),
+                generation,
+                changes,
+            };
+        }
+        last.generation
     }
 }
 
@@ -241,6 +267,7 @@ pub fn start(
         input: input.clone(),
         metrics: Arc::clone(&metrics),
         generations: std::sync::Mutex::new(HashMap::new()),
+        changes: AtomicU64::new(0),
     };
     let consumer: BaseConsumer<Context> = config.create_with_context(context)?;
     let topics: Vec<&str> = Table::ALL.iter().map(|t| t.topic()).collect();
@@ -332,6 +359,22 @@ fn read_loop(
     stranded: &mut Stranded,
 ) {
     let mut chunk = Vec::with_capacity(CHUNK);
+    let mut last = LastGeneration::default();
+    let mut take = |chunk: &mut Vec<SourceRecord>, message: &BorrowedMessage<'_>| {
+        let Some(topic) = Table::from_topic(message.topic()) else {
+            return;
+        };
+        chunk.push(SourceRecord {
+            topic,
+            partition: message.partition(),
+            offset: message.offset(),
+            timestamp_ms: message.timestamp().to_millis(),
+            payload: message.payload().map(<[u8]>::to_vec),
+            generation: consumer
+                .context()
+                .generation((topic, message.partition()), &mut last),
+        });
+    };
     loop {
         stranded.check(consumer, metrics);
         loop {
@@ -371,19 +414,18 @@ fn read_loop(
         }
         match consumer.poll(Duration::from_millis(100)) {
             Some(Ok(message)) => {
-                let Some(topic) = Table::from_topic(message.topic()) else {
-                    continue;
-                };
-                chunk.push(SourceRecord {
-                    topic,
-                    partition: message.partition(),
-                    offset: message.offset(),
-                    timestamp_ms: message.timestamp().to_millis(),
-                    payload: message.payload().map(<[u8]>::to_vec),
-                    generation: consumer.context().generation((topic, message.partition())),
-                });
-                if chunk.len() < CHUNK {
-                    continue;
+                take(&mut chunk, &message);
+                // What librdkafka already holds joins the chunk without a wait; the control
+                // messages and the group check above wait for the chunk to be handed over.
+                while chunk.len() < CHUNK {
+                    match consumer.poll(Duration::ZERO) {
+                        Some(Ok(message)) => take(&mut chunk, &message),
+                        Some(Err(err)) => {
+                            metrics.error("kafka", err);
+                            break;
+                        }
+                        None => break,
+                    }
                 }
             }
             Some(Err(err)) => metrics.error("kafka", err),

@@ -13,9 +13,9 @@ use std::ops::Range;
 
 use prost::Message as _;
 
-use super::{Refusal, long, micros, refuse, version, vocab};
+use super::{Refusal, long, micros, refuse, version};
 use crate::proto::OutcomeEvent;
-use crate::vocab::{FailureKind, OutcomeClass, RetryAction};
+use crate::vocab::{FailureKind, OutcomeClass, RetryAction, UnknownValue};
 
 /// Protobuf wire types of the record's fields.
 const VARINT: u64 = 0;
@@ -208,18 +208,10 @@ impl<T: AsRef<[u8]>> EventFields<T> {
     /// text that is not UTF-8 is not a known class, kind or action either.)
     fn check(&self) -> Result<(), Refusal> {
         version(self.schema_version)?;
-        vocab::<OutcomeClass>(
-            "unknown_class",
-            &String::from_utf8_lossy(self.outcome_class.as_ref()),
-        )?;
-        vocab::<FailureKind>(
-            "unknown_kind",
-            &String::from_utf8_lossy(self.failure_kind.as_ref()),
-        )?;
-        vocab::<RetryAction>(
-            "unknown_action",
-            &String::from_utf8_lossy(self.retry_action.as_ref()),
-        )?;
+        let unknown = |reason| move |err: UnknownValue| refuse(reason, err.to_string());
+        OutcomeClass::from_bytes(self.outcome_class.as_ref()).map_err(unknown("unknown_class"))?;
+        FailureKind::from_bytes(self.failure_kind.as_ref()).map_err(unknown("unknown_kind"))?;
+        RetryAction::from_bytes(self.retry_action.as_ref()).map_err(unknown("unknown_action"))?;
         for (field, value) in [
             ("retry_backoff_ms", self.retry_backoff_ms),
             ("partial_returned", self.partial_returned),

@@ -487,11 +487,11 @@ impl Engine {
         }
         for (source, state) in &mut self.partitions {
             for rows in state.rows.values_mut() {
-                // The vector is kept for the next file, with the room this one needed: growing
-                // it again would fault its memory in again. A burst's extra room goes.
+                // The vector is kept for the next file: growing it again would fault its memory
+                // in again. Room past twice what this file needed (a burst's) goes.
                 let used = rows.len();
                 rows.clear();
-                rows.shrink_to(used);
+                rows.shrink_to(2 * used);
             }
             state.from = state.next;
             report.positions.push((*source, state.next));

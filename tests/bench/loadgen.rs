@@ -42,7 +42,7 @@ struct Args {
     #[arg(long)]
     kafka_brokers: Option<String>,
     /// Instead of OTLP, produce the same records straight to Kafka at these brokers (idempotent,
-    /// acks=all, zstd, 1,000 in flight): the ceiling the collector is measured against.
+    /// acks=all, zstd, 10,000 in flight): the ceiling the collector is measured against.
     #[arg(long)]
     raw_kafka: Option<String>,
     /// With `--raw-kafka`: produce this many distinct, realistic records (unique event ids,
@@ -133,8 +133,13 @@ fn percentile(sorted: &[Duration], p: f64) -> Duration {
     sorted[index]
 }
 
-/// Produces encoded `OutcomeEvent` records straight to Kafka for `seconds`, with up to 1,000 in
-/// flight, and prints acknowledged records/s.
+/// Records the raw producer keeps in flight. A closed loop's rate is what it keeps in flight over
+/// the time to acknowledge one: with 1,000 it measured that time (about 7 ms), not the broker,
+/// and read 147,000 records/s on the same broker that took 830,000 with 10,000.
+const RAW_IN_FLIGHT: usize = 10_000;
+
+/// Produces encoded `OutcomeEvent` records straight to Kafka for `seconds`, with up to
+/// [`RAW_IN_FLIGHT`] in flight, and prints acknowledged records/s.
 async fn raw_kafka(brokers: &str, seconds: u64) -> anyhow::Result<()> {
     use candor_schema::proto::OutcomeEvent;
     use prost::Message as _;
@@ -165,7 +170,7 @@ async fn raw_kafka(brokers: &str, seconds: u64) -> anyhow::Result<()> {
     let mut in_flight = std::collections::VecDeque::new();
     let mut n = 0usize;
     while Instant::now() < deadline {
-        while in_flight.len() < 1000 {
+        while in_flight.len() < RAW_IN_FLIGHT {
             let (key, payload) = &payloads[n % payloads.len()];
             n += 1;
             match producer.send_result(

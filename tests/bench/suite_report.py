@@ -117,6 +117,7 @@ def apply(lines, markers, expects, values, missing):
 COLLECTOR_MARKERS = [
     (r"== full speed", "full speed"),
     (r"== half of the measured maximum", "half"),
+    (r"== 100,000 events/s", "100k"),
     (r"== ceiling", "ceiling"),
     (r"== rotel", "rotel"),
 ]
@@ -173,8 +174,10 @@ COLLECTOR = (
         ),
     ]
     + loadgen("half", "half")
+    + loadgen("100k", "100k")
     + [
         Expect("half", r"stored_events (?P<v>\S+)", {"v": "co.half.stored"}, "stored_events N"),
+        Expect("100k", r"stored_events (?P<v>\S+)", {"v": "co.100k.stored"}, "stored_events N"),
         Expect(
             "ceiling",
             r"raw_kafka_records_per_s (?P<v>\S+)",
@@ -188,7 +191,12 @@ COLLECTOR = (
 
 def parse_collector(lines, values, missing, notes):
     apply(lines, COLLECTOR_MARKERS, COLLECTOR, values, missing)
-    for prefix, who in (("full", "candor, full speed"), ("half", "candor, half rate"), ("rotel", "Rotel")):
+    for prefix, who in (
+        ("full", "candor, full speed"),
+        ("half", "candor, half rate"),
+        ("100k", "candor, 100,000 events/s"),
+        ("rotel", "Rotel"),
+    ):
         refused = values.get(f"co.{prefix}.refused")
         if refused:
             notes.append(f"{who}: {refused:,.0f} events refused")
@@ -435,6 +443,7 @@ def figures():
         Figure("collector", "peak RSS, full speed", "MiB", "lower", "co.full.rss_mib", ROTEL, "co.rotel.rss_mib"),
         Figure("collector", "request latency p50, half the maximum rate", "ms", "lower", "co.half.p50_ms"),
         Figure("collector", "request latency p99, half the maximum rate", "ms", "lower", "co.half.p99_ms"),
+        Figure("collector", "peak RSS at 100,000 events/s", "MiB", "lower", "co.100k.rss_mib"),
         Figure("compactor", "Kafka → Delta, preloaded records", "rows/s", "higher", "cp.rows_per_s"),
         Figure("compactor", "rows per CPU-second", "rows/CPU-s", "higher", "cp.rows_per_cpu_s"),
         Figure("compactor", "writing files and committing", "s", "lower", "cp.write_s",

@@ -166,7 +166,9 @@ async fn raw_kafka(brokers: &str, seconds: u64) -> anyhow::Result<()> {
         .collect();
     let deadline = Instant::now() + Duration::from_secs(seconds);
     let started = Instant::now();
-    let mut acknowledged = 0u64;
+    // Sent records that were not acknowledged, and sends the producer's queue refused, are
+    // printed: a ceiling lowered by failures says so.
+    let (mut sent, mut queue_refused, mut acknowledged) = (0u64, 0u64, 0u64);
     let mut in_flight = std::collections::VecDeque::new();
     let mut n = 0usize;
     while Instant::now() < deadline {
@@ -178,8 +180,14 @@ async fn raw_kafka(brokers: &str, seconds: u64) -> anyhow::Result<()> {
                     .key(key)
                     .payload(payload),
             ) {
-                Ok(delivery) => in_flight.push_back(delivery),
-                Err(_) => break,
+                Ok(delivery) => {
+                    sent += 1;
+                    in_flight.push_back(delivery);
+                }
+                Err(_) => {
+                    queue_refused += 1;
+                    break;
+                }
             }
         }
         acknowledged += settle_oldest(&mut in_flight).await;
@@ -189,6 +197,10 @@ async fn raw_kafka(brokers: &str, seconds: u64) -> anyhow::Result<()> {
     }
     let elapsed = started.elapsed().as_secs_f64();
     println!("raw_kafka_acknowledged {acknowledged} seconds {elapsed:.1}");
+    println!(
+        "raw_kafka_failed {} queue_refused {queue_refused}",
+        sent - acknowledged
+    );
     println!(
         "raw_kafka_records_per_s {:.0}",
         acknowledged as f64 / elapsed

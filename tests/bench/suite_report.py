@@ -184,6 +184,12 @@ COLLECTOR = (
             {"v": "co.raw.records_per_s"},
             "raw_kafka_records_per_s N",
         ),
+        Expect(
+            "ceiling",
+            r"raw_kafka_failed (?P<f>\S+) queue_refused (?P<q>\S+)",
+            {"f": "co.raw.failed", "q": "co.raw.queue_refused"},
+            "raw_kafka_failed N queue_refused N",
+        ),
     ]
     + loadgen("rotel", "rotel")
 )
@@ -203,6 +209,13 @@ def parse_collector(lines, values, missing, notes):
         stored, accepted = values.get(f"co.{prefix}.stored"), values.get(f"co.{prefix}.accepted")
         if stored is not None and accepted is not None and stored < accepted:
             notes.append(f"{who}: the topic holds {stored:,.0f} of {accepted:,.0f} acknowledged events")
+    for key, what in (("co.raw.failed", "not acknowledged"), ("co.raw.queue_refused", "refused by its queue")):
+        if values.get(key):
+            notes.append(f"raw producer: {values[key]:,.0f} records {what}")
+    # The 100,000 events/s step stands for its rate only if the collector kept up with it.
+    reached = values.get("co.100k.events_per_s")
+    if reached is not None and reached < 95_000:
+        notes.append(f"the 100,000 events/s step reached only {reached:,.0f} events/s")
 
 
 # --- compactor.sh ---------------------------------------------------------------------------

@@ -1,7 +1,7 @@
 //! Reading the pipeline's topics as a person would: each record decoded and printed as JSON.
 
+use candor_records::proto::{Heartbeat, OutcomeCount, OutcomeEvent, Rejected};
 use candor_schema::names::topic;
-use candor_schema::proto::{Heartbeat, OutcomeCount, OutcomeEvent, Rejected};
 use prost::Message as _;
 
 /// Why a record could not be shown.

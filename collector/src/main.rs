@@ -35,8 +35,8 @@ use candor_collector::ingest::service::{Ingest, unix_nanos};
 use candor_collector::ingest::{grpc, http};
 use candor_collector::metrics::CollectorMetrics;
 use candor_collector::sink::kafka::{Producer, ProducerSettings, encode};
+use candor_records::proto::{Heartbeat, RECORD_SCHEMA_VERSION};
 use candor_schema::names::topic;
-use candor_schema::proto::{Heartbeat, RECORD_SCHEMA_VERSION};
 use clap::{Parser, Subcommand, ValueEnum};
 use tokio::net::TcpListener;
 use tokio::sync::watch;
@@ -300,7 +300,7 @@ fn check_table_root(root: &str) -> anyhow::Result<()> {
         // A path (a one-letter "scheme" is a Windows drive).
         _ => return Ok(()),
     };
-    candor_schema::stores::register();
+    candor_records::stores::register();
     deltalake::DeltaTableBuilder::from_url(url)
         .and_then(deltalake::DeltaTableBuilder::build)
         .with_context(|| format!("table_root {root}: no object store for it in this build"))?;
@@ -454,7 +454,7 @@ fn maintain(args: &MaintainArgs) -> anyhow::Result<()> {
     let metrics = CompactMetrics::new();
     let lines = runtime()?.block_on(async {
         let mut lines = Vec::new();
-        for table in candor_schema::tables::Table::ALL {
+        for table in candor_records::tables::Table::ALL {
             lines.extend(compact::maintain_table(&config, table, jobs, &metrics).await);
         }
         lines

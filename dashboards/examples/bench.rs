@@ -17,9 +17,9 @@ use candor_dashboards::rules::{self, DEFAULT_RULES, Limits};
 use candor_dashboards::state::{PipelineInputs, Shared, Staleness};
 use candor_dashboards::{metrics, page, view};
 use candor_query::window::{Micros, now};
-use candor_schema::proto::{Heartbeat, OutcomeCount, OutcomeEvent, Temporality};
-use candor_schema::rows::{SourceRecord, TimeBounds, decode};
-use candor_schema::tables::Table;
+use candor_records::proto::{Heartbeat, OutcomeCount, OutcomeEvent, Temporality};
+use candor_records::rows::{SourceRecord, TimeBounds, decode};
+use candor_records::tables::Table;
 use prost::Message as _;
 
 fn rss_mib() -> f64 {

@@ -550,9 +550,9 @@ mod tests {
     use crate::reconcile::tests::{answer, coverage, lost, window};
     use crate::reconcile::{ReconcileState, Run};
     use crate::rules::{Limits, parse};
-    use candor_schema::proto::{OutcomeCount, Temporality};
-    use candor_schema::rows::{Meta, Row};
-    use candor_schema::tables::Arrival;
+    use candor_records::proto::{OutcomeCount, Temporality};
+    use candor_records::rows::{Meta, Row};
+    use candor_records::tables::Arrival;
 
     // A whole minute, so that buckets start at T0.
     const T0: Micros = 1_700_000_040 * SECOND;

@@ -11,8 +11,8 @@ use candor_query::reader::{ReadOptions, Reader};
 use candor_query::store::TableRoot;
 use candor_query::tail::TailSettings;
 use candor_query::window::{Micros, TimeArg, Window};
+use candor_records::tables::{Table, column};
 use candor_schema::OutcomeClass;
-use candor_schema::tables::{Table, column};
 use serde_json::{Map, Value};
 
 use crate::page::EventsQuery;

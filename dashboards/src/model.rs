@@ -19,9 +19,9 @@ use std::sync::Arc;
 
 use candor_query::rates::{ClassCounts, cumulative_increase, key};
 use candor_query::window::Micros;
+use candor_records::proto::{Heartbeat, OutcomeCount, Temporality};
+use candor_records::rows::{EventView, Meta, Row};
 use candor_schema::OutcomeClass;
-use candor_schema::proto::{Heartbeat, OutcomeCount, Temporality};
-use candor_schema::rows::{EventView, Meta, Row};
 use serde::Serialize;
 
 /// Microseconds per second.
@@ -682,9 +682,9 @@ fn merge(into: &mut ClassCounts, from: &ClassCounts) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use candor_schema::proto::OutcomeEvent;
-    use candor_schema::rows::Event;
-    use candor_schema::tables::Arrival;
+    use candor_records::proto::OutcomeEvent;
+    use candor_records::rows::Event;
+    use candor_records::tables::Arrival;
 
     // A whole minute, so that buckets start at T0.
     const T0: Micros = 1_700_000_040 * SECOND;

@@ -25,8 +25,8 @@ use candor_query::reader::{ReadOptions, Reader};
 use candor_query::reconcile::Totals;
 use candor_query::tail::TailSettings;
 use candor_query::window::{Micros, Window, micros_of, now, serialize_micros};
+use candor_records::tables::Table;
 use candor_schema::OutcomeClass;
-use candor_schema::tables::Table;
 use serde::Serialize;
 use serde_json::{Map, Value};
 

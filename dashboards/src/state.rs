@@ -6,7 +6,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Mutex, MutexGuard};
 
 use candor_query::window::Micros;
-use candor_schema::tables::Table;
+use candor_records::tables::Table;
 
 use crate::alerts::Alerts;
 use crate::health::{Hop, HopName};

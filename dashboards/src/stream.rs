@@ -15,8 +15,8 @@ use std::time::{Duration, Instant};
 
 use candor_query::kafka_client::KafkaClientSettings;
 use candor_query::window::now;
-use candor_schema::rows::{self, SourceRecord, TimeBounds};
-use candor_schema::tables::Table;
+use candor_records::rows::{self, SourceRecord, TimeBounds};
+use candor_records::tables::Table;
 use rdkafka::config::ClientConfig;
 use rdkafka::consumer::{BaseConsumer, CommitMode, Consumer as _};
 use rdkafka::error::KafkaError;

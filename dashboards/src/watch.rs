@@ -6,7 +6,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use candor_query::store::{OpenTable, TableRoot};
-use candor_schema::tables::Table;
+use candor_records::tables::Table;
 
 use crate::state::{Shared, lock};
 

@@ -57,7 +57,7 @@ if [[ "${CANDOR_BUILD:-release}" == debug ]]; then
     cargo build --locked --workspace --bins --all-features
     bin="$CARGO_TARGET_DIR/debug"
 else
-    cargo build --release --locked -p candor-collector -p candor-e2e -p candor-query -p candor-dashboards \
+    cargo build --release --locked -p candor-collector -p candor-e2e -p candor-cli -p candor-dashboards \
         --bin candor-collector --bin candor-loadgen --bin candor --bin candor-dashboards
     bin="$CARGO_TARGET_DIR/release"
 fi

@@ -17,7 +17,7 @@ use candor_query::commands::{self, Filters, GroupBy, RatesQuery};
 use candor_query::reader::{ReadOptions, Reader};
 use candor_query::store::TableRoot;
 use candor_query::window::{TimeArg, Window, now};
-use candor_schema::tables::Table;
+use candor_records::tables::Table;
 use clap::Parser;
 
 /// The same allocator as the `candor` binary, so that the figures are the binary's.

@@ -8,7 +8,7 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use candor_schema::tables::{Table, column};
+use candor_records::tables::{Table, column};
 use candor_schema::{OutcomeClass, RetryAction};
 use deltalake::arrow::array::{
     Array, Int64Array, MAX_INLINE_VIEW_LEN, RecordBatch, StringArray, StringViewArray, make_view,
@@ -28,7 +28,7 @@ use crate::rates::{self, Buckets, ClassCounts, Point, SpikeRule};
 use crate::reader::Reader;
 use crate::reconcile::{self, CounterPoint, SeriesKey};
 use crate::window::{Micros, Window, micros_of, rfc3339};
-use candor_schema::rows::day;
+use candor_records::rows::day;
 
 /// A question that could not be answered as asked.
 #[derive(Debug, thiserror::Error)]

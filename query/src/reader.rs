@@ -9,8 +9,8 @@
 use std::collections::{BTreeMap, HashSet};
 use std::sync::Arc;
 
-use candor_schema::rows::{self, Meta, Row};
-use candor_schema::tables::{Table, column};
+use candor_records::rows::{self, Meta, Row};
+use candor_records::tables::{Table, column};
 use deltalake::arrow::array::{Array as _, RecordBatch, StringArray, TimestampMicrosecondArray};
 use deltalake::arrow::compute::cast;
 use deltalake::arrow::datatypes::SchemaRef;
@@ -793,8 +793,8 @@ pub fn kafka_source(table: Table) -> String {
 
 #[cfg(test)]
 mod tests {
-    use candor_schema::proto::OutcomeEvent;
-    use candor_schema::tables::Arrival;
+    use candor_records::proto::OutcomeEvent;
+    use candor_records::tables::Arrival;
     use deltalake::kernel::StructType;
     use deltalake::kernel::engine::arrow_conversion::TryIntoKernel as _;
 

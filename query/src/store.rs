@@ -7,7 +7,7 @@
 use std::path::Path;
 use std::sync::Arc;
 
-use candor_schema::tables::Table;
+use candor_records::tables::Table;
 use deltalake::DeltaTable;
 use deltalake::datafusion::catalog::TableProvider;
 use deltalake::datafusion::prelude::SessionContext;
@@ -78,7 +78,7 @@ impl TableRoot {
     }
 
     fn table_url(&self, table: Table) -> Result<url::Url, StoreError> {
-        candor_schema::stores::register();
+        candor_records::stores::register();
         let location = format!("{}/{}", self.0.trim_end_matches('/'), table.name());
         deltalake::ensure_table_uri(location).map_err(|err| StoreError::BadRoot {
             root: self.0.clone(),

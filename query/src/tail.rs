@@ -4,7 +4,7 @@
 //! The consumers only assign partitions and never commit, so they change no consumer group's
 //! offsets. A partition's end is where the broker reports end-of-partition while reading (not a
 //! separate offsets request, which a Kafka-API broker was seen to answer wrongly for batched
-//! records). Records become rows with the compactor's own decoder ([`candor_schema::rows`]), so
+//! records). Records become rows with the compactor's own decoder ([`candor_records::rows`]), so
 //! the tail and the table agree on every column. Whatever could not be read is said: a partition
 //! whose records Kafka already deleted before the compactor stored them, a position past the
 //! partition's end (an error from the broker), or a read that ran out of time.
@@ -12,8 +12,8 @@
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
-use candor_schema::rows::{self, Meta, Row, SourceRecord, TimeBounds};
-use candor_schema::tables::Table;
+use candor_records::rows::{self, Meta, Row, SourceRecord, TimeBounds};
+use candor_records::tables::Table;
 use rdkafka::config::ClientConfig;
 use rdkafka::consumer::{BaseConsumer, Consumer as _};
 use rdkafka::error::KafkaError;

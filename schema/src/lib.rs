@@ -5,7 +5,8 @@
 //! this crate holds everything that adapters, the collector and readers must agree on:
 //! the closed vocabularies ([`vocab`]), the result [`Envelope`], the wire names of the span
 //! event, counter and Kafka topics ([`names`]), credential redaction ([`redact`]) and the MCP
-//! rendering ([`mcp`]). It does no I/O.
+//! rendering ([`mcp`]). It does no I/O. The pipeline's Kafka records and table rows, which
+//! follow from this contract, are the `candor-records` crate.
 //!
 //! ```
 //! use std::{sync::Arc, time::SystemTime};
@@ -52,15 +53,7 @@
 pub mod envelope;
 pub mod mcp;
 pub mod names;
-#[cfg(feature = "proto")]
-pub mod proto;
 pub mod redact;
-#[cfg(feature = "rows")]
-pub mod rows;
-#[cfg(feature = "stores")]
-pub mod stores;
-#[cfg(feature = "arrow")]
-pub mod tables;
 pub mod time;
 pub mod vocab;
 

@@ -12,7 +12,7 @@ tansu="$(command -v tansu || echo "$HOME/.cargo/bin/tansu")"
 # builds once, then runs the scripts.
 build_release() {
     [[ "${CANDOR_BENCH_BUILT:-}" != 1 ]] || return 0
-    cargo build --release --locked -p candor-collector -p candor-e2e -p candor-query \
+    cargo build --release --locked -p candor-collector -p candor-e2e -p candor-query -p candor-cli \
         -p candor-dashboards --bin candor-collector --bin candor-loadgen --bin candor \
         --bin candor-dashboards "$@"
 }

@@ -141,7 +141,7 @@ const RAW_IN_FLIGHT: usize = 10_000;
 /// Produces encoded `OutcomeEvent` records straight to Kafka for `seconds`, with up to
 /// [`RAW_IN_FLIGHT`] in flight, and prints acknowledged records/s.
 async fn raw_kafka(brokers: &str, seconds: u64) -> anyhow::Result<()> {
-    use candor_schema::proto::OutcomeEvent;
+    use candor_records::proto::OutcomeEvent;
     use prost::Message as _;
     use rdkafka::producer::FutureRecord;
 

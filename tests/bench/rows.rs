@@ -12,8 +12,8 @@ use std::hint::black_box;
 
 use candor_collector::compact::table::{FileSettings, writer_properties};
 use candor_e2e::records::realistic_event;
-use candor_schema::rows::{self, Meta, Row, SourceRecord, TimeBounds};
-use candor_schema::tables::Table;
+use candor_records::rows::{self, Meta, Row, SourceRecord, TimeBounds};
+use candor_records::tables::Table;
 use criterion::{BatchSize, Criterion, Throughput, criterion_group, criterion_main};
 use deltalake::parquet::arrow::ArrowWriter;
 

@@ -5,7 +5,7 @@
 #   compactor  Kafka → Delta beside pyarrow's Parquet writer (compactor.sh);
 #   query      `candor` as a fresh process and as a warm library beside DuckDB (query.sh);
 #   latency    an adapter's failure until `candor incident` shows it, with --live and from the
-#              table only (query/examples/latency.rs), against the goals: p95 under 2 s and 30 s.
+#              table only (query/cli/examples/latency.rs), against the goals: p95 under 2 s and 30 s.
 # Each repetition runs the parts in an order rotated by one, so that no part always runs first on a
 # cold machine; the peers inside each script keep their order. The query data is loaded once and
 # reused by the following repetitions (loaded again once it is 40 minutes old, since its questions
@@ -134,7 +134,7 @@ wait_ready() {
 }
 
 # Its own pipeline: Tansu (memory engine), the collector, and a compactor writing files every
-# CANDOR_BENCH_MAX_AGE; then query/examples/latency with --live and with the table only.
+# CANDOR_BENCH_MAX_AGE; then query/cli/examples/latency with --live and with the table only.
 part_latency() (
     procs=()
     # Newest first, each awaited: the compactor and the collector stop while the broker is up.

@@ -8,8 +8,8 @@ use candor_e2e::collector::{Collector, Options};
 use candor_e2e::kafka::{decode_all, read_topic};
 use candor_e2e::python;
 use candor_e2e::tansu::Tansu;
+use candor_records::proto::{OutcomeCount, OutcomeEvent, Temporality};
 use candor_schema::names::{self, attr, resource, topic};
-use candor_schema::proto::{OutcomeCount, OutcomeEvent, Temporality};
 use serde_json::{Value, json};
 use tokio::io::AsyncWriteExt as _;
 

@@ -10,8 +10,8 @@ use candor_e2e::dashboards::{self, Dashboards};
 use candor_e2e::kafka::read_topic;
 use candor_e2e::tansu::Tansu;
 use candor_e2e::{free_port, target_dir, tempdir, wait_for};
+use candor_records::proto::{OutcomeCount, OutcomeEvent};
 use candor_schema::names::topic;
-use candor_schema::proto::{OutcomeCount, OutcomeEvent};
 use prost::Message as _;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

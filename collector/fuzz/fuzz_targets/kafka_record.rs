@@ -1,5 +1,5 @@
 //! Arbitrary bytes as a Kafka record of one of the pipeline's four topics, decoded by the
-//! compactor's `candor_schema::rows::decode`. The first byte chooses the topic (bits 0–1), the
+//! compactor's `candor_records::rows::decode`. The first byte chooses the topic (bits 0–1), the
 //! Kafka timestamp (bits 2–3: ordinary, none, `i64::MAX`, `i64::MIN`) and, with a high nibble of
 //! `0xF`, a record without a value; the rest is the value. Checks: it never panics; the record
 //! always becomes a row of its own table or a rejected row, and a row the compactor refuses says

@@ -5,7 +5,7 @@
 //! one of them (the accounting of the property tests in `collector/src/ingest/extract_tests.rs`);
 //! events past the per-request limit share one rejection that counts them; every rejection is
 //! bounded and names its signal; every record is complete and well-formed, and the compactor's
-//! decoder (`candor_schema::rows::decode`) stores it as it is; the request re-encoded (a client's
+//! decoder (`candor_records::rows::decode`) stores it as it is; the request re-encoded (a client's
 //! retry) extracts to the same records and ids.
 
 #![no_main]

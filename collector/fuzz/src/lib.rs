@@ -13,10 +13,10 @@ use candor_collector::ingest::decode::{self, Encoding, GunzipError};
 use candor_collector::ingest::extract::{
     self, Limits, MetricsExtract, Received, RejectReason, Rejection, Signal, TracesExtract,
 };
+use candor_records::proto::{OutcomeCount, OutcomeEvent, RECORD_SCHEMA_VERSION, Temporality};
+use candor_records::rows::{self, MAX_REJECTED_COPY_BYTES, Row, SourceRecord, TimeBounds};
+use candor_records::tables::{RejectedSource, Table};
 use candor_schema::names;
-use candor_schema::proto::{OutcomeCount, OutcomeEvent, RECORD_SCHEMA_VERSION, Temporality};
-use candor_schema::rows::{self, MAX_REJECTED_COPY_BYTES, Row, SourceRecord, TimeBounds};
-use candor_schema::tables::{RejectedSource, Table};
 use candor_schema::{FailureKind, OutcomeClass, RetryAction};
 use opentelemetry_proto::tonic::collector::metrics::v1::ExportMetricsServiceRequest;
 use opentelemetry_proto::tonic::collector::trace::v1::ExportTraceServiceRequest;

@@ -12,13 +12,13 @@ use std::collections::hash_map::Entry;
 use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::time::{Duration, Instant};
 
-use candor_schema::tables::{Arrival, Table};
+use candor_records::tables::{Arrival, Table};
 use deltalake::DeltaTable;
 use deltalake::parquet::file::properties::WriterProperties;
 
 use super::metrics::CompactMetrics;
 use super::table::{self, CommitReport, FileSettings, Span, TableError};
-use candor_schema::rows::{self, Meta, Row, SourceRecord, TimeBounds};
+use candor_records::rows::{self, Meta, Row, SourceRecord, TimeBounds};
 
 /// A source topic-partition.
 pub type Source = (Table, i32);
@@ -547,7 +547,7 @@ mod tests {
 
     fn row_of(id: &str) -> Row {
         Row::Event(rows::Event::from_record(
-            &candor_schema::proto::OutcomeEvent {
+            &candor_records::proto::OutcomeEvent {
                 event_id: id.into(),
                 ..Default::default()
             },

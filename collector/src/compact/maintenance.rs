@@ -9,7 +9,7 @@
 use std::num::NonZeroU64;
 use std::time::Duration;
 
-use candor_schema::tables::column;
+use candor_records::tables::column;
 use deltalake::operations::vacuum::VacuumMode;
 use deltalake::parquet::file::properties::WriterProperties;
 use deltalake::{DeltaTable, DeltaTableError, FilterOp, FilterValue};

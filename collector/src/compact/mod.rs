@@ -11,7 +11,7 @@
 //! restarts there after a crash or a rebalance, and a commit leaves out rows the table already
 //! holds, so no record is lost or stored twice (see `ARCHITECTURE.md`).
 //!
-//! Modules: [`config`] (the TOML configuration), [`candor_schema::rows`] (records to rows to Arrow batches,
+//! Modules: [`config`] (the TOML configuration), [`candor_records::rows`] (records to rows to Arrow batches,
 //! pure), [`engine`] (the buffer and the commit rule), [`table`] (Delta I/O), [`source`] (the
 //! Kafka consumer), [`maintenance`] (optimize, vacuum, retention), [`metrics`] (self-telemetry)
 //! and [`fault`] (crash points for the crash tests).
@@ -30,7 +30,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc as std_mpsc;
 use std::time::{Duration, Instant, SystemTime};
 
-use candor_schema::tables::Table;
+use candor_records::tables::Table;
 use deltalake::DeltaTable;
 use tokio::sync::{mpsc, watch};
 
@@ -39,7 +39,7 @@ use self::engine::{Engine, EngineSettings};
 use self::metrics::CompactMetrics;
 use self::source::{Control, Input, SourceSettings};
 use self::table::{FileSettings, TableError};
-use candor_schema::rows::{self, TimeBounds};
+use candor_records::rows::{self, TimeBounds};
 
 /// How long a failed flush waits before it is tried again; fetching pauses meanwhile.
 const RETRY_FLUSH_AFTER: Duration = Duration::from_secs(2);

@@ -13,7 +13,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::mpsc as std_mpsc;
 use std::time::{Duration, Instant};
 
-use candor_schema::tables::Table;
+use candor_records::tables::Table;
 use rdkafka::client::ClientContext;
 use rdkafka::consumer::{BaseConsumer, CommitMode, Consumer as _, ConsumerContext};
 use rdkafka::error::KafkaError;
@@ -25,7 +25,7 @@ use tokio::sync::mpsc;
 
 use super::engine::Source;
 use super::metrics::CompactMetrics;
-use candor_schema::rows::SourceRecord;
+use candor_records::rows::SourceRecord;
 
 /// Records read per hand-over to the async side.
 const CHUNK: usize = 4096;

@@ -15,7 +15,7 @@
 use std::collections::{BTreeMap, HashMap};
 use std::time::{Duration, Instant};
 
-use candor_schema::tables::{Table, column};
+use candor_records::tables::{Table, column};
 use deltalake::arrow::error::ArrowError;
 use deltalake::kernel::engine::arrow_conversion::TryIntoKernel as _;
 use deltalake::kernel::scalars::ScalarExt;
@@ -28,7 +28,7 @@ use deltalake::protocol::{DeltaOperation, SaveMode};
 use deltalake::writer::{DeltaWriter as _, RecordBatchWriter, WriteMode};
 use deltalake::{DeltaTable, DeltaTableError};
 
-use candor_schema::rows::{self, Meta, Row};
+use candor_records::rows::{self, Meta, Row};
 use indexmap::IndexMap;
 
 /// Why a table operation failed.
@@ -183,9 +183,9 @@ pub fn writer_properties(table: Table, settings: FileSettings) -> WriterProperti
 }
 
 /// The URL of a table under the root: a local directory (created when missing) or an object
-/// store URL (S3; see `candor_schema::stores`). The table name is a constant, never input, so nothing from a record reaches a path.
+/// store URL (S3; see `candor_records::stores`). The table name is a constant, never input, so nothing from a record reaches a path.
 pub fn table_url(root: &str, table: Table) -> Result<url::Url, TableError> {
-    candor_schema::stores::register();
+    candor_records::stores::register();
     let location = format!("{}/{}", root.trim_end_matches('/'), table.name());
     deltalake::ensure_table_uri(location).map_err(|source| TableError::Delta {
         table: table.name(),
@@ -460,8 +460,8 @@ mod tests {
     /// partition, each holding only its day's rows, sorted by target then time.
     #[test]
     fn a_commit_writes_each_day_to_its_own_partition_sorted_by_target() {
-        use candor_schema::proto::OutcomeEvent;
-        use candor_schema::tables::Arrival;
+        use candor_records::proto::OutcomeEvent;
+        use candor_records::tables::Arrival;
         use deltalake::arrow::array::{Array as _, StringArray, TimestampMicrosecondArray};
         use deltalake::parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
 
@@ -586,8 +586,8 @@ mod tests {
 
     #[test]
     fn rising_integers_are_written_as_deltas_and_vocabularies_with_dictionaries() {
-        use candor_schema::proto::OutcomeEvent;
-        use candor_schema::tables::Arrival;
+        use candor_records::proto::OutcomeEvent;
+        use candor_records::tables::Arrival;
         use deltalake::parquet::arrow::ArrowWriter;
         use deltalake::parquet::file::reader::{FileReader as _, SerializedFileReader};
 

@@ -3,7 +3,7 @@
 
 use std::borrow::Cow;
 
-use candor_schema::proto::{OutcomeEvent, RECORD_SCHEMA_VERSION};
+use candor_records::proto::{OutcomeEvent, RECORD_SCHEMA_VERSION};
 use candor_schema::{FailureKind, OutcomeClass, RetryAction};
 use prost::encoding::{WireType, encode_key, encode_varint};
 

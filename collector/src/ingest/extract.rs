@@ -13,8 +13,8 @@
 use std::borrow::Cow;
 use std::collections::BTreeMap;
 
+use candor_records::proto::{OutcomeCount, RECORD_SCHEMA_VERSION, Temporality};
 use candor_schema::names::{self, attr, resource};
-use candor_schema::proto::{OutcomeCount, RECORD_SCHEMA_VERSION, Temporality};
 use candor_schema::redact;
 use candor_schema::{AccessFailureKind, OutcomeClass, PartialKind, RetryAction};
 use opentelemetry_proto::tonic::collector::metrics::v1::ExportMetricsServiceRequest;

@@ -7,7 +7,7 @@
 
 use std::collections::HashSet;
 
-use candor_schema::proto::OutcomeEvent;
+use candor_records::proto::OutcomeEvent;
 use opentelemetry_proto::tonic::common::v1::AnyValue;
 use opentelemetry_proto::tonic::metrics::v1::{Gauge, Metric, ResourceMetrics, ScopeMetrics, Sum};
 use opentelemetry_proto::tonic::trace::v1::{ResourceSpans, ScopeSpans, Span};
@@ -251,20 +251,23 @@ fn a_status_code_wider_than_16_bits_is_refused_here_not_later_by_the_compactor()
     assert_eq!(out.rejections[0].reason, RejectReason::OutOfRange);
     // Every record the collector accepts, the compactor's decoder stores as a row.
     let record = out.events[0].encode_to_vec();
-    let source = candor_schema::rows::SourceRecord {
-        topic: candor_schema::tables::Table::OutcomeEvents,
+    let source = candor_records::rows::SourceRecord {
+        topic: candor_records::tables::Table::OutcomeEvents,
         partition: 0,
         offset: 0,
         timestamp_ms: None,
         payload: Some(record),
         generation: 0,
     };
-    let bounds = candor_schema::rows::TimeBounds {
+    let bounds = candor_records::rows::TimeBounds {
         late_after_micros: i64::MAX,
         future_after_micros: i64::MAX,
     };
-    let (_, row) = candor_schema::rows::decode(&source, &bounds, "test");
-    assert!(matches!(row, candor_schema::rows::Row::Event(_)), "{row:?}");
+    let (_, row) = candor_records::rows::decode(&source, &bounds, "test");
+    assert!(
+        matches!(row, candor_records::rows::Row::Event(_)),
+        "{row:?}"
+    );
 }
 
 #[test]

@@ -59,14 +59,14 @@ NAME_LABEL = "app.kubernetes.io/name"
 # The binaries the image must hold: (package, binary).
 BINARIES = [
     ("candor-collector", "candor-collector"),
-    ("candor-query", "candor"),
+    ("candor-cli", "candor"),
     ("candor-dashboards", "candor-dashboards"),
 ]
 # Where each binary's clap arguments are declared.
 CLI_SOURCES = {
     "candor-collector": "collector/src/main.rs",
     "candor-dashboards": "dashboards/src/main.rs",
-    "candor": "query/src/main.rs",
+    "candor": "query/cli/src/main.rs",
 }
 # The readers' Kafka client settings file (--kafka-config / CANDOR_KAFKA_CONFIG): its Rust loader.
 READER_KAFKA_SOURCE = "query/src/kafka_client.rs"
@@ -1149,7 +1149,10 @@ def dockerfile_stages(text: str) -> tuple[dict[str, str], list[dict]]:
 
 
 def cargo_package(root: Path, package: str) -> Path | None:
-    for manifest in root.glob("*/Cargo.toml"):
+    """The manifest of the workspace member named `package`."""
+    workspace = tomllib.loads((root / "Cargo.toml").read_text(encoding="utf-8"))
+    for member in workspace["workspace"]["members"]:
+        manifest = root / member / "Cargo.toml"
         data = tomllib.loads(manifest.read_text(encoding="utf-8"))
         if (data.get("package") or {}).get("name") == package:
             return manifest

@@ -118,7 +118,7 @@ pub fn event_targets(bootstrap: &str, at_least: usize, timeout: Duration) -> Vec
         at_least,
         timeout,
     );
-    let mut targets: Vec<String> = decode_all::<candor_schema::proto::OutcomeEvent>(&records)
+    let mut targets: Vec<String> = decode_all::<candor_records::proto::OutcomeEvent>(&records)
         .into_iter()
         .map(|event| event.tool_target)
         .collect();

@@ -22,7 +22,7 @@ pub fn mix(x: u64) -> u64 {
 /// receives batches; a sorted column of exactly evenly spaced times would compress as no real
 /// one does.
 pub fn realistic_event(n: u64, slot_nanos: u64, step: u64) -> (String, Vec<u8>) {
-    use candor_schema::proto::OutcomeEvent;
+    use candor_records::proto::OutcomeEvent;
     use prost::Message as _;
     let (call, attempt) = (n / 3, n % 3);
     let target = format!("https://api-{}.internal/v1/search", call % 50);
@@ -75,7 +75,7 @@ pub fn realistic_event(n: u64, slot_nanos: u64, step: u64) -> (String, Vec<u8>) 
 /// The counter points of `--counts`: for each of the 50 targets and each class, one cumulative
 /// point a minute from `first` to `last` (nanoseconds), the counter started at `first`.
 pub fn realistic_counts(first: u64, last: u64) -> Vec<(String, Vec<u8>)> {
-    use candor_schema::proto::{OutcomeCount, Temporality};
+    use candor_records::proto::{OutcomeCount, Temporality};
     use prost::Message as _;
     let minute = 60_000_000_000u64;
     let mut points = Vec::new();

@@ -15,11 +15,11 @@ use std::path::{Path, PathBuf};
 
 use candor_collector::ingest::extract::{self, Limits, Received};
 use candor_collector_fuzz as checks;
-use candor_schema::names::{self, attr, resource};
-use candor_schema::proto::{
+use candor_records::proto::{
     Heartbeat, OutcomeCount, OutcomeEvent, RECORD_SCHEMA_VERSION, Rejected,
 };
-use candor_schema::tables::Table;
+use candor_records::tables::Table;
+use candor_schema::names::{self, attr, resource};
 use candor_schema::{AccessFailureKind, OutcomeClass, PartialKind, RetryAction};
 use opentelemetry_proto::tonic::collector::metrics::v1::ExportMetricsServiceRequest;
 use opentelemetry_proto::tonic::collector::trace::v1::ExportTraceServiceRequest;

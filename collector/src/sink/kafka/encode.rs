@@ -1,7 +1,7 @@
 //! Encoding records for Kafka: pure, one function per record type.
 
+use candor_records::proto::{Heartbeat, OutcomeCount, RECORD_SCHEMA_VERSION, Rejected};
 use candor_schema::names::topic;
-use candor_schema::proto::{Heartbeat, OutcomeCount, RECORD_SCHEMA_VERSION, Rejected};
 use prost::Message as _;
 
 use crate::ingest::extract::{OutcomeEventRef, Rejection};

@@ -1,4 +1,4 @@
-//! The protobuf records of the pipeline's Kafka topics (`schema/proto/candor/v1/records.proto`).
+//! The protobuf records of the pipeline's Kafka topics (`schema/records/proto/candor/v1/records.proto`).
 //!
 //! Every record carries `schema_version`; [`RECORD_SCHEMA_VERSION`] is the version written here.
 

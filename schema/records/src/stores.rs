@@ -100,7 +100,7 @@ impl LogStoreFactory for S3Factory {
 
 /// The URL without credentials, for an error text.
 fn redacted(url: &Url) -> String {
-    crate::redact::redact_url(url.as_str()).into_owned()
+    candor_schema::redact::redact_url(url.as_str()).into_owned()
 }
 
 #[cfg(test)]

@@ -15,7 +15,7 @@
 //!
 //! ```
 //! use candor_schema::names::topic;
-//! use candor_schema::tables::{column, Table};
+//! use candor_records::tables::{column, Table};
 //! let events = Table::OutcomeEvents.schema();
 //! assert!(events.field_with_name(column::EVENT_ID).is_ok());
 //! assert_eq!(Table::from_topic(topic::OUTCOME_EVENTS), Some(Table::OutcomeEvents));
@@ -26,7 +26,7 @@ use std::sync::Arc;
 
 use arrow_schema::{DataType, Field, Schema, SchemaRef, TimeUnit};
 
-use crate::names;
+use candor_schema::names;
 
 /// Column names of the tables.
 pub mod column {

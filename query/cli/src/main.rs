@@ -22,7 +22,7 @@ use candor_query::reader::{ReadOptions, Reader};
 use candor_query::store::TableRoot;
 use candor_query::tail::TailSettings;
 use candor_query::window::{self, TimeArg, Window, micros_of};
-use candor_schema::tables::Table;
+use candor_records::tables::Table;
 use clap::{Args, Parser, Subcommand};
 
 /// The process's allocator (see the workspace manifest for why).

@@ -15,7 +15,7 @@ use prost::Message as _;
 
 use super::{Refusal, long, micros, refuse, version};
 use crate::proto::OutcomeEvent;
-use crate::vocab::{FailureKind, OutcomeClass, RetryAction, UnknownValue};
+use candor_schema::vocab::{FailureKind, OutcomeClass, RetryAction, UnknownValue};
 
 /// Protobuf wire types of the record's fields.
 const VARINT: u64 = 0;

@@ -11,7 +11,6 @@ use std::sync::Arc;
 
 use crate::proto::{Heartbeat, OutcomeCount, Rejected, Temporality};
 use crate::tables::{Arrival, RejectedSource, Table};
-use crate::vocab::OutcomeClass;
 use arrow_array::builder::{Int32Builder, Int64Builder, NullBufferBuilder};
 use arrow_array::{
     ArrayRef, BinaryArray, BooleanArray, Date32Array, Int32Array, Int64Array, RecordBatch,
@@ -19,6 +18,7 @@ use arrow_array::{
 };
 use arrow_buffer::{Buffer, OffsetBuffer, ScalarBuffer};
 use arrow_schema::ArrowError;
+use candor_schema::vocab::OutcomeClass;
 use prost::Message as _;
 
 mod event;
@@ -697,8 +697,8 @@ fn heartbeat_columns(rows: &[&(Meta, Row)]) -> Vec<ArrayRef> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::names::topic;
     use crate::proto::OutcomeEvent;
+    use candor_schema::names::topic;
 
     const BOUNDS: TimeBounds = TimeBounds {
         late_after_micros: 86_400_000_000,

@@ -1,0 +1,35 @@
+//! The records of Candor's pipeline and the rows of its tables.
+//!
+//! [`candor_schema`] holds the contract (vocabularies, envelope, wire names); this crate holds
+//! what the pipeline stores under it:
+//! - [`proto`]: the versioned protobuf records of the Kafka topics
+//!   (`proto/candor/v1/records.proto`), generated at build time by a pure-Rust compiler;
+//! - [`tables`] (feature `rows`): the Delta tables' Arrow schemas, partitioning and Parquet
+//!   column policy;
+//! - [`rows`] (feature `rows`): a Kafka record into a typed row of its table (or a `rejected`
+//!   row with a reason), and rows into Arrow record batches, for the compactor and for readers of
+//!   the not-yet-compacted tail;
+//! - [`stores`] (feature `stores`): the object stores a table root may name, registered with
+//!   Delta Lake.
+//!
+//! ```
+//! use candor_records::proto::{Heartbeat, RECORD_SCHEMA_VERSION};
+//! use prost::Message as _;
+//!
+//! let heartbeat = Heartbeat {
+//!     schema_version: RECORD_SCHEMA_VERSION,
+//!     collector_id: "collector-1".into(),
+//!     time_unix_nano: 1_700_000_000_000_000_000,
+//!     ..Heartbeat::default()
+//! };
+//! let bytes = heartbeat.encode_to_vec();
+//! assert_eq!(Heartbeat::decode(bytes.as_slice()), Ok(heartbeat));
+//! ```
+
+pub mod proto;
+#[cfg(feature = "rows")]
+pub mod rows;
+#[cfg(feature = "stores")]
+pub mod stores;
+#[cfg(feature = "rows")]
+pub mod tables;

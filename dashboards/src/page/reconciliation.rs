@@ -6,12 +6,11 @@
 //! gaps; a run that could not read shows no figures at all; before the first run the panel says
 //! it has not run.
 
-use std::fmt::Write as _;
-
+use candor_query::reconcile::Totals;
 use candor_schema::OutcomeClass;
+use maud::{Markup, html};
 use serde_json::Value;
 
-use super::esc;
 use crate::health::when;
 use crate::reconcile::{Covered, ReconcileState, Run, disagreements};
 
@@ -33,147 +32,168 @@ fn cell(value: Option<&Value>) -> String {
     }
 }
 
-fn totals_table(out: &mut String, totals: &candor_query::reconcile::Totals) {
-    let _ = write!(
-        out,
-        "<table id=\"reconcile-totals\"><tr><th>windows matched</th><th>windows mismatched</th><th>events missing</th><th>events extra</th><th>events without counter</th><th>series</th></tr><tr><td class=\"n\" data-col=\"matched\">{}</td><td class=\"n\" data-col=\"mismatched\">{}</td><td class=\"n\" data-col=\"missing\">{}</td><td class=\"n\" data-col=\"extra\">{}</td><td class=\"n\" data-col=\"without_counter\">{}</td><td class=\"n\" data-col=\"series\">{}</td></tr></table>",
-        totals.matched,
-        totals.mismatched,
-        totals.missing,
-        totals.extra,
-        totals.events_without_counter,
-        totals.series
-    );
-}
-
-fn mismatch_table(out: &mut String, run: &Run) {
-    if run.mismatches.is_empty() {
-        return;
-    }
-    out.push_str("<table id=\"reconcile-mismatches\"><tr>");
-    for column in &run.columns {
-        let _ = write!(out, "<th>{}</th>", esc(column));
-    }
-    out.push_str("</tr>");
-    for row in &run.mismatches {
-        out.push_str("<tr class=\"mismatch\">");
-        for column in &run.columns {
-            let _ = write!(
-                out,
-                "<td data-col=\"{}\">{}</td>",
-                esc(column),
-                esc(&cell(row.get(column)))
-            );
-        }
-        out.push_str("</tr>");
-    }
-    out.push_str("</table>");
-    if run.mismatch_rows > run.mismatches.len() as u64 {
-        let _ = write!(
-            out,
-            "<p class=\"coverage\">showing the first {} of {} mismatch rows</p>",
-            run.mismatches.len(),
-            run.mismatch_rows
-        );
-    }
-}
-
-fn newest_covered(out: &mut String, covered: &Covered) {
-    let totals = &covered.totals;
-    let _ = write!(
-        out,
-        "<p class=\"coverage\" id=\"reconcile-newest-covered\">The newest run that covered its whole window ran at {} over {} to {}: {} window(s) matched, {} mismatched; {} event(s) missing, {} extra, {} without counter.</p>",
-        when(covered.ran_at),
-        when(covered.window.since),
-        when(covered.window.until),
-        totals.matched,
-        totals.mismatched,
-        totals.missing,
-        totals.extra,
-        totals.events_without_counter
-    );
-}
-
-/// Renders the panel.
-pub(super) fn panel(out: &mut String, reconcile: &ReconcileState) {
-    let latest = reconcile.latest.as_ref();
-    let (state, badge) = badge_of(latest);
-    let class = latest.map_or("not_run", |run| run.class.as_str());
-    let _ = write!(
-        out,
-        "<section id=\"panel-reconcile\" class=\"panel wide {state}\" data-state=\"{state}\" data-class=\"{class}\"><h2>Reconciliation: failed calls counted against events stored <span class=\"badge {state}\">{badge}</span></h2>"
-    );
-    let Some(run) = latest else {
-        out.push_str(
-            "<p class=\"nothing\" data-confirmed=\"false\">Reconciliation has not run yet: nothing is known yet about events lost between the adapter and the table.</p></section>",
-        );
-        return;
-    };
-    let _ = write!(
-        out,
-        "<p class=\"coverage\">last run {} over {} to {} ({}); runs: {} answered, {} failed</p>",
-        when(run.ran_at),
-        when(run.window.since),
-        when(run.window.until),
-        run.class.as_str(),
-        reconcile.runs_ok,
-        reconcile.runs_failed
-    );
-    if !run.covered {
-        let what = if run.totals.is_some() {
-            "This result covers only part of the window: its figures speak of the part read, no window is confirmed to match, and a gap may hide in what was not read."
-        } else {
-            "This run could not read: it covers none of its window, and nothing is known about events lost in it."
-        };
-        let _ = write!(
-            out,
-            "<p class=\"gap\" data-covered=\"false\">{what}</p><ul class=\"gaps\">"
-        );
-        for gap in &run.gaps {
-            let _ = write!(out, "<li class=\"gap\">{}</li>", esc(gap));
-        }
-        out.push_str("</ul>");
-    }
-    if let Some(totals) = &run.totals {
-        totals_table(out, totals);
-        if run.covered {
-            let lost = disagreements(totals);
-            if lost > 0 {
-                let _ = write!(
-                    out,
-                    "<p class=\"gap\" data-lost=\"{lost}\">Events lost between adapter and table: {} missing, {} extra, {} without counter.</p>",
-                    totals.missing, totals.extra, totals.events_without_counter
-                );
-            } else if totals.windows == 0 {
-                out.push_str(
-                    "<p class=\"nothing\" data-confirmed=\"true\">No failed call was counted in this window, and no terminal event is stored without a counted call: nothing to reconcile.</p>",
-                );
-            } else {
-                let _ = write!(
-                    out,
-                    "<p class=\"nothing\" data-confirmed=\"true\">All {} windows matched: every counted failed call has its terminal event stored, and no event is extra.</p>",
-                    totals.windows
-                );
+fn totals_table(totals: &Totals) -> Markup {
+    html! {
+        table id="reconcile-totals" {
+            tr {
+                th { "windows matched" } th { "windows mismatched" } th { "events missing" }
+                th { "events extra" } th { "events without counter" } th { "series" }
+            }
+            tr {
+                td class="n" data-col="matched" { (totals.matched) }
+                td class="n" data-col="mismatched" { (totals.mismatched) }
+                td class="n" data-col="missing" { (totals.missing) }
+                td class="n" data-col="extra" { (totals.extra) }
+                td class="n" data-col="without_counter" { (totals.events_without_counter) }
+                td class="n" data-col="series" { (totals.series) }
             }
         }
     }
-    for line in &run.summary {
-        let _ = write!(out, "<p>{}</p>", esc(line));
-    }
-    if !run.notes.is_empty() {
-        out.push_str("<p class=\"coverage\">");
-        for note in &run.notes {
-            let _ = write!(out, "{}<br>", esc(note));
+}
+
+fn mismatch_table(run: &Run) -> Markup {
+    html! {
+        @if !run.mismatches.is_empty() {
+            table id="reconcile-mismatches" {
+                tr {
+                    @for column in &run.columns {
+                        th { (column) }
+                    }
+                }
+                @for row in &run.mismatches {
+                    tr class="mismatch" {
+                        @for column in &run.columns {
+                            td data-col=(column) { (cell(row.get(column))) }
+                        }
+                    }
+                }
+            }
+            @if run.mismatch_rows > run.mismatches.len() as u64 {
+                p class="coverage" {
+                    "showing the first " (run.mismatches.len()) " of " (run.mismatch_rows)
+                    " mismatch rows"
+                }
+            }
         }
-        out.push_str("</p>");
     }
-    mismatch_table(out, run);
-    if !run.covered
-        && let Some(covered) = &reconcile.newest_covered
-    {
-        newest_covered(out, covered);
+}
+
+fn newest_covered(covered: &Covered) -> Markup {
+    let totals = &covered.totals;
+    html! {
+        p class="coverage" id="reconcile-newest-covered" {
+            "The newest run that covered its whole window ran at " (when(covered.ran_at))
+            " over " (when(covered.window.since)) " to " (when(covered.window.until)) ": "
+            (totals.matched) " window(s) matched, " (totals.mismatched) " mismatched; "
+            (totals.missing) " event(s) missing, " (totals.extra) " extra, "
+            (totals.events_without_counter) " without counter."
+        }
     }
-    out.push_str("</section>");
+}
+
+/// What the figures of a run that covered its whole window say: events lost, nothing to
+/// reconcile, or every window matched.
+fn verdict(totals: &Totals) -> Markup {
+    let lost = disagreements(totals);
+    html! {
+        @if lost > 0 {
+            p class="gap" data-lost=(lost) {
+                "Events lost between adapter and table: " (totals.missing) " missing, "
+                (totals.extra) " extra, " (totals.events_without_counter) " without counter."
+            }
+        } @else if totals.windows == 0 {
+            p class="nothing" data-confirmed="true" {
+                "No failed call was counted in this window, and no terminal event is stored \
+                 without a counted call: nothing to reconcile."
+            }
+        } @else {
+            p class="nothing" data-confirmed="true" {
+                "All " (totals.windows) " windows matched: every counted failed call has its \
+                 terminal event stored, and no event is extra."
+            }
+        }
+    }
+}
+
+/// What an uncovered run leaves unknown, and its gaps.
+fn uncovered(run: &Run) -> Markup {
+    let what = if run.totals.is_some() {
+        "This result covers only part of the window: its figures speak of the part read, no \
+         window is confirmed to match, and a gap may hide in what was not read."
+    } else {
+        "This run could not read: it covers none of its window, and nothing is known about \
+         events lost in it."
+    };
+    html! {
+        p class="gap" data-covered="false" { (what) }
+        ul class="gaps" {
+            @for gap in &run.gaps {
+                li class="gap" { (gap) }
+            }
+        }
+    }
+}
+
+/// The newest run: when and over what it ran, its coverage, figures, verdict, summary, notes
+/// and mismatch rows; after an uncovered run, the newest run that covered its window.
+fn run_body(reconcile: &ReconcileState, run: &Run) -> Markup {
+    html! {
+        p class="coverage" {
+            "last run " (when(run.ran_at)) " over " (when(run.window.since)) " to "
+            (when(run.window.until)) " (" (run.class.as_str()) "); runs: " (reconcile.runs_ok)
+            " answered, " (reconcile.runs_failed) " failed"
+        }
+        @if !run.covered {
+            (uncovered(run))
+        }
+        @if let Some(totals) = &run.totals {
+            (totals_table(totals))
+            // Only a run that covered its whole window is a verdict.
+            @if run.covered {
+                (verdict(totals))
+            }
+        }
+        @for line in &run.summary {
+            p { (line) }
+        }
+        @if !run.notes.is_empty() {
+            p class="coverage" {
+                @for note in &run.notes {
+                    (note) br;
+                }
+            }
+        }
+        (mismatch_table(run))
+        @if !run.covered {
+            @if let Some(covered) = &reconcile.newest_covered {
+                (newest_covered(covered))
+            }
+        }
+    }
+}
+
+/// Renders the panel.
+pub(super) fn panel(reconcile: &ReconcileState) -> Markup {
+    let latest = reconcile.latest.as_ref();
+    let (state, badge) = badge_of(latest);
+    let class = latest.map_or("not_run", |run| run.class.as_str());
+    html! {
+        section id="panel-reconcile" class={ "panel wide " (state) } data-state=(state)
+            data-class=(class) {
+            h2 {
+                "Reconciliation: failed calls counted against events stored "
+                span class={ "badge " (state) } { (badge) }
+            }
+            @if let Some(run) = latest {
+                (run_body(reconcile, run))
+            } @else {
+                p class="nothing" data-confirmed="false" {
+                    "Reconciliation has not run yet: nothing is known yet about events lost \
+                     between the adapter and the table."
+                }
+            }
+        }
+    }
 }
 
 #[cfg(test)]
@@ -183,9 +203,7 @@ mod tests {
     use crate::reconcile::tests::{T0, answer, coverage, lost, window};
 
     fn render(state: &ReconcileState) -> String {
-        let mut out = String::new();
-        panel(&mut out, state);
-        out
+        panel(state).into_string()
     }
 
     #[test]

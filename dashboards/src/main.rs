@@ -39,6 +39,18 @@ enum Command {
         /// The rules file (TOML).
         file: PathBuf,
     },
+    /// Renders a rules file for another engine: as a Prometheus rules file (recording rules and
+    /// alerts) with --prometheus.
+    ExportRules {
+        /// Render a Prometheus rules file (the one form so far).
+        #[arg(long, required = true)]
+        prometheus: bool,
+        /// The rules file (TOML); the shipped rules without it.
+        file: Option<PathBuf>,
+        /// Write the rendering here instead of to stdout.
+        #[arg(long, short)]
+        output: Option<PathBuf>,
+    },
 }
 
 #[derive(Debug, clap::Args)]
@@ -160,11 +172,36 @@ fn main() -> anyhow::Result<()> {
         eprintln!("{}: {} rule(s), valid", file.display(), rules.len());
         return Ok(());
     }
+    if let Some(Command::ExportRules { file, output, .. }) = &cli.command {
+        return export_rules(file.as_deref(), output.as_deref(), limits(&cli.serve));
+    }
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
         .context("starting the runtime")?;
     runtime.block_on(serve(cli.serve, limits))
+}
+
+/// `export-rules --prometheus`: the rules (validated as at start) as a Prometheus rules file.
+fn export_rules(
+    file: Option<&std::path::Path>,
+    output: Option<&std::path::Path>,
+    limits: Limits,
+) -> anyhow::Result<()> {
+    let text = match file {
+        Some(file) => std::fs::read_to_string(file)
+            .with_context(|| format!("reading the rules file {}", file.display()))?,
+        None => DEFAULT_RULES.to_owned(),
+    };
+    let rules = rules::parse(&text, limits)?;
+    let rendered = rules::prometheus::prometheus_rules(&rules);
+    match output {
+        Some(path) => {
+            std::fs::write(path, rendered).with_context(|| format!("writing {}", path.display()))?
+        }
+        None => print!("{rendered}"),
+    }
+    Ok(())
 }
 
 async fn serve(args: ServeArgs, limits: impl Fn(&ServeArgs) -> Limits) -> anyhow::Result<()> {

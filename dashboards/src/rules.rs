@@ -18,6 +18,12 @@
 //!
 //! The fields each kind takes are listed on [`RuleKind`]; a field that does not apply to its
 //! kind is an error, not ignored.
+//!
+//! The rules file is the one source of the alert rules: [`prometheus`] renders the same rules as
+//! a Prometheus rules file (`candor-dashboards export-rules --prometheus`), and the shipped
+//! `dashboards/prometheus/candor.rules.yml` is that rendering of `dashboards/rules.toml`.
+
+pub mod prometheus;
 
 use std::collections::BTreeSet;
 use std::time::Duration;

@@ -1,8 +1,9 @@
 #!/usr/bin/env python3
 """Generates deploy/k8s/base/prometheusrule.yaml from dashboards/prometheus/candor.rules.yml.
 
-The rules file is the one source: it is checked and unit-tested with promtool
-(dashboards/prometheus/candor.rules.test.yml). This script wraps its `groups` unchanged in a
+The Prometheus rules file is itself generated from dashboards/rules.toml, the one source of
+Candor's alert rules (`candor-dashboards export-rules --prometheus`), and is checked and
+unit-tested with promtool (dashboards/prometheus/candor.rules.test.yml). This script wraps its `groups` unchanged in a
 Prometheus Operator PrometheusRule (monitoring.coreos.com/v1). YAML anchors and aliases in the
 source (`&hop_unknown`) are expanded, so the output has none.
 

@@ -108,7 +108,7 @@ impl Tail {
             .set("enable.auto.offset.store", "false")
             .set("enable.partition.eof", "true")
             // The tail reads to the end and stops: a fetch at the end must not wait at the
-            // broker for new records (librdkafka's default 500 ms made each read take 2 s).
+            // broker for new records for librdkafka's default 500 ms.
             .set("fetch.wait.max.ms", "10")
             .set("log_level", "3")
             .create()
@@ -178,7 +178,7 @@ impl Tail {
             .set("enable.auto.offset.store", "false")
             .set("enable.partition.eof", "true")
             // The tail reads to the end and stops: a fetch at the end must not wait at the
-            // broker for new records (librdkafka's default 500 ms made each read take 2 s).
+            // broker for new records for librdkafka's default 500 ms.
             .set("fetch.wait.max.ms", "10")
             // A position past the end is an error to report, not a silent jump.
             .set("auto.offset.reset", "error")

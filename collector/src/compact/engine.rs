@@ -157,8 +157,8 @@ struct TableIds {
 /// Remembers recent ids per table to drop a client's retried copy.
 ///
 /// Every record passes through it, so it hashes with foldhash (seeded per process) rather than
-/// SipHash: hashing and looking ids up in it were about 8 % of the compactor's time. It holds
-/// every id of the window, so its entries are kept small.
+/// SipHash, whose cost showed in the compactor's profile. It holds every id of the window, so
+/// its entries are kept small.
 #[derive(Debug, Default)]
 struct Dedupe {
     tables: BTreeMap<Table, TableIds>,

@@ -149,10 +149,8 @@ pub struct FileSettings {
 
 /// The most bytes of values a data page holds before a new one starts (Parquet's default is
 /// 1 MiB). A lookup by id decompresses every page that holds a matching row, in each column it
-/// returns, after the bloom filter and the page index have pruned the rest: with 64 KiB pages
-/// that is about 2,000 ids a page rather than 30,000. The id columns are random hex, which zstd
-/// compresses as well in 64 KiB as in 1 MiB; the dictionary-encoded columns stay below the
-/// limit anyway.
+/// returns, after the bloom filter and the page index have pruned the rest, so small pages keep
+/// that work small (docs/adr/0006-parquet-writer-settings.md).
 const PAGE_BYTES: usize = 64 * 1024;
 
 /// The Parquet writer properties of a table: zstd, statistics per page, pages of at most

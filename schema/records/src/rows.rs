@@ -353,8 +353,8 @@ pub fn day(micros: i64) -> i32 {
 /// file, in the order of the sort columns.
 ///
 /// Comparing the keys in place follows pointers to each side's memory (the row, then its text)
-/// at every comparison: half a million rows took 0.6 s. So each distinct first key is ranked
-/// once, and plain `(day, rank, time, position)` tuples are sorted instead.
+/// at every comparison, so each distinct first key is ranked once, and plain
+/// `(day, rank, time, position)` tuples are sorted instead.
 pub fn sort(rows: &mut [&(Meta, Row)]) {
     let mut ids: HashMap<&[u8], u32, foldhash::fast::RandomState> = HashMap::default();
     let row_ids: Vec<u32> = rows
@@ -444,9 +444,8 @@ fn longs(values: impl Iterator<Item = i64>) -> ArrayRef {
     Arc::new(Int64Array::from_iter_values(values))
 }
 
-/// The event columns, built in one pass over the rows: a column at a time visited every event
-/// once per column (23 times), and each visit follows the row's box to memory of its own; on half
-/// a million rows that was most of the time spent building a batch.
+/// The event columns, built in one pass over the rows: a column at a time would visit every
+/// event once per column, each visit following the row's box to memory of its own.
 fn event_columns(rows: &[&(Meta, Row)]) -> Result<Vec<ArrayRef>, ArrowError> {
     let n = rows.len();
     let first = rows.iter().find_map(|(_, row)| match row {

@@ -214,12 +214,11 @@ impl Table {
     /// The false-positive probability a column's bloom filter is written for.
     ///
     /// A trace lookup reads every row group whose filter on `trace_id` says "maybe", and
-    /// decompresses and compares that row group's whole `trace_id` column chunk. Measured on
-    /// 10 M events over a day (`tests/bench/trace_row_groups.py`, 20 traces of about 3 row
-    /// groups each, out of 85–88): at the Parquet writer's default of 5 %, 0.85 row groups too
-    /// many per lookup; at 0.5 %, 0.25, for 0.4 bytes more per row (57.8 B against 58.1 B). The
-    /// writer folds each filter down to the size its probability needs, so the other columns (a
-    /// target takes few distinct values per row group) keep the default.
+    /// decompresses and compares that row group's whole `trace_id` column chunk, so that filter
+    /// is written for fewer false positives than the writer's default of 5 %
+    /// (docs/adr/0006-parquet-writer-settings.md). The writer folds each filter down to the size
+    /// its probability needs, so the other columns (a target takes few distinct values per row
+    /// group) keep the default.
     pub fn bloom_filter_fpp(name: &str) -> f64 {
         if name == column::TRACE_ID {
             0.005
@@ -242,8 +241,7 @@ impl Table {
     /// Integer columns that rise almost in step with the sort order (times, and the Kafka offset,
     /// since a target's records share a partition): stored without a dictionary, as the
     /// differences between neighbours (Parquet's `DELTA_BINARY_PACKED`), which take a few bits
-    /// each where the values take eight bytes. Measured on 2 M events over an hour
-    /// (`tests/bench/compactor.sh`): the table's bytes per row fell from 40.4 to 33.9.
+    /// each where the values take eight bytes (docs/adr/0006-parquet-writer-settings.md).
     pub fn delta_columns(self) -> &'static [&'static str] {
         match self {
             Self::OutcomeEvents => &[

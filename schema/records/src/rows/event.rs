@@ -1,8 +1,8 @@
 //! An `outcome_events` row: the record's bytes as read from Kafka, checked once, and read again
 //! field by field, without copying a text, when its batch is built.
 //!
-//! Decoding an `OutcomeEvent` with prost copied each of its texts into a string of its own, and
-//! dropping the buffered rows freed them again: together about a quarter of the compactor's CPU.
+//! Decoding an `OutcomeEvent` with prost copies each of its texts into a string of its own, and
+//! dropping the buffered rows frees them again (docs/adr/0001-hand-written-codec.md).
 //! [`EventView::parse`] reads the wire format directly, for the records the collector writes:
 //! the known fields, each with its own wire type. A record it does not take (an unknown field, a
 //! group, a wrong wire type, a text that is not UTF-8, anything cut short) goes to prost instead,

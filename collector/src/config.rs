@@ -15,10 +15,8 @@ use std::num::{NonZeroU32, NonZeroUsize};
 use std::path::PathBuf;
 use std::time::Duration;
 
+use candor_kafka::{ExtraSettings, Role};
 use serde::Deserialize;
-
-/// Shown in place of a value that may be a secret.
-const NOT_SHOWN: &str = "(not shown)";
 
 /// Why a configuration was refused.
 #[derive(Debug, thiserror::Error)]
@@ -42,6 +40,11 @@ pub enum ConfigError {
         /// What is wrong with it.
         reason: String,
     },
+    /// `kafka.extra` or `kafka.extra_env` (or an environment variable's name, such as
+    /// `otlp.auth_token_env`) refused by the Kafka client settings' rules, shared by every
+    /// service ([`candor_kafka`]).
+    #[error(transparent)]
+    Kafka(#[from] candor_kafka::SettingsError),
 }
 
 fn at_line(line: &Option<usize>) -> String {
@@ -98,7 +101,8 @@ pub(crate) fn invalid(
 /// `validate` stays pure, since reading the environment is the caller's I/O. For the same reason
 /// [`validate`](Self::validate) refuses librdkafka password and secret settings in `kafka.extra`,
 /// and refuses there the settings the collector's delivery guarantee depends on
-/// (`enable.idempotence`, `acks`, `request.required.acks`) or that a typed key above already sets.
+/// (`enable.idempotence`, `acks`, `request.required.acks`) or that a typed key above already sets
+/// (the rules of [`Role::Producer`], shared with the other services in [`candor_kafka`]).
 #[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct RawConfig {
@@ -329,10 +333,10 @@ pub struct KafkaConfig {
     pub compression: Compression,
     /// librdkafka `compression.level`; `None` leaves the codec's default.
     pub compression_level: Option<i32>,
-    /// librdkafka setting → value; no reserved or secret setting.
-    pub extra: BTreeMap<String, String>,
-    /// librdkafka setting → name of the environment variable holding its value.
-    pub extra_env: BTreeMap<String, String>,
+    /// `kafka.extra` (librdkafka setting → value; no reserved or secret setting) and
+    /// `kafka.extra_env` (setting → name of the environment variable holding its value);
+    /// [`ExtraSettings::resolve`] reads the variables.
+    pub extra: ExtraSettings,
 }
 
 /// Validated `[heartbeat]`.
@@ -448,7 +452,7 @@ const TLS_PAIR: &str = "otlp.tls_cert_path and otlp.tls_key_path go together, ne
 impl RawOtlp {
     fn validate(self) -> Result<OtlpConfig, ConfigError> {
         if let Some(name) = &self.auth_token_env {
-            env_var_name("otlp.auth_token_env", name)?;
+            candor_kafka::env_var_name("otlp.auth_token_env", name)?;
         }
         let tls = match (self.tls_cert_path, self.tls_key_path) {
             (None, None) => None,
@@ -519,7 +523,7 @@ impl RawKafka {
             other => return Err(invalid("kafka.compression", other, COMPRESSIONS)),
         };
         let compression_level = compression_level(compression, self.compression_level)?;
-        validate_kafka_extra(&self.extra, &self.extra_env, reserved_kafka_setting)?;
+        let extra = ExtraSettings::validate(Role::Producer, self.extra, self.extra_env)?;
         Ok(KafkaConfig {
             brokers: parse_brokers(&self.brokers)?,
             create_topics: self.create_topics,
@@ -529,8 +533,7 @@ impl RawKafka {
             queue_max_messages: nonzero_i32("kafka.queue_max_messages", self.queue_max_messages)?,
             compression,
             compression_level,
-            extra: self.extra,
-            extra_env: self.extra_env,
+            extra,
         })
     }
 }
@@ -596,57 +599,11 @@ pub(crate) fn socket_addr(key: &str, value: &str) -> Result<SocketAddr, ConfigEr
         .map_err(|_| invalid(key, value, "expected an IP address and a port"))
 }
 
-/// Checks `kafka.extra` and `kafka.extra_env`: no setting `reserved` names, no secret written
-/// in the file, no setting in both, and variable names that are portable.
-pub(crate) fn validate_kafka_extra(
-    extra: &BTreeMap<String, String>,
-    extra_env: &BTreeMap<String, String>,
-    reserved: fn(&str) -> Option<&'static str>,
-) -> Result<(), ConfigError> {
-    for (name, value) in extra {
-        let key = format!("kafka.extra.{name:?}");
-        if let Some(reason) = reserved(name) {
-            return Err(invalid(key, value, reason));
-        }
-        if is_secret_setting(name) {
-            let reason = "a secret: name the variable holding it in kafka.extra_env instead";
-            return Err(invalid(key, NOT_SHOWN, reason));
-        }
-    }
-    for (name, var) in extra_env {
-        let key = format!("kafka.extra_env.{name:?}");
-        if let Some(reason) = reserved(name) {
-            return Err(invalid(key, var, reason));
-        }
-        if extra.contains_key(name) {
-            let reason = format!("kafka.extra.{name:?} is set too");
-            return Err(invalid(key, var, reason));
-        }
-        env_var_name(&key, var)?;
-    }
-    Ok(())
-}
-
 /// Brokers as librdkafka's `bootstrap.servers`: `host:port` joined with commas.
 pub(crate) fn bootstrap_servers(brokers: &[BrokerAddr]) -> String {
     let brokers: Vec<String> = brokers.iter().map(ToString::to_string).collect();
     brokers.join(",")
 }
-
-/// Refuses anything but a portable variable name; the value is not echoed, since a mistaken
-/// value here is most likely the secret itself.
-fn env_var_name(key: &str, name: &str) -> Result<(), ConfigError> {
-    let portable = name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
-        && name.starts_with(|c: char| c.is_ascii_alphabetic() || c == '_');
-    let reason = "expected the name of an environment variable (letters, digits, _)";
-    if !portable {
-        return Err(invalid(key, NOT_SHOWN, reason));
-    }
-    Ok(())
-}
-
-const GUARANTEE: &str = "cannot be overridden: clients get an answer only after an idempotent, \
-                         acks=all delivery";
 
 /// The compression level for `codec`: as written when it is in the codec's range, 1 for zstd
 /// when unset (its own default, 3, costs the collector about a fifth more CPU per event), and
@@ -683,25 +640,6 @@ fn compression_level(codec: Compression, written: Option<i64>) -> Result<Option<
             )),
         },
     }
-}
-
-/// Why `kafka.extra` may not set this librdkafka setting, if it may not.
-fn reserved_kafka_setting(name: &str) -> Option<&'static str> {
-    match name {
-        "enable.idempotence" | "acks" | "request.required.acks" => Some(GUARANTEE),
-        "bootstrap.servers" | "metadata.broker.list" => Some("set by kafka.brokers"),
-        "compression.type" | "compression.codec" => Some("set by kafka.compression"),
-        "compression.level" => Some("set by kafka.compression_level"),
-        "delivery.timeout.ms" | "message.timeout.ms" => Some("set by kafka.delivery_timeout"),
-        "queue.buffering.max.messages" => Some("set by kafka.queue_max_messages"),
-        _ => None,
-    }
-}
-
-/// librdkafka settings that hold a secret (`sasl.password`, `ssl.key.password`,
-/// `sasl.oauthbearer.client.secret`, an inline private key, ...).
-fn is_secret_setting(name: &str) -> bool {
-    name.ends_with("password") || name.contains("secret") || name == "ssl.key.pem"
 }
 
 pub(crate) fn parse_brokers(value: &str) -> Result<Vec<BrokerAddr>, ConfigError> {
@@ -776,7 +714,7 @@ mod tests {
         assert_eq!(c.kafka.queue_max_messages, n32(100_000));
         assert_eq!(c.kafka.compression, Compression::Zstd);
         assert_eq!(c.kafka.compression_level, Some(1));
-        assert!(c.kafka.extra.is_empty() && c.kafka.extra_env.is_empty());
+        assert!(c.kafka.extra.extra().is_empty() && c.kafka.extra.extra_env().is_empty());
         assert_eq!(c.heartbeat.interval, Duration::from_secs(10));
         assert_eq!(c.metrics.addr, addr("127.0.0.1:8888"));
     }
@@ -926,7 +864,8 @@ mod tests {
             "{err}"
         );
         let env = "[kafka.extra_env]\n\"sasl.password\" = \"CANDOR_KAFKA_PASSWORD\"\n";
-        assert_eq!(Config::from_toml_str(env).unwrap().kafka.extra_env.len(), 1);
+        let extra = Config::from_toml_str(env).unwrap().kafka.extra;
+        assert_eq!(extra.extra_env().len(), 1);
         let err = refusal("[otlp]\nauth_token_env = \"s3cr3t-t0ken!\"\n");
         assert!(
             err.contains("otlp.auth_token_env") && !err.contains("s3cr3t"),

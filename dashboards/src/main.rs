@@ -20,6 +20,7 @@ use candor_dashboards::{engine, stream, watch, web};
 use candor_query::kafka_client::KafkaClientSettings;
 use candor_query::store::TableRoot;
 use candor_query::window::{Micros, micros_of, now};
+use candor_service::LogFormat;
 use clap::{Parser, Subcommand};
 
 /// Candor's dashboards and alerting: a separate stack over the outcome stream.
@@ -150,6 +151,9 @@ struct ServeArgs {
     /// Export the adapter's telemetry (notification outcomes) over OTLP/gRPC to this endpoint.
     #[arg(long, env = "CANDOR_DASHBOARDS_OTLP")]
     otlp_endpoint: Option<String>,
+    /// Log format.
+    #[arg(long, value_enum, default_value = "text", env = "CANDOR_LOG_FORMAT")]
+    log_format: LogFormat,
 }
 
 fn micros(duration: Duration) -> Micros {
@@ -175,6 +179,7 @@ fn main() -> anyhow::Result<()> {
     if let Some(Command::ExportRules { file, output, .. }) = &cli.command {
         return export_rules(file.as_deref(), output.as_deref(), limits(&cli.serve));
     }
+    candor_service::init_logs(cli.serve.log_format)?;
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
@@ -327,45 +332,25 @@ async fn serve(args: ServeArgs, limits: impl Fn(&ServeArgs) -> Limits) -> anyhow
         shared: Arc::clone(&shared),
         forensic,
     });
-    eprintln!(
-        "candor-dashboards: listening on http://{} (kafka {}, group {}, tables {})",
-        args.listen, args.kafka, args.group, args.tables
+    tracing::info!(
+        url = %format!("http://{}", args.listen),
+        kafka = %args.kafka,
+        group = %args.group,
+        tables = %args.tables,
+        "dashboards listening"
     );
     axum::serve(listener, web::router(app))
-        .with_graceful_shutdown(shutdown())
+        .with_graceful_shutdown(candor_service::shutdown_signal())
         .await
         .context("serving HTTP")?;
     stop.store(true, Ordering::Relaxed);
     if consumer.join().is_err() {
-        eprintln!("candor-dashboards: the Kafka consumer thread panicked");
+        tracing::error!("the Kafka consumer thread panicked");
     }
     if let Some(telemetry) = telemetry
         && let Err(err) = telemetry.shutdown()
     {
-        eprintln!("candor-dashboards: telemetry not flushed: {err}");
+        tracing::error!(error = %err, "telemetry not flushed");
     }
     Ok(())
-}
-
-async fn shutdown() {
-    let interrupt = tokio::signal::ctrl_c();
-    #[cfg(unix)]
-    {
-        let mut terminate =
-            match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
-                Ok(signal) => signal,
-                Err(_) => {
-                    let _ = interrupt.await;
-                    return;
-                }
-            };
-        tokio::select! {
-            _ = interrupt => {}
-            _ = terminate.recv() => {}
-        }
-    }
-    #[cfg(not(unix))]
-    {
-        let _ = interrupt.await;
-    }
 }

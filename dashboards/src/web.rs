@@ -19,6 +19,7 @@ use axum::http::{StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use candor_query::window::{Micros, now};
+use candor_service::ops::{self, Readiness};
 
 use crate::forensic::{self, ForensicSettings};
 use crate::page::{self, EventsQuery};
@@ -37,8 +38,19 @@ pub struct App {
 /// The default range of the overview.
 const DEFAULT_RANGE: Micros = 60 * 60 * 1_000_000;
 
-/// The router.
+/// The router: the pages and the API, with `/metrics`, `/healthz` and `/readyz` from
+/// [`candor_service::ops`], as every Candor service answers them.
 pub fn router(app: Arc<App>) -> Router {
+    let probes = ops::router(
+        {
+            let shared = Arc::clone(&app.shared);
+            move || crate::metrics::render(&shared, now())
+        },
+        {
+            let shared = Arc::clone(&app.shared);
+            move || readiness(&shared)
+        },
+    );
     Router::new()
         .route("/", get(overview_page))
         .route("/events", get(events_page))
@@ -46,10 +58,8 @@ pub fn router(app: Arc<App>) -> Router {
         .route("/api/events", get(events_json))
         .route("/api/alerts", get(alerts_json))
         .route("/api/health", get(health_json))
-        .route("/metrics", get(metrics))
-        .route("/healthz", get(|| async { "ok\n" }))
-        .route("/readyz", get(ready))
         .with_state(app)
+        .merge(probes)
 }
 
 // The pages run no script and load nothing from elsewhere; the policy says so to the browser,
@@ -195,30 +205,15 @@ async fn health_json(State(app): State<Arc<App>>) -> Response {
     json_value(&serde_json::json!({ "hops": hops }))
 }
 
-async fn metrics(State(app): State<Arc<App>>) -> Response {
-    (
-        [(
-            header::CONTENT_TYPE,
-            "text/plain; version=0.0.4; charset=utf-8",
-        )],
-        crate::metrics::render(&app.shared, now()),
-    )
-        .into_response()
-}
-
-async fn ready(State(app): State<Arc<App>>) -> Response {
-    let at = now();
-    if lock(&app.shared.model).holds_from(at).is_some() {
-        (StatusCode::OK, "ready\n").into_response()
+/// Ready once the model holds data, that is once the stream has read Kafka; else why not.
+fn readiness(shared: &Shared) -> Readiness {
+    if lock(&shared.model).holds_from(now()).is_some() {
+        Readiness::Ready
     } else {
-        let reason = lock(&app.shared.pipeline)
+        let reason = lock(&shared.pipeline)
             .kafka_error
             .clone()
             .unwrap_or_else(|| "the stream has not read Kafka yet".into());
-        (
-            StatusCode::SERVICE_UNAVAILABLE,
-            format!("not ready: {reason}\n"),
-        )
-            .into_response()
+        Readiness::NotReady(reason.into())
     }
 }

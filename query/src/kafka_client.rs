@@ -17,41 +17,21 @@
 //! `[kafka.extra]` and must name the environment variable holding it in `[kafka.extra_env]`.
 //! Variables are read once, when the file is loaded; an unset or empty one stops the program
 //! there, naming the variable, rather than at the first read.
+//!
+//! The rules and their messages are the services' own, from [`candor_kafka`] (the readers'
+//! refused settings are [`Role::Reader`]'s); an error names the file first.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
+use candor_kafka::{ClientSettings, ExtraSettings, Role, SettingsError};
 use rdkafka::config::ClientConfig;
 use serde::Deserialize;
 
-/// Settings a reader's consumers get beyond the brokers and their own fixed ones.
-#[derive(Clone, Default, PartialEq, Eq)]
-pub struct KafkaClientSettings {
-    /// `(setting, value)`, values from `[kafka.extra_env]` already read from the environment.
-    settings: Vec<(String, String)>,
-    /// The settings whose values are secrets: never shown.
-    secret: Vec<String>,
-}
-
-impl std::fmt::Debug for KafkaClientSettings {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        let shown: Vec<(&str, &str)> = self
-            .settings
-            .iter()
-            .map(|(name, value)| {
-                let value = if self.secret.contains(name) {
-                    "<redacted>"
-                } else {
-                    value.as_str()
-                };
-                (name.as_str(), value)
-            })
-            .collect();
-        f.debug_struct("KafkaClientSettings")
-            .field("settings", &shown)
-            .finish()
-    }
-}
+/// Settings a reader's consumers get beyond the brokers and their own fixed ones, values from
+/// `[kafka.extra_env]` already read from the environment. Its `Debug` does not show those.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct KafkaClientSettings(ClientSettings);
 
 /// Why a Kafka client settings file was refused.
 #[derive(Debug, thiserror::Error)]
@@ -74,27 +54,14 @@ pub enum KafkaConfigError {
         /// What the parser said.
         message: String,
     },
-    /// A setting that may not be given here.
-    #[error("{path}: {key} is refused: {reason}")]
-    Refused {
+    /// A setting the readers' rules refuse ([`Role::Reader`]), or a variable named in
+    /// `[kafka.extra_env]` that has no value.
+    #[error("{path}: {error}")]
+    Settings {
         /// The file.
         path: PathBuf,
-        /// The table and setting, e.g. `kafka.extra."sasl.password"`.
-        key: String,
-        /// Why, and what to do instead.
-        reason: String,
-    },
-    /// A variable named in `[kafka.extra_env]` has no value.
-    #[error(
-        "{path}: kafka.extra_env.{setting:?} names the environment variable {variable}, which is unset or empty"
-    )]
-    MissingVariable {
-        /// The file.
-        path: PathBuf,
-        /// The librdkafka setting.
-        setting: String,
-        /// The variable.
-        variable: String,
+        /// Which rule, naming the key.
+        error: SettingsError,
     },
 }
 
@@ -116,8 +83,8 @@ struct Tables {
 
 impl KafkaClientSettings {
     /// Loads `path`, refusing the settings `owned` lists (`(setting, who sets it)`, e.g.
-    /// `("group.id", "set by --group")`) besides the brokers, and reading every variable
-    /// `[kafka.extra_env]` names from the environment.
+    /// `("group.id", "set by --group")`) besides the brokers and the readers' own, and reading
+    /// every variable `[kafka.extra_env]` names from the environment.
     pub fn load(path: &Path, owned: &[(&str, &str)]) -> Result<Self, KafkaConfigError> {
         let text = std::fs::read_to_string(path).map_err(|source| KafkaConfigError::Read {
             path: path.to_path_buf(),
@@ -137,94 +104,26 @@ impl KafkaClientSettings {
             path: path.to_path_buf(),
             message: err.message().to_owned(),
         })?;
-        let refused = |key: String, reason: &str| KafkaConfigError::Refused {
+        let refused = |error| KafkaConfigError::Settings {
             path: path.to_path_buf(),
-            key,
-            reason: reason.to_owned(),
-        };
-        let reserved = |name: &str| match name {
-            "bootstrap.servers" | "metadata.broker.list" => Some("set by --kafka"),
-            _ => owned
-                .iter()
-                .find(|(setting, _)| *setting == name)
-                .map(|(_, by)| *by)
-                .or_else(|| READER_OWNED.contains(&name).then_some(READER_REASON)),
+            error,
         };
         let Tables { extra, extra_env } = file.kafka;
-        let mut settings = Self::default();
-        for (name, value) in extra {
-            let key = format!("kafka.extra.{name:?}");
-            if let Some(reason) = reserved(&name) {
-                return Err(refused(key, reason));
-            }
-            if is_secret_setting(&name) {
-                let reason = "a secret: name the variable holding it in [kafka.extra_env] instead";
-                return Err(refused(key, reason));
-            }
-            settings.settings.push((name, value));
-        }
-        for (name, variable) in extra_env {
-            let key = format!("kafka.extra_env.{name:?}");
-            if let Some(reason) = reserved(&name) {
-                return Err(refused(key, reason));
-            }
-            if settings.settings.iter().any(|(set, _)| *set == name) {
-                return Err(refused(key, "also set in [kafka.extra]"));
-            }
-            let portable = variable
-                .chars()
-                .all(|c| c.is_ascii_alphanumeric() || c == '_')
-                && variable.starts_with(|c: char| c.is_ascii_alphabetic() || c == '_');
-            if !portable {
-                let reason = "expected the name of an environment variable (letters, digits, _)";
-                return Err(refused(key, reason));
-            }
-            let Some(value) = lookup(&variable).filter(|value| !value.is_empty()) else {
-                return Err(KafkaConfigError::MissingVariable {
-                    path: path.to_path_buf(),
-                    setting: name,
-                    variable,
-                });
-            };
-            settings.secret.push(name.clone());
-            settings.settings.push((name, value));
-        }
-        Ok(settings)
+        let settings =
+            ExtraSettings::validate(Role::Reader { owned }, extra, extra_env).map_err(refused)?;
+        settings.resolve_with(lookup).map(Self).map_err(refused)
     }
 
     /// Adds the settings to a fresh client configuration, before the reader's own (which the
     /// file may not name).
     pub fn apply<'a>(&self, config: &'a mut ClientConfig) -> &'a mut ClientConfig {
-        for (name, value) in &self.settings {
-            config.set(name, value);
-        }
-        config
+        self.0.apply(config)
     }
 
     /// Whether no setting was given.
     pub fn is_empty(&self) -> bool {
-        self.settings.is_empty()
+        self.0.is_empty()
     }
-}
-
-/// Settings every reader sets itself: how it reads (assigned partitions, no commits by
-/// librdkafka, end-of-partition events) is what its coverage statement relies on.
-const READER_OWNED: &[&str] = &[
-    "group.id",
-    "client.id",
-    "enable.auto.commit",
-    "enable.auto.offset.store",
-    "enable.partition.eof",
-    "auto.offset.reset",
-    "fetch.wait.max.ms",
-];
-const READER_REASON: &str =
-    "set by the reader itself: its coverage statement relies on how it reads";
-
-/// librdkafka settings that hold a secret (`sasl.password`, `ssl.key.password`,
-/// `sasl.oauthbearer.client.secret`, an inline private key, ...): the same test as the services'.
-fn is_secret_setting(name: &str) -> bool {
-    name.ends_with("password") || name.contains("secret") || name == "ssl.key.pem"
 }
 
 #[cfg(test)]
@@ -285,7 +184,7 @@ mod tests {
             "[kafka.extra]\n\"sasl.username\" = \"u\"\n\
              [kafka.extra_env]\n\"sasl.username\" = \"PASSWORD_VAR\"\n",
         );
-        assert!(twice.contains("also set"), "{twice}");
+        assert!(twice.contains("is set too"), "{twice}");
         let unknown = refusal("[kafka]\nbrokers = \"h:1\"\n");
         assert!(unknown.contains("brokers"), "{unknown}");
     }

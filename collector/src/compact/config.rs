@@ -15,11 +15,11 @@ use std::net::SocketAddr;
 use std::num::NonZeroUsize;
 use std::time::Duration;
 
+use candor_kafka::{ExtraSettings, Role};
 use serde::Deserialize;
 
 use crate::config::{
     BrokerAddr, ConfigError, invalid, nonzero_usize, parse_brokers, parse_duration, socket_addr,
-    validate_kafka_extra,
 };
 
 /// The shortest vacuum retention accepted: a reader's snapshot older than this may lose files
@@ -36,7 +36,7 @@ pub const VACUUM_RETENTION_FLOOR: Duration = Duration::from_secs(3600);
 /// | `kafka.brokers` | `"127.0.0.1:9092"` | bootstrap brokers, comma separated `host:port` |
 /// | `kafka.group_id` | `"candor-compactor"` | the consumer group; instances sharing it share the partitions |
 /// | `kafka.session_timeout` | `"6s"` | librdkafka `session.timeout.ms`: how soon a dead instance's partitions move; a member alone with no partition for three times this joins again |
-/// | `kafka.extra`, `kafka.extra_env` | empty | more librdkafka settings, as for the ingest role |
+/// | `kafka.extra`, `kafka.extra_env` | empty | more librdkafka settings, as for the ingest role; refused there: the consumer settings the compactor sets itself ([`Role::Consumer`]) |
 /// | `files.target_bytes` | `134217728` (128 MiB) | write a file once the buffered rows would make about this much Parquet |
 /// | `files.max_age` | `"60s"` | write at the latest this long after the oldest buffered record arrived |
 /// | `files.max_rows` | `1048576` | write at the latest when this many rows are buffered: the memory bound (about 1 KiB per buffered row) |
@@ -235,10 +235,9 @@ pub struct KafkaConfig {
     pub group_id: String,
     /// librdkafka `session.timeout.ms`.
     pub session_timeout: Duration,
-    /// librdkafka setting → value.
-    pub extra: BTreeMap<String, String>,
-    /// librdkafka setting → environment variable name.
-    pub extra_env: BTreeMap<String, String>,
+    /// `kafka.extra` (librdkafka setting → value) and `kafka.extra_env` (setting → environment
+    /// variable name); [`ExtraSettings::resolve`] reads the variables.
+    pub extra: ExtraSettings,
 }
 
 impl KafkaConfig {
@@ -325,33 +324,13 @@ impl RawKafka {
             ));
         }
         let session_timeout = parse_duration("kafka.session_timeout", &self.session_timeout)?;
-        validate_kafka_extra(&self.extra, &self.extra_env, reserved_setting)?;
+        let extra = ExtraSettings::validate(Role::Consumer, self.extra, self.extra_env)?;
         Ok(KafkaConfig {
             brokers: parse_brokers(&self.brokers)?,
             group_id: self.group_id,
             session_timeout,
-            extra: self.extra,
-            extra_env: self.extra_env,
+            extra,
         })
-    }
-}
-
-/// Why `kafka.extra` may not set this setting of the compactor's consumer, if it may not.
-fn reserved_setting(name: &str) -> Option<&'static str> {
-    match name {
-        "enable.auto.commit" | "enable.auto.offset.store" | "auto.offset.reset" => Some(
-            "cannot be overridden: the compactor's offsets live in the table, Kafka's are a hint",
-        ),
-        "isolation.level" => Some("cannot be overridden: the compactor reads committed records"),
-        "partition.assignment.strategy" | "group.protocol" => Some(
-            "cannot be overridden: the compactor assigns with the eager protocol at the tables' positions",
-        ),
-        "client.id" => Some("set from compactor_id"),
-        "statistics.interval.ms" => Some("set by the compactor (its lag metric)"),
-        "bootstrap.servers" | "metadata.broker.list" => Some("set by kafka.brokers"),
-        "group.id" => Some("set by kafka.group_id"),
-        "session.timeout.ms" => Some("set by kafka.session_timeout"),
-        _ => None,
     }
 }
 

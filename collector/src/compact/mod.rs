@@ -68,7 +68,7 @@ pub struct RunContext {
     /// Names this compactor.
     pub compactor_id: String,
     /// librdkafka settings from `kafka.extra` and the resolved `kafka.extra_env`.
-    pub kafka_extra: BTreeMap<String, String>,
+    pub kafka_extra: candor_kafka::ClientSettings,
     /// Counts everything.
     pub metrics: Arc<CompactMetrics>,
     /// Set while the compactor can commit.

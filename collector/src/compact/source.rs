@@ -235,8 +235,9 @@ pub struct SourceSettings {
     pub session_timeout: Duration,
     /// `client.id`.
     pub client_id: String,
-    /// Further librdkafka settings (values of `extra_env` resolved).
-    pub extra: std::collections::BTreeMap<String, String>,
+    /// Further librdkafka settings (values of `extra_env` resolved; its `Debug` does not show
+    /// them).
+    pub extra: candor_kafka::ClientSettings,
 }
 
 /// Starts the reader thread; it ends on [`Control::Stop`] or when `input` closes.
@@ -248,9 +249,7 @@ pub fn start(
     metrics: Arc<CompactMetrics>,
 ) -> Result<std::thread::JoinHandle<()>, KafkaError> {
     let mut config = rdkafka::ClientConfig::new();
-    for (key, value) in &settings.extra {
-        config.set(key, value);
-    }
+    settings.extra.apply(&mut config);
     let session_ms = settings.session_timeout.as_millis().to_string();
     config
         .set("bootstrap.servers", &settings.bootstrap_servers)

@@ -62,14 +62,17 @@ BINARIES = [
     ("candor-cli", "candor"),
     ("candor-dashboards", "candor-dashboards"),
 ]
-# Where each binary's clap arguments are declared.
+# Where each binary's clap arguments are declared (glob patterns, read as one source): the
+# collector's subcommands take theirs from its role modules.
 CLI_SOURCES = {
-    "candor-collector": "collector/src/main.rs",
-    "candor-dashboards": "dashboards/src/main.rs",
-    "candor": "query/cli/src/main.rs",
+    "candor-collector": ("collector/src/main.rs", "collector/src/role/*.rs"),
+    "candor-dashboards": ("dashboards/src/main.rs",),
+    "candor": ("query/cli/src/main.rs",),
 }
 # The readers' Kafka client settings file (--kafka-config / CANDOR_KAFKA_CONFIG): its Rust loader.
 READER_KAFKA_SOURCE = "query/src/kafka_client.rs"
+# The rules of every Kafka client's extra settings: what each client role reserves.
+KAFKA_SETTINGS_SOURCE = "support/kafka/src/lib.rs"
 READER_BINARIES = ("candor-dashboards", "candor")
 # (binary, subcommand) that never contact Kafka, so need none of its settings, variables or files.
 KAFKA_FREE = {("candor-collector", "maintain"), ("candor-dashboards", "check-rules")}
@@ -330,9 +333,20 @@ def clap_flags(source: str, struct: str) -> tuple[set[str], set[str]]:
     return flags, envs
 
 
+def cli_source(root: Path, binary: str) -> str:
+    """The Rust source of a binary's clap arguments: the files of CLI_SOURCES, joined."""
+    texts = []
+    for pattern in CLI_SOURCES[binary]:
+        paths = sorted(root.glob(pattern))
+        if not paths:
+            raise FileNotFoundError(root / pattern)
+        texts += [path.read_text(encoding="utf-8") for path in paths]
+    return "\n".join(texts)
+
+
 def cli_of(root: Path, binary: str) -> dict[str | None, tuple[set[str], set[str]]]:
     """Subcommand (None for the top level) → (flags, env variables) of a binary."""
-    source = (root / CLI_SOURCES[binary]).read_text(encoding="utf-8")
+    source = cli_source(root, binary)
     out: dict[str | None, tuple[set[str], set[str]]] = {}
     top_flags, top_envs = clap_flags(source, "Cli")
     out[None] = (top_flags, top_envs)
@@ -347,11 +361,13 @@ def cli_of(root: Path, binary: str) -> dict[str | None, tuple[set[str], set[str]
     return out
 
 
-def string_literals_in_fn(source: str, fn: str) -> set[str]:
-    m = re.search(rf"\bfn {fn}\b.*?\n\}}", source, flags=re.S)
+def string_literals_in_match_arm(source: str, arm: str) -> set[str]:
+    """The settings named on the left of `=>` in the `match name` of `Role::reserved`'s arm `arm`
+    (e.g. `Self::Producer`), up to its `_ => None`."""
+    m = re.search(rf"{re.escape(arm)} => match name \{{(.*?)\n\s*_ => None,", source, flags=re.S)
     if not m:
         return set()
-    return {s for line in m.group(0).splitlines() if "=>" in line for s in re.findall(r'"([^"]+)"', line.split("=>")[0])}
+    return {s for line in m.group(1).splitlines() if "=>" in line for s in re.findall(r'"([^"]+)"', line.split("=>")[0])}
 
 
 # --------------------------------------------------------------------------------------------
@@ -1347,14 +1363,14 @@ def rust_schema(source: str, struct: str) -> dict:
 def reader_reserved(root: Path) -> set[str]:
     """The settings a readers' Kafka client settings file may not name: the brokers, the readers'
     own (READER_OWNED) and those each reader passes to KafkaClientSettings::load as its own."""
-    source = (root / READER_KAFKA_SOURCE).read_text(encoding="utf-8")
+    source = (root / KAFKA_SETTINGS_SOURCE).read_text(encoding="utf-8")
     reserved = set()
     owned = re.search(r"const READER_OWNED[^=]*=\s*&\[(.*?)\];", source, flags=re.S)
     brokers = re.search(r'((?:"[^"]+"\s*\|\s*)*"[^"]+")\s*=>\s*Some\("set by --kafka"\)', source)
     if owned and brokers:
         reserved |= set(re.findall(r'"([^"]+)"', owned.group(1))) | set(re.findall(r'"([^"]+)"', brokers.group(1)))
     for binary in READER_BINARIES:
-        main = (root / CLI_SOURCES[binary]).read_text(encoding="utf-8")
+        main = cli_source(root, binary)
         for load in re.finditer(r"KafkaClientSettings::load\(\s*[^,]+,\s*&\[(.*?)\]\s*\)", main, flags=re.S):
             reserved |= set(re.findall(r'\(\s*"([^"]+)"\s*,', load.group(1)))
     return reserved
@@ -1406,9 +1422,10 @@ def check_toml_keys(repo: Repo) -> tuple[list[str], str]:
     collector_src = (repo.root / "collector/src/config.rs").read_text(encoding="utf-8")
     compactor_src = (repo.root / "collector/src/compact/config.rs").read_text(encoding="utf-8")
     reader_src = (repo.root / READER_KAFKA_SOURCE).read_text(encoding="utf-8")
+    settings_src = (repo.root / KAFKA_SETTINGS_SOURCE).read_text(encoding="utf-8")
     kinds = {
-        "collector": (rust_schema(collector_src, "RawConfig"), string_literals_in_fn(collector_src, "reserved_kafka_setting")),
-        "compactor": (rust_schema(compactor_src, "RawCompactConfig"), string_literals_in_fn(compactor_src, "reserved_setting")),
+        "collector": (rust_schema(collector_src, "RawConfig"), string_literals_in_match_arm(settings_src, "Self::Producer")),
+        "compactor": (rust_schema(compactor_src, "RawCompactConfig"), string_literals_in_match_arm(settings_src, "Self::Consumer")),
         "reader": (rust_schema(reader_src, "File"), reader_reserved(repo.root)),
     }
     for kind, (schema, reserved) in kinds.items():

@@ -1,7 +1,6 @@
 //! The producer: every record of a request in flight at once, the request acknowledged only
 //! when Kafka has acknowledged all of them.
 
-use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, PoisonError, RwLock};
 use std::time::Duration;
@@ -18,8 +17,8 @@ use rdkafka::{ClientConfig, util::Timeout};
 use super::encode::KafkaRecord;
 use crate::metrics::CollectorMetrics;
 
-/// What the producer needs to know.
-#[derive(Clone)]
+/// What the producer needs to know. Its `Debug` does not show the secrets `extra` may hold.
+#[derive(Debug, Clone)]
 pub struct ProducerSettings {
     /// `host:port,host:port`.
     pub bootstrap_servers: String,
@@ -34,22 +33,7 @@ pub struct ProducerSettings {
     /// The client id reported to the brokers.
     pub client_id: String,
     /// Further librdkafka settings (SASL, TLS); may not override idempotence or acks.
-    pub extra: BTreeMap<String, String>,
-}
-
-impl std::fmt::Debug for ProducerSettings {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        // `extra` may hold SASL and TLS secrets: only its keys are shown.
-        f.debug_struct("ProducerSettings")
-            .field("bootstrap_servers", &self.bootstrap_servers)
-            .field("delivery_timeout", &self.delivery_timeout)
-            .field("queue_max_messages", &self.queue_max_messages)
-            .field("compression", &self.compression)
-            .field("compression_level", &self.compression_level)
-            .field("client_id", &self.client_id)
-            .field("extra_keys", &self.extra.keys().collect::<Vec<_>>())
-            .finish()
-    }
+    pub extra: candor_kafka::ClientSettings,
 }
 
 /// Why a request's records were not all acknowledged. Every variant but `Refused` is
@@ -464,9 +448,7 @@ fn client_config(settings: &ProducerSettings) -> ClientConfig {
     config
         .set("bootstrap.servers", &settings.bootstrap_servers)
         .set("client.id", &settings.client_id);
-    for (key, value) in &settings.extra {
-        config.set(key, value);
-    }
+    settings.extra.apply(&mut config);
     config
 }
 

@@ -22,19 +22,10 @@ banner() {
     echo "==> [${SECONDS}s] $*"
 }
 
-# System packages the tests need, installed only when missing (apt-get update runs only then).
-install_debian_packages() {
-    local missing=() package
-    for package in "$@"; do
-        dpkg -s "$package" >/dev/null 2>&1 || missing+=("$package")
-    done
-    if ((${#missing[@]} == 0)); then
-        return 0
-    fi
-    banner "apt-get install ${missing[*]}"
-    apt-get update
-    DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends "${missing[@]}"
-}
+# install_debian_packages, ensure_tansu, ensure_python_venv: shared with the stack and the
+# benchmarks, each installing only what is missing.
+# shellcheck source=deploy/local/install.sh
+source deploy/local/install.sh
 
 # Rust tools the stages below call. Each is installed only when absent, so reruns cost nothing.
 ensure_tools() {
@@ -49,29 +40,6 @@ ensure_tools() {
             rustup component add "${component}"
         fi
     done
-}
-
-# The Kafka API broker the end-to-end suites start (the release build takes ~15 minutes once
-# per machine; later runs find it installed).
-ensure_tansu() {
-    if command -v tansu >/dev/null || [[ -x "$HOME/.cargo/bin/tansu" ]]; then
-        return 0
-    fi
-    banner "cargo install tansu"
-    cargo install tansu --locked --features dynostore,libsql
-}
-
-# The official OpenTelemetry Python SDK, a foreign OTLP client for the end-to-end suite, in a
-# venv outside the clone; reinstalled only when the pinned requirements change.
-ensure_python_clients() {
-    local venv="$HOME/.cache/candor-venv" requirements=tests/e2e/clients/requirements.txt
-    if cmp -s "$requirements" "$venv/requirements.txt"; then
-        return 0
-    fi
-    banner "python venv with $requirements"
-    python3 -m venv "$venv"
-    "$venv/bin/pip" install --quiet --disable-pip-version-check -r "$requirements"
-    cp "$requirements" "$venv/requirements.txt"
 }
 
 # Each fresh clone builds the workspace's own crates anew beside the old ones (their hashes
@@ -97,12 +65,11 @@ prune_target
 # run their own Prometheus.
 # chromium, chromium-driver: the dashboards' browser tests (WebDriver through Selenium).
 # kubectl: renders the Kubernetes manifests (kustomize) for the deployment files' checks.
-# libssl-dev and pkg-config build librdkafka with TLS; socat terminates TLS in front of Tansu in
-# the Kafka security test.
-install_debian_packages libssl-dev pkg-config openssl socat curl prometheus chromium chromium-driver kubectl
+# socat terminates TLS in front of Tansu in the Kafka security test.
+install_debian_packages "${CANDOR_BUILD_PACKAGES[@]}" openssl socat curl prometheus chromium chromium-driver kubectl
 ensure_tools
 ensure_tansu
-ensure_python_clients
+ensure_python_venv
 
 banner "promtool check rules + test rules (dashboards/prometheus)"
 promtool check rules dashboards/prometheus/candor.rules.yml
@@ -122,13 +89,18 @@ cargo check -p candor-collector --lib --no-default-features --locked
 banner "cargo clippy"
 cargo clippy --workspace --all-targets --all-features --locked -- -D warnings
 
+# Public items are documented (missing_docs) and their documentation builds without a warning:
+# a broken intra-doc link fails here.
+banner "cargo doc (rustdoc warnings are errors)"
+RUSTDOCFLAGS="-D warnings" cargo doc --workspace --no-deps --all-features --locked
+
 # The end-to-end suite starts the binaries as real processes; a test build does not make them.
 banner "cargo build (binaries the end-to-end suite runs)"
 cargo build --workspace --bins --all-features --locked
 
 # --no-fail-fast: one run reports every failing test, not just the first.
 banner "cargo nextest run"
-cargo nextest run --workspace --all-features --locked --no-fail-fast
+cargo nextest run --profile ci --workspace --all-features --locked --no-fail-fast
 
 # nextest does not run doc tests; the crate-root examples are part of the contract.
 banner "cargo test --doc"

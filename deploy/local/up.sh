@@ -30,25 +30,11 @@ mkdir -p "$data"
 data="$(cd "$data" && pwd)"
 export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$HOME/.cache/candor-target}"
 
-# The build links librdkafka against OpenSSL (TLS and SASL to a real cluster): its headers and
-# pkg-config are the only system packages the stack needs beyond a Rust toolchain.
-missing=()
-for package in libssl-dev pkg-config; do
-    dpkg -s "$package" >/dev/null 2>&1 || missing+=("$package")
-done
-if ((${#missing[@]} > 0)); then
-    echo "installing ${missing[*]}"
-    sudo=()
-    [[ "$(id -u)" == 0 ]] || sudo=(sudo)
-    "${sudo[@]}" apt-get update
-    DEBIAN_FRONTEND=noninteractive "${sudo[@]}" apt-get install -y --no-install-recommends "${missing[@]}"
-fi
-
-if [[ -z "$kafka" ]] && ! command -v tansu >/dev/null && [[ ! -x "$HOME/.cargo/bin/tansu" ]]; then
-    echo "installing Tansu (a release build of about 15 minutes, once per machine)"
-    cargo install tansu --locked --features dynostore,libsql
-fi
-tansu="$(command -v tansu || echo "$HOME/.cargo/bin/tansu")"
+# What the build needs beyond a Rust toolchain, and Tansu unless --kafka names a cluster.
+# shellcheck source=deploy/local/install.sh
+source deploy/local/install.sh
+install_debian_packages "${CANDOR_BUILD_PACKAGES[@]}"
+[[ -n "$kafka" ]] || ensure_tansu
 # One build for every binary, with the same package set as the benchmarks (tests/bench/): cargo
 # unifies features per build, and a different set would compile DataFusion again.
 # CANDOR_BUILD=debug runs the test suite's own debug build instead (the suite's test of this
@@ -57,7 +43,7 @@ if [[ "${CANDOR_BUILD:-release}" == debug ]]; then
     cargo build --locked --workspace --bins --all-features
     bin="$CARGO_TARGET_DIR/debug"
 else
-    cargo build --release --locked -p candor-collector -p candor-e2e -p candor-cli -p candor-dashboards \
+    cargo build --release --locked -p candor-collector -p candor-e2e -p candor-query -p candor-cli -p candor-dashboards \
         --bin candor-collector --bin candor-loadgen --bin candor --bin candor-dashboards
     bin="$CARGO_TARGET_DIR/release"
 fi

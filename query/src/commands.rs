@@ -1031,7 +1031,7 @@ const SERIES_COLUMNS: [&str; 5] = [
 ];
 
 /// `candor reconcile`: per series, the counter's increase between its points against the
-/// terminal events stored in the same span (see [`reconcile`](crate::reconcile)).
+/// terminal events stored in the same span (see [`crate::reconcile`]).
 pub async fn reconcile(
     reader: &Reader,
     query: &ReconcileQuery,

@@ -3,8 +3,16 @@
 
 export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$HOME/.cache/candor-target}"
 bin="$CARGO_TARGET_DIR/release"
-python="${CANDOR_PYTHON:-$HOME/.cache/candor-venv/bin/python}"
-tansu="$(command -v tansu || echo "$HOME/.cargo/bin/tansu")"
+# What the benchmarks run beside Candor, installed when missing: the build's system packages,
+# Tansu, and the Python environment of the independent readers (pyarrow, DuckDB, deltalake).
+# shellcheck source=deploy/local/install.sh
+source deploy/local/install.sh
+install_debian_packages "${CANDOR_BUILD_PACKAGES[@]}"
+ensure_tansu
+if [[ -z "${CANDOR_PYTHON:-}" ]]; then
+    ensure_python_venv
+fi
+python="${CANDOR_PYTHON:-$CANDOR_VENV/bin/python}"
 
 # Every binary in one release build, with the same package set as deploy/local/up.sh: cargo
 # unifies features per build, and a different set would compile DataFusion again. Extra

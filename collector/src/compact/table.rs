@@ -154,7 +154,7 @@ pub struct FileSettings {
 const PAGE_BYTES: usize = 64 * 1024;
 
 /// The Parquet writer properties of a table: zstd, statistics per page, pages of at most
-/// [`PAGE_BYTES`], dictionaries except on the table's high-cardinality columns, its rising
+/// 64 KiB (`PAGE_BYTES`), dictionaries except on the table's high-cardinality columns, its rising
 /// integers as deltas, bloom filters on its lookup columns.
 pub fn writer_properties(table: Table, settings: FileSettings) -> WriterProperties {
     let level = ZstdLevel::try_new(settings.zstd_level).unwrap_or_default();

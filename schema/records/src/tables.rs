@@ -1,7 +1,7 @@
 //! The Delta Lake tables of the pipeline: one per Kafka topic, typed columns, partitioned by date.
 //!
 //! This module is the single source of the tables' Arrow schemas: the compactor writes with them
-//! and the query side reads with them. Column names are the constants of [`column`].
+//! and the query side reads with them. Column names are the constants of [`column`](mod@column).
 //!
 //! - Times are UTC timestamps in microseconds (the records carry nanoseconds; Delta Lake's
 //!   `timestamp` type holds microseconds, so the last three digits are cut).

@@ -1,0 +1,58 @@
+# What a machine needs to build, run and test Candor, installed only when missing. Sourced (not
+# run) by the three entry points, which each ask for what they use:
+#   deploy/local/up.sh     the stack:       install_debian_packages (build), ensure_tansu
+#   tests/run.sh           the tests:       all of them
+#   tests/bench/lib.sh     the benchmarks:  the stack's, plus ensure_python_venv
+# Every step is idempotent: a second run on the same machine installs nothing.
+
+candor_install_banner() {
+    if declare -F banner >/dev/null; then
+        banner "$@"
+    else
+        echo "==> $*"
+    fi
+}
+
+# Debian packages, installed in one apt-get run (and `apt-get update` only then). Not as root,
+# through sudo.
+install_debian_packages() {
+    local missing=() package
+    for package in "$@"; do
+        dpkg -s "$package" >/dev/null 2>&1 || missing+=("$package")
+    done
+    ((${#missing[@]} > 0)) || return 0
+    local sudo=()
+    [[ "$(id -u)" == 0 ]] || sudo=(sudo)
+    candor_install_banner "apt-get install ${missing[*]}"
+    "${sudo[@]}" apt-get update
+    DEBIAN_FRONTEND=noninteractive "${sudo[@]}" apt-get install -y --no-install-recommends "${missing[@]}"
+}
+
+# What building Candor needs beyond a Rust toolchain: librdkafka links OpenSSL (TLS and SASL to
+# a real cluster), found through pkg-config.
+CANDOR_BUILD_PACKAGES=(libssl-dev pkg-config)
+
+# The Kafka API broker of the local stack, the tests and the benchmarks (a release build of
+# about 15 minutes, once per machine). `tansu` is its path afterwards.
+ensure_tansu() {
+    if ! command -v tansu >/dev/null && [[ ! -x "$HOME/.cargo/bin/tansu" ]]; then
+        candor_install_banner "cargo install tansu (a release build of about 15 minutes, once per machine)"
+        cargo install tansu --locked --features dynostore,libsql
+    fi
+    tansu="$(command -v tansu || echo "$HOME/.cargo/bin/tansu")"
+}
+
+# The Python environment of the end-to-end suite and the benchmarks (the OpenTelemetry SDK as a
+# foreign client, deltalake, pyarrow and DuckDB as independent readers, Selenium, the deployment
+# checks), in a venv outside the clone; made again only when the pinned requirements change.
+CANDOR_VENV="${CANDOR_VENV:-$HOME/.cache/candor-venv}"
+ensure_python_venv() {
+    local requirements=tests/e2e/clients/requirements.txt
+    if cmp -s "$requirements" "$CANDOR_VENV/requirements.txt"; then
+        return 0
+    fi
+    candor_install_banner "python venv with $requirements"
+    python3 -m venv "$CANDOR_VENV"
+    "$CANDOR_VENV/bin/pip" install --quiet --disable-pip-version-check -r "$requirements"
+    cp "$requirements" "$CANDOR_VENV/requirements.txt"
+}

@@ -70,6 +70,8 @@ install_debian_packages "${CANDOR_BUILD_PACKAGES[@]}" openssl socat curl prometh
 ensure_tools
 ensure_tansu
 ensure_python_venv
+# The end-to-end harness runs this Python (CANDOR_PYTHON), wherever CANDOR_VENV put the venv.
+export CANDOR_PYTHON="${CANDOR_PYTHON:-$CANDOR_VENV/bin/python}"
 
 banner "promtool check rules + test rules (dashboards/prometheus)"
 promtool check rules dashboards/prometheus/candor.rules.yml

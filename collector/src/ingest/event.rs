@@ -3,9 +3,8 @@
 
 use std::borrow::Cow;
 
-use candor_records::proto::{OutcomeEvent, RECORD_SCHEMA_VERSION};
+use candor_records::proto::{EventFields, OutcomeEvent, RECORD_SCHEMA_VERSION};
 use candor_schema::{FailureKind, OutcomeClass, RetryAction};
-use prost::encoding::{WireType, encode_key, encode_varint};
 
 /// A valid `tool.outcome` event: the fields of its [`OutcomeEvent`] record, with the texts
 /// borrowed from the request (or owned, where redaction or a bound changed them) and the ids
@@ -16,10 +15,10 @@ pub struct OutcomeEventRef<'a> {
     /// Deterministic from the OTLP content: a client's retry of the same export gets the same
     /// id.
     pub event_id: [u8; 16],
-    /// The span's trace id, 16 bytes.
-    pub trace_id: &'a [u8],
-    /// The span's id, 8 bytes.
-    pub span_id: &'a [u8],
+    /// The span's trace id.
+    pub trace_id: [u8; 16],
+    /// The span's id.
+    pub span_id: [u8; 8],
     /// The event's time, Unix nanoseconds.
     pub event_time_unix_nano: u64,
     /// The resource's `service.name`, bounded.
@@ -64,140 +63,69 @@ pub struct OutcomeEventRef<'a> {
 
 impl From<&OutcomeEventRef<'_>> for OutcomeEvent {
     fn from(event: &OutcomeEventRef<'_>) -> Self {
-        let text = |value: &Option<Cow<'_, str>>| value.as_deref().map(str::to_owned);
-        OutcomeEvent {
-            schema_version: RECORD_SCHEMA_VERSION,
-            event_id: hex(&event.event_id),
-            trace_id: hex(event.trace_id),
-            span_id: hex(event.span_id),
-            event_time_unix_nano: event.event_time_unix_nano,
-            service_name: event.service_name.clone().into_owned(),
-            service_instance_id: event.service_instance_id.clone().into_owned(),
-            outcome_class: event.outcome_class.as_str().to_owned(),
-            tool_name: event.tool_name.to_owned(),
-            tool_target: event.tool_target.clone().into_owned(),
-            failure_kind: event.failure_kind.as_str().to_owned(),
-            retry_action: event.retry_action.as_str().to_owned(),
-            retry_attempt: event.retry_attempt,
-            retry_max_attempts: event.retry_max_attempts,
-            retry_backoff_ms: event.retry_backoff_ms,
-            http_status_code: event.http_status_code,
-            error_type: text(&event.error_type),
-            partial_returned: event.partial_returned,
-            partial_expected: event.partial_expected,
-            coverage: text(&event.coverage),
-            dropped: text(&event.dropped),
-            authority: text(&event.authority),
-            received_time_unix_nano: event.received_time_unix_nano,
-            collector_id: event.collector_id.to_owned(),
-        }
+        event.fields(&mut IdTexts::default()).to_record()
     }
 }
 
 impl OutcomeEventRef<'_> {
-    /// The [`OutcomeEvent`] record's protobuf, written field by field from the borrowed event:
-    /// byte for byte what prost writes for the owned record (tested below), without first
-    /// copying every text into a record of its own.
+    /// The [`OutcomeEvent`] record's protobuf, written from the borrowed event: byte for byte
+    /// what prost writes for the owned record, without first copying every text into a record
+    /// of its own.
     pub fn encode(&self) -> Vec<u8> {
-        let texts = [
-            self.service_name.len(),
-            self.service_instance_id.len(),
-            self.tool_name.len(),
-            self.tool_target.len(),
-            self.collector_id.len(),
-        ];
-        let optional = [
-            &self.error_type,
-            &self.coverage,
-            &self.dropped,
-            &self.authority,
-        ];
-        // The fixed fields and the tags take under 200 bytes; with the texts, one allocation.
-        let capacity = 200
-            + texts.iter().sum::<usize>()
-            + optional
-                .iter()
-                .flat_map(|text| text.as_deref())
-                .map(str::len)
-                .sum::<usize>();
-        let mut out = Fields(Vec::with_capacity(capacity));
-        out.varint(1, u64::from(RECORD_SCHEMA_VERSION));
-        out.hex(2, &self.event_id);
-        out.hex(3, self.trace_id);
-        out.hex(4, self.span_id);
-        out.fixed64(5, self.event_time_unix_nano);
-        out.string(6, &self.service_name);
-        out.string(7, &self.service_instance_id);
-        out.string(8, self.outcome_class.as_str());
-        out.string(9, self.tool_name);
-        out.string(10, &self.tool_target);
-        out.string(11, self.failure_kind.as_str());
-        out.string(12, self.retry_action.as_str());
-        out.varint(13, u64::from(self.retry_attempt));
-        out.varint(14, u64::from(self.retry_max_attempts));
-        out.optional_varint(15, self.retry_backoff_ms);
-        out.optional_varint(16, self.http_status_code.map(u64::from));
-        out.optional_string(17, self.error_type.as_deref());
-        out.optional_varint(18, self.partial_returned);
-        out.optional_varint(19, self.partial_expected);
-        out.optional_string(20, self.coverage.as_deref());
-        out.optional_string(21, self.dropped.as_deref());
-        out.optional_string(22, self.authority.as_deref());
-        out.fixed64(23, self.received_time_unix_nano);
-        out.string(24, self.collector_id);
-        out.0
+        self.fields(&mut IdTexts::default()).encode()
+    }
+
+    /// The record's fields, borrowed from the event, its ids written as hex into `ids`.
+    fn fields<'b>(&'b self, ids: &'b mut IdTexts) -> EventFields<&'b str> {
+        let IdTexts {
+            event_id,
+            trace_id,
+            span_id,
+        } = ids;
+        EventFields {
+            schema_version: RECORD_SCHEMA_VERSION,
+            event_id: hex_into(&self.event_id, event_id),
+            trace_id: hex_into(&self.trace_id, trace_id),
+            span_id: hex_into(&self.span_id, span_id),
+            event_time_unix_nano: self.event_time_unix_nano,
+            service_name: &self.service_name,
+            service_instance_id: &self.service_instance_id,
+            outcome_class: self.outcome_class.as_str(),
+            tool_name: self.tool_name,
+            tool_target: &self.tool_target,
+            failure_kind: self.failure_kind.as_str(),
+            retry_action: self.retry_action.as_str(),
+            retry_attempt: self.retry_attempt,
+            retry_max_attempts: self.retry_max_attempts,
+            retry_backoff_ms: self.retry_backoff_ms,
+            http_status_code: self.http_status_code,
+            error_type: self.error_type.as_deref(),
+            partial_returned: self.partial_returned,
+            partial_expected: self.partial_expected,
+            coverage: self.coverage.as_deref(),
+            dropped: self.dropped.as_deref(),
+            authority: self.authority.as_deref(),
+            received_time_unix_nano: self.received_time_unix_nano,
+            collector_id: self.collector_id,
+        }
     }
 }
 
-/// A protobuf message written field by field, in tag order, as prost writes it: a plain proto3
-/// field at its default value (zero, empty) is left out, an `optional` one is written whenever
-/// present.
-struct Fields(Vec<u8>);
+/// Room for an event's ids as hex, on the stack.
+#[derive(Default)]
+struct IdTexts {
+    event_id: [u8; 32],
+    trace_id: [u8; 32],
+    span_id: [u8; 16],
+}
 
-impl Fields {
-    fn varint(&mut self, tag: u32, value: u64) {
-        if value != 0 {
-            self.optional_varint(tag, Some(value));
-        }
+/// `bytes` as lowercase hex, written into `out`, which holds two digits a byte.
+fn hex_into<'b, const N: usize, const D: usize>(bytes: &[u8; N], out: &'b mut [u8; D]) -> &'b str {
+    for (slot, digit) in out.iter_mut().zip(hex_digits(bytes)) {
+        *slot = digit;
     }
-
-    fn optional_varint(&mut self, tag: u32, value: Option<u64>) {
-        if let Some(value) = value {
-            encode_key(tag, WireType::Varint, &mut self.0);
-            encode_varint(value, &mut self.0);
-        }
-    }
-
-    fn fixed64(&mut self, tag: u32, value: u64) {
-        if value != 0 {
-            encode_key(tag, WireType::SixtyFourBit, &mut self.0);
-            self.0.extend_from_slice(&value.to_le_bytes());
-        }
-    }
-
-    fn string(&mut self, tag: u32, value: &str) {
-        if !value.is_empty() {
-            self.optional_string(tag, Some(value));
-        }
-    }
-
-    fn optional_string(&mut self, tag: u32, value: Option<&str>) {
-        if let Some(value) = value {
-            encode_key(tag, WireType::LengthDelimited, &mut self.0);
-            encode_varint(value.len() as u64, &mut self.0);
-            self.0.extend_from_slice(value.as_bytes());
-        }
-    }
-
-    /// `bytes` as a lowercase hex string.
-    fn hex(&mut self, tag: u32, bytes: &[u8]) {
-        if bytes.is_empty() {
-            return;
-        }
-        encode_key(tag, WireType::LengthDelimited, &mut self.0);
-        encode_varint(2 * bytes.len() as u64, &mut self.0);
-        self.0.extend(hex_digits(bytes));
-    }
+    // Hex digits are ASCII, so always UTF-8: the default is never returned.
+    std::str::from_utf8(out).unwrap_or_default()
 }
 
 /// `bytes` as a lowercase hex string.
@@ -231,8 +159,8 @@ pub(crate) mod tests {
     ) -> OutcomeEventRef<'a> {
         OutcomeEventRef {
             event_id: [0xab; 16],
-            trace_id: &[1; 16],
-            span_id: &[2; 8],
+            trace_id: [1; 16],
+            span_id: [2; 8],
             event_time_unix_nano: 1_800_000_000_123_456_789,
             service_name: Cow::Borrowed("checkout"),
             service_instance_id: Cow::Owned(String::new()),

@@ -641,18 +641,24 @@ fn outcome_event<'a>(
     received: &Received<'a>,
     scratch: &mut Vec<u8>,
 ) -> Result<OutcomeEventRef<'a>, Refusal> {
-    if trace_id.len() != 16 || trace_id.iter().all(|b| *b == 0) {
-        return Err(refuse(
-            RejectReason::InvalidTraceId,
-            format!("trace id of {} bytes", trace_id.len()),
-        ));
-    }
-    if span_id.len() != 8 || span_id.iter().all(|b| *b == 0) {
-        return Err(refuse(
-            RejectReason::InvalidSpanId,
-            format!("span id of {} bytes", span_id.len()),
-        ));
-    }
+    let trace: [u8; 16] = match trace_id.try_into() {
+        Ok(id) if id != [0; 16] => id,
+        _ => {
+            return Err(refuse(
+                RejectReason::InvalidTraceId,
+                format!("trace id of {} bytes", trace_id.len()),
+            ));
+        }
+    };
+    let span: [u8; 8] = match span_id.try_into() {
+        Ok(id) if id != [0; 8] => id,
+        _ => {
+            return Err(refuse(
+                RejectReason::InvalidSpanId,
+                format!("span id of {} bytes", span_id.len()),
+            ));
+        }
+    };
     if event.time_unix_nano == 0 {
         return Err(refuse(RejectReason::MissingTime, "the event has no time"));
     }
@@ -727,8 +733,8 @@ fn outcome_event<'a>(
     let text = |key| attributes.string(key).map(|value| value.map(Cow::Borrowed));
     Ok(OutcomeEventRef {
         event_id: event_id(service, trace_id, span_id, event, scratch),
-        trace_id,
-        span_id,
+        trace_id: trace,
+        span_id: span,
         event_time_unix_nano: event.time_unix_nano,
         service_name: service.name.clone(),
         service_instance_id: service.instance.clone(),

@@ -2,8 +2,9 @@
 //!
 //! [`candor_schema`] holds the contract (vocabularies, envelope, wire names); this crate holds
 //! what the pipeline stores under it:
-//! - [`proto`]: the versioned protobuf records of the Kafka topics
-//!   (`proto/candor/v1/records.proto`), generated at build time by a pure-Rust compiler;
+//! - [`proto`]: the versioned protobuf records of the Kafka topics, each declared once
+//!   ([`record`] says what follows from a declaration; `proto/candor/v1/records.proto` is
+//!   rendered from them);
 //! - [`tables`] (feature `rows`): the Delta tables' Arrow schemas, partitioning and Parquet
 //!   column policy;
 //! - [`rows`] (feature `rows`): a Kafka record into a typed row of its table (or a `rejected`
@@ -27,6 +28,7 @@
 //! ```
 
 pub mod proto;
+pub mod record;
 #[cfg(feature = "rows")]
 pub mod rows;
 #[cfg(feature = "stores")]

@@ -1,15 +1,306 @@
-//! The protobuf records of the pipeline's Kafka topics (`schema/records/proto/candor/v1/records.proto`).
+//! The records of the pipeline's Kafka topics, each declared once ([`crate::record`]).
 //!
 //! Every record carries `schema_version`; [`RECORD_SCHEMA_VERSION`] is the version written here.
+//! Strings that belong to a closed vocabulary (class, kind, action) carry the wire spellings of
+//! candor-schema; the collector validates them before producing and readers validate them again.
+//! Times are Unix nanoseconds in UTC. Trace and span ids are lower-case hex.
+//!
+//! `proto/candor/v1/records.proto` is these declarations as protobuf source, for readers of the
+//! topics in other languages: [`render_proto`] writes it, and a test keeps the committed file
+//! equal to it.
 
-#![allow(missing_docs)] // generated code; the documentation is in the .proto file
-
-include!(concat!(env!("OUT_DIR"), "/candor.v1.rs"));
+use crate::record::{Declaration, record};
 
 /// The `schema_version` of records written by this build.
 pub const RECORD_SCHEMA_VERSION: u32 = 1;
 
-/// Serialises bytes as text (invalid UTF-8 replaced), for the JSON copy kept with a rejection.
-pub fn bytes_as_text<S: serde::Serializer>(bytes: &[u8], serializer: S) -> Result<S::Ok, S::Error> {
-    serializer.serialize_str(&String::from_utf8_lossy(bytes))
+record! {
+    /// One `tool.outcome` span event: an AccessFailure attempt or a Partial.
+    /// Topic `candor.outcome-events.v1`, keyed by `tool_target`.
+    row OutcomeEvent, view EventFields, columns EventColumns {
+        /// Deterministic from the OTLP content: a client's retry of the same export gives the
+        /// same id.
+        event_id: string = 2 => EVENT_ID as Text,
+        /// The span's trace id.
+        trace_id: string = 3 => TRACE_ID as Text,
+        /// The span's id.
+        span_id: string = 4 => SPAN_ID as Text,
+        /// When the event happened.
+        event_time_unix_nano: fixed64 = 5 => EVENT_TIME as Time,
+        /// The sender's `service.name`.
+        service_name: string = 6 => SERVICE_NAME as Text,
+        /// The sender's `service.instance.id`; empty when it has none.
+        service_instance_id: string = 7 => SERVICE_INSTANCE_ID as Text,
+        /// `access_failure` or `partial`.
+        outcome_class: string = 8 => OUTCOME_CLASS as Text,
+        /// `tool.name`.
+        tool_name: string = 9 => TOOL_NAME as Text,
+        /// `tool.target`, credentials removed.
+        tool_target: string = 10 => TOOL_TARGET as Text,
+        /// `tool.failure.kind`.
+        failure_kind: string = 11 => FAILURE_KIND as Text,
+        /// `tool.retry.action`.
+        retry_action: string = 12 => RETRY_ACTION as Text,
+        /// `tool.retry.attempt`, from 1.
+        retry_attempt: uint32 = 13 => RETRY_ATTEMPT as Long,
+        /// `tool.retry.max_attempts`.
+        retry_max_attempts: uint32 = 14 => RETRY_MAX_ATTEMPTS as Long,
+        /// `tool.retry.backoff_ms`, when another attempt follows.
+        retry_backoff_ms: uint64 optional = 15 => RETRY_BACKOFF_MS as OptLong,
+        /// `http.response.status_code`, when there was a response.
+        http_status_code: uint32 optional = 16 => HTTP_STATUS_CODE as OptInt,
+        /// `error.type`, credentials removed.
+        error_type: string optional = 17 => ERROR_TYPE as OptText,
+        /// `tool.partial.returned`.
+        partial_returned: uint64 optional = 18 => PARTIAL_RETURNED as OptLong,
+        /// `tool.partial.expected`.
+        partial_expected: uint64 optional = 19 => PARTIAL_EXPECTED as OptLong,
+        /// `tool.coverage`, credentials removed.
+        coverage: string optional = 20 => COVERAGE as OptText,
+        /// `tool.dropped`, credentials removed.
+        dropped: string optional = 21 => DROPPED as OptText,
+        /// `tool.authority`, credentials removed.
+        authority: string optional = 22 => AUTHORITY as OptText,
+        /// When the collector received the request.
+        received_time_unix_nano: fixed64 = 23 => RECEIVED_TIME as Time,
+        /// The collector that received it.
+        collector_id: string = 24 => COLLECTOR_ID as Text,
+    }
+}
+
+record! {
+    /// One data point of the `tool.outcomes` counter.
+    /// Topic `candor.outcome-counts.v1`, keyed by `tool_target`.
+    row OutcomeCount, view CountFields, columns CountColumns {
+        /// Deterministic from the OTLP content, like `OutcomeEvent.event_id`.
+        point_id: string = 2 => POINT_ID as Text,
+        /// The sender's `service.name`.
+        service_name: string = 3 => SERVICE_NAME as Text,
+        /// The sender's `service.instance.id`; empty when it has none.
+        service_instance_id: string = 4 => SERVICE_INSTANCE_ID as Text,
+        /// `tool.name`.
+        tool_name: string = 5 => TOOL_NAME as Text,
+        /// `tool.target`, credentials removed.
+        tool_target: string = 6 => TOOL_TARGET as Text,
+        /// The outcome class counted.
+        outcome_class: string = 7 => OUTCOME_CLASS as Text,
+        /// The start of the point's interval.
+        start_time_unix_nano: fixed64 = 8 => START_TIME as Time,
+        /// The point's time.
+        time_unix_nano: fixed64 = 9 => TIME as Time,
+        /// The count, as sent.
+        value: uint64 = 10 => VALUE as Long,
+        /// How the count aggregates over time, as sent.
+        temporality: int32(Temporality) = 11 => TEMPORALITY as TemporalityText,
+        /// When the collector received the request.
+        received_time_unix_nano: fixed64 = 12 => RECEIVED_TIME as Time,
+        /// The collector that received it.
+        collector_id: string = 13 => COLLECTOR_ID as Text,
+    }
+}
+
+record! {
+    /// Input the collector refused. Topic `candor.rejected.v1`.
+    message Rejected {
+        /// A member of the collector's closed set of rejection reasons, e.g. `unknown_class`.
+        reason: string = 2,
+        /// What exactly was wrong, e.g. the attribute and (a bounded copy of) its value.
+        detail: string = 3,
+        /// `traces` or `metrics`.
+        signal: string = 4,
+        /// The sender's `service.name`, when known.
+        service_name: string = 5,
+        /// A bounded copy of the offending event or data point, JSON-encoded.
+        input: bytes = 6,
+        /// Whether `input` was cut to the bound.
+        input_truncated: bool = 7,
+        /// When the collector received the request.
+        received_time_unix_nano: fixed64 = 8,
+        /// The collector that refused it.
+        collector_id: string = 9,
+        /// How many events or data points this record stands for: 1, or the number past
+        /// `limits.max_events_per_request` in one request (one record for all of them).
+        count: uint64 = 10,
+    }
+}
+
+record! {
+    /// A collector's liveness record. Topic `candor.heartbeats.v1`, keyed by `collector_id`.
+    row Heartbeat, view HeartbeatFields, columns HeartbeatColumns {
+        /// The collector's id.
+        collector_id: string = 2 => COLLECTOR_ID as Text,
+        /// When the heartbeat was sent.
+        time_unix_nano: fixed64 = 3 => TIME as Time,
+        /// When the collector started.
+        started_time_unix_nano: fixed64 = 4 => STARTED_TIME as Time,
+        /// The heartbeat interval.
+        interval_ms: uint64 = 5 => INTERVAL_MS as Long,
+        /// Events accepted since the previous heartbeat.
+        accepted_events: uint64 = 6 => ACCEPTED_EVENTS as Long,
+        /// Counter points accepted since the previous heartbeat.
+        accepted_counts: uint64 = 7 => ACCEPTED_COUNTS as Long,
+        /// Events and points refused since the previous heartbeat.
+        rejected: uint64 = 8 => REJECTED_RECORDS as Long,
+    }
+}
+
+/// How a count data point aggregates over time, as sent.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, ::prost::Enumeration)]
+#[repr(i32)]
+pub enum Temporality {
+    /// Not stated by the sender.
+    Unspecified = 0,
+    /// Each point counts its own interval.
+    Delta = 1,
+    /// Each point counts from the start time.
+    Cumulative = 2,
+}
+
+impl Temporality {
+    /// Every value with its protobuf name, for the `.proto` source.
+    const VALUES: [(&'static str, Temporality); 3] = [
+        ("TEMPORALITY_UNSPECIFIED", Temporality::Unspecified),
+        ("TEMPORALITY_DELTA", Temporality::Delta),
+        ("TEMPORALITY_CUMULATIVE", Temporality::Cumulative),
+    ];
+}
+
+/// Every record, in the order of the `.proto` source.
+pub const RECORDS: [Declaration; 4] = [
+    OutcomeEvent::DECLARATION,
+    OutcomeCount::DECLARATION,
+    Rejected::DECLARATION,
+    Heartbeat::DECLARATION,
+];
+
+/// The records as protobuf source: `proto/candor/v1/records.proto`.
+pub fn render_proto() -> String {
+    let mut out = String::from(
+        "// Records that Candor's pipeline writes to Kafka. Version 1.\n\
+         // Generated from schema/records/src/proto.rs, where each record is declared once;\n\
+         // a test keeps this file equal to it.\n\
+         //\n\
+         // Strings that belong to a closed vocabulary (class, kind, action) carry the wire\n\
+         // spellings of candor-schema; the collector validates them before producing and readers\n\
+         // validate them again. Times are Unix nanoseconds in UTC. Trace and span ids are\n\
+         // lower-case hex.\n\
+         \n\
+         syntax = \"proto3\";\n\
+         \n\
+         package candor.v1;\n",
+    );
+    let comment = |out: &mut String, indent: &str, lines: &[&str]| {
+        for line in lines {
+            out.push_str(&format!("{indent}//{line}\n"));
+        }
+    };
+    for record in RECORDS {
+        out.push('\n');
+        comment(&mut out, "", record.doc);
+        out.push_str(&format!("message {} {{\n", record.name));
+        for field in record.fields {
+            comment(&mut out, "  ", field.doc);
+            let optional = if field.optional { "optional " } else { "" };
+            out.push_str(&format!(
+                "  {optional}{} {} = {};\n",
+                field.proto_type, field.name, field.tag
+            ));
+        }
+        out.push_str("}\n");
+        if record.name == "OutcomeEvent" {
+            out.push_str(
+                "\n// How a count data point aggregates over time, as sent.\nenum Temporality {\n",
+            );
+            for (name, value) in Temporality::VALUES {
+                out.push_str(&format!("  {name} = {};\n", value as i32));
+            }
+            out.push_str("}\n");
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use prost::Message as _;
+
+    use super::*;
+
+    #[test]
+    fn the_committed_proto_file_is_the_declarations() {
+        let committed = include_str!("../proto/candor/v1/records.proto");
+        let rendered = render_proto();
+        assert!(
+            committed == rendered,
+            "schema/records/proto/candor/v1/records.proto differs from the declarations; \
+             write it again with `cargo test -p candor-records --lib -- --ignored write_proto`:\n{rendered}"
+        );
+    }
+
+    /// Writes the `.proto` file from the declarations.
+    #[test]
+    #[ignore = "writes schema/records/proto/candor/v1/records.proto"]
+    #[allow(clippy::disallowed_methods)] // a developer's command, not the contract
+    fn write_proto() {
+        let path = concat!(env!("CARGO_MANIFEST_DIR"), "/proto/candor/v1/records.proto");
+        std::fs::write(path, render_proto()).unwrap();
+    }
+
+    #[test]
+    fn tags_are_distinct_and_rise() {
+        for record in RECORDS {
+            let tags: Vec<u32> = record.fields.iter().map(|field| field.tag).collect();
+            assert!(
+                tags.windows(2).all(|w| w[0] < w[1]),
+                "{}: {tags:?}",
+                record.name
+            );
+            assert_eq!(tags[0], 1, "{}", record.name);
+        }
+    }
+
+    #[test]
+    fn counts_and_heartbeats_are_written_and_read_as_prost_does() {
+        let count = OutcomeCount {
+            schema_version: 1,
+            point_id: "p".into(),
+            tool_target: "é/../x".into(),
+            start_time_unix_nano: 7,
+            value: u64::MAX,
+            temporality: -3,
+            collector_id: "c".into(),
+            ..Default::default()
+        };
+        let bytes = CountFields::of(&count).encode();
+        assert_eq!(bytes, count.encode_to_vec());
+        let view = CountFields::<&str>::parse(&bytes).expect("parses");
+        assert_eq!(view.to_record(), count);
+        let beat = Heartbeat {
+            schema_version: 1,
+            collector_id: "c".into(),
+            time_unix_nano: 1,
+            accepted_events: 300,
+            ..Default::default()
+        };
+        let bytes = HeartbeatFields::of(&beat).encode();
+        assert_eq!(bytes, beat.encode_to_vec());
+        assert_eq!(
+            HeartbeatFields::<&[u8]>::parse(&bytes).map(|view| view.accepted_events),
+            Some(300)
+        );
+    }
+
+    #[test]
+    fn records_print_as_json_with_bytes_as_text() {
+        let rejected = Rejected {
+            reason: "unknown_class".into(),
+            input: b"{\"a\":\xff}".to_vec(),
+            count: 2,
+            ..Default::default()
+        };
+        let json = serde_json::to_value(&rejected).unwrap();
+        assert_eq!(json["input"], "{\"a\":\u{fffd}}");
+        assert_eq!(json["count"], 2);
+        assert_eq!(json["schema_version"], 0);
+    }
 }

@@ -9,14 +9,16 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use crate::proto::{Heartbeat, OutcomeCount, Rejected, Temporality};
+use crate::proto::{
+    CountColumns, CountFields, EventColumns, Heartbeat, HeartbeatColumns, HeartbeatFields,
+    OutcomeCount, Rejected, Temporality,
+};
+use crate::record::columns::{micros, timestamps};
 use crate::tables::{Arrival, RejectedSource, Table};
-use arrow_array::builder::{Int32Builder, Int64Builder, NullBufferBuilder};
 use arrow_array::{
     ArrayRef, BinaryArray, BooleanArray, Date32Array, Int32Array, Int64Array, RecordBatch,
-    StringArray, TimestampMicrosecondArray,
+    StringArray,
 };
-use arrow_buffer::{Buffer, OffsetBuffer, ScalarBuffer};
 use arrow_schema::ArrowError;
 use candor_schema::vocab::OutcomeClass;
 use prost::Message as _;
@@ -331,17 +333,6 @@ where
         .map_err(|err| refuse(reason, err.to_string()))
 }
 
-/// Nanoseconds since the epoch to microseconds, as stored (sub-microsecond digits are cut).
-fn micros(nanos: u64) -> i64 {
-    // u64 nanoseconds / 1000 is below 2^54, which always fits in an i64.
-    i64::try_from(nanos / 1000).unwrap_or(i64::MAX)
-}
-
-/// A u64 that [`check`] proved fits in an i64.
-fn checked(value: u64) -> i64 {
-    i64::try_from(value).unwrap_or(i64::MAX)
-}
-
 /// The UTC day of a time in microseconds, as days since the epoch (the `date` column).
 pub fn day(micros: i64) -> i32 {
     // i64 micros / a day's micros is within ±1.1e8, which fits in an i32.
@@ -392,9 +383,9 @@ pub fn sort(rows: &mut [&(Meta, Row)]) {
 pub fn to_batch(table: Table, rows: &[&(Meta, Row)]) -> Result<RecordBatch, ArrowError> {
     let mut columns: Vec<ArrayRef> = match table {
         Table::OutcomeEvents => event_columns(rows)?,
-        Table::OutcomeCounts => count_columns(rows),
+        Table::OutcomeCounts => count_columns(rows)?,
         Table::Rejected => rejected_columns(rows),
-        Table::Heartbeats => heartbeat_columns(rows),
+        Table::Heartbeats => heartbeat_columns(rows)?,
     };
     let metas: Vec<(&Meta, &Row)> = rows
         .iter()
@@ -417,7 +408,7 @@ pub fn to_batch(table: Table, rows: &[&(Meta, Row)]) -> Result<RecordBatch, Arro
         Arc::new(Int64Array::from_iter_values(
             metas.iter().map(|(meta, _)| meta.offset),
         )),
-        timestamps(metas.iter().map(|(meta, _)| meta.kafka_micros)),
+        timestamps(metas.iter().map(|(meta, _)| meta.kafka_micros).collect()),
         Arc::new(StringArray::from_iter_values(
             metas.iter().map(|(meta, _)| meta.arrival.as_str()),
         )),
@@ -432,10 +423,6 @@ fn checked_i32(version: u32) -> i32 {
     i32::try_from(version).unwrap_or(i32::MAX)
 }
 
-fn timestamps(values: impl Iterator<Item = i64>) -> ArrayRef {
-    Arc::new(TimestampMicrosecondArray::from_iter_values(values).with_timezone("UTC"))
-}
-
 fn strings<'a>(values: impl Iterator<Item = &'a str>) -> ArrayRef {
     Arc::new(StringArray::from_iter_values(values))
 }
@@ -447,94 +434,20 @@ fn longs(values: impl Iterator<Item = i64>) -> ArrayRef {
 /// The event columns, built in one pass over the rows: a column at a time would visit every
 /// event once per column, each visit following the row's box to memory of its own.
 fn event_columns(rows: &[&(Meta, Row)]) -> Result<Vec<ArrayRef>, ArrowError> {
-    let n = rows.len();
     let first = rows.iter().find_map(|(_, row)| match row {
         Row::Event(event) => Some(event.fields()),
         _ => None,
     });
-    // Sized from the first event's texts: ids and most others are alike in length.
-    let sized = |text: for<'e> fn(&EventBytes<'e>) -> Option<&'e [u8]>| {
-        let len = first.as_ref().and_then(text).map_or(0, <[u8]>::len);
-        TextColumn::with_capacity(n, n * len + 1024)
-    };
-    let mut event_id = sized(|e| Some(e.event_id));
-    let mut trace_id = sized(|e| Some(e.trace_id));
-    let mut span_id = sized(|e| Some(e.span_id));
-    let mut service = sized(|e| Some(e.service_name));
-    let mut instance = sized(|e| Some(e.service_instance_id));
-    let mut class = sized(|e| Some(e.outcome_class));
-    let mut tool = sized(|e| Some(e.tool_name));
-    let mut target = sized(|e| Some(e.tool_target));
-    let mut kind = sized(|e| Some(e.failure_kind));
-    let mut action = sized(|e| Some(e.retry_action));
-    let mut error_type = sized(|e| e.error_type);
-    let mut coverage = sized(|e| e.coverage);
-    let mut dropped = sized(|e| e.dropped);
-    let mut authority = sized(|e| e.authority);
-    let mut collector = sized(|e| Some(e.collector_id));
-    let (mut event_time, mut received) = (Vec::with_capacity(n), Vec::with_capacity(n));
-    let (mut attempt, mut max_attempts) = (Vec::with_capacity(n), Vec::with_capacity(n));
-    let mut backoff = Int64Builder::with_capacity(n);
-    let mut status = Int32Builder::with_capacity(n);
-    let mut returned = Int64Builder::with_capacity(n);
-    let mut expected = Int64Builder::with_capacity(n);
+    let mut columns = EventColumns::with_capacity(rows.len(), first.as_ref());
     for (at, (_, row)) in rows.iter().enumerate() {
         if at % WARM_AHEAD == 0 {
             warm(rows.get(at + WARM_AHEAD..).unwrap_or_default());
         }
-        let Row::Event(e) = row else {
-            continue;
-        };
-        let e = e.fields();
-        event_id.append(e.event_id);
-        trace_id.append(e.trace_id);
-        span_id.append(e.span_id);
-        event_time.push(micros(e.event_time_unix_nano));
-        service.append(e.service_name);
-        instance.append(e.service_instance_id);
-        class.append(e.outcome_class);
-        tool.append(e.tool_name);
-        target.append(e.tool_target);
-        kind.append(e.failure_kind);
-        action.append(e.retry_action);
-        attempt.push(i64::from(e.retry_attempt));
-        max_attempts.push(i64::from(e.retry_max_attempts));
-        backoff.append_option(e.retry_backoff_ms.map(checked));
-        status.append_option(e.http_status_code.map(checked_i32));
-        error_type.append_option(e.error_type);
-        returned.append_option(e.partial_returned.map(checked));
-        expected.append_option(e.partial_expected.map(checked));
-        coverage.append_option(e.coverage);
-        dropped.append_option(e.dropped);
-        authority.append_option(e.authority);
-        received.push(micros(e.received_time_unix_nano));
-        collector.append(e.collector_id);
+        if let Row::Event(event) = row {
+            columns.push(&event.fields());
+        }
     }
-    Ok(vec![
-        event_id.finish()?,
-        trace_id.finish()?,
-        span_id.finish()?,
-        timestamps(event_time.into_iter()),
-        service.finish()?,
-        instance.finish()?,
-        class.finish()?,
-        tool.finish()?,
-        target.finish()?,
-        kind.finish()?,
-        action.finish()?,
-        longs(attempt.into_iter()),
-        longs(max_attempts.into_iter()),
-        Arc::new(backoff.finish()),
-        Arc::new(status.finish()),
-        error_type.finish()?,
-        Arc::new(returned.finish()),
-        Arc::new(expected.finish()),
-        coverage.finish()?,
-        dropped.finish()?,
-        authority.finish()?,
-        timestamps(received.into_iter()),
-        collector.finish()?,
-    ])
+    columns.finish()
 }
 
 /// Rows read ahead of the one being built, in one go.
@@ -555,94 +468,14 @@ fn warm(rows: &[&(Meta, Row)]) {
     std::hint::black_box(sum);
 }
 
-/// A string column built from texts given as bytes, checked as UTF-8 once, as a whole, when it
-/// is finished: checking each short text on its own took longer than building the column.
-struct TextColumn {
-    offsets: Vec<i32>,
-    values: Vec<u8>,
-    nulls: NullBufferBuilder,
-    /// Set when the values passed what an `i32` offset reaches; `finish` then refuses.
-    overflow: bool,
-}
-
-impl TextColumn {
-    fn with_capacity(rows: usize, bytes: usize) -> Self {
-        let mut offsets = Vec::with_capacity(rows + 1);
-        offsets.push(0);
-        Self {
-            offsets,
-            values: Vec::with_capacity(bytes),
-            nulls: NullBufferBuilder::new(rows),
-            overflow: false,
+fn count_columns(rows: &[&(Meta, Row)]) -> Result<Vec<ArrayRef>, ArrowError> {
+    let mut columns = CountColumns::with_capacity(rows.len(), None::<&CountFields<&str>>);
+    for (_, row) in rows {
+        if let Row::Count(count) = row {
+            columns.push(&CountFields::of(count));
         }
     }
-
-    fn append(&mut self, text: &[u8]) {
-        self.values.extend_from_slice(text);
-        self.end_value();
-        self.nulls.append_non_null();
-    }
-
-    fn append_option(&mut self, text: Option<&[u8]>) {
-        match text {
-            Some(text) => self.append(text),
-            None => {
-                self.end_value();
-                self.nulls.append_null();
-            }
-        }
-    }
-
-    fn end_value(&mut self) {
-        let end = i32::try_from(self.values.len()).unwrap_or_else(|_| {
-            self.overflow = true;
-            i32::MAX
-        });
-        self.offsets.push(end);
-    }
-
-    fn finish(mut self) -> Result<ArrayRef, ArrowError> {
-        if self.overflow {
-            return Err(ArrowError::OffsetOverflowError(self.values.len()));
-        }
-        // Offsets start at 0 and never fall: `OffsetBuffer::new` would panic otherwise.
-        let offsets = OffsetBuffer::new(ScalarBuffer::from(self.offsets));
-        // `try_new` checks that the values are UTF-8 and that every offset falls between
-        // characters.
-        let array =
-            StringArray::try_new(offsets, Buffer::from_vec(self.values), self.nulls.finish())?;
-        Ok(Arc::new(array))
-    }
-}
-
-fn count_columns(rows: &[&(Meta, Row)]) -> Vec<ArrayRef> {
-    let counts: Vec<&OutcomeCount> = rows
-        .iter()
-        .filter_map(|(_, row)| match row {
-            Row::Count(count) => Some(&**count),
-            _ => None,
-        })
-        .collect();
-    let c = || counts.iter().copied();
-    let temporality = |value: i32| match Temporality::try_from(value) {
-        Ok(Temporality::Delta) => "delta",
-        Ok(Temporality::Cumulative) => "cumulative",
-        _ => "unspecified",
-    };
-    vec![
-        strings(c().map(|c| c.point_id.as_str())),
-        strings(c().map(|c| c.service_name.as_str())),
-        strings(c().map(|c| c.service_instance_id.as_str())),
-        strings(c().map(|c| c.tool_name.as_str())),
-        strings(c().map(|c| c.tool_target.as_str())),
-        strings(c().map(|c| c.outcome_class.as_str())),
-        timestamps(c().map(|c| micros(c.start_time_unix_nano))),
-        timestamps(c().map(|c| micros(c.time_unix_nano))),
-        longs(c().map(|c| checked(c.value))),
-        strings(c().map(|c| temporality(c.temporality))),
-        timestamps(c().map(|c| micros(c.received_time_unix_nano))),
-        strings(c().map(|c| c.collector_id.as_str())),
-    ]
+    columns.finish()
 }
 
 fn rejected_columns(rows: &[&(Meta, Row)]) -> Vec<ArrayRef> {
@@ -667,30 +500,20 @@ fn rejected_columns(rows: &[&(Meta, Row)]) -> Vec<ArrayRef> {
             r().map(|r| Some(r.input_truncated)),
         )),
         longs(r().map(|r| r.count)),
-        timestamps(r().map(|r| r.received_micros)),
+        timestamps(r().map(|r| r.received_micros).collect()),
         strings(r().map(|r| r.collector_id.as_str())),
         strings(r().map(|r| r.topic)),
     ]
 }
 
-fn heartbeat_columns(rows: &[&(Meta, Row)]) -> Vec<ArrayRef> {
-    let beats: Vec<&Heartbeat> = rows
-        .iter()
-        .filter_map(|(_, row)| match row {
-            Row::Heartbeat(beat) => Some(&**beat),
-            _ => None,
-        })
-        .collect();
-    let h = || beats.iter().copied();
-    vec![
-        strings(h().map(|h| h.collector_id.as_str())),
-        timestamps(h().map(|h| micros(h.time_unix_nano))),
-        timestamps(h().map(|h| micros(h.started_time_unix_nano))),
-        longs(h().map(|h| checked(h.interval_ms))),
-        longs(h().map(|h| checked(h.accepted_events))),
-        longs(h().map(|h| checked(h.accepted_counts))),
-        longs(h().map(|h| checked(h.rejected))),
-    ]
+fn heartbeat_columns(rows: &[&(Meta, Row)]) -> Result<Vec<ArrayRef>, ArrowError> {
+    let mut columns = HeartbeatColumns::with_capacity(rows.len(), None::<&HeartbeatFields<&str>>);
+    for (_, row) in rows {
+        if let Row::Heartbeat(beat) = row {
+            columns.push(&HeartbeatFields::of(beat));
+        }
+    }
+    columns.finish()
 }
 
 #[cfg(test)]

@@ -1,7 +1,10 @@
 //! The Delta Lake tables of the pipeline: one per Kafka topic, typed columns, partitioned by date.
 //!
-//! This module is the single source of the tables' Arrow schemas: the compactor writes with them
-//! and the query side reads with them. Column names are the constants of [`column`](mod@column).
+//! The compactor writes with these schemas and the query side reads with them. The columns of
+//! `outcome_events`, `outcome_counts` and `heartbeats` are those of their records' declarations
+//! ([`crate::proto`]), followed by the Kafka columns every table has; `rejected` holds both the
+//! collector's and the compactor's refusals and is declared here. Column names are the
+//! constants of [`column`](mod@column).
 //!
 //! - Times are UTC timestamps in microseconds (the records carry nanoseconds; Delta Lake's
 //!   `timestamp` type holds microseconds, so the last three digits are cut).
@@ -26,6 +29,7 @@ use std::sync::Arc;
 
 use arrow_schema::{DataType, Field, Schema, SchemaRef, TimeUnit};
 
+use crate::proto::{CountColumns, EventColumns, HeartbeatColumns};
 use candor_schema::names;
 
 /// Column names of the tables.
@@ -284,45 +288,8 @@ impl Table {
     /// The table's Arrow schema.
     pub fn schema(self) -> SchemaRef {
         let mut fields = match self {
-            Self::OutcomeEvents => vec![
-                text(column::EVENT_ID),
-                text(column::TRACE_ID),
-                text(column::SPAN_ID),
-                time(column::EVENT_TIME),
-                text(column::SERVICE_NAME),
-                text(column::SERVICE_INSTANCE_ID),
-                text(column::OUTCOME_CLASS),
-                text(column::TOOL_NAME),
-                text(column::TOOL_TARGET),
-                text(column::FAILURE_KIND),
-                text(column::RETRY_ACTION),
-                long(column::RETRY_ATTEMPT),
-                long(column::RETRY_MAX_ATTEMPTS),
-                optional(long(column::RETRY_BACKOFF_MS)),
-                optional(Field::new(column::HTTP_STATUS_CODE, DataType::Int32, false)),
-                optional(text(column::ERROR_TYPE)),
-                optional(long(column::PARTIAL_RETURNED)),
-                optional(long(column::PARTIAL_EXPECTED)),
-                optional(text(column::COVERAGE)),
-                optional(text(column::DROPPED)),
-                optional(text(column::AUTHORITY)),
-                time(column::RECEIVED_TIME),
-                text(column::COLLECTOR_ID),
-            ],
-            Self::OutcomeCounts => vec![
-                text(column::POINT_ID),
-                text(column::SERVICE_NAME),
-                text(column::SERVICE_INSTANCE_ID),
-                text(column::TOOL_NAME),
-                text(column::TOOL_TARGET),
-                text(column::OUTCOME_CLASS),
-                time(column::START_TIME),
-                time(column::TIME),
-                long(column::VALUE),
-                text(column::TEMPORALITY),
-                time(column::RECEIVED_TIME),
-                text(column::COLLECTOR_ID),
-            ],
+            Self::OutcomeEvents => EventColumns::fields(),
+            Self::OutcomeCounts => CountColumns::fields(),
             Self::Rejected => vec![
                 text(column::SOURCE),
                 text(column::REASON),
@@ -336,15 +303,7 @@ impl Table {
                 text(column::COLLECTOR_ID),
                 text(column::TOPIC),
             ],
-            Self::Heartbeats => vec![
-                text(column::COLLECTOR_ID),
-                time(column::TIME),
-                time(column::STARTED_TIME),
-                long(column::INTERVAL_MS),
-                long(column::ACCEPTED_EVENTS),
-                long(column::ACCEPTED_COUNTS),
-                long(column::REJECTED_RECORDS),
-            ],
+            Self::Heartbeats => HeartbeatColumns::fields(),
         };
         // A record the compactor could not decode has no schema version.
         let version_nullable = self == Self::Rejected;
@@ -374,10 +333,6 @@ fn time(name: &str) -> Field {
         DataType::Timestamp(TimeUnit::Microsecond, Some("UTC".into())),
         false,
     )
-}
-
-fn optional(field: Field) -> Field {
-    field.with_nullable(true)
 }
 
 /// A row's time against the Kafka timestamp of its record: far in the past or the future is

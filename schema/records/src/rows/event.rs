@@ -17,42 +17,7 @@ use super::{Refusal, long, micros, refuse, version};
 use crate::proto::OutcomeEvent;
 use candor_schema::vocab::{FailureKind, OutcomeClass, RetryAction, UnknownValue};
 
-/// Protobuf wire types of the record's fields.
-const VARINT: u64 = 0;
-const FIXED64: u64 = 1;
-const LENGTH_DELIMITED: u64 = 2;
-
-/// The fields of an `OutcomeEvent` record, with the texts borrowed from its bytes as `T`. The
-/// names and meanings are those of [`OutcomeEvent`]; an absent text is empty, as prost decodes
-/// it.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-#[allow(missing_docs)]
-pub struct EventFields<T> {
-    pub schema_version: u32,
-    pub event_id: T,
-    pub trace_id: T,
-    pub span_id: T,
-    pub event_time_unix_nano: u64,
-    pub service_name: T,
-    pub service_instance_id: T,
-    pub outcome_class: T,
-    pub tool_name: T,
-    pub tool_target: T,
-    pub failure_kind: T,
-    pub retry_action: T,
-    pub retry_attempt: u32,
-    pub retry_max_attempts: u32,
-    pub retry_backoff_ms: Option<u64>,
-    pub http_status_code: Option<u32>,
-    pub error_type: Option<T>,
-    pub partial_returned: Option<u64>,
-    pub partial_expected: Option<u64>,
-    pub coverage: Option<T>,
-    pub dropped: Option<T>,
-    pub authority: Option<T>,
-    pub received_time_unix_nano: u64,
-    pub collector_id: T,
-}
+pub use crate::proto::EventFields;
 
 /// An event's fields with its texts as `&str`.
 pub type EventView<'a> = EventFields<&'a str>;
@@ -62,145 +27,32 @@ pub type EventView<'a> = EventFields<&'a str>;
 /// column's at once. Checking each text on its own cost more than building its column.
 pub type EventBytes<'a> = EventFields<&'a [u8]>;
 
-/// Where [`parse_keyed`] found the two texts a row is looked up and sorted by.
+/// Where the two texts a row is looked up and sorted by lie in its record's bytes.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 struct Keys {
     event_id: Range<usize>,
     tool_target: Range<usize>,
 }
 
-/// How a text field is read from a record's bytes.
-trait Text<'a>: Sized + Copy + Default {
-    /// The text of these bytes; `None` when they are not one.
-    fn read(bytes: &'a [u8]) -> Option<Self>;
-}
-
-impl<'a> Text<'a> for &'a str {
-    fn read(bytes: &'a [u8]) -> Option<Self> {
-        std::str::from_utf8(bytes).ok()
-    }
-}
-
-impl<'a> Text<'a> for &'a [u8] {
-    fn read(bytes: &'a [u8]) -> Option<Self> {
-        Some(bytes)
-    }
-}
-
-/// Reads the fields, their texts as `T`, with where the keys lie; see [`EventView::parse`].
-fn parse_keyed<'a, T: Text<'a>>(bytes: &'a [u8]) -> Option<(EventFields<T>, Keys)> {
-    let mut view = EventFields::<T>::default();
-    let mut keys = Keys::default();
-    let mut reader = Reader { bytes, at: 0 };
-    while reader.at < bytes.len() {
-        let key = reader.varint()?;
-        match (key >> 3, key & 7) {
-            (1, VARINT) => view.schema_version = reader.uint32()?,
-            (2, LENGTH_DELIMITED) => {
-                let (text, range) = reader.text::<T>()?;
-                view.event_id = text;
-                keys.event_id = range;
-            }
-            (3, LENGTH_DELIMITED) => view.trace_id = reader.text::<T>()?.0,
-            (4, LENGTH_DELIMITED) => view.span_id = reader.text::<T>()?.0,
-            (5, FIXED64) => view.event_time_unix_nano = reader.fixed64()?,
-            (6, LENGTH_DELIMITED) => view.service_name = reader.text::<T>()?.0,
-            (7, LENGTH_DELIMITED) => view.service_instance_id = reader.text::<T>()?.0,
-            (8, LENGTH_DELIMITED) => view.outcome_class = reader.text::<T>()?.0,
-            (9, LENGTH_DELIMITED) => view.tool_name = reader.text::<T>()?.0,
-            (10, LENGTH_DELIMITED) => {
-                let (text, range) = reader.text::<T>()?;
-                view.tool_target = text;
-                keys.tool_target = range;
-            }
-            (11, LENGTH_DELIMITED) => view.failure_kind = reader.text::<T>()?.0,
-            (12, LENGTH_DELIMITED) => view.retry_action = reader.text::<T>()?.0,
-            (13, VARINT) => view.retry_attempt = reader.uint32()?,
-            (14, VARINT) => view.retry_max_attempts = reader.uint32()?,
-            (15, VARINT) => view.retry_backoff_ms = Some(reader.varint()?),
-            (16, VARINT) => view.http_status_code = Some(reader.uint32()?),
-            (17, LENGTH_DELIMITED) => view.error_type = Some(reader.text::<T>()?.0),
-            (18, VARINT) => view.partial_returned = Some(reader.varint()?),
-            (19, VARINT) => view.partial_expected = Some(reader.varint()?),
-            (20, LENGTH_DELIMITED) => view.coverage = Some(reader.text::<T>()?.0),
-            (21, LENGTH_DELIMITED) => view.dropped = Some(reader.text::<T>()?.0),
-            (22, LENGTH_DELIMITED) => view.authority = Some(reader.text::<T>()?.0),
-            (23, FIXED64) => view.received_time_unix_nano = reader.fixed64()?,
-            (24, LENGTH_DELIMITED) => view.collector_id = reader.text::<T>()?.0,
-            _ => return None,
-        }
-    }
-    Some((view, keys))
-}
-
-impl<'a> EventView<'a> {
-    /// Reads a record whose every field is a known one with its own wire type and whose every
-    /// text is UTF-8; `None` for anything else, which prost then decodes or refuses. Where it
-    /// answers, the answer is prost's: a field that occurs again replaces the earlier value, and
-    /// a `uint32` keeps the low 32 bits of its varint.
-    pub fn parse(bytes: &'a [u8]) -> Option<Self> {
-        parse_keyed(bytes).map(|(view, _)| view)
-    }
-
-    /// The view of an owned record.
-    pub fn of(record: &'a OutcomeEvent) -> Self {
+impl Keys {
+    /// Where `fields`, read from `bytes`, found the keys.
+    fn of(bytes: &[u8], fields: &EventBytes<'_>) -> Self {
         Self {
-            schema_version: record.schema_version,
-            event_id: &record.event_id,
-            trace_id: &record.trace_id,
-            span_id: &record.span_id,
-            event_time_unix_nano: record.event_time_unix_nano,
-            service_name: &record.service_name,
-            service_instance_id: &record.service_instance_id,
-            outcome_class: &record.outcome_class,
-            tool_name: &record.tool_name,
-            tool_target: &record.tool_target,
-            failure_kind: &record.failure_kind,
-            retry_action: &record.retry_action,
-            retry_attempt: record.retry_attempt,
-            retry_max_attempts: record.retry_max_attempts,
-            retry_backoff_ms: record.retry_backoff_ms,
-            http_status_code: record.http_status_code,
-            error_type: record.error_type.as_deref(),
-            partial_returned: record.partial_returned,
-            partial_expected: record.partial_expected,
-            coverage: record.coverage.as_deref(),
-            dropped: record.dropped.as_deref(),
-            authority: record.authority.as_deref(),
-            received_time_unix_nano: record.received_time_unix_nano,
-            collector_id: &record.collector_id,
+            event_id: within(bytes, fields.event_id),
+            tool_target: within(bytes, fields.tool_target),
         }
     }
+}
 
-    /// The owned record.
-    pub fn to_record(&self) -> OutcomeEvent {
-        OutcomeEvent {
-            schema_version: self.schema_version,
-            event_id: self.event_id.to_owned(),
-            trace_id: self.trace_id.to_owned(),
-            span_id: self.span_id.to_owned(),
-            event_time_unix_nano: self.event_time_unix_nano,
-            service_name: self.service_name.to_owned(),
-            service_instance_id: self.service_instance_id.to_owned(),
-            outcome_class: self.outcome_class.to_owned(),
-            tool_name: self.tool_name.to_owned(),
-            tool_target: self.tool_target.to_owned(),
-            failure_kind: self.failure_kind.to_owned(),
-            retry_action: self.retry_action.to_owned(),
-            retry_attempt: self.retry_attempt,
-            retry_max_attempts: self.retry_max_attempts,
-            retry_backoff_ms: self.retry_backoff_ms,
-            http_status_code: self.http_status_code,
-            error_type: self.error_type.map(str::to_owned),
-            partial_returned: self.partial_returned,
-            partial_expected: self.partial_expected,
-            coverage: self.coverage.map(str::to_owned),
-            dropped: self.dropped.map(str::to_owned),
-            authority: self.authority.map(str::to_owned),
-            received_time_unix_nano: self.received_time_unix_nano,
-            collector_id: self.collector_id.to_owned(),
-        }
+/// Where `part`, a slice of `whole`, lies in it.
+fn within(whole: &[u8], part: &[u8]) -> Range<usize> {
+    if part.is_empty() {
+        // An absent text is no slice of `whole`.
+        return 0..0;
     }
+    // `part` was read from `whole`, so its address lies within `whole`'s.
+    let start = (part.as_ptr() as usize).saturating_sub(whole.as_ptr() as usize);
+    start..start + part.len()
 }
 
 impl<T: AsRef<[u8]>> EventFields<T> {
@@ -232,86 +84,6 @@ impl<T: AsRef<[u8]>> EventFields<T> {
     }
 }
 
-impl EventBytes<'_> {
-    /// Whether every text is UTF-8. Most are ASCII, which is checked a word at a time; a short
-    /// text's UTF-8 check goes byte by byte.
-    fn texts_are_utf8(&self) -> bool {
-        let utf8 = |text: &[u8]| text.is_ascii() || std::str::from_utf8(text).is_ok();
-        [
-            self.event_id,
-            self.trace_id,
-            self.span_id,
-            self.service_name,
-            self.service_instance_id,
-            self.outcome_class,
-            self.tool_name,
-            self.tool_target,
-            self.failure_kind,
-            self.retry_action,
-            self.collector_id,
-        ]
-        .into_iter()
-        .chain(self.error_type)
-        .chain(self.coverage)
-        .chain(self.dropped)
-        .chain(self.authority)
-        .all(utf8)
-    }
-}
-
-/// A cursor over a record's bytes.
-struct Reader<'a> {
-    bytes: &'a [u8],
-    at: usize,
-}
-
-impl<'a> Reader<'a> {
-    /// A varint as prost reads it: at most ten bytes, the tenth at most 1.
-    fn varint(&mut self) -> Option<u64> {
-        // Most are one byte: every key of fields 1 to 15 and every length below 128.
-        let first = *self.bytes.get(self.at)?;
-        if first < 0x80 {
-            self.at += 1;
-            return Some(u64::from(first));
-        }
-        let mut value = 0_u64;
-        for shift in (0..64).step_by(7) {
-            let byte = *self.bytes.get(self.at)?;
-            self.at += 1;
-            if shift == 63 && byte > 1 {
-                return None;
-            }
-            value |= u64::from(byte & 0x7f) << shift;
-            if byte < 0x80 {
-                return Some(value);
-            }
-        }
-        None
-    }
-
-    /// A `uint32`: the low 32 bits of a varint, as prost keeps them.
-    fn uint32(&mut self) -> Option<u32> {
-        self.varint()
-            .map(|value| (value & u64::from(u32::MAX)) as u32)
-    }
-
-    fn fixed64(&mut self) -> Option<u64> {
-        let end = self.at.checked_add(8)?;
-        let bytes: [u8; 8] = self.bytes.get(self.at..end)?.try_into().ok()?;
-        self.at = end;
-        Some(u64::from_le_bytes(bytes))
-    }
-
-    /// A length-delimited text, read as `T`, and where it lies.
-    fn text<T: Text<'a>>(&mut self) -> Option<(T, Range<usize>)> {
-        let len = usize::try_from(self.varint()?).ok()?;
-        let range = self.at..self.at.checked_add(len)?;
-        let text = T::read(self.bytes.get(range.clone())?)?;
-        self.at = range.end;
-        Some((text, range))
-    }
-}
-
 /// An `outcome_events` row: the record's bytes, which met the contract when read, with its id,
 /// target and time at hand for deduplication and sorting.
 #[derive(Clone, PartialEq, Eq)]
@@ -325,9 +97,10 @@ pub struct Event {
 impl Event {
     /// Decodes and checks a record; a refused record's bytes come back with the refusal.
     pub(super) fn decode(bytes: Vec<u8>) -> Result<Self, (Refusal, Vec<u8>)> {
-        if let Some((fields, keys)) = parse_keyed::<&[u8]>(&bytes)
+        if let Some(fields) = EventBytes::parse(&bytes)
             && fields.texts_are_utf8()
         {
+            let keys = Keys::of(&bytes, &fields);
             let (time_micros, schema_version) =
                 (micros(fields.event_time_unix_nano), fields.schema_version);
             return match fields.check() {
@@ -355,8 +128,8 @@ impl Event {
         let bytes = record.encode_to_vec();
         // prost writes known fields with their own wire types and UTF-8 texts, all of which
         // `parse` takes (`prost_encodings_always_parse`): the default is never used.
-        let keys = parse_keyed::<&str>(&bytes)
-            .map(|(_, keys)| keys)
+        let keys = EventBytes::parse(&bytes)
+            .map(|fields| Keys::of(&bytes, &fields))
             .unwrap_or_default();
         Self {
             bytes: bytes.into_boxed_slice(),
@@ -377,9 +150,7 @@ impl Event {
     /// was made: for code that checks a whole column of them at once.
     pub fn fields(&self) -> EventBytes<'_> {
         // As in `view`: the default is never returned.
-        parse_keyed::<&[u8]>(&self.bytes)
-            .map(|(fields, _)| fields)
-            .unwrap_or_default()
+        EventBytes::parse(&self.bytes).unwrap_or_default()
     }
 
     /// The owned record.
@@ -399,7 +170,7 @@ impl Event {
 
     /// `tool_target` as the bytes it is stored as (UTF-8, checked when the row was made).
     pub(super) fn target_bytes(&self) -> &[u8] {
-        // The range lies within these bytes, found by `parse_keyed`.
+        // The range lies within these bytes, found by `Keys::of`.
         self.bytes
             .get(self.keys.tool_target.clone())
             .unwrap_or_default()

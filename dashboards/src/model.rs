@@ -17,7 +17,7 @@
 use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
 use std::sync::Arc;
 
-use candor_query::rates::{ClassCounts, cumulative_increase, key};
+use candor_query::rates::{ClassCounts, cumulative_increase, id_key, key};
 use candor_query::window::Micros;
 use candor_records::proto::{Heartbeat, OutcomeCount, Temporality};
 use candor_records::rows::{EventView, Meta, Row};
@@ -375,7 +375,7 @@ impl Model {
 
     fn apply_event(&mut self, meta: &Meta, event: &EventView<'_>, now: Micros) {
         if !self.event_ids.insert(
-            key(&[event.event_id]),
+            id_key(event.event_id),
             meta.kafka_micros,
             self.settings.dedupe_window,
         ) {
@@ -413,7 +413,7 @@ impl Model {
 
     fn apply_count(&mut self, meta: &Meta, count: &OutcomeCount, now: Micros) {
         if !self.point_ids.insert(
-            key(&[&count.point_id]),
+            id_key(&count.point_id),
             meta.kafka_micros,
             self.settings.dedupe_window,
         ) {

@@ -63,34 +63,7 @@ pub fn key(parts: &[&str]) -> u128 {
 /// The key of a record id: the id itself when it is the 32 lower-case hex digits the collector
 /// writes (exact, and no hashing per row), otherwise [`key`] of it.
 pub fn id_key(id: &str) -> u128 {
-    lower_hex_128(id).unwrap_or_else(|| key(&[id]))
-}
-
-/// The value of exactly 32 lower-case hex digits; `None` for anything else. Without a branch
-/// per digit: a table gives each byte's value, or a flag in its high bits when it is no digit.
-fn lower_hex_128(text: &str) -> Option<u128> {
-    const NOT_A_DIGIT: u8 = 0xf0;
-    const DIGITS: [u8; 256] = {
-        let mut table = [NOT_A_DIGIT; 256];
-        let mut digit = 0;
-        while digit < 16 {
-            table[b"0123456789abcdef"[digit] as usize] = digit as u8;
-            digit += 1;
-        }
-        table
-    };
-    let bytes: &[u8; 32] = text.as_bytes().try_into().ok()?;
-    let mut flags = 0u8;
-    let mut half = |digits: &[u8]| {
-        digits.iter().fold(0u64, |value, &byte| {
-            let digit = DIGITS[usize::from(byte)];
-            flags |= digit;
-            (value << 4) | u64::from(digit & 0x0f)
-        })
-    };
-    let high = half(&bytes[..16]);
-    let low = half(&bytes[16..]);
-    (flags & NOT_A_DIGIT == 0).then(|| (u128::from(high) << 64) | u128::from(low))
+    candor_records::ids::hex_128(id).unwrap_or_else(|| key(&[id]))
 }
 
 /// A set of [`id_key`]s (already uniform, so a fast hasher suffices).

@@ -63,19 +63,7 @@ enum IdKey<'a> {
 
 impl<'a> IdKey<'a> {
     fn of(id: &'a str) -> Self {
-        if id.len() != 32 {
-            return Self::Text(id);
-        }
-        let mut value = 0u128;
-        for byte in id.bytes() {
-            let digit = match byte {
-                b'0'..=b'9' => byte - b'0',
-                b'a'..=b'f' => byte - b'a' + 10,
-                _ => return Self::Text(id),
-            };
-            value = (value << 4) | u128::from(digit);
-        }
-        Self::Hex(value)
+        candor_records::ids::hex_128(id).map_or(Self::Text(id), Self::Hex)
     }
 }
 

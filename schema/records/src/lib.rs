@@ -2,6 +2,7 @@
 //!
 //! [`candor_schema`] holds the contract (vocabularies, envelope, wire names); this crate holds
 //! what the pipeline stores under it:
+//! - [`ids`]: the records' ids as the 128-bit numbers they spell;
 //! - [`proto`]: the versioned protobuf records of the Kafka topics, each declared once
 //!   ([`record`] says what follows from a declaration; `proto/candor/v1/records.proto` is
 //!   rendered from them);
@@ -27,6 +28,7 @@
 //! assert_eq!(Heartbeat::decode(bytes.as_slice()), Ok(heartbeat));
 //! ```
 
+pub mod ids;
 pub mod proto;
 pub mod record;
 #[cfg(feature = "rows")]

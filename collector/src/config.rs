@@ -92,7 +92,8 @@ pub(crate) fn invalid(
 /// | `heartbeat.interval` | `"10s"` | how often a heartbeat goes to `candor.heartbeats.v1` |
 /// | `metrics.addr` | `"127.0.0.1:8888"` | self-metrics listen address |
 ///
-/// Durations are a whole number and a unit: `ms`, `s`, `m` or `h` (see [`parse_duration`]).
+/// Durations are numbers with units, added up: `250ms`, `5s`, `2m`, `1h 30m`, `2d` (see
+/// [`parse_duration`]).
 ///
 /// **Secrets are never in the file.** A configuration file is committed, baked into images, copied
 /// into ConfigMaps and printed when debugging, so it is read by more people and tools than a secret
@@ -550,31 +551,11 @@ impl Config {
     }
 }
 
-/// Parses a duration written as a whole number and a unit, `ms`, `s`, `m` or `h`: "250ms", "5s",
-/// "2m", "1h". Zero, negative numbers, fractions, a missing or unknown unit are refused with an
-/// error naming `key` (the dotted path the value came from) and the value.
+/// Parses a duration above zero in Candor's one grammar ([`candor_schema::duration`]: "250ms",
+/// "5s", "2m", "1h 30m", "2d"); a mistake is refused with an error naming `key` (the dotted path
+/// the value came from) and the value.
 pub fn parse_duration(key: &str, value: &str) -> Result<Duration, ConfigError> {
-    let bad = |reason: &str| invalid(key, value, reason);
-    let unit = value.trim_start_matches(|c: char| c.is_ascii_digit());
-    let digits = &value[..value.len() - unit.len()];
-    let millis_per_unit: u64 = match unit {
-        _ if digits.is_empty() => return Err(bad("expected a whole number and a unit, e.g. 5s")),
-        "ms" => 1,
-        "s" => 1_000,
-        "m" => 60_000,
-        "h" => 3_600_000,
-        "" => return Err(bad("missing unit: ms, s, m or h")),
-        _ => return Err(bad("unknown unit; expected ms, s, m or h")),
-    };
-    let millis = digits
-        .parse::<u64>()
-        .ok()
-        .and_then(|n| n.checked_mul(millis_per_unit));
-    match millis {
-        Some(0) => Err(bad("must be greater than zero")),
-        Some(millis) => Ok(Duration::from_millis(millis)),
-        None => Err(bad("too large")),
-    }
+    candor_schema::duration::parse_positive(value).map_err(|err| invalid(key, value, err.reason))
 }
 
 pub(crate) fn nonzero_usize(key: &str, value: i64) -> Result<NonZeroUsize, ConfigError> {
@@ -804,13 +785,17 @@ mod tests {
             ("5s", 5_000),
             ("2m", 120_000),
             ("1h", 3_600_000),
+            ("1h 30m", 5_400_000),
+            ("1d", 86_400_000),
+            (" 5s", 5_000),
+            ("1.5s", 1_500),
         ] {
             assert_eq!(
                 parse_duration("k", text).unwrap(),
                 Duration::from_millis(ms)
             );
         }
-        for text in ["0s", "5", "5x", "", "-5s", "1.5s", " 5s"] {
+        for text in ["0s", "5", "5x", "", "-5s"] {
             let err = parse_duration("heartbeat.interval", text)
                 .unwrap_err()
                 .to_string();

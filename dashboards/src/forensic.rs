@@ -30,6 +30,8 @@ pub struct ForensicSettings {
     pub max_records: usize,
     /// TLS, SASL and other client settings of the tail's consumers.
     pub client: KafkaClientSettings,
+    /// The compactor's dedupe window.
+    pub dedupe_window: Duration,
 }
 
 /// An answer of the forensic view.
@@ -98,6 +100,7 @@ pub async fn events(
             timeout: settings.timeout,
             max_records: settings.max_records,
             client: settings.client.clone(),
+            dedupe_window: settings.dedupe_window,
         }),
         tables: vec![Table::OutcomeEvents],
     })

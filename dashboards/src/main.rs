@@ -93,39 +93,48 @@ struct ServeArgs {
     #[arg(long, default_value_t = 3)]
     webhook_attempts: u32,
     /// Time per notification attempt.
-    #[arg(long, default_value = "5s", value_parser = humantime::parse_duration)]
+    #[arg(long, default_value = "5s", value_parser = candor_schema::duration::parse)]
     webhook_timeout: Duration,
     /// How often a firing alert is sent again.
-    #[arg(long, default_value = "1m", value_parser = humantime::parse_duration)]
+    #[arg(long, default_value = "1m", value_parser = candor_schema::duration::parse)]
     resend: Duration,
     /// How far back the panels keep data.
-    #[arg(long, default_value = "6h", value_parser = humantime::parse_duration)]
+    #[arg(long, default_value = "6h", value_parser = candor_schema::duration::parse)]
     history: Duration,
     /// The panels' bucket width.
-    #[arg(long, default_value = "1m", value_parser = humantime::parse_duration)]
+    #[arg(long, default_value = "1m", value_parser = candor_schema::duration::parse)]
     step: Duration,
+    /// How long after a record a copy with its id is a client's retried copy, counted once: the
+    /// compactor's `dedupe.window`.
+    #[arg(
+        long,
+        env = "CANDOR_DEDUPE_WINDOW",
+        default_value = candor_records::ids::DEDUPE_WINDOW_TEXT,
+        value_parser = candor_schema::duration::parse_positive
+    )]
+    dedupe_window: Duration,
     /// How often the rules are evaluated.
-    #[arg(long, default_value = "10s", value_parser = humantime::parse_duration)]
+    #[arg(long, default_value = "10s", value_parser = candor_schema::duration::parse)]
     evaluate_every: Duration,
     /// How often the tables' logs are read.
-    #[arg(long, default_value = "15s", value_parser = humantime::parse_duration)]
+    #[arg(long, default_value = "15s", value_parser = candor_schema::duration::parse)]
     table_poll: Duration,
     /// The collector hop is STALE after this long without a heartbeat (at least three of the
     /// heartbeats' own interval).
-    #[arg(long, default_value = "30s", value_parser = humantime::parse_duration)]
+    #[arg(long, default_value = "30s", value_parser = candor_schema::duration::parse)]
     collector_stale_after: Duration,
     /// The Kafka hop is STALE after this long without contact.
-    #[arg(long, default_value = "30s", value_parser = humantime::parse_duration)]
+    #[arg(long, default_value = "30s", value_parser = candor_schema::duration::parse)]
     kafka_stale_after: Duration,
     /// The table hop is STALE after this long without the watermark moving.
-    #[arg(long, default_value = "5m", value_parser = humantime::parse_duration)]
+    #[arg(long, default_value = "5m", value_parser = candor_schema::duration::parse)]
     table_stale_after: Duration,
     /// How often the adapter's counter is reconciled against the stored failure events.
     #[arg(
         long,
         env = "CANDOR_DASHBOARDS_RECONCILE_EVERY",
         default_value = "1m",
-        value_parser = humantime::parse_duration
+        value_parser = candor_schema::duration::parse
     )]
     reconcile_every: Duration,
     /// How far back each reconciliation reaches.
@@ -133,7 +142,7 @@ struct ServeArgs {
         long,
         env = "CANDOR_DASHBOARDS_RECONCILE_RANGE",
         default_value = "1h",
-        value_parser = humantime::parse_duration
+        value_parser = candor_schema::duration::parse
     )]
     reconcile_range: Duration,
     /// How recent a counter point may be and still be left to a later reconciliation, while the
@@ -142,7 +151,7 @@ struct ServeArgs {
         long,
         env = "CANDOR_DASHBOARDS_RECONCILE_SETTLE",
         default_value = "2m",
-        value_parser = humantime::parse_duration
+        value_parser = candor_schema::duration::parse
     )]
     reconcile_settle: Duration,
     /// The dashboards' own address, for links in notifications.
@@ -273,7 +282,7 @@ async fn serve(args: ServeArgs, limits: impl Fn(&ServeArgs) -> Limits) -> anyhow
         model: std::sync::Mutex::new(Model::new(ModelSettings {
             history: micros(args.history),
             step: micros(args.step),
-            ..ModelSettings::default()
+            dedupe_window: micros(args.dedupe_window),
         })),
         pipeline: std::sync::Mutex::new(PipelineInputs::default()),
         alerts: std::sync::Mutex::new(Default::default()),
@@ -320,6 +329,7 @@ async fn serve(args: ServeArgs, limits: impl Fn(&ServeArgs) -> Limits) -> anyhow
         timeout: Duration::from_secs(5),
         max_records: 200_000,
         client: kafka_client,
+        dedupe_window: args.dedupe_window,
     };
     tokio::spawn(reconcile::run(
         ReconcileSettings {

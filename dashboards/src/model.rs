@@ -45,7 +45,8 @@ impl Default for ModelSettings {
         Self {
             history: 6 * 60 * MINUTE,
             step: MINUTE,
-            dedupe_window: 10 * MINUTE,
+            dedupe_window: Micros::try_from(candor_records::ids::DEDUPE_WINDOW.as_micros())
+                .unwrap_or(Micros::MAX),
         }
     }
 }

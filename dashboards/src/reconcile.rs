@@ -286,6 +286,7 @@ async fn once(settings: &ReconcileSettings, at: Micros, window: Window) -> Run {
             timeout: read.timeout,
             max_records: read.max_records,
             client: read.client.clone(),
+            dedupe_window: read.dedupe_window,
         }),
         tables: vec![Table::OutcomeEvents, Table::OutcomeCounts],
     })

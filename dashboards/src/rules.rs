@@ -226,8 +226,8 @@ pub fn parse(text: &str, limits: Limits) -> Result<Vec<Rule>, RulesError> {
 }
 
 fn duration(field: &str, raw: &str) -> Result<Micros, String> {
-    let parsed: Duration = humantime::parse_duration(raw.trim())
-        .map_err(|err| format!("{field} = {raw:?} is not a duration ({err}); write e.g. \"5m\""))?;
+    let parsed: Duration =
+        candor_schema::duration::parse(raw).map_err(|err| format!("{field} = {err}"))?;
     Micros::try_from(parsed.as_micros()).map_err(|_| format!("{field} = {raw:?} is too long"))
 }
 

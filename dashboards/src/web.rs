@@ -127,8 +127,7 @@ fn range(shared: &Shared, query: Option<&str>) -> Result<Micros, String> {
     let Some(raw) = param(&params, "range").filter(|raw| !raw.is_empty()) else {
         return Ok(DEFAULT_RANGE);
     };
-    let parsed = humantime::parse_duration(raw.trim())
-        .map_err(|err| format!("range={raw:?} is not a duration ({err}); write e.g. 1h"))?;
+    let parsed = candor_schema::duration::parse(raw).map_err(|err| format!("range={err}"))?;
     let micros = Micros::try_from(parsed.as_micros()).unwrap_or(Micros::MAX);
     let history = lock(&shared.model).settings().history;
     if micros <= 0 || micros > history {

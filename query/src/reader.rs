@@ -23,11 +23,7 @@ use deltalake::datafusion::scalar::ScalarValue;
 use crate::coverage::{Coverage, Heartbeat, SourceReport, SourceState, silences};
 use crate::store::{FileSpan, OpenTable, Provider, StoreError, TableRoot, spanning};
 use crate::tail::{Tail, TailSettings, TopicTail};
-use crate::window::{Micros, Window, now};
-
-/// How long a client's retried copy can trail the original (the compactor's default dedupe
-/// window); tail rows are checked against table rows this far back.
-const DEDUPE_WINDOW_MICROS: Micros = 10 * 60 * 1_000_000;
+use crate::window::{Micros, Window, micros_of, now};
 
 /// What to read.
 #[derive(Debug, Clone)]
@@ -58,6 +54,9 @@ pub struct Reader {
     spans: BTreeMap<Table, Option<(Micros, Micros)>>,
     /// Per opened table: what [`Reader::window_frame`] reads it from.
     windowed: BTreeMap<Table, WindowSource>,
+    /// How long a client's retried copy can trail the original (the compactor's dedupe
+    /// window); tail rows are checked against table rows this far back.
+    dedupe_window: Micros,
 }
 
 /// An opened table and the tail rows joined to it, kept apart so that a question over a window
@@ -111,6 +110,14 @@ impl Reader {
             now,
             spans: BTreeMap::new(),
             windowed: BTreeMap::new(),
+            dedupe_window: micros_of(
+                options
+                    .tail
+                    .as_ref()
+                    .map_or(candor_records::ids::DEDUPE_WINDOW, |tail| {
+                        tail.dedupe_window
+                    }),
+            ),
         };
         if let Err(err) = options.root.check() {
             for &table in &tables {
@@ -609,7 +616,7 @@ impl Reader {
             return Ok(0);
         };
         let since = ScalarValue::TimestampMicrosecond(
-            Some(oldest.saturating_sub(DEDUPE_WINDOW_MICROS)),
+            Some(oldest.saturating_sub(self.dedupe_window)),
             Some("UTC".into()),
         );
         let stored = self
@@ -652,7 +659,7 @@ impl Reader {
         rows.retain(|(meta, row)| {
             row.id().is_none_or(|id| {
                 ids.get(id).is_none_or(|stored| {
-                    meta.kafka_micros.saturating_sub(*stored) > DEDUPE_WINDOW_MICROS
+                    meta.kafka_micros.saturating_sub(*stored) > self.dedupe_window
                 })
             })
         });

@@ -36,6 +36,9 @@ pub struct TailSettings {
     pub max_records: usize,
     /// TLS, SASL and other client settings.
     pub client: KafkaClientSettings,
+    /// How long after a stored record a tail record with its id is a retried copy: the
+    /// compactor's `dedupe.window`.
+    pub dedupe_window: Duration,
 }
 
 /// Why the tail could not be read at all.

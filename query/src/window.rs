@@ -63,7 +63,7 @@ impl TimeArg {
         if trimmed.eq_ignore_ascii_case("now") {
             return Ok(Self::Ago(Duration::ZERO));
         }
-        if let Ok(ago) = humantime::parse_duration(trimmed) {
+        if let Ok(ago) = candor_schema::duration::parse(trimmed) {
             return Ok(Self::Ago(ago));
         }
         DateTime::parse_from_rfc3339(trimmed)
@@ -82,13 +82,10 @@ impl TimeArg {
 
 /// Parses a positive duration given to `flag` (`--step`, `--window`, …).
 pub fn parse_duration(flag: &'static str, raw: &str) -> Result<Duration, WindowError> {
-    match humantime::parse_duration(raw.trim()) {
-        Ok(duration) if !duration.is_zero() => Ok(duration),
-        _ => Err(WindowError::BadDuration {
-            flag,
-            raw: raw.to_owned(),
-        }),
-    }
+    candor_schema::duration::parse_positive(raw).map_err(|_| WindowError::BadDuration {
+        flag,
+        raw: raw.to_owned(),
+    })
 }
 
 /// A half-open time window `[since, until)`.

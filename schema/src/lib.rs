@@ -5,7 +5,8 @@
 //! this crate holds everything that adapters, the collector and readers must agree on:
 //! the closed vocabularies ([`vocab`]), the result [`Envelope`], the wire names of the span
 //! event, counter and Kafka topics ([`names`]), credential redaction ([`redact`]) and the MCP
-//! rendering ([`mcp`]). It does no I/O. The pipeline's Kafka records and table rows, which
+//! rendering ([`mcp`]), and the one grammar of a duration ([`duration`]). It does no I/O. The
+//! pipeline's Kafka records and table rows, which
 //! follow from this contract, are the `candor-records` crate.
 //!
 //! ```
@@ -50,6 +51,7 @@
 //! assert_eq!(envelope.next_actions(), [NextAction::Retry, NextAction::Escalate]);
 //! ```
 
+pub mod duration;
 pub mod envelope;
 pub mod mcp;
 pub mod names;

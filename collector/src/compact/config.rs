@@ -138,7 +138,7 @@ pub struct RawDedupe {
 impl Default for RawDedupe {
     fn default() -> Self {
         Self {
-            window: "10m".into(),
+            window: candor_records::ids::DEDUPE_WINDOW_TEXT.into(),
         }
     }
 }

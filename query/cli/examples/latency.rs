@@ -59,10 +59,10 @@ struct Args {
     #[arg(long, default_value_t = 30)]
     samples: u64,
     /// Time between two calls.
-    #[arg(long, default_value = "1s", value_parser = humantime::parse_duration)]
+    #[arg(long, default_value = "1s", value_parser = candor_schema::duration::parse)]
     every: Duration,
     /// How long after the last call a sample may still appear.
-    #[arg(long, default_value = "180s", value_parser = humantime::parse_duration)]
+    #[arg(long, default_value = "180s", value_parser = candor_schema::duration::parse)]
     give_up: Duration,
 }
 

@@ -30,7 +30,7 @@ pub struct CanaryArgs {
     )]
     pub otlp_endpoint: String,
     /// Time between two rounds of four calls.
-    #[arg(long, default_value = "60s", value_parser = humantime::parse_duration)]
+    #[arg(long, default_value = "60s", value_parser = candor_schema::duration::parse)]
     pub interval: Duration,
     /// Stop after this many rounds (default: run until stopped).
     #[arg(long)]

@@ -57,16 +57,16 @@ pub struct DemoArgs {
     #[arg(long, default_value_t = 1.0)]
     pub rate: f64,
     /// How often the services export their counters.
-    #[arg(long, default_value = "10s", value_parser = humantime::parse_duration)]
+    #[arg(long, default_value = "10s", value_parser = candor_schema::duration::parse)]
     pub metric_interval: Duration,
     /// The collector process the `collector-outage` scenario pauses.
     #[arg(long)]
     pub collector_pid: Option<u32>,
     /// How long a collector outage lasts.
-    #[arg(long, default_value = "6m", value_parser = humantime::parse_duration)]
+    #[arg(long, default_value = "6m", value_parser = candor_schema::duration::parse)]
     pub outage: Duration,
     /// Stop after this long (default: run until stopped).
-    #[arg(long, value_parser = humantime::parse_duration)]
+    #[arg(long, value_parser = candor_schema::duration::parse)]
     pub duration: Option<Duration>,
 }
 

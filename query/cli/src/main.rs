@@ -75,6 +75,15 @@ struct Global {
     /// At most this many tail records (past it the answer is partial).
     #[arg(long, global = true, default_value_t = 1_000_000)]
     tail_limit: usize,
+    /// How long after a stored record a tail record with its id is a client's retried copy,
+    /// counted once: the compactor's `dedupe.window`.
+    #[arg(
+        long,
+        global = true,
+        env = "CANDOR_DEDUPE_WINDOW",
+        default_value = candor_records::ids::DEDUPE_WINDOW_TEXT
+    )]
+    dedupe_window: String,
     /// table (default on a terminal), json (the contract envelope; the default otherwise), csv.
     #[arg(long, global = true, value_enum)]
     format: Option<Format>,
@@ -480,6 +489,8 @@ async fn answer(global: Global, command: Command) -> Result<(Report, Format), Us
                 .map_err(Usage::from)?,
             max_records: global.tail_limit,
             client: kafka_client,
+            dedupe_window: window::parse_duration("--dedupe-window", &global.dedupe_window)
+                .map_err(Usage::from)?,
         })
     } else {
         None

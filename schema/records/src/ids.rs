@@ -1,6 +1,19 @@
 //! The records' ids as numbers: `event_id` and `point_id` are 128 bits written as 32 lower-case
 //! hex digits, and every reader that remembers ids (the compactor's deduplication, the query
 //! side's, the dashboards') keys them by the number they spell rather than by their text.
+//!
+//! A client that retries an export sends the same content again, so its records carry the same
+//! ids; each reader drops a copy that arrives within [`DEDUPE_WINDOW`] of the first (the
+//! compactor's `dedupe.window`, `candor --dedupe-window`, `candor-dashboards --dedupe-window`).
+
+use std::time::Duration;
+
+/// How long after a record a copy with its id is still recognised as a retried copy, unless set
+/// otherwise: the default of all three settings above, which should be set alike.
+pub const DEDUPE_WINDOW: Duration = Duration::from_secs(600);
+
+/// [`DEDUPE_WINDOW`] as a setting's text.
+pub const DEDUPE_WINDOW_TEXT: &str = "10m";
 
 /// The value of exactly 32 lower-case hex digits; `None` for anything else (an id written by
 /// something other than the collector). Without a branch per digit: a table gives each byte's
@@ -35,6 +48,14 @@ mod tests {
     use proptest::prelude::*;
 
     use super::*;
+
+    #[test]
+    fn the_window_and_its_text_agree() {
+        assert_eq!(
+            candor_schema::duration::parse(DEDUPE_WINDOW_TEXT),
+            Ok(DEDUPE_WINDOW)
+        );
+    }
 
     proptest! {
         /// Exactly the texts `u128`'s own parser reads as 32 lower-case digits have a value, and

@@ -7,11 +7,16 @@
 
 use std::collections::HashSet;
 
-use candor_records::proto::OutcomeEvent;
-use opentelemetry_proto::tonic::common::v1::AnyValue;
-use opentelemetry_proto::tonic::metrics::v1::{Gauge, Metric, ResourceMetrics, ScopeMetrics, Sum};
+use candor_records::proto::{OutcomeEvent, RECORD_SCHEMA_VERSION};
+use candor_schema::names::attr;
+use candor_schema::{OutcomeClass, RetryAction};
+use opentelemetry_proto::tonic::common::v1::{AnyValue, KeyValue};
+use opentelemetry_proto::tonic::metrics::v1::{
+    Gauge, Metric, ResourceMetrics, ScopeMetrics, Sum, number_data_point,
+};
 use opentelemetry_proto::tonic::trace::v1::{ResourceSpans, ScopeSpans, Span};
 use proptest::prelude::*;
+use prost::Message as _;
 
 use super::*;
 

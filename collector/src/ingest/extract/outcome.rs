@@ -1,0 +1,290 @@
+//! One `tool.outcome` span event into an [`OutcomeEventRef`], one `tool.outcomes` data point into
+//! an [`OutcomeCount`]: the contract's checks, the deterministic ids.
+
+use std::borrow::Cow;
+
+use candor_records::proto::{OutcomeCount, RECORD_SCHEMA_VERSION, Temporality};
+use candor_schema::names::{self, attr};
+use candor_schema::{AccessFailureKind, OutcomeClass, PartialKind, RetryAction};
+use opentelemetry_proto::tonic::common::v1::any_value;
+use opentelemetry_proto::tonic::metrics::v1::{NumberDataPoint, number_data_point};
+use opentelemetry_proto::tonic::trace::v1::span;
+use prost::Message as _;
+use sha2::{Digest, Sha256};
+
+use super::attributes::{Attributes, Key};
+use super::{OutcomeEventRef, Received, Refusal, RejectReason, Service, content_id, refuse};
+
+pub(super) fn outcome_event<'a>(
+    trace_id: &'a [u8],
+    span_id: &'a [u8],
+    event: &'a span::Event,
+    service: &Service<'a>,
+    received: &Received<'a>,
+    scratch: &mut Vec<u8>,
+) -> Result<OutcomeEventRef<'a>, Refusal> {
+    let trace: [u8; 16] = match trace_id.try_into() {
+        Ok(id) if id != [0; 16] => id,
+        _ => {
+            return Err(refuse(
+                RejectReason::InvalidTraceId,
+                format!("trace id of {} bytes", trace_id.len()),
+            ));
+        }
+    };
+    let span: [u8; 8] = match span_id.try_into() {
+        Ok(id) if id != [0; 8] => id,
+        _ => {
+            return Err(refuse(
+                RejectReason::InvalidSpanId,
+                format!("span id of {} bytes", span_id.len()),
+            ));
+        }
+    };
+    if event.time_unix_nano == 0 {
+        return Err(refuse(RejectReason::MissingTime, "the event has no time"));
+    }
+    let attributes = Attributes::read(&event.attributes, received.limits)?;
+    let class_text = attributes.required_string(Key::OutcomeClass)?;
+    let class: OutcomeClass = class_text.parse().map_err(|err| {
+        refuse(
+            RejectReason::UnknownClass,
+            format!("{}: {err}", attr::OUTCOME_CLASS),
+        )
+    })?;
+    let kind_text = attributes.required_string(Key::FailureKind)?;
+    let kind: candor_schema::FailureKind = kind_text.parse().map_err(|err| {
+        refuse(
+            RejectReason::UnknownKind,
+            format!("{}: {err}", attr::FAILURE_KIND),
+        )
+    })?;
+    let action: RetryAction = attributes
+        .required_string(Key::RetryAction)?
+        .parse()
+        .map_err(|err| {
+            refuse(
+                RejectReason::UnknownAction,
+                format!("{}: {err}", attr::RETRY_ACTION),
+            )
+        })?;
+    let consistent = match class {
+        OutcomeClass::AccessFailure => {
+            kind_text.parse::<AccessFailureKind>().is_ok() && action != RetryAction::AcceptPartial
+        }
+        OutcomeClass::Partial => {
+            kind_text.parse::<PartialKind>().is_ok() && action == RetryAction::AcceptPartial
+        }
+        OutcomeClass::Success | OutcomeClass::Empty => {
+            return Err(refuse(
+                RejectReason::ClassNotAllowed,
+                format!(
+                    "{} event with class {class}: only access_failure and partial are events",
+                    names::OUTCOME_EVENT
+                ),
+            ));
+        }
+    };
+    if !consistent {
+        return Err(refuse(
+            RejectReason::Inconsistent,
+            format!("class {class} with kind {kind} and action {action}"),
+        ));
+    }
+    let attempt: u32 = attributes.required_unsigned(Key::RetryAttempt)?;
+    let max_attempts: u32 = attributes.required_unsigned(Key::RetryMaxAttempts)?;
+    if attempt == 0 || attempt > max_attempts {
+        return Err(refuse(
+            RejectReason::OutOfRange,
+            format!(
+                "{} = {attempt} with {} = {max_attempts}",
+                attr::RETRY_ATTEMPT,
+                attr::RETRY_MAX_ATTEMPTS
+            ),
+        ));
+    }
+    let backoff: Option<u64> = attributes.unsigned(Key::RetryBackoffMs)?;
+    if action == RetryAction::Retry && backoff.is_none() {
+        return Err(refuse(
+            RejectReason::MissingAttribute,
+            format!("{} is missing for action retry", attr::RETRY_BACKOFF_MS),
+        ));
+    }
+    let tool_name = attributes.required_string(Key::ToolName)?;
+    let tool_target = attributes.required_string(Key::ToolTarget)?;
+    let text = |key| attributes.string(key).map(|value| value.map(Cow::Borrowed));
+    Ok(OutcomeEventRef {
+        event_id: event_id(service, trace_id, span_id, event, scratch),
+        trace_id: trace,
+        span_id: span,
+        event_time_unix_nano: event.time_unix_nano,
+        service_name: service.name.clone(),
+        service_instance_id: service.instance.clone(),
+        outcome_class: class,
+        tool_name,
+        tool_target: Cow::Borrowed(tool_target),
+        failure_kind: kind,
+        retry_action: action,
+        retry_attempt: attempt,
+        retry_max_attempts: max_attempts,
+        retry_backoff_ms: backoff,
+        // A status fits 16 bits; wider values would pass here and be refused by the compactor
+        // (the table's column is a 32-bit signed int).
+        http_status_code: attributes
+            .unsigned::<u16>(Key::HttpStatusCode)?
+            .map(u32::from),
+        error_type: text(Key::ErrorType)?,
+        partial_returned: attributes.unsigned(Key::PartialReturned)?,
+        partial_expected: attributes.unsigned(Key::PartialExpected)?,
+        coverage: text(Key::Coverage)?,
+        dropped: text(Key::Dropped)?,
+        authority: text(Key::Authority)?,
+        received_time_unix_nano: received.time_unix_nano,
+        collector_id: received.collector_id,
+    })
+}
+
+/// An event's id: the SHA-256 of its service, span and content, cut to 128 bits. The content is
+/// written out field by field into `scratch` (a buffer reused from event to event), each
+/// variable part after its length, so that two different events never hash alike while the
+/// same event always does, whether it came as protobuf or JSON and however often a client
+/// retried it.
+pub(super) fn event_id(
+    service: &Service<'_>,
+    trace_id: &[u8],
+    span_id: &[u8],
+    event: &span::Event,
+    scratch: &mut Vec<u8>,
+) -> [u8; 16] {
+    scratch.clear();
+    let mut feed = Feed(scratch);
+    feed.bytes(service.name.as_bytes());
+    feed.bytes(service.instance.as_bytes());
+    feed.bytes(trace_id);
+    feed.bytes(span_id);
+    feed.bytes(event.name.as_bytes());
+    feed.varint(event.time_unix_nano);
+    feed.varint(u64::from(event.dropped_attributes_count));
+    feed.varint(event.attributes.len() as u64);
+    for kv in &event.attributes {
+        feed.bytes(kv.key.as_bytes());
+        feed.value(kv.value.as_ref().and_then(|v| v.value.as_ref()));
+    }
+    let digest = Sha256::digest(scratch.as_slice());
+    let mut id = [0u8; 16];
+    id.copy_from_slice(&digest[..16]);
+    id
+}
+
+/// What an id is computed from, written as prefix-free parts: varints, and byte strings after
+/// their length.
+pub(super) struct Feed<'s>(&'s mut Vec<u8>);
+
+impl Feed<'_> {
+    pub(super) fn varint(&mut self, value: u64) {
+        prost::encoding::encode_varint(value, self.0);
+    }
+
+    pub(super) fn bytes(&mut self, bytes: &[u8]) {
+        self.varint(bytes.len() as u64);
+        self.0.extend_from_slice(bytes);
+    }
+
+    /// A value after a tag of its type. Arrays and key-value lists, which the contract's
+    /// attributes never are, are written as their protobuf encoding.
+    pub(super) fn value(&mut self, value: Option<&any_value::Value>) {
+        match value {
+            None => self.varint(0),
+            Some(any_value::Value::StringValue(text)) => {
+                self.varint(1);
+                self.bytes(text.as_bytes());
+            }
+            Some(any_value::Value::BoolValue(flag)) => {
+                self.varint(2);
+                self.varint(u64::from(*flag));
+            }
+            Some(any_value::Value::IntValue(number)) => {
+                self.varint(3);
+                self.varint(*number as u64);
+            }
+            Some(any_value::Value::DoubleValue(number)) => {
+                self.varint(4);
+                self.varint(number.to_bits());
+            }
+            Some(any_value::Value::BytesValue(bytes)) => {
+                self.varint(5);
+                self.bytes(bytes);
+            }
+            Some(other) => {
+                self.varint(6);
+                self.varint(other.encoded_len() as u64);
+                other.encode(self.0);
+            }
+        }
+    }
+}
+
+pub(super) fn outcome_count(
+    point: &NumberDataPoint,
+    temporality: Temporality,
+    service: &Service<'_>,
+    received: &Received<'_>,
+) -> Result<OutcomeCount, Refusal> {
+    if point.time_unix_nano == 0 {
+        return Err(refuse(
+            RejectReason::MissingTime,
+            "the data point has no time",
+        ));
+    }
+    let attributes = Attributes::read(&point.attributes, received.limits)?;
+    let class: OutcomeClass = attributes
+        .required_string(Key::OutcomeClass)?
+        .parse()
+        .map_err(|err| {
+            refuse(
+                RejectReason::UnknownClass,
+                format!("{}: {err}", attr::OUTCOME_CLASS),
+            )
+        })?;
+    let value = match point.value {
+        Some(number_data_point::Value::AsInt(value)) => u64::try_from(value).map_err(|_| {
+            refuse(
+                RejectReason::OutOfRange,
+                format!("the count is negative: {value}"),
+            )
+        })?,
+        Some(number_data_point::Value::AsDouble(value)) => {
+            return Err(refuse(
+                RejectReason::WrongType,
+                format!("the count must be an int, got the double {value}"),
+            ));
+        }
+        None => {
+            return Err(refuse(
+                RejectReason::MissingAttribute,
+                "the data point has no value",
+            ));
+        }
+    };
+    let point_id = content_id(&[
+        service.name.as_bytes(),
+        service.instance.as_bytes(),
+        names::OUTCOMES_COUNTER.as_bytes(),
+        &point.encode_to_vec(),
+    ]);
+    Ok(OutcomeCount {
+        schema_version: RECORD_SCHEMA_VERSION,
+        point_id,
+        service_name: service.name.clone().into_owned(),
+        service_instance_id: service.instance.clone().into_owned(),
+        tool_name: attributes.required_string(Key::ToolName)?.to_owned(),
+        tool_target: attributes.required_string(Key::ToolTarget)?.to_owned(),
+        outcome_class: class.as_str().to_owned(),
+        start_time_unix_nano: point.start_time_unix_nano,
+        time_unix_nano: point.time_unix_nano,
+        value,
+        temporality: temporality.into(),
+        received_time_unix_nano: received.time_unix_nano,
+        collector_id: received.collector_id.to_owned(),
+    })
+}

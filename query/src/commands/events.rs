@@ -1,0 +1,149 @@
+//! `incident` and `trace`: the failure events themselves, in order, with what a person needs
+//! during an incident.
+
+use std::collections::BTreeMap;
+
+use candor_records::tables::{Table, column};
+use deltalake::datafusion::prelude::{Expr, col, lit};
+use serde_json::Value;
+
+use crate::answer::Rows;
+use crate::reader::Reader;
+use crate::window::Window;
+
+use super::{CommandError, Filters, in_window, read};
+
+/// The event columns `incident` and `trace` show, in order.
+const EVENT_COLUMNS: &[&str] = &[
+    column::EVENT_TIME,
+    column::SERVICE_NAME,
+    column::SERVICE_INSTANCE_ID,
+    column::TOOL_NAME,
+    column::TOOL_TARGET,
+    column::OUTCOME_CLASS,
+    column::FAILURE_KIND,
+    column::RETRY_ACTION,
+    column::RETRY_ATTEMPT,
+    column::RETRY_MAX_ATTEMPTS,
+    column::HTTP_STATUS_CODE,
+    column::ERROR_TYPE,
+    column::COVERAGE,
+    column::DROPPED,
+    column::TRACE_ID,
+    column::SPAN_ID,
+    column::EVENT_ID,
+];
+
+/// Events in order, with the summaries a person needs during an incident.
+pub struct EventsAnswer {
+    /// The events.
+    pub rows: Rows,
+    /// Retry outcomes and services involved.
+    pub summary: Vec<String>,
+}
+
+async fn events(reader: &Reader, filter: Expr) -> Result<EventsAnswer, CommandError> {
+    let frame = reader
+        .context
+        .table(Table::OutcomeEvents.name())
+        .await
+        .map_err(read)?
+        .filter(filter)
+        .map_err(read)?
+        .sort(vec![
+            col(column::EVENT_TIME).sort(true, false),
+            col(column::KAFKA_PARTITION).sort(true, false),
+            col(column::KAFKA_OFFSET).sort(true, false),
+        ])
+        .map_err(read)?
+        .select(
+            EVENT_COLUMNS
+                .iter()
+                .map(|name| col(*name))
+                .collect::<Vec<Expr>>(),
+        )
+        .map_err(read)?;
+    let batches = frame.collect().await.map_err(read)?;
+    let rows = Rows::from_batches(&batches).map_err(|err| CommandError::Read(err.into()))?;
+    let rows = if rows.columns.is_empty() {
+        Rows::new(EVENT_COLUMNS)
+    } else {
+        rows
+    };
+    let summary = summarize(&rows);
+    Ok(EventsAnswer { rows, summary })
+}
+
+/// Retry outcomes (exhausted, permanent, accepted partial, retried attempts) and services of
+/// event rows.
+pub fn summarize(rows: &Rows) -> Vec<String> {
+    let mut actions: BTreeMap<String, u64> = BTreeMap::new();
+    let mut services: BTreeMap<String, u64> = BTreeMap::new();
+    for row in &rows.rows {
+        let text = |name: &str| {
+            row.get(name)
+                .and_then(Value::as_str)
+                .unwrap_or("")
+                .to_owned()
+        };
+        *actions.entry(text(column::RETRY_ACTION)).or_default() += 1;
+        *services.entry(text(column::SERVICE_NAME)).or_default() += 1;
+    }
+    if rows.rows.is_empty() {
+        return Vec::new();
+    }
+    let get = |name: &str| actions.get(name).copied().unwrap_or(0);
+    let services: Vec<String> = services
+        .iter()
+        .map(|(name, events)| format!("{name} ({events})"))
+        .collect();
+    vec![
+        format!(
+            "calls that ended failed: {} exhausted (ran out of retries), {} permanent (not \
+             retryable), {} partial answers accepted; {} attempt(s) were retried",
+            get("exhausted"),
+            get("permanent"),
+            get("accept_partial"),
+            get("retry")
+        ),
+        format!("services involved: {}", services.join(", ")),
+    ]
+}
+
+/// `candor incident`: every event of one target in the window.
+pub async fn incident(
+    reader: &Reader,
+    window: Window,
+    filters: &Filters,
+) -> Result<EventsAnswer, CommandError> {
+    events(
+        reader,
+        filters.and(in_window(column::EVENT_TIME, window.since, window.until)),
+    )
+    .await
+}
+
+/// Checks a trace id: 32 hex digits, any case; returns it in lower case as stored.
+pub fn trace_id(raw: &str) -> Result<String, CommandError> {
+    let id = raw.trim().to_ascii_lowercase();
+    if id.len() == 32 && id.bytes().all(|b| b.is_ascii_hexdigit()) && id != "0".repeat(32) {
+        Ok(id)
+    } else {
+        Err(CommandError::Usage(format!(
+            "{raw:?} is not a trace id: expected 32 hex digits, as in the trace_id column"
+        )))
+    }
+}
+
+/// `candor trace`: every event of one trace.
+pub async fn trace(
+    reader: &Reader,
+    id: &str,
+    window: Option<Window>,
+) -> Result<EventsAnswer, CommandError> {
+    let mut filter = col(column::TRACE_ID).eq(lit(id.to_owned()));
+    if let Some(window) = window {
+        filter = filter.and(in_window(column::EVENT_TIME, window.since, window.until));
+    }
+    events(reader, filter).await
+}

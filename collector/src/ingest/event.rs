@@ -63,7 +63,11 @@ pub struct OutcomeEventRef<'a> {
 
 impl From<&OutcomeEventRef<'_>> for OutcomeEvent {
     fn from(event: &OutcomeEventRef<'_>) -> Self {
-        event.fields(&mut IdTexts::default()).to_record()
+        // Every text of the event is a `&str` or hex digits: the default is never used.
+        event
+            .fields(&mut IdTexts::default())
+            .map_texts(|text| std::str::from_utf8(text).unwrap_or_default())
+            .to_record()
     }
 }
 
@@ -75,38 +79,39 @@ impl OutcomeEventRef<'_> {
         self.fields(&mut IdTexts::default()).encode()
     }
 
-    /// The record's fields, borrowed from the event, its ids written as hex into `ids`.
-    fn fields<'b>(&'b self, ids: &'b mut IdTexts) -> EventFields<&'b str> {
+    /// The record's fields, borrowed from the event as bytes, its ids written as hex into `ids`.
+    fn fields<'b>(&'b self, ids: &'b mut IdTexts) -> EventFields<&'b [u8]> {
         let IdTexts {
             event_id,
             trace_id,
             span_id,
         } = ids;
+        let text = |text: &'b Option<Cow<'_, str>>| text.as_deref().map(str::as_bytes);
         EventFields {
             schema_version: RECORD_SCHEMA_VERSION,
             event_id: hex_into(&self.event_id, event_id),
             trace_id: hex_into(&self.trace_id, trace_id),
             span_id: hex_into(&self.span_id, span_id),
             event_time_unix_nano: self.event_time_unix_nano,
-            service_name: &self.service_name,
-            service_instance_id: &self.service_instance_id,
-            outcome_class: self.outcome_class.as_str(),
-            tool_name: self.tool_name,
-            tool_target: &self.tool_target,
-            failure_kind: self.failure_kind.as_str(),
-            retry_action: self.retry_action.as_str(),
+            service_name: self.service_name.as_bytes(),
+            service_instance_id: self.service_instance_id.as_bytes(),
+            outcome_class: self.outcome_class.as_str().as_bytes(),
+            tool_name: self.tool_name.as_bytes(),
+            tool_target: self.tool_target.as_bytes(),
+            failure_kind: self.failure_kind.as_str().as_bytes(),
+            retry_action: self.retry_action.as_str().as_bytes(),
             retry_attempt: self.retry_attempt,
             retry_max_attempts: self.retry_max_attempts,
             retry_backoff_ms: self.retry_backoff_ms,
             http_status_code: self.http_status_code,
-            error_type: self.error_type.as_deref(),
+            error_type: text(&self.error_type),
             partial_returned: self.partial_returned,
             partial_expected: self.partial_expected,
-            coverage: self.coverage.as_deref(),
-            dropped: self.dropped.as_deref(),
-            authority: self.authority.as_deref(),
+            coverage: text(&self.coverage),
+            dropped: text(&self.dropped),
+            authority: text(&self.authority),
             received_time_unix_nano: self.received_time_unix_nano,
-            collector_id: self.collector_id,
+            collector_id: self.collector_id.as_bytes(),
         }
     }
 }
@@ -119,13 +124,16 @@ struct IdTexts {
     span_id: [u8; 16],
 }
 
-/// `bytes` as lowercase hex, written into `out`, which holds two digits a byte.
-fn hex_into<'b, const N: usize, const D: usize>(bytes: &[u8; N], out: &'b mut [u8; D]) -> &'b str {
-    for (slot, digit) in out.iter_mut().zip(hex_digits(bytes)) {
-        *slot = digit;
+/// The lowercase hex digits.
+const DIGITS: &[u8; 16] = b"0123456789abcdef";
+
+/// `bytes` as lowercase hex digits, written into `out`, which holds two digits a byte.
+fn hex_into<'b, const N: usize, const D: usize>(bytes: &[u8; N], out: &'b mut [u8; D]) -> &'b [u8] {
+    for (byte, pair) in bytes.iter().zip(out.chunks_exact_mut(2)) {
+        pair[0] = DIGITS[usize::from(byte >> 4)];
+        pair[1] = DIGITS[usize::from(byte & 0x0f)];
     }
-    // Hex digits are ASCII, so always UTF-8: the default is never returned.
-    std::str::from_utf8(out).unwrap_or_default()
+    out
 }
 
 /// `bytes` as a lowercase hex string.
@@ -135,7 +143,6 @@ pub(crate) fn hex(bytes: &[u8]) -> String {
 
 /// The lowercase hex digits of `bytes`, two per byte.
 fn hex_digits(bytes: &[u8]) -> impl Iterator<Item = u8> + '_ {
-    const DIGITS: &[u8; 16] = b"0123456789abcdef";
     bytes.iter().flat_map(|byte| {
         [
             DIGITS[usize::from(byte >> 4)],
@@ -217,6 +224,7 @@ pub(crate) mod tests {
                 event.retry_action = RetryAction::Retry;
             }
             let payload = event.encode();
+            prop_assert_eq!(payload.len(), event.fields(&mut IdTexts::default()).encoded_len());
             prop_assert_eq!(payload, OutcomeEvent::from(&event).encode_to_vec());
         }
     }

@@ -196,16 +196,43 @@ macro_rules! put {
     };
 }
 
-/// A text field's length in bytes (0 for the others), to size a record's encoding.
-macro_rules! text_len {
-    ($value:expr; string) => {
-        $value.as_ref().len()
+/// The bytes a field takes in a record's encoding, as [`put!`] writes it.
+macro_rules! encoded_len {
+    ($tag:tt, $value:expr; string) => {
+        $crate::record::wire::text_len($tag, $value.as_ref())
     };
-    ($value:expr; string optional) => {
-        $value.as_ref().map_or(0, |text| text.as_ref().len())
+    ($tag:tt, $value:expr; string optional) => {
+        $value.as_ref().map_or(0, |text| {
+            $crate::record::wire::optional_text_len($tag, text.as_ref())
+        })
     };
-    ($value:expr; $kind:ident $($optional:ident)?) => {
-        0
+    ($tag:tt, $value:expr; fixed64) => {
+        $crate::record::wire::fixed64_len($tag, $value)
+    };
+    ($tag:tt, $value:expr; int32) => {
+        $crate::record::wire::varint_len($tag, i64::from($value) as u64)
+    };
+    ($tag:tt, $value:expr; $kind:ident optional) => {
+        $value.map_or(0, |value| {
+            $crate::record::wire::optional_varint_len($tag, u64::from(value))
+        })
+    };
+    ($tag:tt, $value:expr; $kind:ident) => {
+        $crate::record::wire::varint_len($tag, u64::from($value))
+    };
+}
+
+/// A text field's value passed through `f` (the other fields as they are), for a view's
+/// `map_texts`.
+macro_rules! map_text {
+    ($value:expr, $f:ident; string) => {
+        $f($value)
+    };
+    ($value:expr, $f:ident; string optional) => {
+        $value.map(&$f)
+    };
+    ($value:expr, $f:ident; $kind:ident $($optional:ident)?) => {
+        $value
     };
 }
 
@@ -409,17 +436,27 @@ macro_rules! record {
             /// The record's protobuf, byte for byte what prost writes for the owned record,
             /// without first copying every text into a record of its own.
             pub fn encode(&self) -> Vec<u8> {
-                // Tags, lengths and numbers take at most 16 bytes a field.
-                let capacity = 16 * Self::FIELDS
-                    $(+ $crate::record::text_len!(self.$field; $kind $($optional)?))*;
-                let mut out = $crate::record::wire::Writer::with_capacity(capacity);
+                let mut out = $crate::record::wire::Writer::with_capacity(self.encoded_len());
                 out.varint(1, u64::from(self.schema_version));
                 $($crate::record::put!(out, $tag, self.$field; $kind $($optional)?);)*
                 out.into_bytes()
             }
 
-            /// The number of fields, `schema_version` included.
-            const FIELDS: usize = $name::DECLARATION.fields.len();
+            /// The length of [`Self::encode`]'s bytes, worked out without writing them.
+            pub fn encoded_len(&self) -> usize {
+                $crate::record::wire::varint_len(1, u64::from(self.schema_version))
+                    $(+ $crate::record::encoded_len!($tag, self.$field; $kind $($optional)?))*
+            }
+        }
+
+        impl<T> $view<T> {
+            /// The same fields with every text passed through `f`.
+            pub fn map_texts<U>(self, f: impl Fn(T) -> U) -> $view<U> {
+                $view {
+                    schema_version: self.schema_version,
+                    $($field: $crate::record::map_text!(self.$field, f; $kind $($optional)?),)*
+                }
+            }
         }
 
         impl<'a> $view<&'a [u8]> {
@@ -491,5 +528,6 @@ macro_rules! record {
 }
 
 pub(crate) use {
-    borrow, is_optional, proto_type, put, read, record, text_len, to_owned, utf8, wire_type,
+    borrow, encoded_len, is_optional, map_text, proto_type, put, read, record, to_owned, utf8,
+    wire_type,
 };

@@ -47,6 +47,7 @@ impl Key {
     ];
 
     /// The attribute's name on the wire.
+    #[inline]
     pub(super) const fn name(self) -> &'static str {
         match self {
             Key::OutcomeClass => attr::OUTCOME_CLASS,
@@ -70,6 +71,7 @@ impl Key {
     /// The key named `name`, when it is one of the contract's. The last bytes are compared
     /// before the whole names: keys of one length differ there (but for `returned` and
     /// `expected`), so most candidates are passed over without a string comparison.
+    #[inline]
     pub(super) fn named(name: &str) -> Option<Key> {
         let last = name.as_bytes().last();
         Key::ALL.into_iter().find(|key| {
@@ -88,6 +90,7 @@ pub(super) struct Attributes<'a> {
 }
 
 impl<'a> Attributes<'a> {
+    #[inline]
     pub(super) fn read(kvs: &'a [KeyValue], limits: &Limits) -> Result<Self, Refusal> {
         if kvs.len() > limits.max_attributes_per_event {
             return Err(refuse(
@@ -134,10 +137,12 @@ impl<'a> Attributes<'a> {
         Ok(Self { values })
     }
 
+    #[inline]
     pub(super) fn get(&self, key: Key) -> Option<&'a any_value::Value> {
         self.values[key as usize]
     }
 
+    #[inline]
     pub(super) fn string(&self, key: Key) -> Result<Option<&'a str>, Refusal> {
         match self.get(key) {
             None => Ok(None),
@@ -149,10 +154,12 @@ impl<'a> Attributes<'a> {
         }
     }
 
+    #[inline]
     pub(super) fn required_string(&self, key: Key) -> Result<&'a str, Refusal> {
         self.string(key)?.ok_or_else(|| missing(key))
     }
 
+    #[inline]
     pub(super) fn int(&self, key: Key) -> Result<Option<i64>, Refusal> {
         match self.get(key) {
             None => Ok(None),
@@ -164,6 +171,7 @@ impl<'a> Attributes<'a> {
         }
     }
 
+    #[inline]
     pub(super) fn unsigned<T: TryFrom<i64>>(&self, key: Key) -> Result<Option<T>, Refusal> {
         match self.int(key)? {
             None => Ok(None),
@@ -176,6 +184,7 @@ impl<'a> Attributes<'a> {
         }
     }
 
+    #[inline]
     pub(super) fn required_unsigned<T: TryFrom<i64>>(&self, key: Key) -> Result<T, Refusal> {
         self.unsigned(key)?.ok_or_else(|| missing(key))
     }

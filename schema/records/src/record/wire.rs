@@ -111,6 +111,50 @@ impl<'a> Reader<'a> {
     }
 }
 
+/// The bytes of a field's key.
+#[inline]
+fn key_len(tag: u32) -> usize {
+    prost::encoding::key_len(tag)
+}
+
+/// The bytes a varint field takes as [`Writer::varint`] writes it (none at zero).
+#[inline]
+pub fn varint_len(tag: u32, value: u64) -> usize {
+    if value == 0 {
+        0
+    } else {
+        optional_varint_len(tag, value)
+    }
+}
+
+/// The bytes a present `optional` varint field takes.
+#[inline]
+pub fn optional_varint_len(tag: u32, value: u64) -> usize {
+    key_len(tag) + prost::encoding::encoded_len_varint(value)
+}
+
+/// The bytes a `fixed64` field takes as [`Writer::fixed64`] writes it (none at zero).
+#[inline]
+pub fn fixed64_len(tag: u32, value: u64) -> usize {
+    if value == 0 { 0 } else { key_len(tag) + 8 }
+}
+
+/// The bytes a text field takes as [`Writer::text`] writes it (none when empty).
+#[inline]
+pub fn text_len(tag: u32, value: &[u8]) -> usize {
+    if value.is_empty() {
+        0
+    } else {
+        optional_text_len(tag, value)
+    }
+}
+
+/// The bytes a present `optional` text field takes.
+#[inline]
+pub fn optional_text_len(tag: u32, value: &[u8]) -> usize {
+    key_len(tag) + prost::encoding::encoded_len_varint(value.len() as u64) + value.len()
+}
+
 /// A protobuf message written field by field, in tag order, as prost writes it: a plain proto3
 /// field at its default value (zero, empty) is left out, an `optional` one is written whenever
 /// present.

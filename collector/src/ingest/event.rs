@@ -4,6 +4,7 @@
 use std::borrow::Cow;
 
 use candor_records::proto::{EventFields, OutcomeEvent, RECORD_SCHEMA_VERSION};
+use candor_records::record::wire::WireText;
 use candor_schema::{FailureKind, OutcomeClass, RetryAction};
 
 /// A valid `tool.outcome` event: the fields of its [`OutcomeEvent`] record, with the texts
@@ -63,11 +64,7 @@ pub struct OutcomeEventRef<'a> {
 
 impl From<&OutcomeEventRef<'_>> for OutcomeEvent {
     fn from(event: &OutcomeEventRef<'_>) -> Self {
-        // Every text of the event is a `&str` or hex digits: the default is never used.
-        event
-            .fields(&mut IdTexts::default())
-            .map_texts(|text| std::str::from_utf8(text).unwrap_or_default())
-            .to_record()
+        event.fields().map_texts(Text::into_string).into_record()
     }
 }
 
@@ -76,64 +73,81 @@ impl OutcomeEventRef<'_> {
     /// what prost writes for the owned record, without first copying every text into a record
     /// of its own.
     pub fn encode(&self) -> Vec<u8> {
-        self.fields(&mut IdTexts::default()).encode()
+        self.fields().encode()
     }
 
-    /// The record's fields, borrowed from the event as bytes, its ids written as hex into `ids`.
-    fn fields<'b>(&'b self, ids: &'b mut IdTexts) -> EventFields<&'b [u8]> {
-        let IdTexts {
-            event_id,
-            trace_id,
-            span_id,
-        } = ids;
-        let text = |text: &'b Option<Cow<'_, str>>| text.as_deref().map(str::as_bytes);
+    /// The record's fields, borrowed from the event.
+    fn fields(&self) -> EventFields<Text<'_>> {
+        fn text(text: &str) -> Text<'_> {
+            Text::Plain(text.as_bytes())
+        }
+        fn optional<'t>(value: &'t Option<Cow<'_, str>>) -> Option<Text<'t>> {
+            value.as_deref().map(text)
+        }
         EventFields {
             schema_version: RECORD_SCHEMA_VERSION,
-            event_id: hex_into(&self.event_id, event_id),
-            trace_id: hex_into(&self.trace_id, trace_id),
-            span_id: hex_into(&self.span_id, span_id),
+            event_id: Text::Hex(&self.event_id),
+            trace_id: Text::Hex(&self.trace_id),
+            span_id: Text::Hex(&self.span_id),
             event_time_unix_nano: self.event_time_unix_nano,
-            service_name: self.service_name.as_bytes(),
-            service_instance_id: self.service_instance_id.as_bytes(),
-            outcome_class: self.outcome_class.as_str().as_bytes(),
-            tool_name: self.tool_name.as_bytes(),
-            tool_target: self.tool_target.as_bytes(),
-            failure_kind: self.failure_kind.as_str().as_bytes(),
-            retry_action: self.retry_action.as_str().as_bytes(),
+            service_name: text(&self.service_name),
+            service_instance_id: text(&self.service_instance_id),
+            outcome_class: text(self.outcome_class.as_str()),
+            tool_name: text(self.tool_name),
+            tool_target: text(&self.tool_target),
+            failure_kind: text(self.failure_kind.as_str()),
+            retry_action: text(self.retry_action.as_str()),
             retry_attempt: self.retry_attempt,
             retry_max_attempts: self.retry_max_attempts,
             retry_backoff_ms: self.retry_backoff_ms,
             http_status_code: self.http_status_code,
-            error_type: text(&self.error_type),
+            error_type: optional(&self.error_type),
             partial_returned: self.partial_returned,
             partial_expected: self.partial_expected,
-            coverage: text(&self.coverage),
-            dropped: text(&self.dropped),
-            authority: text(&self.authority),
+            coverage: optional(&self.coverage),
+            dropped: optional(&self.dropped),
+            authority: optional(&self.authority),
             received_time_unix_nano: self.received_time_unix_nano,
-            collector_id: self.collector_id.as_bytes(),
+            collector_id: text(self.collector_id),
         }
     }
 }
 
-/// Room for an event's ids as hex, on the stack.
-#[derive(Default)]
-struct IdTexts {
-    event_id: [u8; 32],
-    trace_id: [u8; 32],
-    span_id: [u8; 16],
+/// A text of the record as the event holds it: UTF-8 bytes, or binary bytes the record holds as
+/// lowercase hex digits (the ids), written digit by digit without a copy in between.
+#[derive(Debug, Clone, Copy)]
+enum Text<'a> {
+    /// A text, as its bytes.
+    Plain(&'a [u8]),
+    /// Binary bytes, written as hex digits.
+    Hex(&'a [u8]),
 }
 
-/// The lowercase hex digits.
-const DIGITS: &[u8; 16] = b"0123456789abcdef";
-
-/// `bytes` as lowercase hex digits, written into `out`, which holds two digits a byte.
-fn hex_into<'b, const N: usize, const D: usize>(bytes: &[u8; N], out: &'b mut [u8; D]) -> &'b [u8] {
-    for (byte, pair) in bytes.iter().zip(out.chunks_exact_mut(2)) {
-        pair[0] = DIGITS[usize::from(byte >> 4)];
-        pair[1] = DIGITS[usize::from(byte & 0x0f)];
+impl Text<'_> {
+    fn into_string(self) -> String {
+        match self {
+            Self::Plain(text) => String::from_utf8_lossy(text).into_owned(),
+            Self::Hex(bytes) => hex(bytes),
+        }
     }
-    out
+}
+
+impl WireText for Text<'_> {
+    #[inline]
+    fn wire_len(&self) -> usize {
+        match self {
+            Self::Plain(text) => text.len(),
+            Self::Hex(bytes) => 2 * bytes.len(),
+        }
+    }
+
+    #[inline]
+    fn write_to(&self, out: &mut Vec<u8>) {
+        match self {
+            Self::Plain(text) => out.extend_from_slice(text),
+            Self::Hex(bytes) => out.extend(hex_digits(bytes)),
+        }
+    }
 }
 
 /// `bytes` as a lowercase hex string.
@@ -143,6 +157,7 @@ pub(crate) fn hex(bytes: &[u8]) -> String {
 
 /// The lowercase hex digits of `bytes`, two per byte.
 fn hex_digits(bytes: &[u8]) -> impl Iterator<Item = u8> + '_ {
+    const DIGITS: &[u8; 16] = b"0123456789abcdef";
     bytes.iter().flat_map(|byte| {
         [
             DIGITS[usize::from(byte >> 4)],
@@ -224,7 +239,7 @@ pub(crate) mod tests {
                 event.retry_action = RetryAction::Retry;
             }
             let payload = event.encode();
-            prop_assert_eq!(payload.len(), event.fields(&mut IdTexts::default()).encoded_len());
+            prop_assert_eq!(payload.len(), event.fields().encoded_len());
             prop_assert_eq!(payload, OutcomeEvent::from(&event).encode_to_vec());
         }
     }

@@ -174,10 +174,10 @@ macro_rules! read {
 /// Writes a field's value to a [`wire::Writer`] as prost writes it.
 macro_rules! put {
     ($out:ident, $tag:tt, $value:expr; string) => {
-        $out.text($tag, $value.as_ref())
+        $out.text($tag, &$value)
     };
     ($out:ident, $tag:tt, $value:expr; string optional) => {
-        $out.optional_text($tag, $value.as_ref().map(AsRef::as_ref))
+        $out.optional_text($tag, $value.as_ref())
     };
     ($out:ident, $tag:tt, $value:expr; fixed64) => {
         $out.fixed64($tag, $value)
@@ -199,11 +199,14 @@ macro_rules! put {
 /// The bytes a field takes in a record's encoding, as [`put!`] writes it.
 macro_rules! encoded_len {
     ($tag:tt, $value:expr; string) => {
-        $crate::record::wire::text_len($tag, $value.as_ref())
+        $crate::record::wire::text_len($tag, $crate::record::wire::WireText::wire_len(&$value))
     };
     ($tag:tt, $value:expr; string optional) => {
         $value.as_ref().map_or(0, |text| {
-            $crate::record::wire::optional_text_len($tag, text.as_ref())
+            $crate::record::wire::optional_text_len(
+                $tag,
+                $crate::record::wire::WireText::wire_len(text),
+            )
         })
     };
     ($tag:tt, $value:expr; fixed64) => {
@@ -266,10 +269,10 @@ macro_rules! borrow {
 /// A field of a view, owned again for the record.
 macro_rules! to_owned {
     ($value:expr; string) => {
-        $value.to_owned()
+        $value.into()
     };
     ($value:expr; string optional) => {
-        $value.map(str::to_owned)
+        $value.map(Into::into)
     };
     ($value:expr; $kind:ident $($optional:ident)?) => {
         $value
@@ -432,7 +435,7 @@ macro_rules! record {
             }
         }
 
-        impl<T: AsRef<[u8]>> $view<T> {
+        impl<T: $crate::record::wire::WireText> $view<T> {
             /// The record's protobuf, byte for byte what prost writes for the owned record,
             /// without first copying every text into a record of its own.
             pub fn encode(&self) -> Vec<u8> {
@@ -477,6 +480,13 @@ macro_rules! record {
 
             /// The owned record.
             pub fn to_record(&self) -> $name {
+                self.into_record()
+            }
+        }
+
+        impl<T: Into<String>> $view<T> {
+            /// The owned record, its texts made from the view's.
+            pub fn into_record(self) -> $name {
                 $name {
                     schema_version: self.schema_version,
                     $($field: $crate::record::to_owned!(self.$field; $kind $($optional)?),)*

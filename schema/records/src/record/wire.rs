@@ -27,6 +27,39 @@ impl<'a> Text<'a> for &'a [u8] {
     }
 }
 
+/// A text as a [`Writer`] writes it: its length and its bytes, which need not lie in memory as
+/// one slice (the collector writes its binary ids as hex digits straight into the record).
+pub trait WireText {
+    /// The length of the text in bytes.
+    fn wire_len(&self) -> usize;
+    /// Appends the text's bytes to `out`.
+    fn write_to(&self, out: &mut Vec<u8>);
+}
+
+impl WireText for &str {
+    #[inline]
+    fn wire_len(&self) -> usize {
+        self.len()
+    }
+
+    #[inline]
+    fn write_to(&self, out: &mut Vec<u8>) {
+        out.extend_from_slice(self.as_bytes());
+    }
+}
+
+impl WireText for &[u8] {
+    #[inline]
+    fn wire_len(&self) -> usize {
+        self.len()
+    }
+
+    #[inline]
+    fn write_to(&self, out: &mut Vec<u8>) {
+        out.extend_from_slice(self);
+    }
+}
+
 /// Whether `text` is UTF-8. Most texts are ASCII, which is checked a word at a time; a short
 /// text's full UTF-8 check goes byte by byte.
 #[inline]
@@ -139,20 +172,20 @@ pub fn fixed64_len(tag: u32, value: u64) -> usize {
     if value == 0 { 0 } else { key_len(tag) + 8 }
 }
 
-/// The bytes a text field takes as [`Writer::text`] writes it (none when empty).
+/// The bytes a text field of `len` bytes takes as [`Writer::text`] writes it (none when empty).
 #[inline]
-pub fn text_len(tag: u32, value: &[u8]) -> usize {
-    if value.is_empty() {
+pub fn text_len(tag: u32, len: usize) -> usize {
+    if len == 0 {
         0
     } else {
-        optional_text_len(tag, value)
+        optional_text_len(tag, len)
     }
 }
 
-/// The bytes a present `optional` text field takes.
+/// The bytes a present `optional` text field of `len` bytes takes.
 #[inline]
-pub fn optional_text_len(tag: u32, value: &[u8]) -> usize {
-    key_len(tag) + prost::encoding::encoded_len_varint(value.len() as u64) + value.len()
+pub fn optional_text_len(tag: u32, len: usize) -> usize {
+    key_len(tag) + prost::encoding::encoded_len_varint(len as u64) + len
 }
 
 /// A protobuf message written field by field, in tag order, as prost writes it: a plain proto3
@@ -205,19 +238,19 @@ impl Writer {
 
     /// A `string` or `bytes` field, left out when empty.
     #[inline]
-    pub fn text(&mut self, tag: u32, value: &[u8]) {
-        if !value.is_empty() {
+    pub fn text(&mut self, tag: u32, value: &impl WireText) {
+        if value.wire_len() != 0 {
             self.optional_text(tag, Some(value));
         }
     }
 
     /// An `optional` `string` field, written whenever present, even when empty.
     #[inline]
-    pub fn optional_text(&mut self, tag: u32, value: Option<&[u8]>) {
+    pub fn optional_text(&mut self, tag: u32, value: Option<&impl WireText>) {
         if let Some(value) = value {
             encode_key(tag, WireType::LengthDelimited, &mut self.0);
-            encode_varint(value.len() as u64, &mut self.0);
-            self.0.extend_from_slice(value);
+            encode_varint(value.wire_len() as u64, &mut self.0);
+            value.write_to(&mut self.0);
         }
     }
 }

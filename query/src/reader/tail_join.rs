@@ -2,7 +2,7 @@
 //! client's retried copies removed (within the tail, and against the table within the dedupe
 //! window), and the tail's rows unioned with the table's.
 
-use std::collections::{BTreeMap, HashSet};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::Arc;
 
 use candor_records::rows::{Meta, Row};
@@ -17,6 +17,7 @@ use deltalake::datafusion::prelude::{col, lit};
 use deltalake::datafusion::scalar::ScalarValue;
 
 use super::Reader;
+use crate::rates::id_key;
 use crate::store::OpenTable;
 use crate::tail::{Tail, TailSettings, TopicTail};
 use crate::window::Micros;
@@ -47,7 +48,7 @@ impl Reader {
             .select(vec![col(id_column), col(column::KAFKA_TIMESTAMP)])?
             .collect()
             .await?;
-        let mut ids: std::collections::HashMap<String, Micros> = std::collections::HashMap::new();
+        let mut ids: HashMap<u128, Micros> = HashMap::new();
         for batch in &stored {
             let column = cast(
                 batch.column(0),
@@ -70,7 +71,7 @@ impl Reader {
             };
             for row in 0..batch.num_rows() {
                 if strings.is_valid(row) {
-                    ids.insert(strings.value(row).to_owned(), times.value(row));
+                    ids.insert(id_key(strings.value(row)), times.value(row));
                 }
             }
         }
@@ -79,7 +80,7 @@ impl Reader {
         // compactor would have dropped it.
         rows.retain(|(meta, row)| {
             row.id().is_none_or(|id| {
-                ids.get(id).is_none_or(|stored| {
+                ids.get(&id_key(id)).is_none_or(|stored| {
                     meta.kafka_micros.saturating_sub(*stored) > self.dedupe_window
                 })
             })
@@ -149,9 +150,9 @@ pub(super) async fn read_tail(
 
 /// Removes rows whose id an earlier row has; returns how many.
 pub(super) fn dedupe_within(rows: &mut Vec<(Meta, Row)>) -> u64 {
-    let mut seen: HashSet<String> = HashSet::new();
+    let mut seen: HashSet<u128> = HashSet::new();
     let before = rows.len();
-    rows.retain(|(_, row)| row.id().is_none_or(|id| seen.insert(id.to_owned())));
+    rows.retain(|(_, row)| row.id().is_none_or(|id| seen.insert(id_key(id))));
     u64::try_from(before - rows.len()).unwrap_or(0)
 }
 

@@ -1,4 +1,4 @@
-//! How a record is declared: [`record!`](crate::record::record) turns one declaration of a
+//! How a record is declared: the `record!` macro turns one declaration of a
 //! Kafka record into everything that reads or writes it.
 //!
 //! From one list of fields (protobuf tag, name, protobuf type, and for a record that is also a

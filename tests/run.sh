@@ -33,6 +33,10 @@ ensure_tools() {
         banner "cargo install cargo-nextest"
         cargo install cargo-nextest --locked
     fi
+    if ! command -v cargo-deny >/dev/null; then
+        banner "cargo install cargo-deny"
+        cargo install cargo-deny --locked --no-default-features
+    fi
     local component
     for component in rustfmt clippy; do
         if ! rustup component list --installed | grep -Eq "^${component}(-|$)"; then
@@ -87,6 +91,11 @@ banner "cargo check (adapter without optional features)"
 cargo check -p candor-adapter --lib --locked
 # The collector's input decoding builds without the service (what the fuzz targets build).
 cargo check -p candor-collector --lib --no-default-features --locked
+
+# Dependencies: licenses allowed by deny.toml, no git or unknown registry, duplicate versions
+# listed. (Advisories need a database this machine cannot fetch; see deny.toml.)
+banner "cargo deny (licenses, bans, sources)"
+cargo deny --locked check licenses bans sources
 
 banner "cargo clippy"
 cargo clippy --workspace --all-targets --all-features --locked -- -D warnings

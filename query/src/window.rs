@@ -39,12 +39,14 @@ pub enum WindowError {
     )]
     Unparsable(String),
     /// A duration that is not a positive length.
-    #[error("{flag} {raw:?}: expected a positive duration like 30s, 5m or 1h")]
+    #[error("{flag} {raw:?}: {reason}; expected a positive duration like 30s, 5m or 1h")]
     BadDuration {
         /// The flag it was given to.
         flag: &'static str,
         /// As given.
         raw: String,
+        /// What is wrong with it.
+        reason: String,
     },
     /// The window ends before it begins.
     #[error("the window ends ({until}) at or before it begins ({since}); swap --since and --until")]
@@ -82,9 +84,10 @@ impl TimeArg {
 
 /// Parses a positive duration given to `flag` (`--step`, `--window`, …).
 pub fn parse_duration(flag: &'static str, raw: &str) -> Result<Duration, WindowError> {
-    candor_schema::duration::parse_positive(raw).map_err(|_| WindowError::BadDuration {
+    candor_schema::duration::parse_positive(raw).map_err(|err| WindowError::BadDuration {
         flag,
         raw: raw.to_owned(),
+        reason: err.reason,
     })
 }
 

@@ -207,16 +207,14 @@ pub fn render_proto() -> String {
             ));
         }
         out.push_str("}\n");
-        if record.name == "OutcomeEvent" {
-            out.push_str(
-                "\n// How a count data point aggregates over time, as sent.\nenum Temporality {\n",
-            );
-            for (name, value) in Temporality::VALUES {
-                out.push_str(&format!("  {name} = {};\n", value as i32));
-            }
-            out.push_str("}\n");
-        }
     }
+    out.push_str(
+        "\n// How a count data point aggregates over time, as sent.\nenum Temporality {\n",
+    );
+    for (name, value) in Temporality::VALUES {
+        out.push_str(&format!("  {name} = {};\n", value as i32));
+    }
+    out.push_str("}\n");
     out
 }
 

@@ -116,6 +116,8 @@ async fn reconcile_matches_every_window_of_a_whole_pipeline_and_sizes_each_loss(
         .await
         .unwrap();
     let until = SystemTime::now();
+    // The answers below claim the window only once a heartbeat shows the pipeline reached its end.
+    collector.heartbeat_after_now().await;
     assert_eq!(lossy_failed, [16, 8], "the scripts' classes changed");
 
     let window = |target: &str| {

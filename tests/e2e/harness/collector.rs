@@ -95,6 +95,21 @@ impl Collector {
         sample(&self.metrics_endpoint, series).await
     }
 
+    /// Waits until a heartbeat started after this call has reached Kafka, so that an answer
+    /// read from the tail covers everything up to now. Heartbeats are sent one after another:
+    /// the second delivery counted after this call began was stamped after the first one, which
+    /// was delivered after the call began.
+    pub async fn heartbeat_after_now(&self) {
+        let series = "candor_collector_heartbeats_sent_total";
+        let sent = self.sample(series).await.unwrap_or(0.0);
+        crate::wait_for(
+            "a collector heartbeat sent after now",
+            Duration::from_secs(30),
+            || async { (self.sample(series).await? >= sent + 2.0).then_some(()) },
+        )
+        .await;
+    }
+
     /// What the collector has logged.
     pub fn output(&self) -> String {
         self.process.output()

@@ -95,13 +95,17 @@ impl Collector {
         sample(&self.metrics_endpoint, series).await
     }
 
-    /// Waits until a heartbeat started after this call has reached Kafka, so that an answer
-    /// read from the tail covers everything up to now. Heartbeats are sent one after another:
-    /// the second delivery counted after this call began was stamped after the first one, which
-    /// was delivered after the call began.
+    /// Waits until a heartbeat stamped after this call has reached Kafka, so that an answer
+    /// read from the tail covers everything up to now. Heartbeats are sent one after another,
+    /// each stamped once the one before it was delivered: of the two deliveries counted after
+    /// this call began, the second was stamped after the first, so after the call began.
     pub async fn heartbeat_after_now(&self) {
         let series = "candor_collector_heartbeats_sent_total";
-        let sent = self.sample(series).await.unwrap_or(0.0);
+        // A missing counter fails here rather than counting from zero, which could pass at once.
+        let sent = self
+            .sample(series)
+            .await
+            .expect("the collector exposes its heartbeat counter");
         crate::wait_for(
             "a collector heartbeat sent after now",
             Duration::from_secs(30),

@@ -1,6 +1,7 @@
 //! Configuration of the ingest role: TOML → [`RawConfig`] (serde) → [`RawConfig::validate`] (pure,
 //! no I/O) → [`Config`] with real types. Reading the file, the environment and binding sockets are
-//! left to the caller.
+//! left to the caller. The error type and the value rules (durations, addresses, counts, brokers)
+//! are those every service shares ([`candor_service::config`]).
 //!
 //! ```
 //! use candor_collector::config::Config;
@@ -16,52 +17,13 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use candor_kafka::{ExtraSettings, Role};
+use candor_service::config::{
+    bootstrap_servers, invalid, nonzero_usize, parse_brokers, parse_toml, socket_addr,
+};
 use serde::Deserialize;
 
-/// Why a configuration was refused.
-#[derive(Debug, thiserror::Error)]
-pub enum ConfigError {
-    /// Not TOML, an unknown key or a value of the wrong type. The message names an unknown key
-    /// and the line of any other fault; the source's `Display` shows that line.
-    #[error("cannot parse the configuration{}: {}", at_line(.line), .source.message())]
-    Parse {
-        /// 1-based line of the fault, when the parser knows where it is.
-        line: Option<usize>,
-        /// The parser's error.
-        source: toml::de::Error,
-    },
-    /// A value was read but is not acceptable.
-    #[error("invalid {key} = {value:?}: {reason}")]
-    Invalid {
-        /// Dotted path of the key, e.g. `kafka.partitions`.
-        key: String,
-        /// The value as written (never a secret: those are replaced by `(not shown)`).
-        value: String,
-        /// What is wrong with it.
-        reason: String,
-    },
-    /// `kafka.extra` or `kafka.extra_env` (or an environment variable's name, such as
-    /// `otlp.auth_token_env`) refused by the Kafka client settings' rules, shared by every
-    /// service ([`candor_kafka`]).
-    #[error(transparent)]
-    Kafka(#[from] candor_kafka::SettingsError),
-}
-
-fn at_line(line: &Option<usize>) -> String {
-    line.map(|n| format!(" at line {n}")).unwrap_or_default()
-}
-
-pub(crate) fn invalid(
-    key: impl Into<String>,
-    value: impl ToString,
-    reason: impl Into<String>,
-) -> ConfigError {
-    ConfigError::Invalid {
-        key: key.into(),
-        value: value.to_string(),
-        reason: reason.into(),
-    }
-}
+/// The error type and rules every service shares ([`candor_service::config`]), named from here too.
+pub use candor_service::config::{BrokerAddr, ConfigError, parse_duration};
 
 /// The configuration file as written. Every key may be left out; this table is the one place
 /// the defaults are documented (`deploy/collector.example.toml` repeats them, checked by a test).
@@ -354,21 +316,6 @@ pub struct MetricsConfig {
     pub addr: SocketAddr,
 }
 
-/// One bootstrap broker; displayed as `host:port`.
-#[derive(Debug, Clone, PartialEq, Eq, Hash)]
-pub struct BrokerAddr {
-    /// Host name or IP address (an IPv6 address keeps its brackets).
-    pub host: String,
-    /// TCP port, never 0.
-    pub port: u16,
-}
-
-impl fmt::Display for BrokerAddr {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{}:{}", self.host, self.port)
-    }
-}
-
 /// Producer compression codec.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Compression {
@@ -403,11 +350,7 @@ impl fmt::Display for Compression {
 impl RawConfig {
     /// Parses TOML text; unknown keys and values of the wrong type are refused.
     pub fn from_toml_str(text: &str) -> Result<Self, ConfigError> {
-        toml::from_str(text).map_err(|source| {
-            let before = |start| text.bytes().take(start).filter(|b| *b == b'\n').count();
-            let line = source.span().map(|span| before(span.start) + 1);
-            ConfigError::Parse { line, source }
-        })
+        parse_toml(text)
     }
 
     /// Checks every value and converts it to its real type. Pure: no file, network or
@@ -526,7 +469,7 @@ impl RawKafka {
         let compression_level = compression_level(compression, self.compression_level)?;
         let extra = ExtraSettings::validate(Role::Producer, self.extra, self.extra_env)?;
         Ok(KafkaConfig {
-            brokers: parse_brokers(&self.brokers)?,
+            brokers: parse_brokers("kafka.brokers", &self.brokers)?,
             create_topics: self.create_topics,
             partitions: nonzero_i32("kafka.partitions", self.partitions)?,
             replication_factor: nonzero_i32("kafka.replication_factor", self.replication_factor)?,
@@ -551,20 +494,6 @@ impl Config {
     }
 }
 
-/// Parses a duration above zero in Candor's one grammar ([`candor_schema::duration`]: "250ms",
-/// "5s", "2m", "1h 30m", "2d"); a mistake is refused with an error naming `key` (the dotted path
-/// the value came from) and the value.
-pub fn parse_duration(key: &str, value: &str) -> Result<Duration, ConfigError> {
-    candor_schema::duration::parse_positive(value).map_err(|err| invalid(key, value, err.reason))
-}
-
-pub(crate) fn nonzero_usize(key: &str, value: i64) -> Result<NonZeroUsize, ConfigError> {
-    usize::try_from(value)
-        .ok()
-        .and_then(NonZeroUsize::new)
-        .ok_or_else(|| invalid(key, value, "must be at least 1"))
-}
-
 /// A count librdkafka or the Kafka admin API takes as a positive `i32`.
 fn nonzero_i32(key: &str, value: i64) -> Result<NonZeroU32, ConfigError> {
     i32::try_from(value)
@@ -572,18 +501,6 @@ fn nonzero_i32(key: &str, value: i64) -> Result<NonZeroU32, ConfigError> {
         .and_then(|v| u32::try_from(v).ok())
         .and_then(NonZeroU32::new)
         .ok_or_else(|| invalid(key, value, format!("must be between 1 and {}", i32::MAX)))
-}
-
-pub(crate) fn socket_addr(key: &str, value: &str) -> Result<SocketAddr, ConfigError> {
-    value
-        .parse()
-        .map_err(|_| invalid(key, value, "expected an IP address and a port"))
-}
-
-/// Brokers as librdkafka's `bootstrap.servers`: `host:port` joined with commas.
-pub(crate) fn bootstrap_servers(brokers: &[BrokerAddr]) -> String {
-    let brokers: Vec<String> = brokers.iter().map(ToString::to_string).collect();
-    brokers.join(",")
 }
 
 /// The compression level for `codec`: as written when it is in the codec's range, 1 for zstd
@@ -621,37 +538,6 @@ fn compression_level(codec: Compression, written: Option<i64>) -> Result<Option<
             )),
         },
     }
-}
-
-pub(crate) fn parse_brokers(value: &str) -> Result<Vec<BrokerAddr>, ConfigError> {
-    const KEY: &str = "kafka.brokers";
-    if value.trim().is_empty() {
-        return Err(invalid(KEY, value, "expected at least one host:port"));
-    }
-    value
-        .split(',')
-        .map(|entry| {
-            let entry = entry.trim();
-            let bad = |reason: &str| invalid(KEY, entry, reason);
-            let Some((host, port)) = entry.rsplit_once(':') else {
-                return Err(bad("expected host:port"));
-            };
-            let bracketed = host.starts_with('[') && host.ends_with(']');
-            if host.is_empty()
-                || host.contains(char::is_whitespace)
-                || (host.contains(':') && !bracketed)
-            {
-                return Err(bad("expected host:port, with an IPv6 host in brackets"));
-            }
-            match port.parse::<u16>() {
-                Ok(port) if port != 0 => Ok(BrokerAddr {
-                    host: host.to_owned(),
-                    port,
-                }),
-                _ => Err(bad("expected a port from 1 to 65535")),
-            }
-        })
-        .collect()
 }
 
 #[cfg(test)]
@@ -775,34 +661,6 @@ mod tests {
             let err = refusal(&format!("[{section}]\n{field} = {value}\n"));
             let want = format!("invalid {key} = {:?}: ", value.trim_matches('"'));
             assert!(err.starts_with(&want), "{err}");
-        }
-    }
-
-    #[test]
-    fn durations() {
-        for (text, ms) in [
-            ("250ms", 250),
-            ("5s", 5_000),
-            ("2m", 120_000),
-            ("1h", 3_600_000),
-            ("1h 30m", 5_400_000),
-            ("1d", 86_400_000),
-            (" 5s", 5_000),
-            ("1.5s", 1_500),
-        ] {
-            assert_eq!(
-                parse_duration("k", text).unwrap(),
-                Duration::from_millis(ms)
-            );
-        }
-        for text in ["0s", "5", "5x", "", "-5s"] {
-            let err = parse_duration("heartbeat.interval", text)
-                .unwrap_err()
-                .to_string();
-            assert!(
-                err.starts_with(&format!("invalid heartbeat.interval = {text:?}: ")),
-                "{err}"
-            );
         }
     }
 

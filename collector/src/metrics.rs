@@ -1,5 +1,6 @@
-//! The collector's own telemetry: typed counters, gauges and histograms, rendered in the Prometheus
-//! text exposition format 0.0.4 for `/metrics`.
+//! The collector's own telemetry: typed counters, gauges and histograms in one
+//! `prometheus-client` registry ([`candor_service::metrics`]), rendered in the Prometheus text
+//! exposition format 0.0.4 for `/metrics`.
 //!
 //! Every metric name is a constant in [`names`]. Anything that is more than routine (a rejection, a
 //! failed delivery, a refused request) goes through one method of [`CollectorMetrics`] that both
@@ -19,34 +20,22 @@
 //! assert!(text.contains("candor_collector_rejected_total{reason=\"missing_target\"} 1\n"));
 //! ```
 //!
-//! Counters, gauges and histograms are plain atomics updated with `Relaxed` ordering: they
-//! synchronise nothing but themselves. A labelled family takes one short mutex per lookup (and
-//! while it is rendered); a hot path may keep the `Arc` it returns instead of looking it up again.
+//! Counters and gauges are atomics; a labelled family takes a short lock per lookup, so a hot path
+//! may keep the series it returns instead of looking it up again.
 
-use std::collections::BTreeMap;
-use std::fmt::{self, Write as _};
-use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, Ordering::Relaxed};
-use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::fmt;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
 use std::time::Duration;
 
 use candor_schema::names::topic;
+use candor_service::metrics::{Counter, Family, Gauge, Histogram, Metrics, observe};
 
-/// Declares each metric's name and help text together; the help is also the constant's rustdoc.
-macro_rules! metric_names {
-    ($($name:ident = $value:literal, $help:literal;)*) => {
-        $(#[doc = $help] pub const $name: &str = $value;)*
-        /// Every metric family above.
-        pub const ALL: &[&str] = &[$($name),*];
-        /// The `# HELP` text of a family named above.
-        pub(super) fn help(name: &str) -> &'static str {
-            match name { $($value => $help,)* _ => "" }
-        }
-    };
-}
+pub use candor_service::metrics::{LATENCY_BUCKETS, MAX_SERIES_PER_FAMILY};
 
 /// Metric names (with their help texts), label names and the closed sets of label values.
 pub mod names {
-    metric_names! {
+    candor_service::metric_names! {
         REQUESTS_RECEIVED_TOTAL = "candor_collector_requests_received_total",
             "OTLP export requests received, by signal and transport.";
         REQUESTS_ANSWERED_TOTAL = "candor_collector_requests_answered_total",
@@ -96,7 +85,7 @@ pub mod names {
     }
 
     /// The value of every label of the series a full family folds new label sets into.
-    pub const OVERFLOW_VALUE: &str = "other";
+    pub use candor_service::metrics::OVERFLOW_VALUE;
 
     /// Label names.
     pub mod label {
@@ -163,283 +152,6 @@ pub mod names {
     }
 }
 
-/// How many label sets a family holds before it folds new ones into its `other` series.
-pub const MAX_SERIES_PER_FAMILY: usize = 1000;
-
-/// The bucket bounds of every [`Histogram`], in seconds (`+Inf` is implied). They are fixed: other
-/// bounds are a change to this constant.
-pub const LATENCY_BUCKETS: &[f64] = &[
-    0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0,
-];
-
-/// A monotonic count.
-#[derive(Debug, Default)]
-pub struct Counter(AtomicU64);
-
-impl Counter {
-    /// A counter at zero.
-    pub const fn new() -> Self {
-        Self(AtomicU64::new(0))
-    }
-    /// Adds one.
-    pub fn inc(&self) {
-        self.add(1);
-    }
-    /// Adds `n`.
-    pub fn add(&self, n: u64) {
-        self.0.fetch_add(n, Relaxed);
-    }
-    /// The current count.
-    pub fn get(&self) -> u64 {
-        self.0.load(Relaxed)
-    }
-}
-
-/// A value that goes up and down.
-#[derive(Debug, Default)]
-pub struct Gauge(AtomicI64);
-
-impl Gauge {
-    /// A gauge at zero.
-    pub const fn new() -> Self {
-        Self(AtomicI64::new(0))
-    }
-    /// Sets the value.
-    pub fn set(&self, value: i64) {
-        self.0.store(value, Relaxed);
-    }
-    /// Adds `n`.
-    pub fn add(&self, n: i64) {
-        self.0.fetch_add(n, Relaxed);
-    }
-    /// Subtracts `n`.
-    pub fn sub(&self, n: i64) {
-        self.0.fetch_sub(n, Relaxed);
-    }
-    /// The current value.
-    pub fn get(&self) -> i64 {
-        self.0.load(Relaxed)
-    }
-}
-
-/// A distribution of durations over [`LATENCY_BUCKETS`].
-///
-/// An observation adds one to the single bucket it falls in (the exposition cumulates) and its
-/// length to a sum kept in whole nanoseconds in a `u64`, so no float CAS loop is needed; the sum
-/// wraps after 584 years of summed time. The count is the total over the buckets, so `le="+Inf"`
-/// and `_count` always agree.
-#[derive(Debug)]
-pub struct Histogram {
-    /// One slot per bound, then the `+Inf` slot.
-    counts: [AtomicU64; LATENCY_BUCKETS.len() + 1],
-    sum_nanos: AtomicU64,
-}
-
-impl Default for Histogram {
-    fn default() -> Self {
-        Self::new()
-    }
-}
-
-impl Histogram {
-    /// An empty histogram.
-    pub fn new() -> Self {
-        Self {
-            counts: std::array::from_fn(|_| AtomicU64::new(0)),
-            sum_nanos: AtomicU64::new(0),
-        }
-    }
-    /// Records one duration; a bucket counts the durations less than or equal to its bound.
-    pub fn observe(&self, elapsed: Duration) {
-        // `n ns / 1e9` rounds to the same f64 as the bound's literal, so a duration equal to a
-        // bound lands in that bound's bucket.
-        let secs = elapsed.as_secs_f64();
-        let slot = LATENCY_BUCKETS.partition_point(|&bound| bound < secs);
-        if let Some(count) = self.counts.get(slot) {
-            count.fetch_add(1, Relaxed);
-        }
-        let nanos = u64::try_from(elapsed.as_nanos()).unwrap_or(u64::MAX);
-        self.sum_nanos.fetch_add(nanos, Relaxed);
-    }
-}
-
-/// The series of one labelled family, one per label set, bounded: see [`CounterVec`] and
-/// [`HistogramVec`].
-#[derive(Debug)]
-pub struct Family<M> {
-    name: &'static str,
-    label_names: &'static [&'static str],
-    max_series: usize,
-    series: Mutex<BTreeMap<Vec<String>, Arc<M>>>,
-    other_key: Vec<String>,
-    overflow: Arc<Counter>,
-    overflow_logged: AtomicBool,
-}
-
-/// A family of counters.
-pub type CounterVec = Family<Counter>;
-
-/// A family of histograms.
-pub type HistogramVec = Family<Histogram>;
-
-impl<M: Default> Family<M> {
-    /// An empty family of at most [`MAX_SERIES_PER_FAMILY`] label sets (plus `other`); lookups
-    /// folded into `other` are counted on `overflow`.
-    pub fn new(
-        name: &'static str,
-        label_names: &'static [&'static str],
-        overflow: Arc<Counter>,
-    ) -> Self {
-        Self {
-            name,
-            label_names,
-            max_series: MAX_SERIES_PER_FAMILY,
-            series: Mutex::new(BTreeMap::new()),
-            other_key: vec![names::OVERFLOW_VALUE.to_owned(); label_names.len()],
-            overflow,
-            overflow_logged: AtomicBool::new(false),
-        }
-    }
-
-    /// The same family with another series limit.
-    pub fn with_max_series(mut self, max_series: usize) -> Self {
-        self.max_series = max_series;
-        self
-    }
-
-    /// The series for these label values, given in the order of the label names.
-    ///
-    /// Past the series limit, or given the wrong number of values (a bug, which panics in debug
-    /// builds), it is the `other` series, and the fold is counted on the overflow counter.
-    pub fn with(&self, values: &[&str]) -> Arc<M> {
-        let arity_ok = values.len() == self.label_names.len();
-        debug_assert!(arity_ok, "wrong number of label values for {}", self.name);
-        let mut series = self.lock();
-        if arity_ok {
-            let key: Vec<String> = values.iter().map(|v| (*v).to_owned()).collect();
-            if let Some(found) = series.get(&key) {
-                return Arc::clone(found);
-            }
-            if series.len() - usize::from(series.contains_key(&self.other_key)) < self.max_series {
-                return Arc::clone(series.entry(key).or_default());
-            }
-        }
-        self.overflow.inc();
-        if !self.overflow_logged.swap(true, Relaxed) {
-            let max_series = self.max_series;
-            tracing::warn!(metric = self.name, max_series, "metric series overflow");
-        }
-        Arc::clone(series.entry(self.other_key.clone()).or_default())
-    }
-
-    fn lock(&self) -> MutexGuard<'_, BTreeMap<Vec<String>, Arc<M>>> {
-        // A panic elsewhere cannot leave the map half-written (its only write is one `insert`), so
-        // the data behind a poisoned lock is sound, and metrics must keep working after a panic.
-        self.series.lock().unwrap_or_else(PoisonError::into_inner)
-    }
-}
-
-/// A family of gauges.
-pub type GaugeVec = Family<Gauge>;
-
-impl GaugeVec {
-    pub(crate) fn render(&self, out: &mut String) {
-        write_header(out, self.name, "gauge");
-        for (values, gauge) in self.lock().iter() {
-            let labels = (self.label_names, values.as_slice());
-            write_sample(out, self.name, labels, None, gauge.get());
-        }
-    }
-}
-
-impl CounterVec {
-    pub(crate) fn render(&self, out: &mut String) {
-        write_header(out, self.name, "counter");
-        for (values, counter) in self.lock().iter() {
-            let labels = (self.label_names, values.as_slice());
-            write_sample(out, self.name, labels, None, counter.get());
-        }
-    }
-}
-
-impl HistogramVec {
-    pub(crate) fn render(&self, out: &mut String) {
-        write_header(out, self.name, "histogram");
-        let [bucket, sum, count] =
-            ["_bucket", "_sum", "_count"].map(|s| format!("{}{s}", self.name));
-        for (values, histogram) in self.lock().iter() {
-            let labels = (self.label_names, values.as_slice());
-            // Each slot is read once, so the cumulative counts never decrease and `+Inf` is the
-            // count, even while observations race the scrape.
-            let mut total = 0;
-            for (slot, bound) in histogram.counts.iter().zip(LATENCY_BUCKETS) {
-                total += slot.load(Relaxed);
-                write_sample(out, &bucket, labels, Some(bound), total);
-            }
-            total += histogram.counts.last().map_or(0, |slot| slot.load(Relaxed));
-            write_sample(out, &bucket, labels, Some(&"+Inf"), total);
-            let seconds = histogram.sum_nanos.load(Relaxed) as f64 / 1e9;
-            write_sample(out, &sum, labels, None, seconds);
-            write_sample(out, &count, labels, None, total);
-        }
-    }
-}
-
-/// `# HELP` and `# TYPE` of a family; the help text is looked up among the collector's and the
-/// compactor's metric names.
-pub(crate) fn write_header(out: &mut String, name: &str, kind: &str) {
-    let help = match names::help(name) {
-        "" => crate::compact::metrics::names::help(name),
-        help => help,
-    };
-    // Writing to a String cannot fail.
-    let _ = write!(out, "# HELP {name} ");
-    escape_into(out, help, false);
-    let _ = writeln!(out, "\n# TYPE {name} {kind}");
-}
-
-/// One line: `name{label="value",...,le="bound"} value`, braces only when there are labels.
-pub(crate) fn write_sample(
-    out: &mut String,
-    name: &str,
-    (label_names, values): (&[&str], &[String]),
-    le: Option<&dyn fmt::Display>,
-    value: impl fmt::Display,
-) {
-    out.push_str(name);
-    let mut separator = '{';
-    for (label, label_value) in label_names.iter().zip(values) {
-        out.push(separator);
-        out.push_str(label);
-        out.push_str("=\"");
-        escape_into(out, label_value, true);
-        out.push('"');
-        separator = ',';
-    }
-    if let Some(le) = le {
-        // Writing to a String cannot fail.
-        let _ = write!(out, "{separator}le=\"{le}\"");
-        separator = ',';
-    }
-    if separator == ',' {
-        out.push('}');
-    }
-    // Writing to a String cannot fail.
-    let _ = writeln!(out, " {value}");
-}
-
-/// Escapes `\` and newlines, and in a label value `"` as well, as the text format asks.
-fn escape_into(out: &mut String, text: &str, quote: bool) {
-    for c in text.chars() {
-        match c {
-            '\\' => out.push_str("\\\\"),
-            '\n' => out.push_str("\\n"),
-            '"' if quote => out.push_str("\\\""),
-            c => out.push(c),
-        }
-    }
-}
-
 /// Keeps a request counted in `in_flight_requests` until it is dropped.
 #[derive(Debug)]
 #[must_use = "the request counts as in flight only while this guard lives"]
@@ -447,7 +159,7 @@ pub struct InFlight<'a>(&'a Gauge);
 
 impl Drop for InFlight<'_> {
     fn drop(&mut self) {
-        self.0.sub(1);
+        self.0.dec();
     }
 }
 
@@ -459,13 +171,14 @@ impl Drop for InFlight<'_> {
 /// Read it with [`render`](Self::render) or, in tests, [`sample`](Self::sample).
 #[derive(Debug)]
 pub struct CollectorMetrics {
-    requests_received: CounterVec,
-    requests_answered: CounterVec,
-    rejected: CounterVec,
-    records_produced: CounterVec,
-    delivery_failures: CounterVec,
-    decode_errors: CounterVec,
-    request_duration: HistogramVec,
+    registry: Metrics,
+    requests_received: Family<Counter>,
+    requests_answered: Family<Counter>,
+    rejected: Family<Counter>,
+    records_produced: Family<Counter>,
+    delivery_failures: Family<Counter>,
+    decode_errors: Family<Counter>,
+    request_duration: Family<Histogram>,
     events_received: Counter,
     events_accepted: Counter,
     counts_received: Counter,
@@ -478,7 +191,6 @@ pub struct CollectorMetrics {
     unauthenticated: Counter,
     too_large: Counter,
     producer_renewals: Counter,
-    series_overflow: Arc<Counter>,
     in_flight_requests: Gauge,
     producer_queue_depth: Gauge,
     kafka_reachable: Gauge,
@@ -488,48 +200,41 @@ pub struct CollectorMetrics {
 impl Default for CollectorMetrics {
     fn default() -> Self {
         use names::{label, signal, status, transport};
-        let overflow = Arc::new(Counter::new());
-        let counters = |name: &'static str, labels: &'static [&'static str]| {
-            CounterVec::new(name, labels, Arc::clone(&overflow))
-        };
+        let mut m = Metrics::new(names::help, names::METRIC_SERIES_OVERFLOW_TOTAL);
         let metrics = Self {
-            requests_received: counters(
+            requests_received: m.counters(
                 names::REQUESTS_RECEIVED_TOTAL,
                 &[label::SIGNAL, label::TRANSPORT],
             ),
-            requests_answered: counters(
+            requests_answered: m.counters(
                 names::REQUESTS_ANSWERED_TOTAL,
                 &[label::SIGNAL, label::TRANSPORT, label::STATUS],
             ),
-            rejected: counters(names::REJECTED_TOTAL, &[label::REASON]),
-            records_produced: counters(names::RECORDS_PRODUCED_TOTAL, &[label::TOPIC]),
-            delivery_failures: counters(
+            rejected: m.counters(names::REJECTED_TOTAL, &[label::REASON]),
+            records_produced: m.counters(names::RECORDS_PRODUCED_TOTAL, &[label::TOPIC]),
+            delivery_failures: m.counters(
                 names::DELIVERY_FAILURES_TOTAL,
                 &[label::TOPIC, label::ERROR],
             ),
-            decode_errors: counters(names::DECODE_ERRORS_TOTAL, &[label::SIGNAL]),
-            request_duration: HistogramVec::new(
-                names::REQUEST_DURATION_SECONDS,
-                &[label::SIGNAL],
-                Arc::clone(&overflow),
-            ),
-            events_received: Counter::new(),
-            events_accepted: Counter::new(),
-            counts_received: Counter::new(),
-            counts_accepted: Counter::new(),
-            ignored_spans: Counter::new(),
-            ignored_metrics: Counter::new(),
-            redacted_values: Counter::new(),
-            heartbeats_sent: Counter::new(),
-            heartbeat_failures: Counter::new(),
-            unauthenticated: Counter::new(),
-            too_large: Counter::new(),
-            producer_renewals: Counter::new(),
-            series_overflow: Arc::clone(&overflow),
-            in_flight_requests: Gauge::new(),
-            producer_queue_depth: Gauge::new(),
-            kafka_reachable: Gauge::new(),
+            decode_errors: m.counters(names::DECODE_ERRORS_TOTAL, &[label::SIGNAL]),
+            request_duration: m.histograms(names::REQUEST_DURATION_SECONDS, &[label::SIGNAL]),
+            events_received: m.counter(names::EVENTS_RECEIVED_TOTAL),
+            events_accepted: m.counter(names::EVENTS_ACCEPTED_TOTAL),
+            counts_received: m.counter(names::COUNTS_RECEIVED_TOTAL),
+            counts_accepted: m.counter(names::COUNTS_ACCEPTED_TOTAL),
+            ignored_spans: m.counter(names::IGNORED_SPANS_TOTAL),
+            ignored_metrics: m.counter(names::IGNORED_METRICS_TOTAL),
+            redacted_values: m.counter(names::REDACTED_VALUES_TOTAL),
+            heartbeats_sent: m.counter(names::HEARTBEATS_SENT_TOTAL),
+            heartbeat_failures: m.counter(names::HEARTBEAT_FAILURES_TOTAL),
+            unauthenticated: m.counter(names::UNAUTHENTICATED_TOTAL),
+            too_large: m.counter(names::TOO_LARGE_TOTAL),
+            producer_renewals: m.counter(names::PRODUCER_RENEWALS_TOTAL),
+            in_flight_requests: m.gauge(names::IN_FLIGHT_REQUESTS),
+            producer_queue_depth: m.gauge(names::PRODUCER_QUEUE_DEPTH),
+            kafka_reachable: m.gauge(names::KAFKA_REACHABLE),
             kafka_reported: AtomicBool::new(false),
+            registry: m,
         };
         // The closed label sets start at zero, so that rates have a series from the first scrape.
         for &s in signal::ALL {
@@ -563,7 +268,7 @@ impl CollectorMetrics {
     /// Counts a request as received, and as in flight until the returned guard is dropped.
     pub fn request_received(&self, signal: &str, transport: &str) -> InFlight<'_> {
         self.requests_received.with(&[signal, transport]).inc();
-        self.in_flight_requests.add(1);
+        self.in_flight_requests.inc();
         InFlight(&self.in_flight_requests)
     }
     /// Counts an answer and records how long the request took.
@@ -571,40 +276,40 @@ impl CollectorMetrics {
         self.requests_answered
             .with(&[signal, transport, status])
             .inc();
-        self.request_duration.with(&[signal]).observe(elapsed);
+        observe(&self.request_duration.with(&[signal]), elapsed);
         tracing::debug!(signal, transport, status, ?elapsed, "request answered");
     }
     /// Counts outcome span events received.
     pub fn events_received(&self, n: u64) {
-        self.events_received.add(n);
+        self.events_received.inc_by(n);
     }
     /// Counts outcome span events accepted.
     pub fn events_accepted(&self, n: u64) {
-        self.events_accepted.add(n);
+        self.events_accepted.inc_by(n);
     }
     /// Counts outcome counter data points received.
     pub fn counts_received(&self, n: u64) {
-        self.counts_received.add(n);
+        self.counts_received.inc_by(n);
     }
     /// Counts outcome counter data points accepted.
     pub fn counts_accepted(&self, n: u64) {
-        self.counts_accepted.add(n);
+        self.counts_accepted.inc_by(n);
     }
     /// Counts spans skipped for carrying no outcome event.
     pub fn ignored_spans(&self, n: u64) {
-        self.ignored_spans.add(n);
+        self.ignored_spans.inc_by(n);
     }
     /// Counts metrics skipped for not being the outcome counter.
     pub fn ignored_metrics(&self, n: u64) {
-        self.ignored_metrics.add(n);
+        self.ignored_metrics.inc_by(n);
     }
     /// Counts values a credential was removed from.
     pub fn redacted_values(&self, n: u64) {
-        self.redacted_values.add(n);
+        self.redacted_values.inc_by(n);
     }
     /// Counts records Kafka acknowledged on `topic`.
     pub fn records_produced(&self, topic: &str, n: u64) {
-        self.records_produced.with(&[topic]).add(n);
+        self.records_produced.with(&[topic]).inc_by(n);
     }
     /// Sets how many records wait in the producer's queue.
     pub fn set_producer_queue_depth(&self, depth: i64) {
@@ -616,7 +321,7 @@ impl CollectorMetrics {
     }
     /// Records whether Kafka answered; logs the first report and every change.
     pub fn set_kafka_reachable(&self, reachable: bool) {
-        let previous = self.kafka_reachable.0.swap(i64::from(reachable), Relaxed);
+        let previous = self.kafka_reachable.set(i64::from(reachable));
         let first = !self.kafka_reported.swap(true, Relaxed);
         match (first || previous != i64::from(reachable), reachable) {
             (false, _) => {}
@@ -630,7 +335,7 @@ impl CollectorMetrics {
     pub fn rejected(&self, by_reason: &[(&str, u64)], summary: impl fmt::Display) {
         let mut total = 0;
         for (reason, count) in by_reason {
-            self.rejected.with(&[reason]).add(*count);
+            self.rejected.with(&[reason]).inc_by(*count);
             total += count;
         }
         tracing::warn!(rejected = total, summary = %summary, "events rejected");
@@ -671,54 +376,13 @@ impl CollectorMetrics {
 
     /// Every family in the Prometheus text exposition format 0.0.4.
     pub fn render(&self) -> String {
-        let mut text = String::with_capacity(16 * 1024);
-        let out = &mut text;
-        for family in [
-            &self.requests_received,
-            &self.requests_answered,
-            &self.rejected,
-            &self.records_produced,
-            &self.delivery_failures,
-            &self.decode_errors,
-        ] {
-            family.render(out);
-        }
-        self.request_duration.render(out);
-        for (name, counter) in [
-            (names::EVENTS_RECEIVED_TOTAL, &self.events_received),
-            (names::EVENTS_ACCEPTED_TOTAL, &self.events_accepted),
-            (names::COUNTS_RECEIVED_TOTAL, &self.counts_received),
-            (names::COUNTS_ACCEPTED_TOTAL, &self.counts_accepted),
-            (names::IGNORED_SPANS_TOTAL, &self.ignored_spans),
-            (names::IGNORED_METRICS_TOTAL, &self.ignored_metrics),
-            (names::REDACTED_VALUES_TOTAL, &self.redacted_values),
-            (names::HEARTBEATS_SENT_TOTAL, &self.heartbeats_sent),
-            (names::HEARTBEAT_FAILURES_TOTAL, &self.heartbeat_failures),
-            (names::UNAUTHENTICATED_TOTAL, &self.unauthenticated),
-            (names::TOO_LARGE_TOTAL, &self.too_large),
-            (names::PRODUCER_RENEWALS_TOTAL, &self.producer_renewals),
-            (names::METRIC_SERIES_OVERFLOW_TOTAL, &*self.series_overflow),
-        ] {
-            write_header(out, name, "counter");
-            write_sample(out, name, (&[], &[]), None, counter.get());
-        }
-        for (name, gauge) in [
-            (names::IN_FLIGHT_REQUESTS, &self.in_flight_requests),
-            (names::PRODUCER_QUEUE_DEPTH, &self.producer_queue_depth),
-            (names::KAFKA_REACHABLE, &self.kafka_reachable),
-        ] {
-            write_header(out, name, "gauge");
-            write_sample(out, name, (&[], &[]), None, gauge.get());
-        }
-        text
+        self.registry.encode()
     }
 
     /// The value of one sample of [`render`](Self::render), named as it is written there, e.g.
     /// `candor_collector_rejected_total{reason="x"}`; for tests and diagnostics.
     pub fn sample(&self, series: &str) -> Option<f64> {
-        let text = self.render();
-        let value = |line: &str| line.strip_prefix(series)?.strip_prefix(' ')?.parse().ok();
-        text.lines().find_map(value)
+        candor_service::metrics::sample(&self.render(), series)
     }
 }
 
@@ -894,16 +558,24 @@ mod tests {
 
     #[test]
     fn a_full_family_folds_into_other_and_counts_the_overflow() {
-        let overflow = Arc::new(Counter::new());
-        let family = CounterVec::new("t_total", &["k"], Arc::clone(&overflow)).with_max_series(2);
+        let mut registry = Metrics::new(names::help, names::METRIC_SERIES_OVERFLOW_TOTAL);
+        let family = registry
+            .counters(names::REJECTED_TOTAL, &["k"])
+            .with_max_series(2);
         for key in ["a", "b", "c", "d", "a"] {
             family.with(&[key]).inc();
         }
-        assert_eq!(overflow.get(), 2);
-        let mut text = String::new();
-        family.render(&mut text);
-        assert!(text.contains("t_total{k=\"a\"} 2\n"), "{text}");
-        assert!(text.contains("t_total{k=\"other\"} 2\n"), "{text}");
+        let text = registry.encode();
+        let overflow = candor_service::metrics::sample(&text, names::METRIC_SERIES_OVERFLOW_TOTAL);
+        assert_eq!(overflow, Some(2.0), "{text}");
+        assert!(
+            text.contains("candor_collector_rejected_total{k=\"a\"} 2\n"),
+            "{text}"
+        );
+        assert!(
+            text.contains("candor_collector_rejected_total{k=\"other\"} 2\n"),
+            "{text}"
+        );
         assert!(!text.contains("\"c\""), "{text}");
 
         let m = CollectorMetrics::new();

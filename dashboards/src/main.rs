@@ -1,25 +1,29 @@
 //! `candor-dashboards`: the web UI, the alert rules and `/metrics`, as their own process.
+//!
+//! The configuration is a TOML file (`--config`, see `deploy/dashboards.example.toml`; the
+//! defaults without one) with each flag or variable given over its key; `--check` validates it
+//! as a start would, prints it and exits (0 valid, 2 not).
 
-use std::net::SocketAddr;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
-use anyhow::{Context as _, bail};
+use anyhow::Context as _;
 use candor_adapter::otlp::{OtlpConfig, init};
+use candor_dashboards::config::{Config, RawConfig, RawKafkaSettingsFile};
 use candor_dashboards::forensic::ForensicSettings;
-use candor_dashboards::model::{Model, ModelSettings};
-use candor_dashboards::notify::{Notifier, Webhook};
-use candor_dashboards::reconcile::{self, ReconcileSettings, Schedule};
-use candor_dashboards::rules::{self, DEFAULT_RULES, Limits};
-use candor_dashboards::state::{PipelineInputs, Shared, Staleness};
+use candor_dashboards::model::Model;
+use candor_dashboards::notify::Notifier;
+use candor_dashboards::reconcile::{self, ReconcileSettings};
+use candor_dashboards::rules::{self, DEFAULT_RULES, Limits, Rule};
+use candor_dashboards::state::{PipelineInputs, Shared};
 use candor_dashboards::stream::StreamSettings;
 use candor_dashboards::web::App;
 use candor_dashboards::{engine, stream, watch, web};
 use candor_query::kafka_client::KafkaClientSettings;
 use candor_query::store::TableRoot;
-use candor_query::window::{Micros, micros_of, now};
+use candor_query::window::{micros_of, now};
 use candor_service::LogFormat;
 use clap::{Parser, Subcommand};
 
@@ -54,154 +58,221 @@ enum Command {
     },
 }
 
+/// The flags and variables of the service. Each one that names a key ("Overrides …") replaces
+/// that key of the configuration file when given; the defaults live in the configuration
+/// (`candor_dashboards::config::RawConfig`).
 #[derive(Debug, clap::Args)]
 struct ServeArgs {
-    /// Where the web UI, the API and /metrics listen.
-    #[arg(
-        long,
-        env = "CANDOR_DASHBOARDS_LISTEN",
-        default_value = "127.0.0.1:3000"
-    )]
-    listen: SocketAddr,
-    /// Kafka bootstrap brokers.
-    #[arg(long, env = "CANDOR_KAFKA", default_value = "127.0.0.1:9092")]
-    kafka: String,
-    /// A TOML file of extra Kafka client settings ([kafka.extra], [kafka.extra_env]: TLS, SASL).
+    /// The TOML configuration file (see deploy/dashboards.example.toml); every key's default
+    /// without it.
+    #[arg(long, env = "CANDOR_DASHBOARDS_CONFIG")]
+    config: Option<PathBuf>,
+    /// Overrides `listen`: where the web UI, the API and /metrics listen.
+    #[arg(long, env = "CANDOR_DASHBOARDS_LISTEN")]
+    listen: Option<String>,
+    /// Overrides `kafka.brokers`: Kafka bootstrap brokers.
+    #[arg(long, env = "CANDOR_KAFKA")]
+    kafka: Option<String>,
+    /// A TOML file of extra Kafka client settings ([kafka.extra], [kafka.extra_env]: TLS, SASL),
+    /// the readers' file `candor` takes too; replaces those two tables of the configuration.
     #[arg(long, env = "CANDOR_KAFKA_CONFIG")]
     kafka_config: Option<PathBuf>,
-    /// The consumer group the dashboards commit their offsets under (never the compactor's).
-    #[arg(
-        long,
-        env = "CANDOR_DASHBOARDS_GROUP",
-        default_value = "candor-dashboards"
-    )]
-    group: String,
-    /// The tables' root (a directory or an object store URL), read-only.
-    #[arg(long, env = "CANDOR_TABLES", default_value = "data/tables")]
-    tables: String,
-    /// The alert rules file (TOML); the shipped rules without it.
+    /// Overrides `kafka.group_id`: the consumer group the dashboards commit their offsets under
+    /// (never the compactor's).
+    #[arg(long, env = "CANDOR_DASHBOARDS_GROUP")]
+    group: Option<String>,
+    /// Overrides `tables`: the tables' root (a directory or an object store URL), read-only.
+    #[arg(long, env = "CANDOR_TABLES")]
+    tables: Option<String>,
+    /// Overrides `rules`: the alert rules file (TOML).
     #[arg(long, env = "CANDOR_DASHBOARDS_RULES")]
-    rules: Option<PathBuf>,
-    /// A webhook that receives alerts (Alertmanager API v2 format); repeat for several.
+    rules: Option<String>,
+    /// Overrides `alerts.webhooks`: a webhook that receives alerts (Alertmanager API v2 format);
+    /// repeat for several.
     #[arg(
         long = "webhook",
         env = "CANDOR_DASHBOARDS_WEBHOOKS",
         value_delimiter = ','
     )]
     webhooks: Vec<String>,
-    /// Attempts per notification, retries included.
-    #[arg(long, default_value_t = 3)]
-    webhook_attempts: u32,
-    /// Time per notification attempt.
-    #[arg(long, default_value = "5s", value_parser = candor_schema::duration::parse)]
-    webhook_timeout: Duration,
-    /// How often a firing alert is sent again.
-    #[arg(long, default_value = "1m", value_parser = candor_schema::duration::parse)]
-    resend: Duration,
-    /// How far back the panels keep data.
-    #[arg(long, default_value = "6h", value_parser = candor_schema::duration::parse)]
-    history: Duration,
-    /// The panels' bucket width.
-    #[arg(long, default_value = "1m", value_parser = candor_schema::duration::parse)]
-    step: Duration,
-    /// How long after a record a copy with its id is a client's retried copy, counted once: the
-    /// compactor's `dedupe.window`.
-    #[arg(
-        long,
-        env = "CANDOR_DEDUPE_WINDOW",
-        default_value = candor_records::ids::DEDUPE_WINDOW_TEXT,
-        value_parser = candor_schema::duration::parse_positive
-    )]
-    dedupe_window: Duration,
-    /// How often the rules are evaluated.
-    #[arg(long, default_value = "10s", value_parser = candor_schema::duration::parse)]
-    evaluate_every: Duration,
-    /// How often the tables' logs are read.
-    #[arg(long, default_value = "15s", value_parser = candor_schema::duration::parse)]
-    table_poll: Duration,
-    /// The collector hop is STALE after this long without a heartbeat (at least three of the
-    /// heartbeats' own interval).
-    #[arg(long, default_value = "30s", value_parser = candor_schema::duration::parse)]
-    collector_stale_after: Duration,
-    /// The Kafka hop is STALE after this long without contact.
-    #[arg(long, default_value = "30s", value_parser = candor_schema::duration::parse)]
-    kafka_stale_after: Duration,
-    /// The table hop is STALE after this long without the watermark moving.
-    #[arg(long, default_value = "5m", value_parser = candor_schema::duration::parse)]
-    table_stale_after: Duration,
-    /// How often the adapter's counter is reconciled against the stored failure events.
-    #[arg(
-        long,
-        env = "CANDOR_DASHBOARDS_RECONCILE_EVERY",
-        default_value = "1m",
-        value_parser = candor_schema::duration::parse
-    )]
-    reconcile_every: Duration,
-    /// How far back each reconciliation reaches.
-    #[arg(
-        long,
-        env = "CANDOR_DASHBOARDS_RECONCILE_RANGE",
-        default_value = "1h",
-        value_parser = candor_schema::duration::parse
-    )]
-    reconcile_range: Duration,
-    /// How recent a counter point may be and still be left to a later reconciliation, while the
-    /// events of its calls may still be on their way.
-    #[arg(
-        long,
-        env = "CANDOR_DASHBOARDS_RECONCILE_SETTLE",
-        default_value = "2m",
-        value_parser = candor_schema::duration::parse
-    )]
-    reconcile_settle: Duration,
-    /// The dashboards' own address, for links in notifications.
+    /// Overrides `alerts.webhook_attempts`: attempts per notification, retries included.
+    #[arg(long)]
+    webhook_attempts: Option<u32>,
+    /// Overrides `alerts.webhook_timeout`: time per notification attempt.
+    #[arg(long)]
+    webhook_timeout: Option<String>,
+    /// Overrides `alerts.resend`: how often a firing alert is sent again.
+    #[arg(long)]
+    resend: Option<String>,
+    /// Overrides `panels.history`: how far back the panels keep data.
+    #[arg(long)]
+    history: Option<String>,
+    /// Overrides `panels.step`: the panels' bucket width.
+    #[arg(long)]
+    step: Option<String>,
+    /// Overrides `dedupe.window`: how long after a record a copy with its id is a client's
+    /// retried copy, counted once (the compactor's `dedupe.window`).
+    #[arg(long, env = "CANDOR_DEDUPE_WINDOW")]
+    dedupe_window: Option<String>,
+    /// Overrides `alerts.evaluate_every`: how often the rules are evaluated.
+    #[arg(long)]
+    evaluate_every: Option<String>,
+    /// Overrides `table_poll`: how often the tables' logs are read.
+    #[arg(long)]
+    table_poll: Option<String>,
+    /// Overrides `staleness.collector`: the collector hop is STALE after this long without a
+    /// heartbeat (at least three of the heartbeats' own interval).
+    #[arg(long)]
+    collector_stale_after: Option<String>,
+    /// Overrides `staleness.kafka`: the Kafka hop is STALE after this long without contact.
+    #[arg(long)]
+    kafka_stale_after: Option<String>,
+    /// Overrides `staleness.table`: the table hop is STALE after this long without the
+    /// watermark moving.
+    #[arg(long)]
+    table_stale_after: Option<String>,
+    /// Overrides `reconcile.every`: how often the adapters' counter is reconciled against the
+    /// stored failure events.
+    #[arg(long, env = "CANDOR_DASHBOARDS_RECONCILE_EVERY")]
+    reconcile_every: Option<String>,
+    /// Overrides `reconcile.range`: how far back each reconciliation reaches.
+    #[arg(long, env = "CANDOR_DASHBOARDS_RECONCILE_RANGE")]
+    reconcile_range: Option<String>,
+    /// Overrides `reconcile.settle`: how recent a counter point may be and still be left to a
+    /// later reconciliation, while the events of its calls may still be on their way.
+    #[arg(long, env = "CANDOR_DASHBOARDS_RECONCILE_SETTLE")]
+    reconcile_settle: Option<String>,
+    /// Overrides `external_url`: the dashboards' own address, for links in notifications.
     #[arg(long, env = "CANDOR_DASHBOARDS_URL")]
     external_url: Option<String>,
-    /// Export the adapter's telemetry (notification outcomes) over OTLP/gRPC to this endpoint.
+    /// Overrides `otlp_endpoint`: export the adapter's telemetry (notification outcomes) over
+    /// OTLP/gRPC to this endpoint.
     #[arg(long, env = "CANDOR_DASHBOARDS_OTLP")]
     otlp_endpoint: Option<String>,
+    /// Check the configuration as a start would (file, flags, variables, the Kafka settings'
+    /// variables, the rules), print it and exit: 0 when it is valid, 2 when not. Connects to
+    /// nothing.
+    #[arg(long)]
+    check: bool,
     /// Log format.
     #[arg(long, value_enum, default_value = "text", env = "CANDOR_LOG_FORMAT")]
     log_format: LogFormat,
 }
 
-fn micros(duration: Duration) -> Micros {
-    micros_of(duration)
-}
-
 fn main() -> anyhow::Result<()> {
     let cli = Cli::parse();
-    let limits = |args: &ServeArgs| Limits {
-        step: micros(args.step),
-        history: micros(args.history),
-    };
-    if let Some(Command::CheckRules { file }) = &cli.command {
-        let text = std::fs::read_to_string(file)
-            .with_context(|| format!("reading the rules file {}", file.display()))?;
-        let rules = rules::parse(&text, limits(&cli.serve))?;
-        for rule in &rules {
-            println!("{}", serde_json::to_string(rule)?);
+    match &cli.command {
+        Some(Command::CheckRules { file }) => {
+            return check_rules(file, configuration(&cli.serve)?.limits());
         }
-        eprintln!("{}: {} rule(s), valid", file.display(), rules.len());
+        Some(Command::ExportRules { file, output, .. }) => {
+            let limits = configuration(&cli.serve)?.limits();
+            return export_rules(file.as_deref(), output.as_deref(), limits);
+        }
+        None => {}
+    }
+    if cli.serve.check {
+        candor_service::config::report_check(check(&cli.serve));
         return Ok(());
     }
-    if let Some(Command::ExportRules { file, output, .. }) = &cli.command {
-        return export_rules(file.as_deref(), output.as_deref(), limits(&cli.serve));
-    }
     candor_service::init_logs(cli.serve.log_format)?;
+    let config = configuration(&cli.serve)?;
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
         .context("starting the runtime")?;
-    runtime.block_on(serve(cli.serve, limits))
+    runtime.block_on(serve(config))
+}
+
+/// The dashboards' configuration: the file (the defaults without one), the `--kafka-config`
+/// settings over its Kafka tables, then each flag or variable given over its key; validated.
+fn configuration(args: &ServeArgs) -> anyhow::Result<Config> {
+    let mut raw =
+        candor_service::config::load_or_default(args.config.as_deref(), RawConfig::from_toml_str)?;
+    if let Some(path) = &args.kafka_config {
+        let settings = candor_service::config::load(path, RawKafkaSettingsFile::parse)?;
+        raw.set_kafka_settings(settings);
+    }
+    override_keys(&mut raw, args);
+    Ok(raw.validate()?)
+}
+
+/// Each flag or variable given replaces its key.
+fn override_keys(raw: &mut RawConfig, args: &ServeArgs) {
+    fn set(key: &mut String, flag: &Option<String>) {
+        if let Some(value) = flag {
+            key.clone_from(value);
+        }
+    }
+    fn set_optional(key: &mut Option<String>, flag: &Option<String>) {
+        if flag.is_some() {
+            key.clone_from(flag);
+        }
+    }
+    set(&mut raw.listen, &args.listen);
+    set(&mut raw.kafka.brokers, &args.kafka);
+    set(&mut raw.kafka.group_id, &args.group);
+    set(&mut raw.tables, &args.tables);
+    set_optional(&mut raw.rules, &args.rules);
+    if !args.webhooks.is_empty() {
+        raw.alerts.webhooks.clone_from(&args.webhooks);
+    }
+    if let Some(attempts) = args.webhook_attempts {
+        raw.alerts.webhook_attempts = i64::from(attempts);
+    }
+    set(&mut raw.alerts.webhook_timeout, &args.webhook_timeout);
+    set(&mut raw.alerts.resend, &args.resend);
+    set(&mut raw.alerts.evaluate_every, &args.evaluate_every);
+    set(&mut raw.panels.history, &args.history);
+    set(&mut raw.panels.step, &args.step);
+    set(&mut raw.dedupe.window, &args.dedupe_window);
+    set(&mut raw.table_poll, &args.table_poll);
+    set(&mut raw.staleness.collector, &args.collector_stale_after);
+    set(&mut raw.staleness.kafka, &args.kafka_stale_after);
+    set(&mut raw.staleness.table, &args.table_stale_after);
+    set(&mut raw.reconcile.every, &args.reconcile_every);
+    set(&mut raw.reconcile.range, &args.reconcile_range);
+    set(&mut raw.reconcile.settle, &args.reconcile_settle);
+    set_optional(&mut raw.external_url, &args.external_url);
+    set_optional(&mut raw.otlp_endpoint, &args.otlp_endpoint);
+}
+
+/// `--check`: the configuration, the variables its Kafka settings name and the rules, as a start
+/// reads them; nothing is connected to or bound.
+fn check(args: &ServeArgs) -> anyhow::Result<String> {
+    let config = configuration(args)?;
+    config.kafka.extra.resolve()?;
+    let rules = load_rules(&config)?;
+    Ok(format!("{config:#?}\n{} alert rule(s)", rules.len()))
+}
+
+/// The alert rules of `rules` (the shipped ones when unset), checked against the panels.
+fn load_rules(config: &Config) -> anyhow::Result<Vec<Rule>> {
+    let limits = config.limits();
+    match &config.rules {
+        Some(file) => {
+            let text = std::fs::read_to_string(file)
+                .with_context(|| format!("reading the rules file {}", file.display()))?;
+            rules::parse(&text, limits).with_context(|| format!("in {}", file.display()))
+        }
+        None => rules::parse(DEFAULT_RULES, limits).context("in the shipped rules"),
+    }
+}
+
+/// `check-rules`: a rules file validated as at start, its rules printed as JSON lines.
+fn check_rules(file: &Path, limits: Limits) -> anyhow::Result<()> {
+    let text = std::fs::read_to_string(file)
+        .with_context(|| format!("reading the rules file {}", file.display()))?;
+    let rules = rules::parse(&text, limits)?;
+    for rule in &rules {
+        println!("{}", serde_json::to_string(rule)?);
+    }
+    eprintln!("{}: {} rule(s), valid", file.display(), rules.len());
+    Ok(())
 }
 
 /// `export-rules --prometheus`: the rules (validated as at start) as a Prometheus rules file.
-fn export_rules(
-    file: Option<&std::path::Path>,
-    output: Option<&std::path::Path>,
-    limits: Limits,
-) -> anyhow::Result<()> {
+fn export_rules(file: Option<&Path>, output: Option<&Path>, limits: Limits) -> anyhow::Result<()> {
     let text = match file {
         Some(file) => std::fs::read_to_string(file)
             .with_context(|| format!("reading the rules file {}", file.display()))?,
@@ -218,81 +289,39 @@ fn export_rules(
     Ok(())
 }
 
-async fn serve(args: ServeArgs, limits: impl Fn(&ServeArgs) -> Limits) -> anyhow::Result<()> {
-    if args.step.is_zero() || args.history < args.step {
-        bail!("--step must be above zero and --history at least one step");
-    }
-    let schedule = Schedule {
-        every: args.reconcile_every,
-        range: args.reconcile_range,
-        settle: args.reconcile_settle,
-    };
-    if let Err(problem) = schedule.check() {
-        bail!("{problem}");
-    }
-    let text = match &args.rules {
-        Some(file) => std::fs::read_to_string(file)
-            .with_context(|| format!("reading the rules file {}", file.display()))?,
-        None => DEFAULT_RULES.to_owned(),
-    };
-    let rules = rules::parse(&text, limits(&args)).with_context(|| match &args.rules {
-        Some(file) => format!("in {}", file.display()),
-        None => "in the shipped rules".into(),
-    })?;
-    let kafka_client = match &args.kafka_config {
-        Some(path) => KafkaClientSettings::load(path, &[("group.id", "set by --group")])?,
-        None => KafkaClientSettings::default(),
-    };
-    let telemetry = match &args.otlp_endpoint {
+async fn serve(config: Config) -> anyhow::Result<()> {
+    let rules = load_rules(&config)?;
+    let kafka_client = KafkaClientSettings::from(config.kafka.extra.resolve()?);
+    let telemetry = match &config.otlp_endpoint {
         Some(endpoint) => Some(
             init(OtlpConfig::new(endpoint.clone(), "candor-dashboards"))
                 .context("setting up the OTLP export")?,
         ),
         None => None,
     };
-    let external_url = args
-        .external_url
-        .clone()
-        .unwrap_or_else(|| format!("http://{}", args.listen));
-    let webhooks: Vec<Webhook> = args
-        .webhooks
-        .iter()
-        .enumerate()
-        .map(|(index, url)| Webhook {
-            name: format!("webhook-{}", index + 1),
-            url: url.clone(),
-        })
-        .collect();
     let notifier = Notifier::new(
-        &webhooks,
-        args.webhook_attempts,
-        args.webhook_timeout,
-        external_url,
+        &config.alerts.webhooks,
+        config.alerts.webhook_attempts.get(),
+        config.alerts.webhook_timeout,
+        config.external_url.clone(),
     )?;
-    let listener = tokio::net::TcpListener::bind(args.listen)
+    let listener = tokio::net::TcpListener::bind(config.listen)
         .await
         .with_context(|| {
             format!(
                 "cannot listen on {} (port {}): is the port taken? choose another with --listen",
-                args.listen,
-                args.listen.port()
+                config.listen,
+                config.listen.port()
             )
         })?;
+    let brokers = config.kafka.bootstrap_servers();
     let shared = Arc::new(Shared {
-        model: std::sync::Mutex::new(Model::new(ModelSettings {
-            history: micros(args.history),
-            step: micros(args.step),
-            dedupe_window: micros(args.dedupe_window),
-        })),
+        model: std::sync::Mutex::new(Model::new(config.model_settings())),
         pipeline: std::sync::Mutex::new(PipelineInputs::default()),
         alerts: std::sync::Mutex::new(Default::default()),
         reconcile: std::sync::Mutex::new(Default::default()),
         rules,
-        staleness: Staleness {
-            collector: micros(args.collector_stale_after),
-            kafka: micros(args.kafka_stale_after),
-            table: micros(args.table_stale_after),
-        },
+        staleness: config.staleness(),
         started: now(),
         notifications: Default::default(),
         has_receivers: notifier.has_receivers(),
@@ -300,8 +329,8 @@ async fn serve(args: ServeArgs, limits: impl Fn(&ServeArgs) -> Limits) -> anyhow
     let stop = Arc::new(AtomicBool::new(false));
     let consumer = {
         let settings = StreamSettings {
-            brokers: args.kafka.clone(),
-            group: args.group.clone(),
+            brokers: brokers.clone(),
+            group: config.kafka.group_id.clone(),
             client: kafka_client.clone(),
         };
         let shared = Arc::clone(&shared);
@@ -311,30 +340,30 @@ async fn serve(args: ServeArgs, limits: impl Fn(&ServeArgs) -> Limits) -> anyhow
             .spawn(move || stream::run(settings, shared, stop))
             .context("starting the Kafka consumer thread")?
     };
-    let root = TableRoot::new(args.tables.clone());
+    let root = TableRoot::new(config.tables.clone());
     tokio::spawn(watch::run(
         root.clone(),
-        args.table_poll,
+        config.table_poll,
         Arc::clone(&shared),
     ));
     tokio::spawn(engine::run(
         Arc::clone(&shared),
         Arc::new(notifier),
-        args.evaluate_every,
-        micros(args.resend),
+        config.alerts.evaluate_every,
+        micros_of(config.alerts.resend),
     ));
     let forensic = ForensicSettings {
         root,
-        brokers: args.kafka.clone(),
+        brokers: brokers.clone(),
         timeout: Duration::from_secs(5),
         max_records: 200_000,
         client: kafka_client,
-        dedupe_window: args.dedupe_window,
+        dedupe_window: config.dedupe_window,
     };
     tokio::spawn(reconcile::run(
         ReconcileSettings {
             read: forensic.clone(),
-            schedule,
+            schedule: config.reconcile,
         },
         Arc::clone(&shared),
     ));
@@ -343,10 +372,10 @@ async fn serve(args: ServeArgs, limits: impl Fn(&ServeArgs) -> Limits) -> anyhow
         forensic,
     });
     tracing::info!(
-        url = %format!("http://{}", args.listen),
-        kafka = %args.kafka,
-        group = %args.group,
-        tables = %args.tables,
+        url = %format!("http://{}", config.listen),
+        kafka = %brokers,
+        group = %config.kafka.group_id,
+        tables = %config.tables,
         "dashboards listening"
     );
     axum::serve(listener, web::router(app))

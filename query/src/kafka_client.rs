@@ -19,7 +19,9 @@
 //! there, naming the variable, rather than at the first read.
 //!
 //! The rules and their messages are the services' own, from [`candor_kafka`] (the readers'
-//! refused settings are [`Role::Reader`]'s); an error names the file first.
+//! refused settings are [`Role::Reader`]'s); an error names the file first. A program that
+//! reads the same tables from its own configuration file (the dashboards' `[kafka]`) validates
+//! them under the same role and converts the result (`From<ClientSettings>`).
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -123,6 +125,14 @@ impl KafkaClientSettings {
     /// Whether no setting was given.
     pub fn is_empty(&self) -> bool {
         self.0.is_empty()
+    }
+}
+
+impl From<ClientSettings> for KafkaClientSettings {
+    /// Settings validated and resolved elsewhere under the readers' rules ([`Role::Reader`]),
+    /// e.g. the `[kafka]` tables of the dashboards' configuration file.
+    fn from(settings: ClientSettings) -> Self {
+        Self(settings)
     }
 }
 

@@ -445,5 +445,31 @@ fn the_deployment_configs_pass_the_binaries_own_check() {
     assert!(stderr.contains("CANDOR_KAFKA_SASL_PASSWORD"), "{stderr}");
     let (code, _, stderr) = run("candor", &args, &[password]);
     assert_ne!(code, 2, "{stderr}");
+
+    // The dashboards' example config with the same readers' settings over its Kafka tables,
+    // through their own `--check`: valid with the password's variable set, which is never
+    // printed; refused without it, naming it.
+    let example = repo
+        .join("deploy/dashboards.example.toml")
+        .display()
+        .to_string();
+    let check = [
+        "--check",
+        "--config",
+        example.as_str(),
+        "--kafka-config",
+        readers.as_str(),
+    ];
+    let (code, stdout, stderr) = run("candor-dashboards", &check, &[password]);
+    assert_eq!(code, 0, "{stderr}");
+    assert!(stdout.contains("configuration OK"), "{stdout}");
+    assert!(
+        stdout.contains("SASL_SSL"),
+        "the settings file's tables: {stdout}"
+    );
+    assert!(!stdout.contains(PASSWORD) && !stderr.contains(PASSWORD));
+    let (code, _, stderr) = run("candor-dashboards", &check, &[]);
+    assert_eq!(code, 2, "{stderr}");
+    assert!(stderr.contains("CANDOR_KAFKA_SASL_PASSWORD"), "{stderr}");
     let _ = std::fs::remove_dir_all(&dir);
 }

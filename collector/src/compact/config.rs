@@ -1,7 +1,8 @@
 //! Configuration of the compact role: TOML → [`RawCompactConfig`] → [`RawCompactConfig::validate`]
-//! (pure) → [`CompactConfig`]. The same error type and rules as the ingest role's
-//! ([`crate::config`]): unknown keys are refused, invalid values name their key, secrets are never
-//! in the file.
+//! (pure) → [`CompactConfig`]. The same error type and rules as every service's
+//! ([`candor_service::config`]): unknown keys are refused, invalid values name their key, secrets
+//! are never in the file. The `[dedupe]` section is the one the dashboards read too
+//! ([`RawDedupe`]).
 //!
 //! ```
 //! use candor_collector::compact::config::CompactConfig;
@@ -16,11 +17,14 @@ use std::num::NonZeroUsize;
 use std::time::Duration;
 
 use candor_kafka::{ExtraSettings, Role};
+use candor_service::config::{
+    BrokerAddr, ConfigError, bootstrap_servers, invalid, nonzero_usize, parse_brokers,
+    parse_duration, parse_toml, socket_addr,
+};
 use serde::Deserialize;
 
-use crate::config::{
-    BrokerAddr, ConfigError, invalid, nonzero_usize, parse_brokers, parse_duration, socket_addr,
-};
+/// `[dedupe]` as written: the section the compactor shares with the dashboards.
+pub use candor_records::ids::RawDedupe;
 
 /// The shortest vacuum retention accepted: a reader's snapshot older than this may lose files
 /// under it, so anything shorter is refused rather than clamped.
@@ -127,22 +131,6 @@ impl Default for RawFiles {
     }
 }
 
-/// `[dedupe]` as written.
-#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
-#[serde(default, deny_unknown_fields)]
-pub struct RawDedupe {
-    /// `dedupe.window`.
-    pub window: String,
-}
-
-impl Default for RawDedupe {
-    fn default() -> Self {
-        Self {
-            window: candor_records::ids::DEDUPE_WINDOW_TEXT.into(),
-        }
-    }
-}
-
 /// `[time]` as written.
 #[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
 #[serde(default, deny_unknown_fields)]
@@ -243,7 +231,7 @@ pub struct KafkaConfig {
 impl KafkaConfig {
     /// The brokers as librdkafka's `bootstrap.servers`.
     pub fn bootstrap_servers(&self) -> String {
-        crate::config::bootstrap_servers(&self.brokers)
+        bootstrap_servers(&self.brokers)
     }
 }
 
@@ -279,11 +267,7 @@ pub struct MaintenanceConfig {
 impl RawCompactConfig {
     /// Parses TOML text; unknown keys and values of the wrong type are refused.
     pub fn from_toml_str(text: &str) -> Result<Self, ConfigError> {
-        toml::from_str(text).map_err(|source| {
-            let before = |start| text.bytes().take(start).filter(|b| *b == b'\n').count();
-            let line = source.span().map(|span| before(span.start) + 1);
-            ConfigError::Parse { line, source }
-        })
+        parse_toml(text)
     }
 
     /// Checks every value and converts it to its real type. Pure: nothing is read or opened.
@@ -305,7 +289,10 @@ impl RawCompactConfig {
             compactor_id: self.compactor_id,
             kafka,
             files,
-            dedupe_window: parse_duration("dedupe.window", &self.dedupe.window)?,
+            dedupe_window: self
+                .dedupe
+                .validate()
+                .map_err(|err| invalid(RawDedupe::WINDOW_KEY, err.text, err.reason))?,
             late_after: parse_duration("time.late_after", &self.time.late_after)?,
             future_after: parse_duration("time.future_after", &self.time.future_after)?,
             maintenance,
@@ -326,7 +313,7 @@ impl RawKafka {
         let session_timeout = parse_duration("kafka.session_timeout", &self.session_timeout)?;
         let extra = ExtraSettings::validate(Role::Consumer, self.extra, self.extra_env)?;
         Ok(KafkaConfig {
-            brokers: parse_brokers(&self.brokers)?,
+            brokers: parse_brokers("kafka.brokers", &self.brokers)?,
             group_id: self.group_id,
             session_timeout,
             extra,

@@ -1,4 +1,5 @@
-//! The compactor's own telemetry, in the Prometheus text format on `/metrics` (port 8889).
+//! The compactor's own telemetry, in one `prometheus-client` registry rendered
+//! in the Prometheus text format on `/metrics` (port 8889).
 //!
 //! As for the ingest role ([`crate::metrics`]): names are constants here, and anything more than
 //! routine (an undecodable record, an error, a duplicate) is counted by the one method that also
@@ -15,26 +16,13 @@ use std::fmt;
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::metrics::{
-    Counter, CounterVec, Gauge, GaugeVec, HistogramVec, write_header, write_sample,
-};
+use candor_service::metrics::{Counter, Family, Gauge, Histogram, Metrics, observe};
 
 use super::table::CommitReport;
 
 /// Metric names and help texts of the compactor.
 pub mod names {
-    macro_rules! metric_names {
-        ($($name:ident = $value:literal, $help:literal;)*) => {
-            $(#[doc = $help] pub const $name: &str = $value;)*
-            /// Every metric family above.
-            pub const ALL: &[&str] = &[$($name),*];
-            /// The `# HELP` text of a family named above.
-            pub fn help(name: &str) -> &'static str {
-                match name { $($value => $help,)* _ => "" }
-            }
-        };
-    }
-    metric_names! {
+    candor_service::metric_names! {
         RECORDS_CONSUMED_TOTAL = "candor_compactor_records_consumed_total",
             "Kafka records read, by topic.";
         ROWS_WRITTEN_TOTAL = "candor_compactor_rows_written_total",
@@ -79,67 +67,58 @@ pub mod names {
 /// Every metric of the compactor.
 #[derive(Debug)]
 pub struct CompactMetrics {
-    consumed: CounterVec,
-    rows_written: CounterVec,
-    already_stored: CounterVec,
-    commits: CounterVec,
-    commit_duration: HistogramVec,
-    commit_stages: HistogramVec,
-    files_written: CounterVec,
-    bytes_written: CounterVec,
-    lag: GaugeVec,
-    watermark: GaugeVec,
-    duplicates: CounterVec,
-    off_time: CounterVec,
-    undecodable: CounterVec,
-    errors: CounterVec,
-    maintenance: CounterVec,
+    registry: Metrics,
+    consumed: Family<Counter>,
+    rows_written: Family<Counter>,
+    already_stored: Family<Counter>,
+    commits: Family<Counter>,
+    commit_duration: Family<Histogram>,
+    commit_stages: Family<Histogram>,
+    files_written: Family<Counter>,
+    bytes_written: Family<Counter>,
+    lag: Family<Gauge>,
+    watermark: Family<Gauge>,
+    duplicates: Family<Counter>,
+    off_time: Family<Counter>,
+    undecodable: Family<Counter>,
+    errors: Family<Counter>,
+    maintenance: Family<Counter>,
     read_again: Counter,
     not_assigned: Counter,
     assigned: Gauge,
-    overflow: Arc<Counter>,
 }
 
 impl CompactMetrics {
     /// Every family at zero.
     pub fn new() -> Arc<Self> {
         use names::*;
-        let overflow = Arc::new(Counter::new());
-        let counters = |name, labels| CounterVec::new(name, labels, Arc::clone(&overflow));
+        let mut m = Metrics::new(help, SERIES_OVERFLOW_TOTAL);
         Arc::new(Self {
-            consumed: counters(RECORDS_CONSUMED_TOTAL, &["topic"]),
-            rows_written: counters(ROWS_WRITTEN_TOTAL, &["table"]),
-            already_stored: counters(ALREADY_STORED_TOTAL, &["table"]),
-            commits: counters(COMMITS_TOTAL, &["table"]),
-            commit_duration: HistogramVec::new(
-                COMMIT_DURATION_SECONDS,
-                &["table"],
-                Arc::clone(&overflow),
-            ),
-            commit_stages: HistogramVec::new(
-                COMMIT_STAGE_SECONDS,
-                &["table", "stage"],
-                Arc::clone(&overflow),
-            ),
-            files_written: counters(FILES_WRITTEN_TOTAL, &["table"]),
-            bytes_written: counters(BYTES_WRITTEN_TOTAL, &["table"]),
-            lag: GaugeVec::new(CONSUMER_LAG, &["topic", "partition"], Arc::clone(&overflow)),
-            watermark: GaugeVec::new(WATERMARK_SECONDS, &["table"], Arc::clone(&overflow)),
-            duplicates: counters(DUPLICATES_REMOVED_TOTAL, &["table"]),
-            off_time: counters(OFF_TIME_RECORDS_TOTAL, &["table", "arrival"]),
-            undecodable: counters(UNDECODABLE_TOTAL, &["reason"]),
-            errors: counters(ERRORS_TOTAL, &["reason"]),
-            maintenance: counters(MAINTENANCE_TOTAL, &["table", "job", "result"]),
-            read_again: Counter::new(),
-            not_assigned: Counter::new(),
-            assigned: Gauge::new(),
-            overflow,
+            consumed: m.counters(RECORDS_CONSUMED_TOTAL, &["topic"]),
+            rows_written: m.counters(ROWS_WRITTEN_TOTAL, &["table"]),
+            already_stored: m.counters(ALREADY_STORED_TOTAL, &["table"]),
+            commits: m.counters(COMMITS_TOTAL, &["table"]),
+            commit_duration: m.histograms(COMMIT_DURATION_SECONDS, &["table"]),
+            commit_stages: m.histograms(COMMIT_STAGE_SECONDS, &["table", "stage"]),
+            files_written: m.counters(FILES_WRITTEN_TOTAL, &["table"]),
+            bytes_written: m.counters(BYTES_WRITTEN_TOTAL, &["table"]),
+            lag: m.gauges(CONSUMER_LAG, &["topic", "partition"]),
+            watermark: m.gauges(WATERMARK_SECONDS, &["table"]),
+            duplicates: m.counters(DUPLICATES_REMOVED_TOTAL, &["table"]),
+            off_time: m.counters(OFF_TIME_RECORDS_TOTAL, &["table", "arrival"]),
+            undecodable: m.counters(UNDECODABLE_TOTAL, &["reason"]),
+            errors: m.counters(ERRORS_TOTAL, &["reason"]),
+            maintenance: m.counters(MAINTENANCE_TOTAL, &["table", "job", "result"]),
+            read_again: m.counter(READ_AGAIN_TOTAL),
+            not_assigned: m.counter(NOT_ASSIGNED_TOTAL),
+            assigned: m.gauge(ASSIGNED_PARTITIONS),
+            registry: m,
         })
     }
 
     /// `records` records read from `topic`.
     pub fn consumed(&self, topic: &str, records: u64) {
-        self.consumed.with(&[topic]).add(records);
+        self.consumed.with(&[topic]).inc_by(records);
     }
 
     /// A record skipped for having been read before.
@@ -161,7 +140,7 @@ impl CompactMetrics {
     /// Records stored as rejected rows, one call per reason and flush: counted, and logged
     /// once with the last detail (not once per record, which a burst would turn into a flood).
     pub fn undecodable(&self, reason: &str, count: u64, detail: &str) {
-        self.undecodable.with(&[reason]).add(count);
+        self.undecodable.with(&[reason]).inc_by(count);
         tracing::warn!(
             reason,
             count,
@@ -184,18 +163,20 @@ impl CompactMetrics {
     pub fn committed(&self, table: &str, report: &CommitReport, elapsed: Duration) {
         self.already_stored
             .with(&[table])
-            .add(report.already_stored as u64);
+            .inc_by(report.already_stored as u64);
         if report.version.is_none() {
             return;
         }
         self.commits.with(&[table]).inc();
-        self.commit_duration.with(&[table]).observe(elapsed);
+        observe(&self.commit_duration.with(&[table]), elapsed);
         for (stage, took) in report.stages.named() {
-            self.commit_stages.with(&[table, stage]).observe(took);
+            observe(&self.commit_stages.with(&[table, stage]), took);
         }
-        self.rows_written.with(&[table]).add(report.rows as u64);
-        self.files_written.with(&[table]).add(report.files as u64);
-        self.bytes_written.with(&[table]).add(report.bytes);
+        self.rows_written.with(&[table]).inc_by(report.rows as u64);
+        self.files_written
+            .with(&[table])
+            .inc_by(report.files as u64);
+        self.bytes_written.with(&[table]).inc_by(report.bytes);
         if let Some(micros) = report.watermark_micros {
             let watermark = self.watermark.with(&[table]);
             watermark.set(watermark.get().max(micros / 1_000_000));
@@ -221,44 +202,7 @@ impl CompactMetrics {
 
     /// Every family in the Prometheus text format.
     pub fn render(&self) -> String {
-        let mut text = String::with_capacity(8 * 1024);
-        let out = &mut text;
-        for family in [
-            &self.consumed,
-            &self.rows_written,
-            &self.already_stored,
-            &self.commits,
-            &self.files_written,
-            &self.bytes_written,
-            &self.duplicates,
-            &self.off_time,
-            &self.undecodable,
-            &self.errors,
-            &self.maintenance,
-        ] {
-            family.render(out);
-        }
-        self.commit_duration.render(out);
-        self.commit_stages.render(out);
-        self.lag.render(out);
-        self.watermark.render(out);
-        for (name, counter) in [
-            (names::READ_AGAIN_TOTAL, &self.read_again),
-            (names::NOT_ASSIGNED_TOTAL, &self.not_assigned),
-            (names::SERIES_OVERFLOW_TOTAL, &*self.overflow),
-        ] {
-            write_header(out, name, "counter");
-            write_sample(out, name, (&[], &[]), None, counter.get());
-        }
-        write_header(out, names::ASSIGNED_PARTITIONS, "gauge");
-        write_sample(
-            out,
-            names::ASSIGNED_PARTITIONS,
-            (&[], &[]),
-            None,
-            self.assigned.get(),
-        );
-        text
+        self.registry.encode()
     }
 }
 

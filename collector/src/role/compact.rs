@@ -12,12 +12,13 @@ use candor_collector::compact;
 use candor_collector::compact::config::{CompactConfig, RawCompactConfig};
 use candor_collector::compact::metrics::CompactMetrics;
 use candor_service::LogFormat;
+use candor_service::config::report_check;
 use candor_service::ops::{self, Readiness};
 use clap::Parser;
 use tokio::net::TcpListener;
 use tokio::sync::watch;
 
-use super::{bind, check_table_root, default_id, report_check, runtime, wait};
+use super::{bind, check_table_root, default_id, runtime, wait};
 
 /// The flags and variables of `compact`.
 #[derive(Parser)]
@@ -58,11 +59,12 @@ const NOT_READY: &str = "tables not open, or the last commit failed";
 /// `candor-collector compact`: validate → build → run.
 pub fn main(args: &CompactArgs) -> anyhow::Result<()> {
     if args.check {
-        return report_check(validate(args).and_then(|config| {
+        report_check(validate(args).and_then(|config| {
             config.kafka.extra.resolve()?;
             check_table_root(&config.table_root)?;
             Ok(format!("{config:#?}"))
         }));
+        return Ok(());
     }
     candor_service::init_logs(args.log_format)?;
     let config = validate(args)?;
@@ -79,15 +81,10 @@ pub fn load_config(
     path: Option<&PathBuf>,
     edit: impl FnOnce(&mut RawCompactConfig),
 ) -> anyhow::Result<CompactConfig> {
-    let mut raw = match path {
-        Some(path) => {
-            let text = std::fs::read_to_string(path)
-                .with_context(|| format!("reading {}", path.display()))?;
-            RawCompactConfig::from_toml_str(&text)
-                .with_context(|| format!("in {}", path.display()))?
-        }
-        None => RawCompactConfig::default(),
-    };
+    let mut raw = candor_service::config::load_or_default(
+        path.map(PathBuf::as_path),
+        RawCompactConfig::from_toml_str,
+    )?;
     edit(&mut raw);
     Ok(raw.validate()?)
 }

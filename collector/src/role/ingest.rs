@@ -19,12 +19,13 @@ use candor_collector::sink::kafka::{Producer, ProducerSettings, encode};
 use candor_records::proto::{Heartbeat, RECORD_SCHEMA_VERSION};
 use candor_schema::names::topic;
 use candor_service::LogFormat;
+use candor_service::config::report_check;
 use candor_service::ops::{self, Readiness};
 use clap::Parser;
 use tokio::net::TcpListener;
 use tokio::sync::watch;
 
-use super::{bind, default_id, report_check, runtime, wait};
+use super::{bind, default_id, runtime, wait};
 
 /// The flags and variables of `ingest`.
 #[derive(Parser)]
@@ -71,10 +72,11 @@ const NOT_READY: &str = "kafka unreachable or topics not created";
 /// `candor-collector ingest`: validate → build → run.
 pub fn main(args: &IngestArgs) -> anyhow::Result<()> {
     if args.check {
-        return report_check(validate(args).and_then(|config| {
+        report_check(validate(args).and_then(|config| {
             secrets(&config)?;
             Ok(format!("{config:#?}"))
         }));
+        return Ok(());
     }
     candor_service::init_logs(args.log_format)?;
     let config = validate(args)?;
@@ -83,14 +85,8 @@ pub fn main(args: &IngestArgs) -> anyhow::Result<()> {
 
 /// The collector's configuration: the file, then the flags and variables over it.
 fn validate(args: &IngestArgs) -> anyhow::Result<Config> {
-    let mut raw = match &args.config {
-        Some(path) => {
-            let text = std::fs::read_to_string(path)
-                .with_context(|| format!("reading {}", path.display()))?;
-            RawConfig::from_toml_str(&text).with_context(|| format!("in {}", path.display()))?
-        }
-        None => RawConfig::default(),
-    };
+    let mut raw =
+        candor_service::config::load_or_default(args.config.as_deref(), RawConfig::from_toml_str)?;
     if let Some(addr) = &args.grpc_addr {
         raw.otlp.grpc_addr = addr.clone();
     }

@@ -8,9 +8,10 @@ use candor_collector::compact;
 use candor_collector::compact::config::CompactConfig;
 use candor_collector::compact::metrics::CompactMetrics;
 use candor_service::LogFormat;
+use candor_service::config::report_check;
 use clap::Parser;
 
-use super::{check_table_root, report_check, runtime};
+use super::{check_table_root, runtime};
 
 /// The flags and variables of `maintain`.
 #[derive(Parser)]
@@ -46,10 +47,11 @@ struct Maintenance {
 pub fn main(args: &MaintainArgs) -> anyhow::Result<()> {
     let config = config(args);
     if args.check {
-        return report_check(config.and_then(|config| {
+        report_check(config.and_then(|config| {
             check_table_root(&config.table_root)?;
             Ok(format!("{config:#?}"))
         }));
+        return Ok(());
     }
     candor_service::init_logs(LogFormat::Text)?;
     let maintenance = validate(args, config?)?;

@@ -8,7 +8,7 @@
 //! | `run` | serve until the shutdown signal, then drain | process |
 //!
 //! Each role's `main` chains them; `--check` stops after `validate` (plus the checks a start
-//! would make without connecting anywhere) and exits 0 or 2 through [`report_check`].
+//! would make without connecting anywhere) and exits 0 or 2 through `candor_service::config::report_check`.
 //!
 //! These modules only wire the library (`candor_collector::{ingest, compact, sink}`) into a
 //! process, so they belong to the binary: clap and anyhow stay out of the library, whose errors
@@ -24,22 +24,6 @@ pub mod compact;
 pub mod ingest;
 pub mod maintain;
 pub mod read;
-
-/// Ends a `--check`: the configuration as the process would run with it and exit 0, or the
-/// reason it would not start and exit 2.
-pub fn report_check(checked: anyhow::Result<String>) -> anyhow::Result<()> {
-    match checked {
-        Ok(shown) => {
-            println!("{shown}");
-            println!("configuration OK");
-            Ok(())
-        }
-        Err(err) => {
-            eprintln!("configuration refused: {err:#}");
-            std::process::exit(2)
-        }
-    }
-}
 
 /// Whether the tables could be opened under `root`, without opening or creating them: an object
 /// store URL needs a store this build knows; a local directory need not exist yet.

@@ -3,7 +3,7 @@
 //! line, never skipped.
 
 use std::io::Write as _;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use anyhow::{Context as _, bail};
@@ -58,7 +58,7 @@ pub fn main(args: &ReadArgs) -> anyhow::Result<()> {
 /// The topic, the durations and the settings file; connects to nothing.
 fn validate(args: &ReadArgs) -> anyhow::Result<Read<'_>> {
     let topic = inspect::known_topic(&args.topic)?;
-    let idle = candor_collector::config::parse_duration("--idle", &args.idle)?;
+    let idle = candor_service::config::parse_duration("--idle", &args.idle)?;
     let mut client = rdkafka::ClientConfig::new();
     if let Some(path) = &args.config {
         read_kafka_settings(path)?.apply(&mut client);
@@ -78,9 +78,8 @@ fn validate(args: &ReadArgs) -> anyhow::Result<Read<'_>> {
 
 /// The Kafka client settings of a collector's or a compactor's configuration file, validated as
 /// that service validates them, with the values of `[kafka.extra_env]` read.
-fn read_kafka_settings(path: &PathBuf) -> anyhow::Result<candor_kafka::ClientSettings> {
-    let text =
-        std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
+fn read_kafka_settings(path: &Path) -> anyhow::Result<candor_kafka::ClientSettings> {
+    let text = candor_service::config::read_file(path)?;
     let extra = match RawConfig::from_toml_str(&text).and_then(RawConfig::validate) {
         Ok(config) => config.kafka.extra,
         Err(as_collector) => {

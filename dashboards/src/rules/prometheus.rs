@@ -35,23 +35,13 @@ use crate::model::GroupBy;
 pub const REGENERATE: &str = "cargo run -p candor-dashboards -- export-rules --prometheus \
                               --output dashboards/prometheus/candor.rules.yml";
 
-/// The metrics the rules read, as candor-dashboards' `/metrics` ([`crate::metrics`]) writes
-/// them. A unit test renders `/metrics` and finds each of them there.
+/// The metrics the rules read, named as candor-dashboards' `/metrics` serves them
+/// ([`crate::metrics::names`]). A unit test renders `/metrics` and finds each of them there.
 mod metric {
-    /// Calls per outcome class: `{service, tool, target, class}`.
-    pub(super) const OUTCOMES: &str = "candor_tool_outcomes_total";
-    /// Seconds since the newest evidence from a hop: `{hop}`; absent for a hop never seen.
-    pub(super) const FRESHNESS: &str = "candor_hop_freshness_seconds";
-    /// The time of each adapter instance's newest counter point: `{service, instance}`.
-    pub(super) const ADAPTER_LAST_SEEN: &str = "candor_adapter_last_seen_timestamp_seconds";
-    /// The newest covered reconciliation's figures: `{gap}`; absent until one covered.
-    pub(super) const RECONCILE_EVENTS: &str = "candor_reconcile_events";
-    /// Seconds since a reconciliation covered its whole window.
-    pub(super) const RECONCILE_UNCOVERED: &str = "candor_reconcile_uncovered_seconds";
-    /// 1 while candor-dashboards serves.
-    pub(super) const UP: &str = "candor_dashboards_up";
-    /// The compactor's backlog (named in advice only).
-    pub(super) const COMPACTOR_LAG: &str = "candor_compactor_lag_records";
+    pub(super) use crate::metrics::names::{
+        ADAPTER_LAST_SEEN, COMPACTOR_LAG, HOP_FRESHNESS as FRESHNESS, RECONCILE_EVENTS,
+        RECONCILE_UNCOVERED, TOOL_OUTCOMES_TOTAL as OUTCOMES, UP,
+    };
 
     /// Every metric above.
     #[cfg(test)]

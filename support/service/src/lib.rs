@@ -5,6 +5,8 @@
 //!   cannot be listened for.
 //! - [`init_logs`]: `tracing` to stderr as text or JSON lines ([`LogFormat`], a `--log-format`
 //!   value), filtered by `RUST_LOG` or else [`DEFAULT_LOG_FILTER`].
+//! - [`config`]: the configuration files' error type, value rules and loader, so that a key is
+//!   refused with the same words by every service.
 //! - [`ops::router`]: the operational endpoints, with the same answers in every service:
 //!
 //! | path | answer |
@@ -36,7 +38,9 @@
 //! Serving the router (alone on a metrics port, or merged into a service's own router) and
 //! stopping it on [`shutdown_signal`] is the service's.
 
+pub mod config;
 mod logs;
+pub mod metrics;
 pub mod ops;
 mod signal;
 

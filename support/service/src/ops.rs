@@ -11,7 +11,7 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 
 /// The content type of `/metrics`: the Prometheus text exposition format, version 0.0.4.
-pub const METRICS_CONTENT_TYPE: &str = "text/plain; version=0.0.4; charset=utf-8";
+pub use crate::metrics::CONTENT_TYPE as METRICS_CONTENT_TYPE;
 
 /// What `/readyz` answers.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -12,8 +12,8 @@ once (a CronJob, with the compactors' own turned off); the dashboards live alone
 candor-monitoring with their own ServiceAccount, Kafka user, read-only storage credentials and a
 NetworkPolicy that lets them reach only Kafka's TLS listener, the object store, the webhook and
 DNS; Secrets are placeholders only and never part of a kustomization; the PrometheusRule equals
-dashboards/prometheus/candor.rules.yml; the TOML configs (the services' --config files and the
-readers' --kafka-config files) use only keys the Rust code declares; the containers' commands,
+dashboards/prometheus/candor.rules.yml; the TOML configs (the services' --config files, the
+example configs and the readers' --kafka-config files) use only keys the Rust code declares; the containers' commands,
 flags and CANDOR_* variables are ones the binaries declare, and the files they name are mounted;
 the Dockerfile builds and installs the three binaries with the system libraries they link.
 
@@ -71,6 +71,13 @@ CLI_SOURCES = {
 }
 # The readers' Kafka client settings file (--kafka-config / CANDOR_KAFKA_CONFIG): its Rust loader.
 READER_KAFKA_SOURCE = "query/src/kafka_client.rs"
+# The services' config structs (`Raw*`), each read with the shared sections it uses: the
+# `[dedupe]` section (`RawDedupe`) is declared once, for the compactor and the dashboards.
+CONFIG_SOURCES = {
+    "collector": ("collector/src/config.rs",),
+    "compactor": ("collector/src/compact/config.rs", "schema/records/src/ids.rs"),
+    "dashboards": ("dashboards/src/config.rs", "schema/records/src/ids.rs"),
+}
 # The rules of every Kafka client's extra settings: what each client role reserves.
 KAFKA_SETTINGS_SOURCE = "support/kafka/src/lib.rs"
 READER_BINARIES = ("candor-dashboards", "candor")
@@ -1030,15 +1037,22 @@ def env_value(c: dict, name: str, ns: str | None, maps: dict[tuple, dict[str, st
 
 # The variable that stands for --config, by subcommand of candor-collector.
 CONFIG_ENV = {"ingest": "CANDOR_COLLECTOR_CONFIG", "compact": "CANDOR_COMPACTOR_CONFIG", "maintain": "CANDOR_COMPACTOR_CONFIG"}
+# The variable that stands for the dashboards' --config.
+DASHBOARDS_CONFIG_ENV = "CANDOR_DASHBOARDS_CONFIG"
 
 
 def config_files(c: dict, ns: str | None, maps: dict[tuple, dict[str, str]]) -> list[tuple[str, str]]:
-    """(flag, path) of the TOML files a container reads: `--config` (the collector's roles) and
-    `--kafka-config` (the readers' Kafka client settings), from the flag or its variable."""
+    """(flag, path) of the TOML files a container reads: `--config` (the collector's roles and the
+    dashboards) and `--kafka-config` (the readers' Kafka client settings), from the flag or its
+    variable."""
     binary, sub, args = invocation(c)
     out = []
     if binary == "candor-collector":
         path = flag_value(args, "--config") or (env_value(c, CONFIG_ENV[sub], ns, maps) if sub in CONFIG_ENV else None)
+        if path:
+            out.append(("--config", path))
+    if binary == DASHBOARDS:
+        path = flag_value(args, "--config") or env_value(c, DASHBOARDS_CONFIG_ENV, ns, maps)
         if path:
             out.append(("--config", path))
     if binary in READER_BINARIES:
@@ -1106,9 +1120,11 @@ def check_config_mounts(repo: Repo) -> list[str]:
             problems += [f"{who}: {p}" for p in unreadable]
             env_names = {e.get("name") for e in c.get("env") or []}
             protocols = []
-            for _, path, config in configs:
+            # The dashboards' --kafka-config replaces the [kafka.extra] tables of their --config.
+            replaced = invocation(c)[0] == DASHBOARDS and any(flag == "--kafka-config" for flag, _, _ in configs)
+            for flag, path, config in configs:
                 key = Path(path).name
-                if uses_kafka(c):
+                if uses_kafka(c) and not (replaced and flag == "--config"):
                     protocols.append(((config.get("kafka") or {}).get("extra") or {}).get("security.protocol", "PLAINTEXT"))
                 variables, files = kafka_needs(config, uses_kafka(c))
                 for var in variables:
@@ -1277,7 +1293,7 @@ def check_dockerfile(repo: Repo) -> tuple[list[str], str]:
     else:
         patterns = [l.strip() for l in ignore.read_text(encoding="utf-8").splitlines() if l.strip() and not l.startswith("#")]
         members = tomllib.loads((repo.root / "Cargo.toml").read_text(encoding="utf-8"))["workspace"]["members"]
-        needed = ["Cargo.toml", "Cargo.lock", "deploy/collector.example.toml", "deploy/compactor.example.toml"]
+        needed = ["Cargo.toml", "Cargo.lock"] + [f"deploy/{name}.example.toml" for name in ("collector", "compactor", "dashboards")]
         needed += [f"{m}/Cargo.toml" for m in members] + [f"{m}/src" for m in members if (repo.root / m / "src").is_dir()]
         for path in needed:
             if dockerignore_excludes(patterns, path):
@@ -1362,7 +1378,8 @@ def rust_schema(source: str, struct: str) -> dict:
 
 def reader_reserved(root: Path) -> set[str]:
     """The settings a readers' Kafka client settings file may not name: the brokers, the readers'
-    own (READER_OWNED) and those each reader passes to KafkaClientSettings::load as its own."""
+    own (READER_OWNED), those each reader passes to KafkaClientSettings::load as its own and the
+    dashboards' KAFKA_OWNED."""
     source = (root / KAFKA_SETTINGS_SOURCE).read_text(encoding="utf-8")
     reserved = set()
     owned = re.search(r"const READER_OWNED[^=]*=\s*&\[(.*?)\];", source, flags=re.S)
@@ -1373,6 +1390,11 @@ def reader_reserved(root: Path) -> set[str]:
         main = cli_source(root, binary)
         for load in re.finditer(r"KafkaClientSettings::load\(\s*[^,]+,\s*&\[(.*?)\]\s*\)", main, flags=re.S):
             reserved |= set(re.findall(r'\(\s*"([^"]+)"\s*,', load.group(1)))
+    # The dashboards' own, which their [kafka] tables (or --kafka-config) may not set either.
+    dashboards = (root / CONFIG_SOURCES["dashboards"][0]).read_text(encoding="utf-8")
+    own = re.search(r"const KAFKA_OWNED[^=]*=\s*&\[(.*?)\];", dashboards, flags=re.S)
+    if own:
+        reserved |= set(re.findall(r'\(\s*"([^"]+)"\s*,', own.group(1)))
     return reserved
 
 
@@ -1384,7 +1406,14 @@ def toml_kind(path: Path) -> str | None:
         return "collector"
     if "kafka" in path.name:
         return "reader"
+    if "dashboards" in path.name:
+        return "dashboards"
     return None
+
+
+def config_source(root: Path, kind: str) -> str:
+    """The Rust source of a service's config structs: the files of CONFIG_SOURCES, joined."""
+    return "\n".join((root / rel).read_text(encoding="utf-8") for rel in CONFIG_SOURCES[kind])
 
 
 def type_ok(ty: str, value: Any) -> bool:
@@ -1416,16 +1445,16 @@ def schema_problems(schema: dict, data: dict, prefix: str = "") -> list[str]:
 
 
 def check_toml_keys(repo: Repo) -> tuple[list[str], str]:
-    """Every key of every collector/compactor TOML under deploy/ is declared by the Rust structs,
-    with a value of the declared type; kafka.extra holds no setting the code reserves or refuses."""
+    """Every key of every collector/compactor/dashboards TOML under deploy/ is declared by the Rust
+    structs, with a value of the declared type; kafka.extra holds no setting the code reserves or
+    refuses."""
     problems = []
-    collector_src = (repo.root / "collector/src/config.rs").read_text(encoding="utf-8")
-    compactor_src = (repo.root / "collector/src/compact/config.rs").read_text(encoding="utf-8")
     reader_src = (repo.root / READER_KAFKA_SOURCE).read_text(encoding="utf-8")
     settings_src = (repo.root / KAFKA_SETTINGS_SOURCE).read_text(encoding="utf-8")
     kinds = {
-        "collector": (rust_schema(collector_src, "RawConfig"), string_literals_in_match_arm(settings_src, "Self::Producer")),
-        "compactor": (rust_schema(compactor_src, "RawCompactConfig"), string_literals_in_match_arm(settings_src, "Self::Consumer")),
+        "collector": (rust_schema(config_source(repo.root, "collector"), "RawConfig"), string_literals_in_match_arm(settings_src, "Self::Producer")),
+        "compactor": (rust_schema(config_source(repo.root, "compactor"), "RawCompactConfig"), string_literals_in_match_arm(settings_src, "Self::Consumer")),
+        "dashboards": (rust_schema(config_source(repo.root, "dashboards"), "RawConfig"), reader_reserved(repo.root)),
         "reader": (rust_schema(reader_src, "File"), reader_reserved(repo.root)),
     }
     for kind, (schema, reserved) in kinds.items():
@@ -1439,7 +1468,7 @@ def check_toml_keys(repo: Repo) -> tuple[list[str], str]:
         rel = path.relative_to(repo.root)
         kind = toml_kind(path)
         if kind is None:
-            problems.append(f"{rel}: no loader known for it (name it after collector, compactor or *-kafka)")
+            problems.append(f"{rel}: no loader known for it (name it after collector, compactor, dashboards or *-kafka)")
             continue
         checked[kind] = checked.get(kind, 0) + 1
         try:
@@ -1459,7 +1488,7 @@ def check_toml_keys(repo: Repo) -> tuple[list[str], str]:
             if var is not None and not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", var):
                 problems.append(f"{rel}: {var!r} is not an environment variable name")
     counts = ", ".join(f"{checked.get(k, 0)} {k}" for k in kinds)
-    return problems, f"{counts} files against RawConfig / RawCompactConfig / the readers' File"
+    return problems, f"{counts} files against the collector's RawConfig / RawCompactConfig / the dashboards' RawConfig / the readers' File"
 
 
 def check_config_copies(repo: Repo) -> list[str]:

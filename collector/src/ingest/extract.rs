@@ -13,7 +13,7 @@
 use std::borrow::Cow;
 use std::collections::BTreeMap;
 
-use candor_records::proto::{OutcomeCount, Temporality};
+use candor_records::proto::{OutcomeCount, RECORD_SCHEMA_VERSION, Rejected, Temporality};
 use candor_schema::names::{self, resource};
 use opentelemetry_proto::tonic::collector::metrics::v1::ExportMetricsServiceRequest;
 use opentelemetry_proto::tonic::collector::trace::v1::ExportTraceServiceRequest;
@@ -171,6 +171,25 @@ pub struct Rejection {
     /// How many events or points this rejection stands for (more than 1 only for the events
     /// past `max_events_per_request`, which share one rejection).
     pub count: u64,
+}
+
+impl Rejection {
+    /// The record kept in `candor.rejected.v1` for this rejection, received at
+    /// `received_time_unix_nano` by the collector `collector_id`.
+    pub fn to_record(&self, received_time_unix_nano: u64, collector_id: &str) -> Rejected {
+        Rejected {
+            schema_version: RECORD_SCHEMA_VERSION,
+            reason: self.reason.as_str().to_owned(),
+            detail: self.detail.clone(),
+            signal: self.signal.as_str().to_owned(),
+            service_name: self.service_name.clone(),
+            input: self.input.clone(),
+            input_truncated: self.input_truncated,
+            received_time_unix_nano,
+            collector_id: collector_id.to_owned(),
+            count: self.count,
+        }
+    }
 }
 
 /// How many events or points `rejections` stand for.

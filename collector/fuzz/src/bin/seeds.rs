@@ -773,18 +773,7 @@ fn kafka_record(root: &Path) -> Result<usize> {
         .ok_or("no partial extracted")?;
     let count: &OutcomeCount = metrics.counts.first().ok_or("no count extracted")?;
     let rejection = traces.rejections.first().ok_or("no rejection extracted")?;
-    let rejected = Rejected {
-        schema_version: RECORD_SCHEMA_VERSION,
-        reason: rejection.reason.as_str().to_owned(),
-        detail: rejection.detail.clone(),
-        signal: rejection.signal.as_str().to_owned(),
-        service_name: rejection.service_name.clone(),
-        input: rejection.input.clone(),
-        input_truncated: rejection.input_truncated,
-        received_time_unix_nano: checks::RECEIVED_TIME_UNIX_NANO,
-        collector_id: checks::COLLECTOR_ID.to_owned(),
-        count: rejection.count,
-    };
+    let rejected = rejection.to_record(checks::RECEIVED_TIME_UNIX_NANO, checks::COLLECTOR_ID);
     let heartbeat = Heartbeat {
         schema_version: RECORD_SCHEMA_VERSION,
         collector_id: checks::COLLECTOR_ID.to_owned(),

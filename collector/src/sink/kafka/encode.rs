@@ -1,6 +1,6 @@
 //! Encoding records for Kafka: pure, one function per record type.
 
-use candor_records::proto::{Heartbeat, OutcomeCount, RECORD_SCHEMA_VERSION, Rejected};
+use candor_records::proto::{Heartbeat, OutcomeCount};
 use candor_schema::names::topic;
 use prost::Message as _;
 
@@ -41,18 +41,7 @@ pub fn rejected(
     received_time_unix_nano: u64,
     collector_id: &str,
 ) -> KafkaRecord {
-    let record = Rejected {
-        schema_version: RECORD_SCHEMA_VERSION,
-        reason: rejection.reason.as_str().to_owned(),
-        detail: rejection.detail.clone(),
-        signal: rejection.signal.as_str().to_owned(),
-        service_name: rejection.service_name.clone(),
-        input: rejection.input.clone(),
-        input_truncated: rejection.input_truncated,
-        received_time_unix_nano,
-        collector_id: collector_id.to_owned(),
-        count: rejection.count,
-    };
+    let record = rejection.to_record(received_time_unix_nano, collector_id);
     KafkaRecord {
         topic: topic::REJECTED,
         key: rejection.reason.as_str().as_bytes().to_vec(),
@@ -72,6 +61,8 @@ pub fn heartbeat(heartbeat: &Heartbeat) -> KafkaRecord {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use candor_records::proto::Rejected;
+
     use crate::ingest::extract::{RejectReason, Signal};
 
     #[test]

@@ -22,7 +22,7 @@ banner() {
     echo "==> [${SECONDS}s] $*"
 }
 
-# install_debian_packages, ensure_tansu, ensure_python_venv: shared with the stack and the
+# install_debian_packages, start_tansu_install, ensure_python_venv: shared with the stack and the
 # benchmarks, each installing only what is missing.
 # shellcheck source=deploy/local/install.sh
 source deploy/local/install.sh
@@ -72,7 +72,11 @@ prune_target
 # socat terminates TLS in front of Tansu in the Kafka security test.
 install_debian_packages "${CANDOR_BUILD_PACKAGES[@]}" openssl socat curl prometheus chromium chromium-driver kubectl
 ensure_tools
-ensure_tansu
+# Tansu (once per machine) builds beside the checks and builds below; the end-to-end suite waits
+# for it. Leaving early stops it.
+mkdir -p "$CARGO_TARGET_DIR"
+start_tansu_install "$CARGO_TARGET_DIR/tansu-install.log"
+trap '[[ -z "${tansu_install:-}" ]] || kill "$tansu_install" 2>/dev/null || true' EXIT
 ensure_python_venv
 # The end-to-end harness runs this Python (CANDOR_PYTHON), wherever CANDOR_VENV put the venv.
 export CANDOR_PYTHON="${CANDOR_PYTHON:-$CANDOR_VENV/bin/python}"
@@ -109,6 +113,7 @@ RUSTDOCFLAGS="-D warnings" cargo doc --workspace --no-deps --all-features --lock
 banner "cargo build (binaries the end-to-end suite runs)"
 cargo build --workspace --bins --all-features --locked
 
+wait_for_tansu
 # --no-fail-fast: one run reports every failing test, not just the first.
 banner "cargo nextest run"
 cargo nextest run --profile ci --workspace --all-features --locked --no-fail-fast

@@ -1,7 +1,7 @@
 # What a machine needs to build, run and test Candor, installed only when missing. Sourced (not
 # run) by the three entry points, which each ask for what they use:
-#   deploy/local/up.sh     the stack:       install_debian_packages (build), ensure_tansu
-#   tests/run.sh           the tests:       all of them
+#   deploy/local/up.sh     the stack:       install_debian_packages (build), start_tansu_install
+#   tests/run.sh           the tests:       all of them (Tansu through start_tansu_install)
 #   tests/bench/lib.sh     the benchmarks:  the stack's, plus ensure_python_venv
 # Every step is idempotent: a second run on the same machine installs nothing.
 
@@ -40,6 +40,31 @@ ensure_tansu() {
         cargo install tansu --locked --features dynostore,libsql
     fi
     tansu="$(command -v tansu || echo "$HOME/.cargo/bin/tansu")"
+}
+
+# ensure_tansu in the background, beside another build: each of the two leaves a core idle at
+# times (linking, a crate nothing else waits for), so on a fresh machine they finish sooner
+# together than one after the other. The install's output goes to the file $1;
+# wait_for_tansu waits for it and sets `tansu`.
+start_tansu_install() {
+    tansu_install=""
+    tansu_install_log="$1"
+    if ! command -v tansu >/dev/null && [[ ! -x "$HOME/.cargo/bin/tansu" ]]; then
+        candor_install_banner "cargo install tansu in the background (once per machine; log: $tansu_install_log)"
+        cargo install tansu --locked --features dynostore,libsql >"$tansu_install_log" 2>&1 &
+        tansu_install=$!
+    fi
+}
+wait_for_tansu() {
+    if [[ -n "${tansu_install:-}" ]]; then
+        local pid="$tansu_install"
+        tansu_install=""
+        if ! wait "$pid"; then
+            echo "installing Tansu failed; see $tansu_install_log" >&2
+            return 1
+        fi
+    fi
+    ensure_tansu
 }
 
 # The Python environment of the end-to-end suite and the benchmarks (the OpenTelemetry SDK as a

@@ -5,10 +5,11 @@
 # switched at run time) and `candor canary` (one call of each class a minute). Ctrl-C stops
 # everything. A second run reuses the data.
 #
-#   ./deploy/local/up.sh [--data-dir DIR] [--no-demo] [--no-canary] [--kafka HOST:PORT]
+#   ./deploy/local/up.sh [--data-dir DIR] [--release] [--no-demo] [--no-canary] [--kafka HOST:PORT]
 #                                              (env CANDOR_DATA_DIR, default ./data)
 #
-# --kafka uses an existing Kafka cluster instead of starting Tansu.
+# --kafka uses an existing Kafka cluster instead of starting Tansu. --release runs optimised
+# binaries (CANDOR_BUILD=release): a longer first build, for load beyond the demo's.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/../.."
 root="$(pwd)"
@@ -16,37 +17,43 @@ data="${CANDOR_DATA_DIR:-$root/data}"
 demo=1
 canary=1
 kafka=""
-usage="usage: $0 [--data-dir DIR] [--no-demo] [--no-canary] [--kafka HOST:PORT]"
+build="${CANDOR_BUILD:-debug}"
+usage="usage: $0 [--data-dir DIR] [--release] [--no-demo] [--no-canary] [--kafka HOST:PORT]"
 while [[ $# -gt 0 ]]; do
     case "$1" in
         --data-dir) [[ $# -ge 2 ]] || { echo "$usage" >&2; exit 2; }; data="$2"; shift 2 ;;
         --kafka) [[ $# -ge 2 ]] || { echo "$usage" >&2; exit 2; }; kafka="$2"; shift 2 ;;
+        --release) build=release; shift ;;
         --no-demo) demo=0; shift ;;
         --no-canary) canary=0; shift ;;
         *) echo "$usage" >&2; exit 2 ;;
     esac
 done
+[[ "$build" == debug || "$build" == release ]] || { echo "CANDOR_BUILD is debug or release" >&2; exit 2; }
 mkdir -p "$data"
 data="$(cd "$data" && pwd)"
 export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$HOME/.cache/candor-target}"
 
-# What the build needs beyond a Rust toolchain, and Tansu unless --kafka names a cluster.
+# What the build needs beyond a Rust toolchain, and Tansu unless --kafka names a cluster; Tansu
+# builds beside the stack's own build, and an interrupted start stops it.
 # shellcheck source=deploy/local/install.sh
 source deploy/local/install.sh
 install_debian_packages "${CANDOR_BUILD_PACKAGES[@]}"
-[[ -n "$kafka" ]] || ensure_tansu
-# One build for every binary, with the same package set as the benchmarks (tests/bench/): cargo
-# unifies features per build, and a different set would compile DataFusion again.
-# CANDOR_BUILD=debug runs the test suite's own debug build instead (the suite's test of this
-# script uses it, so that a fresh machine does not also compile a release DataFusion).
-if [[ "${CANDOR_BUILD:-release}" == debug ]]; then
+trap '[[ -z "${tansu_install:-}" ]] || kill "$tansu_install" 2>/dev/null || true' EXIT
+[[ -n "$kafka" ]] || start_tansu_install "$data/tansu-install.log"
+# The default is the debug build of every binary, the one the test suite (tests/run.sh) makes,
+# so that the first run on a machine compiles the workspace once for both and soonest; the
+# demo's traffic is far below what a debug build serves. --release is the build the
+# benchmarks (tests/bench/) make, with the same package set: cargo unifies features per build,
+# and a different set would compile DataFusion again.
+if [[ "$build" == debug ]]; then
     cargo build --locked --workspace --bins --all-features
-    bin="$CARGO_TARGET_DIR/debug"
 else
     cargo build --release --locked -p candor-collector -p candor-e2e -p candor-query -p candor-cli -p candor-dashboards \
         --bin candor-collector --bin candor-loadgen --bin candor --bin candor-dashboards
-    bin="$CARGO_TARGET_DIR/release"
 fi
+bin="$CARGO_TARGET_DIR/$build"
+[[ -n "$kafka" ]] || wait_for_tansu
 
 ports=(4317 4318 8888 8889 3000)
 [[ -z "$kafka" ]] && ports+=(9092)
@@ -105,8 +112,8 @@ for _ in $(seq 150); do
 done
 curl -sf 127.0.0.1:8889/readyz >/dev/null || { echo "the compactor did not become ready; see $data/compactor.log" >&2; exit 1; }
 # The dashboards: their own consumer group, the tables read-only, no dependency on the collector.
-"$bin/candor-dashboards" --listen 127.0.0.1:3000 --kafka "$kafka" --tables "$data/tables" \
-    >"$data/dashboards.log" 2>&1 &
+"$bin/candor-dashboards" --config "$root/deploy/dashboards.example.toml" --kafka "$kafka" \
+    --tables "$data/tables" >"$data/dashboards.log" 2>&1 &
 pids+=($!)
 for _ in $(seq 150); do
     curl -sf 127.0.0.1:3000/readyz >/dev/null && break
@@ -129,7 +136,7 @@ Candor is running.
   dashboards       http://127.0.0.1:3000/   (forensics /events, JSON /api/overview, /metrics)
   OTLP             grpc 127.0.0.1:4317   http 127.0.0.1:4318
   collector        http://127.0.0.1:8888/metrics   /readyz
-  compactor        http://127.0.0.1:8889/metrics   /readyz   (files every 60 s)
+  compactor        http://127.0.0.1:8889/metrics   /readyz   (files every 15 s)
   tables           $data/tables  (outcome_events, outcome_counts, rejected, heartbeats)
   $kafka_line
   data and logs    $data

@@ -14,7 +14,7 @@ if [[ -z "${CANDOR_PYTHON:-}" ]]; then
 fi
 python="${CANDOR_PYTHON:-$CANDOR_VENV/bin/python}"
 
-# Every binary in one release build, with the same package set as deploy/local/up.sh: cargo
+# Every binary in one release build, with the same package set as `deploy/local/up.sh --release`: cargo
 # unifies features per build, and a different set would compile DataFusion again. Extra
 # arguments (`--example NAME`) add to it. CANDOR_BENCH_BUILT=1 skips it: tests/bench/suite.sh
 # builds once, then runs the scripts.

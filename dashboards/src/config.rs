@@ -19,6 +19,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use candor_kafka::{ExtraSettings, Role};
+use candor_query::kafka_client::SettingsFile;
 use candor_query::window::micros_of;
 use candor_records::ids::RawDedupe;
 use candor_service::config::{
@@ -241,34 +242,14 @@ impl Default for RawReconcile {
     }
 }
 
-/// A readers' Kafka client settings file (`--kafka-config`, the file `candor` takes too):
-/// `[kafka.extra]` and `[kafka.extra_env]`, nothing else. Given, it replaces those two tables of
-/// the configuration ([`RawConfig::set_kafka_settings`]).
-#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
-#[serde(default, deny_unknown_fields)]
-pub struct RawKafkaSettingsFile {
-    /// Its `[kafka]` table.
-    pub kafka: RawKafkaTables,
-}
-
-/// The `[kafka]` table of a [`RawKafkaSettingsFile`].
-#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
-#[serde(default, deny_unknown_fields)]
-pub struct RawKafkaTables {
-    /// `kafka.extra`.
-    pub extra: BTreeMap<String, String>,
-    /// `kafka.extra_env`.
-    pub extra_env: BTreeMap<String, String>,
-}
-
-impl RawKafkaSettingsFile {
-    /// Parses the file's text and checks its tables against the dashboards' Kafka rules, so that
-    /// a refusal is reported with the file it is in. Pure: the variables are not read.
-    pub fn parse(text: &str) -> Result<Self, ConfigError> {
-        let file: Self = parse_toml(text)?;
-        kafka_extra(file.kafka.extra.clone(), file.kafka.extra_env.clone())?;
-        Ok(file)
-    }
+/// A readers' Kafka client settings file (`--kafka-config`, the file `candor` takes too:
+/// [`SettingsFile`]), parsed and checked against the dashboards' Kafka rules, so that a refusal
+/// is reported with the file it is in. Pure: the variables are not read. Given, it replaces the
+/// configuration's two tables ([`RawConfig::set_kafka_settings`]).
+pub fn kafka_settings_file(text: &str) -> Result<SettingsFile, ConfigError> {
+    let file: SettingsFile = parse_toml(text)?;
+    kafka_extra(file.kafka.extra.clone(), file.kafka.extra_env.clone())?;
+    Ok(file)
 }
 
 /// A validated configuration; meanings in the table on [`RawConfig`].
@@ -362,7 +343,7 @@ impl RawConfig {
 
     /// Replaces `[kafka.extra]` and `[kafka.extra_env]` with a settings file's (`--kafka-config`
     /// wins over the configuration file's tables, as a flag wins over a key).
-    pub fn set_kafka_settings(&mut self, file: RawKafkaSettingsFile) {
+    pub fn set_kafka_settings(&mut self, file: SettingsFile) {
         self.kafka.extra = file.kafka.extra;
         self.kafka.extra_env = file.kafka.extra_env;
     }
@@ -565,6 +546,7 @@ mod tests {
             }
         );
         assert_eq!(c.staleness(), Staleness::default());
+        assert_eq!(c.model_settings(), ModelSettings::default());
         assert!(c.alerts.webhooks.is_empty());
         assert_eq!(c.alerts.webhook_attempts.get(), 3);
         assert_eq!(c.alerts.webhook_timeout, secs(5));
@@ -670,7 +652,7 @@ mod tests {
 
     #[test]
     fn a_kafka_settings_file_replaces_the_configurations_tables() {
-        let file = RawKafkaSettingsFile::parse(
+        let file = kafka_settings_file(
             "[kafka.extra]\n\"security.protocol\" = \"SASL_SSL\"\n\
              [kafka.extra_env]\n\"sasl.password\" = \"CANDOR_KAFKA_SASL_PASSWORD\"\n",
         )
@@ -688,7 +670,7 @@ mod tests {
             "[kafka.extra]\n\"group.id\" = \"g\"\n",
             "listen = \"127.0.0.1:3000\"\n",
         ] {
-            assert!(RawKafkaSettingsFile::parse(refused).is_err(), "{refused}");
+            assert!(kafka_settings_file(refused).is_err(), "{refused}");
         }
     }
 }

@@ -11,7 +11,7 @@ use std::time::Duration;
 
 use anyhow::Context as _;
 use candor_adapter::otlp::{OtlpConfig, init};
-use candor_dashboards::config::{Config, RawConfig, RawKafkaSettingsFile};
+use candor_dashboards::config::{Config, RawConfig, kafka_settings_file};
 use candor_dashboards::forensic::ForensicSettings;
 use candor_dashboards::model::Model;
 use candor_dashboards::notify::Notifier;
@@ -190,7 +190,7 @@ fn configuration(args: &ServeArgs) -> anyhow::Result<Config> {
     let mut raw =
         candor_service::config::load_or_default(args.config.as_deref(), RawConfig::from_toml_str)?;
     if let Some(path) = &args.kafka_config {
-        let settings = candor_service::config::load(path, RawKafkaSettingsFile::parse)?;
+        let settings = candor_service::config::load(path, kafka_settings_file)?;
         raw.set_kafka_settings(settings);
     }
     override_keys(&mut raw, args);
@@ -246,10 +246,14 @@ fn check(args: &ServeArgs) -> anyhow::Result<String> {
     Ok(format!("{config:#?}\n{} alert rule(s)", rules.len()))
 }
 
-/// The alert rules of `rules` (the shipped ones when unset), checked against the panels.
+/// The alert rules of the configuration's `rules` file (the shipped ones when unset).
 fn load_rules(config: &Config) -> anyhow::Result<Vec<Rule>> {
-    let limits = config.limits();
-    match &config.rules {
+    rules_of(config.rules.as_deref(), config.limits())
+}
+
+/// The rules of `file` (the shipped ones without it), checked against the panels' `limits`.
+fn rules_of(file: Option<&Path>, limits: Limits) -> anyhow::Result<Vec<Rule>> {
+    match file {
         Some(file) => {
             let text = std::fs::read_to_string(file)
                 .with_context(|| format!("reading the rules file {}", file.display()))?;
@@ -261,9 +265,7 @@ fn load_rules(config: &Config) -> anyhow::Result<Vec<Rule>> {
 
 /// `check-rules`: a rules file validated as at start, its rules printed as JSON lines.
 fn check_rules(file: &Path, limits: Limits) -> anyhow::Result<()> {
-    let text = std::fs::read_to_string(file)
-        .with_context(|| format!("reading the rules file {}", file.display()))?;
-    let rules = rules::parse(&text, limits)?;
+    let rules = rules_of(Some(file), limits)?;
     for rule in &rules {
         println!("{}", serde_json::to_string(rule)?);
     }
@@ -273,12 +275,7 @@ fn check_rules(file: &Path, limits: Limits) -> anyhow::Result<()> {
 
 /// `export-rules --prometheus`: the rules (validated as at start) as a Prometheus rules file.
 fn export_rules(file: Option<&Path>, output: Option<&Path>, limits: Limits) -> anyhow::Result<()> {
-    let text = match file {
-        Some(file) => std::fs::read_to_string(file)
-            .with_context(|| format!("reading the rules file {}", file.display()))?,
-        None => DEFAULT_RULES.to_owned(),
-    };
-    let rules = rules::parse(&text, limits)?;
+    let rules = rules_of(file, limits)?;
     let rendered = rules::prometheus::prometheus_rules(&rules);
     match output {
         Some(path) => {

@@ -67,20 +67,24 @@ pub enum KafkaConfigError {
     },
 }
 
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-struct File {
-    #[serde(default)]
-    kafka: Tables,
+/// A Kafka client settings file as written: `[kafka.extra]` and `[kafka.extra_env]`, nothing
+/// else. [`KafkaClientSettings::load`] reads, checks and resolves one; a program that takes the
+/// same file into its own configuration (the dashboards) parses this shape and checks it there.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct SettingsFile {
+    /// Its `[kafka]` table.
+    pub kafka: SettingsTables,
 }
 
-#[derive(Deserialize, Default)]
-#[serde(deny_unknown_fields)]
-struct Tables {
-    #[serde(default)]
-    extra: BTreeMap<String, String>,
-    #[serde(default)]
-    extra_env: BTreeMap<String, String>,
+/// The `[kafka]` table of a [`SettingsFile`].
+#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct SettingsTables {
+    /// `kafka.extra`: settings as written.
+    pub extra: BTreeMap<String, String>,
+    /// `kafka.extra_env`: settings whose values are read from the named variables.
+    pub extra_env: BTreeMap<String, String>,
 }
 
 impl KafkaClientSettings {
@@ -102,7 +106,7 @@ impl KafkaClientSettings {
         owned: &[(&str, &str)],
         lookup: impl Fn(&str) -> Option<String>,
     ) -> Result<Self, KafkaConfigError> {
-        let file: File = toml::from_str(text).map_err(|err| KafkaConfigError::Parse {
+        let file: SettingsFile = toml::from_str(text).map_err(|err| KafkaConfigError::Parse {
             path: path.to_path_buf(),
             message: err.message().to_owned(),
         })?;
@@ -110,7 +114,7 @@ impl KafkaClientSettings {
             path: path.to_path_buf(),
             error,
         };
-        let Tables { extra, extra_env } = file.kafka;
+        let SettingsTables { extra, extra_env } = file.kafka;
         let settings =
             ExtraSettings::validate(Role::Reader { owned }, extra, extra_env).map_err(refused)?;
         settings.resolve_with(lookup).map(Self).map_err(refused)

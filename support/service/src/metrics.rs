@@ -218,20 +218,8 @@ impl Metrics {
         metrics
     }
 
-    /// Registers `metric` under `name` as exposed (a counter's name ends in `_total`; the client
-    /// appends that suffix itself, so it is taken off here).
     fn register(&mut self, name: &'static str, metric: impl Metric) {
-        let help = (self.help)(name);
-        debug_assert!(!help.is_empty(), "no help text for {name}");
-        let is_counter = matches!(metric.metric_type(), MetricType::Counter);
-        let base = if is_counter {
-            name.strip_suffix("_total").unwrap_or(name)
-        } else {
-            name
-        };
-        // The client ends every help text with a full stop.
-        self.registry
-            .register(base, help.strip_suffix('.').unwrap_or(help), metric);
+        register(&mut self.registry, self.help, name, metric);
     }
 
     /// An unlabelled counter.
@@ -289,6 +277,24 @@ impl Metrics {
     pub fn encode(&self) -> String {
         encode(&self.registry)
     }
+}
+
+/// Registers `metric` under `name` as exposed, with the help text `help` gives for it. A counter's
+/// name ends in `_total`, which the client appends itself, so it is taken off here; the client
+/// also ends every help text with a full stop, so that is taken off too.
+fn register(
+    registry: &mut Registry,
+    help: fn(&str) -> &'static str,
+    name: &'static str,
+    metric: impl Metric,
+) {
+    let help = help(name);
+    debug_assert!(!help.is_empty(), "no help text for {name}");
+    let base = match metric.metric_type() {
+        MetricType::Counter => name.strip_suffix("_total").unwrap_or(name),
+        _ => name,
+    };
+    registry.register(base, help.strip_suffix('.').unwrap_or(help), metric);
 }
 
 fn encode(registry: &Registry) -> String {
@@ -351,10 +357,20 @@ impl Snapshot {
         }
     }
 
-    fn help_of(&self, name: &str) -> &'static str {
-        let help = (self.help)(name);
-        debug_assert!(!help.is_empty(), "no help text for {name}");
-        help.strip_suffix('.').unwrap_or(help)
+    /// A family of `M` with these series, each set by `set`.
+    fn family<M, V>(
+        &mut self,
+        name: &'static str,
+        series: impl IntoIterator<Item = (Labels, V)>,
+        set: impl Fn(&M, V),
+    ) where
+        M: EncodeMetric + TypedMetric + Default + std::fmt::Debug + Send + Sync + 'static,
+    {
+        let family = ClientFamily::<Labels, M>::default();
+        for (labels, value) in series {
+            set(&family.get_or_create(&labels), value);
+        }
+        register(&mut self.registry, self.help, name, Shown(family));
     }
 
     /// A counter family (`name` ends in `_total`) with these series.
@@ -363,23 +379,16 @@ impl Snapshot {
         name: &'static str,
         series: impl IntoIterator<Item = (Labels, u64)>,
     ) {
-        let family = ClientFamily::<Labels, Counter>::default();
-        for (labels, value) in series {
-            family.get_or_create(&labels).inc_by(value);
-        }
-        let help = self.help_of(name);
-        let base = name.strip_suffix("_total").unwrap_or(name);
-        self.registry.register(base, help, Shown(family));
+        self.family(name, series, |counter: &Counter, value| {
+            counter.inc_by(value);
+        });
     }
 
     /// A gauge family of whole numbers with these series.
     pub fn gauges(&mut self, name: &'static str, series: impl IntoIterator<Item = (Labels, i64)>) {
-        let family = ClientFamily::<Labels, Gauge>::default();
-        for (labels, value) in series {
-            family.get_or_create(&labels).set(value);
-        }
-        let help = self.help_of(name);
-        self.registry.register(name, help, Shown(family));
+        self.family(name, series, |gauge: &Gauge, value| {
+            gauge.set(value);
+        });
     }
 
     /// A gauge family of fractional numbers (seconds, timestamps) with these series.
@@ -388,12 +397,9 @@ impl Snapshot {
         name: &'static str,
         series: impl IntoIterator<Item = (Labels, f64)>,
     ) {
-        let family = ClientFamily::<Labels, FloatGauge>::default();
-        for (labels, value) in series {
-            family.get_or_create(&labels).set(value);
-        }
-        let help = self.help_of(name);
-        self.registry.register(name, help, Shown(family));
+        self.family(name, series, |gauge: &FloatGauge, value| {
+            gauge.set(value);
+        });
     }
 
     /// Every family added, in the Prometheus text exposition format 0.0.4.

@@ -76,7 +76,7 @@ ensure_tools
 # for it. Leaving early stops it.
 mkdir -p "$CARGO_TARGET_DIR"
 start_tansu_install "$CARGO_TARGET_DIR/tansu-install.log"
-trap '[[ -z "${tansu_install:-}" ]] || kill "$tansu_install" 2>/dev/null || true' EXIT
+trap stop_tansu_install EXIT
 ensure_python_venv
 # The end-to-end harness runs this Python (CANDOR_PYTHON), wherever CANDOR_VENV put the venv.
 export CANDOR_PYTHON="${CANDOR_PYTHON:-$CANDOR_VENV/bin/python}"

@@ -67,6 +67,11 @@ wait_for_tansu() {
     ensure_tansu
 }
 
+# Stops an install start_tansu_install began and nobody waited for (a caller leaving early).
+stop_tansu_install() {
+    [[ -z "${tansu_install:-}" ]] || kill "$tansu_install" 2>/dev/null || true
+}
+
 # The Python environment of the end-to-end suite and the benchmarks (the OpenTelemetry SDK as a
 # foreign client, deltalake, pyarrow and DuckDB as independent readers, Selenium, the deployment
 # checks), in a venv outside the clone; made again only when the pinned requirements change.

@@ -39,7 +39,7 @@ export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$HOME/.cache/candor-target}"
 # shellcheck source=deploy/local/install.sh
 source deploy/local/install.sh
 install_debian_packages "${CANDOR_BUILD_PACKAGES[@]}"
-trap '[[ -z "${tansu_install:-}" ]] || kill "$tansu_install" 2>/dev/null || true' EXIT
+trap stop_tansu_install EXIT
 [[ -n "$kafka" ]] || start_tansu_install "$data/tansu-install.log"
 # The default is the debug build of every binary, the one the test suite (tests/run.sh) makes,
 # so that the first run on a machine compiles the workspace once for both and soonest; the

@@ -1455,7 +1455,7 @@ def check_toml_keys(repo: Repo) -> tuple[list[str], str]:
         "collector": (rust_schema(config_source(repo.root, "collector"), "RawConfig"), string_literals_in_match_arm(settings_src, "Self::Producer")),
         "compactor": (rust_schema(config_source(repo.root, "compactor"), "RawCompactConfig"), string_literals_in_match_arm(settings_src, "Self::Consumer")),
         "dashboards": (rust_schema(config_source(repo.root, "dashboards"), "RawConfig"), reader_reserved(repo.root)),
-        "reader": (rust_schema(reader_src, "File"), reader_reserved(repo.root)),
+        "reader": (rust_schema(reader_src, "SettingsFile"), reader_reserved(repo.root)),
     }
     for kind, (schema, reserved) in kinds.items():
         if len(schema) < (1 if kind == "reader" else 4) or not reserved:

@@ -161,6 +161,12 @@ impl<C, K> AdapterBuilder<C, K> {
         self
     }
 
+    /// Sets the source of the backoff jitter (default: seeded from the process's random keys).
+    pub fn jitter(mut self, jitter: Jitter) -> Self {
+        self.jitter = Some(jitter);
+        self
+    }
+
     /// Sends spans to this provider instead of the global one.
     pub fn tracer_provider<P>(mut self, provider: &P) -> Self
     where

@@ -199,19 +199,27 @@ impl RetryPolicy {
     }
 }
 
-/// A seeded source of jitter draws, shared by concurrent calls without a lock.
+/// A source of jitter draws, shared by concurrent calls without a lock.
 ///
-/// SplitMix64 over an atomic counter: the same seed gives the same sequence of draws.
+/// Seeded, it is SplitMix64 over an atomic counter: the same seed gives the same sequence of
+/// draws. Fixed, every draw is the same fraction, which the conformance vectors use to pin a
+/// schedule in any language.
 #[derive(Debug)]
 pub struct Jitter {
-    state: AtomicU64,
+    source: JitterSource,
+}
+
+#[derive(Debug)]
+enum JitterSource {
+    SplitMix(AtomicU64),
+    Fixed(f64),
 }
 
 impl Jitter {
     /// A source whose draws are fixed by `seed`.
     pub fn seeded(seed: u64) -> Self {
         Self {
-            state: AtomicU64::new(seed),
+            source: JitterSource::SplitMix(AtomicU64::new(seed)),
         }
     }
 
@@ -220,11 +228,27 @@ impl Jitter {
         Self::seeded(RandomState::new().build_hasher().finish())
     }
 
-    /// The next draw, uniform in `[0, 1)`.
+    /// A source whose every draw is `fraction`, held within `[0, 1)` (a NaN draws 0).
+    pub fn fixed(fraction: f64) -> Self {
+        let largest_below_one = 1.0 - f64::EPSILON / 2.0;
+        let fraction = if fraction.is_nan() {
+            0.0
+        } else {
+            fraction.clamp(0.0, largest_below_one)
+        };
+        Self {
+            source: JitterSource::Fixed(fraction),
+        }
+    }
+
+    /// The next draw, uniform in `[0, 1)` (or the fixed fraction).
     pub fn next_fraction(&self) -> f64 {
         const GAMMA: u64 = 0x9E37_79B9_7F4A_7C15;
-        let mut z = self
-            .state
+        let state = match &self.source {
+            JitterSource::SplitMix(state) => state,
+            JitterSource::Fixed(fraction) => return *fraction,
+        };
+        let mut z = state
             .fetch_add(GAMMA, Ordering::Relaxed)
             .wrapping_add(GAMMA);
         z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
@@ -386,6 +410,15 @@ mod tests {
             .with_backoff(Duration::from_secs(2), Duration::from_secs(1))
             .unwrap_err();
         assert!(err.to_string().contains("initial_backoff 2s"), "{err}");
+    }
+
+    #[test]
+    fn fixed_jitter_draws_its_fraction_held_below_one() {
+        assert_eq!(Jitter::fixed(0.25).next_fraction(), 0.25);
+        assert_eq!(Jitter::fixed(0.25).next_fraction(), 0.25);
+        assert!(Jitter::fixed(1.0).next_fraction() < 1.0);
+        assert_eq!(Jitter::fixed(-3.0).next_fraction(), 0.0);
+        assert_eq!(Jitter::fixed(f64::NAN).next_fraction(), 0.0);
     }
 
     #[test]

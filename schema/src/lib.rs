@@ -4,10 +4,11 @@
 //! [`OutcomeClass::Empty`], [`OutcomeClass::Partial`] or [`OutcomeClass::AccessFailure`] — and
 //! this crate holds everything that adapters, the collector and readers must agree on:
 //! the closed vocabularies ([`vocab`]), the result [`Envelope`], the wire names of the span
-//! event, counter and Kafka topics ([`names`]), credential redaction ([`redact`]) and the MCP
-//! rendering ([`mcp`]), and the one grammar of a duration ([`duration`]). It does no I/O. The
-//! pipeline's Kafka records and table rows, which
-//! follow from this contract, are the `candor-records` crate.
+//! event, counter and Kafka topics ([`names`]) with their types and requirement levels
+//! ([`registry`], rendered as `spec/v1/registry.md`), credential redaction ([`redact`]), the
+//! MCP rendering ([`mcp`]) and the one grammar of a duration ([`duration`]). It does no I/O.
+//! The pipeline's Kafka records and table rows, which follow from this contract, are the
+//! `candor-records` crate.
 //!
 //! ```
 //! use std::{sync::Arc, time::SystemTime};
@@ -56,6 +57,7 @@ pub mod envelope;
 pub mod mcp;
 pub mod names;
 pub mod redact;
+pub mod registry;
 pub mod time;
 pub mod vocab;
 
@@ -74,7 +76,7 @@ pub use vocab::{
 pub const ENVELOPE_SCHEMA_ID: &str = "https://candor.dev/schema/envelope.v1.schema.json";
 
 /// The JSON Schema of [`Envelope`] with a JSON payload, as committed at
-/// `schema/json/envelope.v1.schema.json`.
+/// `spec/v1/envelope.v1.schema.json`.
 pub fn envelope_json_schema() -> serde_json::Value {
     let mut schema = schemars::schema_for!(Envelope<serde_json::Value>).to_value();
     if let Some(object) = schema.as_object_mut() {

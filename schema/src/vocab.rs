@@ -44,16 +44,19 @@ macro_rules! vocabulary {
     (
         $(#[$meta:meta])*
         $name:ident, $what:literal {
-            $( $(#[$vmeta:meta])* $variant:ident => $wire:literal ),+ $(,)?
+            $( $(#[doc = $vdoc:literal])* $variant:ident => $wire:literal ),+ $(,)?
         }
     ) => {
         $(#[$meta])*
         #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
         pub enum $name {
-            $( $(#[$vmeta])* $variant ),+
+            $( $(#[doc = $vdoc])* $variant ),+
         }
 
         impl $name {
+            /// The vocabulary's name, as error messages and the spec's registry say it.
+            pub const NAME: &'static str = $what;
+
             /// Every member, in declaration order.
             pub const ALL: &'static [$name] = &[$($name::$variant),+];
 
@@ -64,6 +67,13 @@ macro_rules! vocabulary {
             pub const fn as_str(self) -> &'static str {
                 match self {
                     $($name::$variant => $wire),+
+                }
+            }
+
+            /// What the member means: its documentation, as one line.
+            pub const fn meaning(self) -> &'static str {
+                match self {
+                    $($name::$variant => concat!($($vdoc),*).trim_ascii_start()),+
                 }
             }
 
@@ -257,9 +267,9 @@ vocabulary! {
     LifecycleState, "lifecycle state" {
         /// The request was accepted for processing; nothing has been done yet.
         Accepted => "accepted",
-        /// Waiting to run.
+        /// Waiting for a worker to start it.
         Queued => "queued",
-        /// Running.
+        /// Started and not yet finished.
         Running => "running",
         /// Finished with part of the work done.
         Partial => "partial",

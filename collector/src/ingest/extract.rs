@@ -54,8 +54,8 @@ pub struct Limits {
 impl Default for Limits {
     fn default() -> Self {
         Self {
-            max_value_bytes: 4096,
-            max_attributes_per_event: 128,
+            max_value_bytes: candor_schema::registry::MAX_VALUE_BYTES,
+            max_attributes_per_event: candor_schema::registry::MAX_ATTRIBUTES,
             max_events_per_request: 10_000,
             max_rejected_copy_bytes: 4096,
         }

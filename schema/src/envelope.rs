@@ -20,7 +20,7 @@ use crate::vocab::{
     PartialKind, RetryAction,
 };
 
-/// The version of the envelope's JSON shape; see `schema/json/envelope.v1.schema.json`.
+/// The version of the envelope's JSON shape; see `spec/v1/envelope.v1.schema.json`.
 pub const ENVELOPE_SCHEMA_VERSION: u32 = 1;
 
 /// What a call produced: exactly one of four classes, each with what that class needs.
@@ -383,7 +383,7 @@ pub struct EnvelopeParts<T> {
 }
 
 /// The typed result of one tool call. Serialises to the JSON of
-/// `schema/json/envelope.v1.schema.json`.
+/// `spec/v1/envelope.v1.schema.json`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(
     try_from = "EnvelopeWire<T>",

@@ -14,7 +14,7 @@ use candor_schema::*;
 use serde_json::{Value, json};
 
 fn committed_path() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("json/envelope.v1.schema.json")
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../spec/v1/envelope.v1.schema.json")
 }
 
 fn at(seconds: u64) -> Timestamp {
@@ -151,7 +151,7 @@ fn committed_schema_is_current() {
     let committed = std::fs::read_to_string(committed_path()).unwrap_or_default();
     assert!(
         committed == generated,
-        "schema/json/envelope.v1.schema.json is stale; regenerate it with \
+        "spec/v1/envelope.v1.schema.json is stale; regenerate it with \
          `CANDOR_BLESS=1 cargo test -p candor-schema --test envelope_schema`"
     );
 }

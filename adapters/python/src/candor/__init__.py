@@ -1,0 +1,142 @@
+"""Candor: every tool call ends in exactly one of four outcomes.
+
+An :class:`Adapter` runs a call to a tool or API, classifies what came back into Success,
+Empty, Partial or AccessFailure, owns the retry policy, and returns a typed :class:`Envelope`.
+For every AccessFailure attempt and every Partial it records one ``tool.outcome`` span event,
+and it counts every call on ``tool.outcomes``, through the OpenTelemetry API (the application
+installs the SDK).
+
+>>> from candor import HttpClassifier, HttpResponse, NotFound
+>>> classifier = HttpClassifier(NotFound.UNREACHABLE, items_at="/items", total_at="/total")
+>>> classifier.classify(HttpResponse(200, body=b'{"items":[1,2,3],"total":10}')).outcome.CLASS
+<OutcomeClass.PARTIAL: 'partial'>
+"""
+
+import logging
+
+from candor._version import __version__
+from candor.adapter import ADAPTER_VERSION, Adapter, AttemptContext, Observation
+from candor.classify import Classification, Classifier, ExceptionClassifier, FnClassifier
+from candor.classify.http import (
+    BodyBroken,
+    BodyComplete,
+    BodyEnd,
+    BodySizeCap,
+    HttpClassifier,
+    HttpExchange,
+    HttpResponse,
+    NotFound,
+    TransportError,
+    TransportErrorKind,
+)
+from candor.clock import Clock, SystemClock
+from candor.envelope import (
+    ENVELOPE_SCHEMA_VERSION,
+    AccessFailure,
+    Attempt,
+    Authority,
+    Empty,
+    Envelope,
+    Evidence,
+    Extent,
+    Failure,
+    Lifecycle,
+    Operation,
+    Outcome,
+    Partial,
+    Provenance,
+    Success,
+    Truncation,
+    legal_next_actions,
+)
+from candor.jsonvalue import JsonValue
+from candor.redact import redact_text, redact_url
+from candor.retry import (
+    Decision,
+    Done,
+    FixedJitter,
+    GiveUp,
+    Jitter,
+    RandomJitter,
+    Retry,
+    RetryPolicy,
+    SeededJitter,
+)
+from candor.vocab import (
+    AccessFailureKind,
+    EvidenceKind,
+    FailureKind,
+    LifecycleState,
+    NextAction,
+    OutcomeClass,
+    PartialKind,
+    RetryAction,
+    UnknownValueError,
+)
+from candor.wire import EnvelopeRule, InvalidEnvelope
+
+logging.getLogger(__name__).addHandler(logging.NullHandler())
+
+__all__ = [
+    "ADAPTER_VERSION",
+    "ENVELOPE_SCHEMA_VERSION",
+    "AccessFailure",
+    "AccessFailureKind",
+    "Adapter",
+    "Attempt",
+    "AttemptContext",
+    "Authority",
+    "BodyBroken",
+    "BodyComplete",
+    "BodyEnd",
+    "BodySizeCap",
+    "Classification",
+    "Classifier",
+    "Clock",
+    "Decision",
+    "Done",
+    "Empty",
+    "Envelope",
+    "EnvelopeRule",
+    "Evidence",
+    "EvidenceKind",
+    "ExceptionClassifier",
+    "Extent",
+    "Failure",
+    "FailureKind",
+    "FixedJitter",
+    "FnClassifier",
+    "GiveUp",
+    "HttpClassifier",
+    "HttpExchange",
+    "HttpResponse",
+    "InvalidEnvelope",
+    "Jitter",
+    "JsonValue",
+    "Lifecycle",
+    "LifecycleState",
+    "NextAction",
+    "NotFound",
+    "Observation",
+    "Operation",
+    "Outcome",
+    "OutcomeClass",
+    "Partial",
+    "PartialKind",
+    "Provenance",
+    "RandomJitter",
+    "Retry",
+    "RetryAction",
+    "RetryPolicy",
+    "SeededJitter",
+    "Success",
+    "SystemClock",
+    "TransportError",
+    "TransportErrorKind",
+    "Truncation",
+    "UnknownValueError",
+    "__version__",
+    "legal_next_actions",
+    "redact_text",
+    "redact_url",
+]

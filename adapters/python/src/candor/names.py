@@ -1,0 +1,73 @@
+"""Wire names shared with every other Candor component.
+
+These constants are the only place in this package where the names are spelled; everything
+that emits a span, an event, a counter or an attribute reads them from here.
+"""
+
+from __future__ import annotations
+
+from typing import Final
+
+__all__ = [
+    "ADAPTER_NAME",
+    "OUTCOMES_COUNTER",
+    "OUTCOMES_COUNTER_UNIT",
+    "OUTCOME_EVENT",
+    "TOOL_CALL_SPAN",
+    "UNRECORDED_SPANS_COUNTER",
+    "attr",
+]
+
+TOOL_CALL_SPAN: Final = "tool.call"
+"""The span that wraps one adapter call, with its attempts as events."""
+
+OUTCOME_EVENT: Final = "tool.outcome"
+"""The span event emitted once per AccessFailure attempt and once per Partial."""
+
+OUTCOMES_COUNTER: Final = "tool.outcomes"
+"""The monotonic counter that counts every call by final class."""
+
+OUTCOMES_COUNTER_UNIT: Final = "{call}"
+"""The unit of :data:`OUTCOMES_COUNTER`."""
+
+UNRECORDED_SPANS_COUNTER: Final = "candor.adapter.unrecorded_spans"
+"""Counts failure spans that the host's sampler dropped (the span was not recording)."""
+
+ADAPTER_NAME: Final = "candor-adapter-python"
+"""This implementation's name: the instrumentation scope it reports under, and the first half of
+``provenance.adapter`` (``candor-adapter-python/0.1.0``)."""
+
+
+class attr:  # noqa: N801 - a namespace of constants, spelled like the Rust module
+    """Attribute keys of the ``tool.outcome`` span event and the ``tool.outcomes`` counter."""
+
+    OUTCOME_CLASS: Final = "tool.outcome.class"
+    """``access_failure`` or ``partial`` on events; any class on the counter."""
+    TOOL_NAME: Final = "tool.name"
+    """The logical tool name."""
+    TOOL_TARGET: Final = "tool.target"
+    """The endpoint or resource reached for, with credentials redacted."""
+    FAILURE_KIND: Final = "tool.failure.kind"
+    """A member of :class:`candor.FailureKind`."""
+    RETRY_ACTION: Final = "tool.retry.action"
+    """A member of :class:`candor.RetryAction`."""
+    RETRY_ATTEMPT: Final = "tool.retry.attempt"
+    """The 1-based attempt number."""
+    RETRY_MAX_ATTEMPTS: Final = "tool.retry.max_attempts"
+    """The most attempts the policy allows."""
+    RETRY_BACKOFF_MS: Final = "tool.retry.backoff_ms"
+    """The wait before the next attempt, when the action is ``retry``."""
+    HTTP_STATUS_CODE: Final = "http.response.status_code"
+    """The HTTP status, when there was one."""
+    ERROR_TYPE: Final = "error.type"
+    """A short, stable error identifier, when there was an error."""
+    PARTIAL_RETURNED: Final = "tool.partial.returned"
+    """How many items a Partial returned, when known."""
+    PARTIAL_EXPECTED: Final = "tool.partial.expected"
+    """How many items a Partial should have returned, when known."""
+    COVERAGE: Final = "tool.coverage"
+    """What the answer covered, when known."""
+    DROPPED: Final = "tool.dropped"
+    """What the answer dropped, when known."""
+    AUTHORITY: Final = "tool.authority"
+    """The principal or scope the call ran under (never a secret), when known."""

@@ -1,0 +1,223 @@
+"""Removing credentials from strings before they are recorded anywhere.
+
+Targets are URLs more often than not, and URLs carry secrets: user-info
+(``https://user:pass@host``), signed-URL parameters (``sig=``, ``X-Amz-Signature=``) and tokens
+(``?access_token=``). Everything that becomes an attribute, a record or a log line passes
+through :func:`redact_url` or :func:`redact_text` first.
+"""
+
+from __future__ import annotations
+
+from typing import Final
+
+__all__ = ["REDACTED", "is_secret_param", "redact_text", "redact_url"]
+
+REDACTED: Final = "REDACTED"
+"""What a removed secret is replaced with."""
+
+_SECRET_PARAMS: Final = frozenset(
+    {
+        "sig",
+        "signature",
+        "token",
+        "key",
+        "apikey",
+        "api_key",
+        "auth",
+        "authorization",
+        "password",
+        "passwd",
+        "pwd",
+        "secret",
+        "code",
+        "jwt",
+        "session",
+        "sessionid",
+        "x_amz_credential",
+        "x_goog_credential",
+    }
+)
+"""Parameter names (lower case, ``-`` read as ``_``) that always hold a secret."""
+
+_SECRET_FRAGMENTS: Final = (
+    "token",
+    "secret",
+    "password",
+    "signature",
+    "api_key",
+    "apikey",
+    "credential",
+)
+"""Fragments that mark a parameter name as secret wherever they appear in it."""
+
+# Unicode White_Space: what ends a secret value in free text.
+_WHITESPACE: Final = frozenset(
+    "\t\n\x0b\x0c\r \x85\xa0\u1680\u2000\u2001\u2002\u2003\u2004\u2005\u2006\u2007\u2008"
+    "\u2009\u200a\u2028\u2029\u202f\u205f\u3000"
+)
+_HEX_DIGITS: Final = frozenset(b"0123456789abcdefABCDEF")
+_VALUE_ENDS: Final = frozenset("\"'&,;}])<") | _WHITESPACE
+
+
+def _ascii_lower(text: str) -> str:
+    return "".join(c.lower() if c.isascii() else c for c in text)
+
+
+def is_secret_param(name: str) -> bool:
+    """Whether a query parameter (or a field) with this name holds a secret."""
+    normalised = _ascii_lower(name).replace("-", "_")
+    return normalised in _SECRET_PARAMS or any(
+        fragment in normalised for fragment in _SECRET_FRAGMENTS
+    )
+
+
+def _split_keep(raw: str, separator: str) -> tuple[str, str | None]:
+    head, found, tail = raw.partition(separator)
+    return (head, tail) if found else (raw, None)
+
+
+def _hex_byte(pair: bytes) -> int | None:
+    """The byte two hex digits spell (a leading ``+`` is read as a sign, as Rust reads it)."""
+    digits = pair[1:] if pair[:1] == b"+" else pair
+    if len(pair) != 2 or not digits or not all(b in _HEX_DIGITS for b in digits):
+        return None
+    return int(digits, 16)
+
+
+def _percent_decode_lossy(raw: str) -> str:
+    data = raw.encode("utf-8")
+    out = bytearray()
+    at = 0
+    while at < len(data):
+        escaped = _hex_byte(data[at + 1 : at + 3]) if data[at] == ord("%") else None
+        if escaped is not None:
+            out.append(escaped)
+            at += 3
+            continue
+        out.append(data[at])
+        at += 1
+    return out.decode("utf-8", errors="replace")
+
+
+def _is_secret_pair(pair: str) -> bool:
+    name, found, _ = pair.partition("=")
+    return bool(found) and is_secret_param(_percent_decode_lossy(name))
+
+
+def _redact_params(params: str) -> str:
+    pairs = params.split("&")
+    if not any(_is_secret_pair(pair) for pair in pairs):
+        return params
+    return "&".join(
+        f"{pair.partition('=')[0]}={REDACTED}" if _is_secret_pair(pair) else pair for pair in pairs
+    )
+
+
+def redact_url(raw: str) -> str:
+    """Removes user-info and secret query or fragment parameters from a URL.
+
+    Strings that are not URLs pass through unchanged unless they carry a query string.
+
+    >>> redact_url("https://bob:hunter2@api.example.com/v1/search?q=cats&access_token=abc#x")
+    'https://REDACTED@api.example.com/v1/search?q=cats&access_token=REDACTED#x'
+    """
+    before_fragment, fragment = _split_keep(raw, "#")
+    before_query, query = _split_keep(before_fragment, "?")
+    at = before_query.find("://")
+    scheme, rest = (
+        (before_query[: at + 3], before_query[at + 3 :]) if at >= 0 else ("", before_query)
+    )
+    slash = rest.find("/")
+    authority, path = (rest[:slash], rest[slash:]) if slash >= 0 else (rest, "")
+    user_at = authority.rfind("@")
+    host = authority[user_at + 1 :] if user_at >= 0 and scheme else None
+    query_redacted = None if query is None else _redact_params(query)
+    fragment_redacted = None if fragment is None else _redact_params(fragment)
+    changed = host is not None or query_redacted != query or fragment_redacted != fragment
+    if not changed:
+        return raw
+    out = [scheme, f"{REDACTED}@{host}" if host is not None else authority, path]
+    if query_redacted is not None:
+        out.append("?" + query_redacted)
+    if fragment_redacted is not None:
+        out.append("#" + fragment_redacted)
+    return "".join(out)
+
+
+def _may_hold_credentials(raw: str) -> bool:
+    lowered = _ascii_lower(raw)
+    return "=" in raw or ":" in raw or "basic" in lowered or "bearer" in lowered
+
+
+def redact_text(raw: str) -> str:
+    """Redacts credentials inside free text, such as an error message or a response body.
+
+    Removes URLs' user-info and secret parameters, ``Bearer``/``Basic`` credentials, and the
+    values of secret-named fields (``token=…``, ``"api_key": "…"``).
+    """
+    if not _may_hold_credentials(raw):
+        return raw
+    words = [redact_url(word) if "://" in word else word for word in raw.split(" ")]
+    return _redact_secret_values(" ".join(words))
+
+
+def _is_name_char(c: str) -> bool:
+    return (c.isascii() and c.isalnum()) or c in "_-"
+
+
+def _redact_secret_values(text: str) -> str:
+    """Replaces the values of secrets in free text.
+
+    A value follows a secret-named field (``name=``, ``name:``, ``"name": "``) or the scheme
+    word of an ``Authorization`` credential (``Bearer``, ``Basic``).
+    """
+    chars = text
+    out: list[str] = []
+    at = 0
+    n = len(chars)
+    while at < n:
+        if not _is_name_char(chars[at]):
+            out.append(chars[at])
+            at += 1
+            continue
+        start = at
+        while at < n and _is_name_char(chars[at]):
+            at += 1
+        name = chars[start:at]
+        out.append(name)
+        lower = _ascii_lower(name)
+        value_at = at
+        if lower in ("bearer", "basic"):
+            while value_at < n and chars[value_at] == " ":
+                value_at += 1
+            introduces = value_at > at
+        elif is_secret_param(name):
+            cursor = at
+            if cursor < n and chars[cursor] in "\"'":
+                cursor += 1
+            introduces = cursor < n and chars[cursor] in "=:"
+            if introduces:
+                cursor += 1
+                while cursor < n and chars[cursor] in " \"'":
+                    cursor += 1
+                value_at = cursor
+        else:
+            introduces = False
+        # `Authorization: Bearer x`: keep the scheme word, hide what follows it.
+        word_end = value_at
+        while word_end < n and _is_name_char(chars[word_end]):
+            word_end += 1
+        word = _ascii_lower(chars[value_at:word_end])
+        if introduces and word in ("bearer", "basic") and word_end < n and chars[word_end] == " ":
+            value_at = word_end
+            while value_at < n and chars[value_at] == " ":
+                value_at += 1
+        value_end = value_at
+        while value_end < n and chars[value_end] not in _VALUE_ENDS:
+            value_end += 1
+        if not introduces or value_end == value_at:
+            continue
+        out.append(chars[at:value_at])
+        out.append(REDACTED)
+        at = value_end
+    return "".join(out)

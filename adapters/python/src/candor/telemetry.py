@@ -1,0 +1,247 @@
+"""Telemetry through the OpenTelemetry API: the ``tool.call`` span and ``tool.outcomes``.
+
+The span carries one ``tool.outcome`` event per AccessFailure attempt and per Partial.
+
+Everything is derived from the finished envelope, after the call, with the real timestamps: a
+Success or an Empty costs one counter increment and no span, unless every call was asked to be
+traced. ``tool.outcomes`` is an observable counter over per-class totals: each meter provider
+gets one instrument, whose callback reports four totals per tool and target, zeros included.
+Each event is also logged on the ``candor.outcome`` logger.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import weakref
+from collections.abc import Iterable
+from typing import Final
+
+from opentelemetry import metrics, trace
+from opentelemetry.metrics import CallbackOptions, Counter, Meter, MeterProvider, Observation
+from opentelemetry.trace import SpanKind, Status, StatusCode, Tracer, TracerProvider
+from opentelemetry.util.types import AttributeValue
+
+from candor import names
+from candor._version import __version__
+from candor.envelope import AccessFailure, Attempt, Envelope, Partial
+from candor.names import attr
+from candor.timestamps import datetime_to_ns
+from candor.vocab import OutcomeClass, RetryAction
+
+__all__ = ["MIRROR_LOGGER", "Telemetry"]
+
+MIRROR_LOGGER: Final = "candor.outcome"
+"""The logger that mirrors each ``tool.outcome`` event for local logs."""
+
+_log = logging.getLogger(MIRROR_LOGGER)
+_EVENTFUL: Final = frozenset({OutcomeClass.ACCESS_FAILURE, OutcomeClass.PARTIAL})
+_CLASSES: Final = tuple(OutcomeClass)
+
+Attributes = dict[str, AttributeValue]
+_I64_MAX: Final = 2**63 - 1
+
+
+def _i64(value: int) -> int:
+    """An integer attribute, held within a signed 64-bit integer as every exporter needs."""
+    return min(value, _I64_MAX)
+
+
+class _Counts:
+    """Calls of one tool and target by final class, with the counter's attribute sets."""
+
+    __slots__ = ("attributes", "totals")
+
+    def __init__(self, tool: str, target: str) -> None:
+        self.totals = dict.fromkeys(_CLASSES, 0)
+        self.attributes: dict[OutcomeClass, Attributes] = {
+            cls: {attr.TOOL_NAME: tool, attr.TOOL_TARGET: target, attr.OUTCOME_CLASS: cls.value}
+            for cls in _CLASSES
+        }
+
+
+class _Instruments:
+    """The instruments of one meter provider, shared by every adapter that reports to it.
+
+    The totals are kept per tool and target, for as long as the provider: adapters of the same
+    tool and target add to one series, and a call counted by an adapter that is gone is still
+    reported.
+    """
+
+    def __init__(self, meter: Meter) -> None:
+        self._lock = threading.Lock()
+        self._counts: dict[tuple[str, str], _Counts] = {}
+        self.unrecorded: Counter = meter.create_counter(
+            names.UNRECORDED_SPANS_COUNTER,
+            unit="{span}",
+            description="Failure spans the host's sampler dropped",
+        )
+        meter.create_observable_counter(
+            names.OUTCOMES_COUNTER,
+            callbacks=[self._observe],
+            unit=names.OUTCOMES_COUNTER_UNIT,
+            description="Tool calls by final outcome class",
+        )
+
+    def counts(self, tool: str, target: str) -> _Counts:
+        """The totals of ``tool`` at ``target``, reported from now on (zeros included)."""
+        with self._lock:
+            return self._counts.setdefault((tool, target), _Counts(tool, target))
+
+    def add(self, counts: _Counts, cls: OutcomeClass) -> None:
+        """Counts one call."""
+        with self._lock:
+            counts.totals[cls] += 1
+
+    def _observe(self, _options: CallbackOptions) -> Iterable[Observation]:
+        with self._lock:
+            return [
+                Observation(counts.totals[cls], counts.attributes[cls])
+                for counts in self._counts.values()
+                for cls in _CLASSES
+            ]
+
+
+_GLOBAL: Final = object()
+_registry_lock = threading.Lock()
+_registry: weakref.WeakKeyDictionary[object, _Instruments] = weakref.WeakKeyDictionary()
+_global_instruments: list[_Instruments] = []
+
+
+def _instruments(provider: MeterProvider | None) -> _Instruments:
+    """The instruments of ``provider`` (``None``: the global one), made on first use."""
+    with _registry_lock:
+        if provider is None or provider is metrics.get_meter_provider():
+            if not _global_instruments:
+                _global_instruments.append(
+                    _Instruments(metrics.get_meter(names.ADAPTER_NAME, __version__))
+                )
+            return _global_instruments[0]
+        instruments = _registry.get(provider)
+        if instruments is None:
+            instruments = _Instruments(provider.get_meter(names.ADAPTER_NAME, __version__))
+            _registry[provider] = instruments
+        return instruments
+
+
+class Telemetry:
+    """Where one adapter's spans and counts go; the global providers unless told otherwise."""
+
+    def __init__(
+        self,
+        tool: str,
+        target: str,
+        authority: str | None,
+        *,
+        tracer_provider: TracerProvider | None = None,
+        meter_provider: MeterProvider | None = None,
+        trace_every_call: bool = False,
+    ) -> None:
+        self._tracer: Tracer = (
+            trace.get_tracer(names.ADAPTER_NAME, __version__)
+            if tracer_provider is None
+            else tracer_provider.get_tracer(names.ADAPTER_NAME, __version__)
+        )
+        self._instruments = _instruments(meter_provider)
+        self._counts = self._instruments.counts(tool, target)
+        self._identity: Attributes = {attr.TOOL_NAME: tool, attr.TOOL_TARGET: target}
+        if authority is not None:
+            self._identity[attr.AUTHORITY] = authority
+        self.trace_every_call = trace_every_call
+
+    def record(self, envelope: Envelope, max_attempts: int) -> None:
+        """Records a finished call.
+
+        The counter counts every call; the span and its events are recorded when something
+        went wrong (or when every call is traced).
+        """
+        self._instruments.add(self._counts, envelope.outcome_class)
+        eventful = any(attempt.outcome_class in _EVENTFUL for attempt in envelope.attempts)
+        if eventful or self.trace_every_call:
+            self._emit_span(envelope, max_attempts)
+
+    def _emit_span(self, envelope: Envelope, max_attempts: int) -> None:
+        cls = envelope.outcome_class
+        attributes = dict(self._identity)
+        attributes[attr.OUTCOME_CLASS] = cls.value
+        # The kind of the last failed attempt marks the span as a failure span for samplers,
+        # even when a retry later succeeded.
+        kinds = [a.failure_kind for a in envelope.attempts if a.failure_kind is not None]
+        if kinds:
+            attributes[attr.FAILURE_KIND] = kinds[-1].value
+        span = self._tracer.start_span(
+            names.TOOL_CALL_SPAN,
+            kind=SpanKind.CLIENT,
+            attributes=attributes,
+            start_time=datetime_to_ns(envelope.provenance.started_at),
+        )
+        for attempt in envelope.attempts:
+            if attempt.outcome_class in _EVENTFUL:
+                _mirror(envelope, attempt)
+                span.add_event(
+                    names.OUTCOME_EVENT,
+                    self._event_attributes(envelope, attempt, max_attempts),
+                    timestamp=datetime_to_ns(attempt.started_at) + attempt.duration_ms * 1_000_000,
+                )
+        if not span.is_recording():
+            self._instruments.unrecorded.add(1, self._counts.attributes[cls])
+            _log.warning(
+                "the host's sampler dropped a tool failure span of %s; keep tool.call spans "
+                "that carry tool.failure.kind",
+                envelope.tool,
+            )
+        if isinstance(envelope.outcome, AccessFailure):
+            span.set_status(Status(StatusCode.ERROR, envelope.outcome.failure.message))
+        span.end(end_time=datetime_to_ns(envelope.provenance.finished_at))
+
+    def _event_attributes(
+        self, envelope: Envelope, attempt: Attempt, max_attempts: int
+    ) -> Attributes:
+        attributes = dict(self._identity)
+        attributes[attr.OUTCOME_CLASS] = attempt.outcome_class.value
+        if attempt.failure_kind is not None:
+            attributes[attr.FAILURE_KIND] = attempt.failure_kind.value
+        if attempt.retry_action is not None:
+            attributes[attr.RETRY_ACTION] = attempt.retry_action.value
+        attributes[attr.RETRY_ATTEMPT] = attempt.number
+        attributes[attr.RETRY_MAX_ATTEMPTS] = max_attempts
+        if attempt.retry_action is RetryAction.RETRY:
+            attributes[attr.RETRY_BACKOFF_MS] = _i64(attempt.backoff_ms or 0)
+        if attempt.status is not None:
+            attributes[attr.HTTP_STATUS_CODE] = attempt.status
+        if attempt.error_type is not None:
+            attributes[attr.ERROR_TYPE] = attempt.error_type
+        outcome = envelope.outcome
+        if attempt.outcome_class is OutcomeClass.PARTIAL and isinstance(outcome, Partial):
+            truncation = outcome.truncation
+            if truncation.returned is not None:
+                attributes[attr.PARTIAL_RETURNED] = _i64(truncation.returned)
+            if truncation.expected is not None:
+                attributes[attr.PARTIAL_EXPECTED] = _i64(truncation.expected)
+            attributes[attr.COVERAGE] = truncation.covered
+            attributes[attr.DROPPED] = truncation.dropped
+        return attributes
+
+
+def _mirror(envelope: Envelope, attempt: Attempt) -> None:
+    """Logs one ``tool.outcome`` event for local logs."""
+    fields = {
+        "tool": envelope.tool,
+        "tool_target": envelope.target,
+        "class": attempt.outcome_class.value,
+        "kind": "" if attempt.failure_kind is None else attempt.failure_kind.value,
+        "action": "" if attempt.retry_action is None else attempt.retry_action.value,
+        "attempt": attempt.number,
+        "status": attempt.status or 0,
+    }
+    if attempt.retry_action is RetryAction.RETRY:
+        _log.info(
+            "tool attempt failed; retrying after %d ms: %s",
+            attempt.backoff_ms or 0,
+            fields,
+            extra={"candor": fields},
+        )
+    else:
+        _log.warning(
+            "tool call ended without a complete answer: %s", fields, extra={"candor": fields}
+        )

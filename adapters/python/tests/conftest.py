@@ -1,0 +1,178 @@
+"""Shared fixtures: in-memory OpenTelemetry, and a real HTTP server on the loopback."""
+
+from __future__ import annotations
+
+import gzip
+import json
+import socket
+import threading
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+import pytest
+from opentelemetry.sdk.metrics import MeterProvider
+from opentelemetry.sdk.metrics.export import InMemoryMetricReader
+from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+from candor.names import OUTCOMES_COUNTER
+
+
+@dataclass
+class Telemetry:
+    """In-memory providers and what they recorded."""
+
+    tracer_provider: TracerProvider
+    meter_provider: MeterProvider
+    exporter: InMemorySpanExporter
+    reader: InMemoryMetricReader
+
+    def spans(self) -> list[ReadableSpan]:
+        return list(self.exporter.get_finished_spans())
+
+    def metric_points(self, name: str) -> dict[tuple[tuple[str, Any], ...], int | float]:
+        """Every data point of the metric ``name``, by its sorted attributes."""
+        points: dict[tuple[tuple[str, Any], ...], int | float] = {}
+        data = self.reader.get_metrics_data()
+        for resource in data.resource_metrics if data else []:
+            for scope in resource.scope_metrics:
+                for metric in scope.metrics:
+                    if metric.name == name:
+                        for point in metric.data.data_points:
+                            key = tuple(sorted((point.attributes or {}).items()))
+                            points[key] = point.value  # type: ignore[union-attr]
+        return points
+
+    def outcomes(self) -> dict[str, int | float]:
+        """``tool.outcomes`` by class (for tests with one tool)."""
+        return {
+            dict(key)["tool.outcome.class"]: value
+            for key, value in self.metric_points(OUTCOMES_COUNTER).items()
+        }
+
+
+@pytest.fixture
+def telemetry() -> Iterator[Telemetry]:
+    exporter = InMemorySpanExporter()
+    tracer_provider = TracerProvider()
+    tracer_provider.add_span_processor(SimpleSpanProcessor(exporter))
+    reader = InMemoryMetricReader()
+    meter_provider = MeterProvider(metric_readers=[reader])
+    yield Telemetry(tracer_provider, meter_provider, exporter, reader)
+    tracer_provider.shutdown()
+    meter_provider.shutdown()
+
+
+@dataclass
+class Server:
+    """A real HTTP server on the loopback, answering by path (see :class:`Handler`)."""
+
+    httpd: ThreadingHTTPServer
+    release: threading.Event = field(default_factory=threading.Event)
+    hits: dict[str, int] = field(default_factory=dict)
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+    @property
+    def url(self) -> str:
+        host, port = self.httpd.server_address[:2]
+        return f"http://{host!s}:{port}"
+
+    def hit(self, path: str) -> int:
+        with self.lock:
+            self.hits[path] = self.hits.get(path, 0) + 1
+            return self.hits[path]
+
+
+class Handler(BaseHTTPRequestHandler):
+    """Answers by path:
+
+    - ``/items``: 200 with two items and a request id; ``/none``: 200 with no items;
+    - ``/auth``: 401; ``/error``: 500; ``/flaky``: 503 the first time, then 200;
+    - ``/truncated``: declares 100 bytes, sends 14 and closes; ``/big``: 200 with 4 KiB;
+    - ``/gzip``: a gzip-encoded answer; ``/hang``: answers when the test ends;
+    - ``/disconnect``: closes without answering; ``/garbage``: answers with no HTTP.
+    """
+
+    server: ThreadingHTTPServer
+    protocol_version = "HTTP/1.1"
+
+    def log_message(self, format: str, *args: Any) -> None:
+        pass
+
+    @property
+    def state(self) -> Server:
+        return self.server.state  # type: ignore[attr-defined, no-any-return]
+
+    def send(self, status: int, body: bytes, headers: dict[str, str] | None = None) -> None:
+        self.send_response(status)
+        for name, value in (headers or {}).items():
+            self.send_header(name, value)
+        if "Content-Length" not in (headers or {}):
+            self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def do_GET(self) -> None:
+        path = self.path.split("?")[0]
+        count = self.state.hit(path)
+        json_type = {"Content-Type": "application/json"}
+        if path == "/items":
+            self.send(200, b'{"items":[1,2]}', {**json_type, "X-Request-Id": "req-42"})
+        elif path == "/none":
+            self.send(200, b'{"items":[]}', json_type)
+        elif path == "/auth":
+            self.send(401, b'{"error":"bad token=s3cret"}', json_type)
+        elif path == "/error":
+            self.send(500, b"boom")
+        elif path == "/flaky":
+            if count == 1:
+                self.send(503, b"busy", {"Retry-After": "0"})
+            else:
+                self.send(200, b'{"items":[3]}', json_type)
+        elif path == "/truncated":
+            self.send(200, b'{"items":[1,2,', {**json_type, "Content-Length": "100"})
+            self.close_connection = True
+        elif path == "/big":
+            self.send(200, json.dumps({"items": ["x" * 64] * 60}).encode(), json_type)
+        elif path == "/gzip":
+            body = gzip.compress(b'{"items":[1,2,3]}')
+            self.send(200, body, {**json_type, "Content-Encoding": "gzip"})
+        elif path == "/hang":
+            self.state.release.wait(30)
+            self.send(200, b'{"items":[]}', json_type)
+        elif path == "/disconnect":
+            self.close_connection = True
+            self.connection.shutdown(socket.SHUT_RDWR)
+        elif path == "/garbage":
+            self.wfile.write(b"this is not http\r\n\r\n")
+            self.close_connection = True
+        else:
+            self.send(404, b"no such path")
+
+
+@pytest.fixture
+def server() -> Iterator[Server]:
+    httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    httpd.daemon_threads = True
+    state = Server(httpd)
+    httpd.state = state  # type: ignore[attr-defined]
+    # A short poll interval makes shutdown() return quickly; nothing waits on it otherwise.
+    thread = threading.Thread(target=httpd.serve_forever, args=(0.02,), daemon=True)
+    thread.start()
+    yield state
+    state.release.set()
+    httpd.shutdown()
+    httpd.server_close()
+    thread.join()
+
+
+@pytest.fixture
+def closed_port() -> int:
+    """A loopback port nothing listens on: connecting to it is refused."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
+        probe.bind(("127.0.0.1", 0))
+        port: int = probe.getsockname()[1]
+    return port

@@ -1,0 +1,420 @@
+"""The adapter's call forms: synchronous, asynchronous, decorated and observed, on a fake clock."""
+
+from __future__ import annotations
+
+import asyncio
+from collections import deque
+from datetime import UTC, datetime, timedelta
+
+import pytest
+from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+from opentelemetry.sdk.trace.sampling import ALWAYS_OFF
+
+from candor import (
+    AccessFailure,
+    AccessFailureKind,
+    Adapter,
+    AttemptContext,
+    Authority,
+    Empty,
+    Envelope,
+    FixedJitter,
+    FnClassifier,
+    HttpClassifier,
+    HttpExchange,
+    HttpResponse,
+    NextAction,
+    NotFound,
+    OutcomeClass,
+    Partial,
+    RetryAction,
+    RetryPolicy,
+    Success,
+    TransportError,
+    TransportErrorKind,
+)
+from candor.names import UNRECORDED_SPANS_COUNTER
+from candor.sampling import KeepToolFailures
+from candor.testing import FakeClock
+
+from .conftest import Telemetry
+
+START = datetime(2027, 1, 15, 8, 0, tzinfo=UTC)
+MS = 1_000_000
+
+
+def make(telemetry: Telemetry, clock: FakeClock, **settings: object) -> Adapter[HttpExchange]:
+    return Adapter(
+        "search",
+        "https://user:pw@search.example/v1/items?api_key=k",
+        HttpClassifier(NotFound.CONFIRMED_ABSENT, items_at="/items"),
+        jitter=FixedJitter(0.5),
+        clock=clock,
+        meter_provider=telemetry.meter_provider,
+        **{"tracer_provider": telemetry.tracer_provider, **settings},  # type: ignore[arg-type]
+    )
+
+
+def ok(clock: FakeClock, body: bytes = b'{"items":[1]}') -> HttpResponse:
+    return HttpResponse(200, {}, body, received_at=clock.wall_ns())
+
+
+def busy(clock: FakeClock) -> HttpResponse:
+    return HttpResponse(503, {"Retry-After": "1"}, b"busy", received_at=clock.wall_ns())
+
+
+def test_the_sync_path_retries_with_the_clock_and_records_the_schedule(
+    telemetry: Telemetry,
+) -> None:
+    clock = FakeClock(START)
+    adapter = make(telemetry, clock)
+    answers = deque([busy, busy, ok])
+    seen: list[AttemptContext] = []
+
+    def attempt(context: AttemptContext) -> HttpExchange:
+        seen.append(context)
+        clock.advance(timedelta(milliseconds=40))
+        return answers.popleft()(clock)
+
+    envelope = adapter.call(attempt)
+    assert isinstance(envelope.outcome, Success)
+    assert [context.number for context in seen] == [1, 2, 3]
+    assert seen[0].timeout == timedelta(seconds=10)
+    assert seen[0].timeout_seconds == 10.0
+    assert clock.slept == [1000 * MS, 1000 * MS]
+    assert [a.started_at for a in envelope.attempts] == [
+        START,
+        START + timedelta(milliseconds=1040),
+        START + timedelta(milliseconds=2080),
+    ]
+    assert envelope.provenance.finished_at == START + timedelta(milliseconds=2120)
+    assert envelope.target == "https://REDACTED@search.example/v1/items?api_key=REDACTED"
+    [span] = telemetry.spans()
+    assert [event.name for event in span.events] == ["tool.outcome", "tool.outcome"]
+    assert telemetry.outcomes() == {"success": 1, "empty": 0, "partial": 0, "access_failure": 0}
+
+
+def test_a_sync_attempt_that_returns_after_its_timeout_timed_out(telemetry: Telemetry) -> None:
+    clock = FakeClock(START)
+    adapter = make(
+        telemetry, clock, attempt_timeout=timedelta(seconds=2), retry=RetryPolicy.no_retry()
+    )
+
+    def late(context: AttemptContext) -> HttpExchange:
+        clock.advance(timedelta(seconds=3))
+        return ok(clock)
+
+    envelope = adapter.call(late)
+    assert isinstance(envelope.outcome, AccessFailure)
+    assert envelope.outcome.failure.kind is AccessFailureKind.TIMEOUT
+    assert envelope.outcome.failure.message == "no answer within the attempt timeout of 2s"
+    assert envelope.attempts[0].duration_ms == 3000
+
+
+def test_the_deadline_cuts_the_last_attempt(telemetry: Telemetry) -> None:
+    clock = FakeClock(START)
+    adapter = make(
+        telemetry,
+        clock,
+        attempt_timeout=timedelta(seconds=2),
+        deadline=timedelta(milliseconds=2500),
+        retry=RetryPolicy(max_attempts=5),
+    )
+
+    async def hang(context: AttemptContext) -> HttpExchange:
+        await asyncio.get_running_loop().create_future()
+        raise AssertionError("never answers")  # pragma: no cover
+
+    envelope = asyncio.run(adapter.acall(hang))
+    assert isinstance(envelope.outcome, AccessFailure)
+    assert [a.failure_kind for a in envelope.attempts] == ["timeout", "deadline"]
+    assert envelope.outcome.failure.message == (
+        "the call's deadline ran out 450ms into the attempt, with no answer"
+    )
+    assert envelope.attempts[-1].retry_action is RetryAction.EXHAUSTED
+    assert clock.elapsed_ns == 2500 * MS
+
+
+def test_a_raised_transport_error_is_classified(telemetry: Telemetry) -> None:
+    adapter = make(telemetry, FakeClock(START), retry=RetryPolicy.no_retry())
+
+    def refused(context: AttemptContext) -> HttpExchange:
+        raise TransportError(TransportErrorKind.CONNECT, "refused by http://u:p@h/x")
+
+    envelope = adapter.call(refused)
+    assert isinstance(envelope.outcome, AccessFailure)
+    assert envelope.outcome.failure.message == "refused by http://REDACTED@h/x"
+    assert envelope.next_actions == (NextAction.RETRY, NextAction.ESCALATE)
+
+
+def test_an_exception_that_is_no_outcome_propagates_and_counts_nothing(
+    telemetry: Telemetry,
+) -> None:
+    adapter = make(telemetry, FakeClock(START))
+
+    def broken(context: AttemptContext) -> HttpExchange:
+        raise KeyError("a bug in the calling code")
+
+    with pytest.raises(KeyError):
+        adapter.call(broken)
+
+    async def broken_async(context: AttemptContext) -> HttpExchange:
+        raise KeyError("a bug in the calling code")
+
+    with pytest.raises(KeyError):
+        asyncio.run(adapter.acall(broken_async))
+    assert telemetry.outcomes() == {"success": 0, "empty": 0, "partial": 0, "access_failure": 0}
+
+
+def test_the_decorator_passes_the_attempt_and_returns_the_envelope(telemetry: Telemetry) -> None:
+    clock = FakeClock(START)
+    adapter = make(telemetry, clock)
+    numbers: list[int] = []
+
+    @adapter.wrap
+    def lookup(key: str, *, attempt: AttemptContext) -> HttpExchange:
+        numbers.append(attempt.number)
+        return HttpResponse(404 if key == "gone" else 200, body=b'{"items":[1]}')
+
+    @adapter.wrap
+    async def lookup_async(key: str, *, attempt: AttemptContext) -> HttpExchange:
+        return HttpResponse(200, body=b'{"items":[]}')
+
+    assert isinstance(lookup("gone"), Envelope)
+    assert isinstance(lookup("gone").outcome, Empty)
+    assert isinstance(lookup("here").outcome, Success)
+    assert numbers == [1, 1, 1]
+    assert lookup.__name__ == "lookup"
+    assert isinstance(asyncio.run(lookup_async("x")).outcome, Empty)
+
+
+def test_the_context_manager_records_one_attempt(telemetry: Telemetry) -> None:
+    clock = FakeClock(START)
+    adapter = make(telemetry, clock)
+    with adapter.attempt() as observed:
+        assert observed.context.number == 1
+        clock.advance(timedelta(milliseconds=25))
+        observed.record(ok(clock))
+    assert isinstance(observed.envelope.outcome, Success)
+    assert observed.envelope.attempts[0].duration_ms == 25
+    assert observed.envelope.provenance.finished_at == START + timedelta(milliseconds=25)
+
+
+def test_the_context_manager_never_retries(telemetry: Telemetry) -> None:
+    clock = FakeClock(START)
+    adapter = make(telemetry, clock)
+    with adapter.attempt() as observed:
+        observed.record(busy(clock))
+    envelope = observed.envelope
+    assert isinstance(envelope.outcome, AccessFailure)
+    assert envelope.attempts[0].retry_action is RetryAction.EXHAUSTED
+    assert envelope.next_actions == (NextAction.RETRY, NextAction.ESCALATE)
+    assert clock.slept == []
+    [span] = telemetry.spans()
+    assert span.events[0].attributes is not None
+    assert span.events[0].attributes["tool.retry.max_attempts"] == 1
+
+
+def test_the_context_manager_classifies_a_raised_transport_error(telemetry: Telemetry) -> None:
+    adapter = make(telemetry, FakeClock(START))
+    with adapter.attempt() as observed:
+        raise TransportError(TransportErrorKind.RESET, "connection reset by peer")
+    assert isinstance(observed.envelope.outcome, AccessFailure)
+    assert observed.envelope.outcome.failure.error_type == "connection_reset"
+
+
+def test_the_context_manager_lets_other_exceptions_through(telemetry: Telemetry) -> None:
+    adapter = make(telemetry, FakeClock(START))
+    with pytest.raises(ZeroDivisionError), adapter.attempt() as observed:
+        _ = 1 / 0
+    with pytest.raises(RuntimeError, match="when the with block is left"):
+        _ = observed.envelope
+    with pytest.raises(RuntimeError, match="recorded no result"), adapter.attempt():
+        pass
+    with adapter.attempt() as twice:
+        twice.record(ok(FakeClock(START)))
+        with pytest.raises(RuntimeError, match="record was called twice"):
+            twice.record(ok(FakeClock(START)))
+    assert isinstance(twice.envelope.outcome, Success)
+    assert telemetry.outcomes()["success"] == 1
+
+
+def test_the_context_manager_works_in_async_code(telemetry: Telemetry) -> None:
+    adapter = make(telemetry, FakeClock(START))
+
+    async def run() -> Envelope:
+        async with adapter.attempt() as observed:
+            observed.record(HttpResponse(200, body=b'{"items":[1,2]}'))
+        return observed.envelope
+
+    assert isinstance(asyncio.run(run()).outcome, Success)
+
+
+def test_the_counter_reports_every_class_from_the_start(telemetry: Telemetry) -> None:
+    make(telemetry, FakeClock(START))
+    assert telemetry.outcomes() == {"success": 0, "empty": 0, "partial": 0, "access_failure": 0}
+
+
+def test_adapters_of_one_tool_share_a_series(telemetry: Telemetry) -> None:
+    clock = FakeClock(START)
+    for _ in range(2):
+        make(telemetry, clock).call(lambda context: ok(clock))
+    other = Adapter(
+        "other",
+        "https://other.example",
+        HttpClassifier(NotFound.UNREACHABLE),
+        meter_provider=telemetry.meter_provider,
+        tracer_provider=telemetry.tracer_provider,
+    )
+    other.call(lambda context: HttpResponse(204))
+    points = {
+        (dict(key)["tool.name"], dict(key)["tool.outcome.class"]): value
+        for key, value in telemetry.metric_points("tool.outcomes").items()
+    }
+    assert points[("search", "success")] == 2
+    assert points[("other", "empty")] == 1
+    assert len(points) == 8
+
+
+def test_trace_every_call_records_a_span_for_a_success(telemetry: Telemetry) -> None:
+    clock = FakeClock(START)
+    adapter = make(
+        telemetry, clock, trace_every_call=True, authority=Authority("svc-search", "tenant-7")
+    )
+    adapter.call(lambda context: ok(clock))
+    [span] = telemetry.spans()
+    assert span.events == ()
+    assert span.attributes is not None
+    assert span.attributes["tool.authority"] == "svc-search scope=tenant-7"
+    assert span.attributes["tool.outcome.class"] == "success"
+    assert "tool.failure.kind" not in span.attributes
+
+
+def test_the_span_is_a_child_of_the_current_span(telemetry: Telemetry) -> None:
+    clock = FakeClock(START)
+    adapter = make(telemetry, clock)
+    tracer = telemetry.tracer_provider.get_tracer("test")
+    with tracer.start_as_current_span("agent.step") as parent:
+        adapter.call(lambda context: HttpResponse(500))
+    call = next(span for span in telemetry.spans() if span.name == "tool.call")
+    assert call.parent is not None
+    assert call.parent.span_id == parent.get_span_context().span_id
+
+
+def test_a_dropped_failure_span_is_counted(telemetry: Telemetry) -> None:
+    exporter = InMemorySpanExporter()
+    dropping = TracerProvider(sampler=ALWAYS_OFF)
+    dropping.add_span_processor(SimpleSpanProcessor(exporter))
+    clock = FakeClock(START)
+    adapter = make(telemetry, clock, tracer_provider=dropping, retry=RetryPolicy.no_retry())
+    adapter.call(lambda context: HttpResponse(401))
+    assert exporter.get_finished_spans() == ()
+    [(key, value)] = telemetry.metric_points(UNRECORDED_SPANS_COUNTER).items()
+    assert value == 1
+    assert dict(key)["tool.outcome.class"] == "access_failure"
+
+
+def test_keep_tool_failures_records_failure_spans_only(telemetry: Telemetry) -> None:
+    exporter = InMemorySpanExporter()
+    provider = TracerProvider(sampler=KeepToolFailures(ALWAYS_OFF))
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    clock = FakeClock(START)
+    adapter = make(
+        telemetry,
+        clock,
+        tracer_provider=provider,
+        trace_every_call=True,
+        retry=RetryPolicy.no_retry(),
+    )
+    adapter.call(lambda context: HttpResponse(401))
+    adapter.call(lambda context: ok(clock))
+    [span] = exporter.get_finished_spans()
+    assert span.attributes is not None
+    assert span.attributes["tool.outcome.class"] == "access_failure"
+    assert "KeepToolFailures" in KeepToolFailures(ALWAYS_OFF).get_description()
+
+
+def test_a_partial_event_carries_coverage(telemetry: Telemetry) -> None:
+    clock = FakeClock(START)
+    adapter = make(telemetry, clock)
+    envelope = adapter.call(
+        lambda context: HttpResponse(200, {"X-Total-Count": "10"}, b'{"items":[1,2,3]}')
+    )
+    assert isinstance(envelope.outcome, Partial)
+    [span] = telemetry.spans()
+    assert span.events[0].attributes is not None
+    assert dict(span.events[0].attributes) == {
+        "tool.name": "search",
+        "tool.target": "https://REDACTED@search.example/v1/items?api_key=REDACTED",
+        "tool.outcome.class": "partial",
+        "tool.failure.kind": "declared_total",
+        "tool.retry.action": "accept_partial",
+        "tool.retry.attempt": 1,
+        "tool.retry.max_attempts": 3,
+        "tool.partial.returned": 3,
+        "tool.partial.expected": 10,
+        "tool.coverage": "items 1-3 of 10",
+        "tool.dropped": "7 item(s)",
+    }
+
+
+def test_a_custom_classifier(telemetry: Telemetry) -> None:
+    def classify(rows: list[int] | None) -> Success | Empty | AccessFailure:
+        if rows is None:
+            from candor import Failure
+
+            return AccessFailure(
+                Failure(AccessFailureKind.CONNECT, retryable=False, message="no broker")
+            )
+        return Success(rows) if rows else Empty()
+
+    adapter = Adapter(
+        "queue",
+        "amqp://broker/q",
+        FnClassifier(classify),
+        meter_provider=telemetry.meter_provider,
+        tracer_provider=telemetry.tracer_provider,
+    )
+    assert adapter.call(lambda context: [1, 2]).outcome_class is OutcomeClass.SUCCESS
+    assert adapter.call(lambda context: []).outcome_class is OutcomeClass.EMPTY
+    assert adapter.call(lambda context: None).outcome_class is OutcomeClass.ACCESS_FAILURE
+    assert adapter.source_system == "broker"
+
+
+@pytest.mark.parametrize(
+    ("settings", "message"),
+    [
+        ({"tool": " "}, "tool name must not be empty"),
+        ({"target": ""}, "target must not be empty"),
+        ({"attempt_timeout": timedelta(0)}, "attempt_timeout must be positive"),
+        ({"deadline": timedelta(0)}, "deadline must be positive"),
+    ],
+)
+def test_refused_settings_name_the_setting(settings: dict[str, object], message: str) -> None:
+    arguments: dict[str, object] = {"tool": "search", "target": "https://search.example"}
+    arguments.update(settings)
+    with pytest.raises(ValueError, match=message):
+        Adapter(classifier=HttpClassifier(NotFound.UNREACHABLE), **arguments)  # type: ignore[arg-type]
+
+
+def test_the_sync_path_refuses_an_async_attempt(telemetry: Telemetry) -> None:
+    adapter = make(telemetry, FakeClock(START))
+
+    async def attempt(context: AttemptContext) -> HttpExchange:
+        return HttpResponse(200)  # pragma: no cover - never awaited
+
+    with pytest.raises(TypeError, match="use acall"):
+        adapter.call(attempt)  # type: ignore[arg-type]
+
+
+def test_an_attempt_that_raises_before_it_is_awaited_is_classified(telemetry: Telemetry) -> None:
+    adapter = make(telemetry, FakeClock(START), retry=RetryPolicy.no_retry())
+
+    def attempt(context: AttemptContext) -> asyncio.Future[HttpExchange]:
+        raise TransportError(TransportErrorKind.CONNECT, "no route")
+
+    envelope = asyncio.run(adapter.acall(attempt))
+    assert isinstance(envelope.outcome, AccessFailure)
+    assert envelope.outcome.failure.kind is AccessFailureKind.CONNECT

@@ -1,0 +1,205 @@
+"""The HTTP classifier's rules that the vectors leave to each implementation's own wording."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+
+import pytest
+
+from candor import (
+    AccessFailure,
+    AccessFailureKind,
+    BodySizeCap,
+    Empty,
+    EvidenceKind,
+    HttpClassifier,
+    HttpResponse,
+    LifecycleState,
+    NotFound,
+    Partial,
+    PartialKind,
+    Success,
+    TransportError,
+    TransportErrorKind,
+)
+from candor.jsonvalue import BodyParseError, loads_body
+
+ARRIVED = datetime(2027, 1, 15, 8, 0, tzinfo=UTC)
+CLASSIFIER = HttpClassifier(NotFound.UNREACHABLE, items_at="/items")
+
+
+def failure(response: HttpResponse) -> AccessFailure:
+    outcome = CLASSIFIER.classify(response).outcome
+    assert isinstance(outcome, AccessFailure)
+    return outcome
+
+
+@pytest.mark.parametrize(
+    ("header", "wait"),
+    [
+        ("2", 2000),
+        (" +3 ", 3000),
+        ("Fri, 15 Jan 2027 08:00:05 GMT", 5000),
+        ("Fri, 15 Jan 2027 07:59:00 GMT", 0),
+        ("Friday, 15-Jan-27 08:00:01 GMT", 1000),
+        ("Fri Jan 15 08:00:02 2027", 2000),
+        ("Thu, 15 Jan 2027 08:00:05 GMT", None),
+        ("Fri, 15 Jan 2027 08:00:05 +0000", None),
+        ("Fri, 15 Jan 2027 08:00:60 GMT", None),
+        ("soon", None),
+        ("1_0", None),
+    ],
+)
+def test_retry_after_is_seconds_or_a_date(header: str, wait: int | None) -> None:
+    response = HttpResponse(503, {"Retry-After": header}, received_at=ARRIVED)
+    assert failure(response).failure.retry_after_ms == wait
+
+
+def test_retry_after_is_read_only_for_a_retryable_status() -> None:
+    assert failure(HttpResponse(400, {"Retry-After": "2"})).failure.retry_after_ms is None
+
+
+def test_a_status_message_names_the_status_and_the_redacted_snippet() -> None:
+    message = failure(HttpResponse(502, body=b"upstream\nsaid\ttoken=abc")).failure.message
+    assert message == "HTTP 502 Bad Gateway: upstream said token=REDACTED"
+    assert failure(HttpResponse(599)).failure.message == "HTTP 599"
+    long = failure(HttpResponse(500, body=b"x" * 500)).failure.message
+    assert long == "HTTP 500 Internal Server Error: " + "x" * 200
+
+
+def test_other_statuses_are_protocol_failures() -> None:
+    for status in (101, 302, 600):
+        outcome = failure(HttpResponse(status))
+        assert outcome.failure.kind is AccessFailureKind.PROTOCOL
+        assert not outcome.failure.retryable
+
+
+def test_a_body_shorter_than_its_content_length_is_partial() -> None:
+    outcome = CLASSIFIER.classify(HttpResponse(200, {"Content-Length": "99"}, b"[]")).outcome
+    assert isinstance(outcome, Partial)
+    assert outcome.truncation.dropped == "99 bytes declared by Content-Length"
+
+
+def test_json_that_ends_early_is_partial_and_other_bad_json_is_not_json() -> None:
+    cut = CLASSIFIER.classify(HttpResponse(200, body=b'{"items":[1,2')).outcome
+    assert isinstance(cut, Partial)
+    assert cut.truncation.dropped == (
+        "the rest of the JSON document (EOF while parsing a list at line 1 column 13)"
+    )
+    bad = failure(HttpResponse(200, body=b'{"items":[1,2]}x'))
+    assert bad.failure.message == "2xx body is not JSON: trailing characters at line 1 column 16"
+    assert bad.failure.retryable
+
+
+@pytest.mark.parametrize(
+    ("body", "eof", "message"),
+    [
+        (b"[1,2", True, "EOF while parsing a list at line 1 column 4"),
+        (b'{"a":', True, "EOF while parsing a value at line 1 column 5"),
+        (b'{"a"', True, "EOF while parsing an object at line 1 column 4"),
+        (b'"abc', True, "EOF while parsing a string at line 1 column 4"),
+        (b"[1.", True, "EOF while parsing a value at line 1 column 3"),
+        (b"[tr", True, "EOF while parsing a value at line 1 column 3"),
+        (b"[-", False, "invalid number at line 1 column 2"),
+        (b"abc", False, "expected value at line 1 column 1"),
+        (b"[1,]", False, "trailing comma at line 1 column 4"),
+        (b"{1:2}", False, "key must be a string at line 1 column 2"),
+        (b"[1 2]", False, "expected `,` or `]` at line 1 column 4"),
+        (b"\n[nul]", False, "expected ident at line 2 column 5"),
+        (b"[NaN]", False, "expected value at line 1 column 2"),
+        (b"[1e999]", False, "number out of range"),
+        (b"[" * 200 + b"]" * 200, False, "recursion limit exceeded at line 1 column 128"),
+        (b'"\\ud800"', False, "unexpected end of hex escape at line 1 column 8"),
+    ],
+)
+def test_body_parse_errors_say_whether_the_document_ended_early(
+    body: bytes, eof: bool, message: str
+) -> None:
+    with pytest.raises(BodyParseError) as caught:
+        loads_body(body)
+    assert (caught.value.eof, caught.value.message) == (eof, message)
+
+
+def test_numbers_are_read_as_the_rust_reader_reads_them() -> None:
+    assert loads_body(b"[18446744073709551615, 18446744073709551616, -0]") == [
+        18446744073709551615,
+        1.8446744073709552e19,
+        -0.0,
+    ]
+
+
+def test_a_202_is_an_acceptance_named_by_the_body_location_or_request_id() -> None:
+    by_body = HttpClassifier(NotFound.UNREACHABLE, operation_id_at="/job/id")
+    classification = by_body.classify(
+        HttpResponse(202, {"Location": "/jobs/7"}, b'{"job":{"id":7}}')
+    )
+    assert classification.lifecycle is not None
+    assert classification.lifecycle.state is LifecycleState.ACCEPTED
+    assert classification.lifecycle.operation.id == "7"
+    assert classification.lifecycle.operation.status_url == "/jobs/7"
+    assert classification.evidence is not None
+    assert classification.evidence.kind is EvidenceKind.JOB_ID
+    by_request_id = CLASSIFIER.classify(HttpResponse(202, {"X-Request-Id": "r-1"}, b"not json"))
+    assert isinstance(by_request_id.outcome, Success)
+    assert by_request_id.outcome.payload is None
+    assert by_request_id.lifecycle is not None
+    assert by_request_id.lifecycle.operation.id == "r-1"
+    nameless = CLASSIFIER.classify(HttpResponse(202))
+    assert nameless.lifecycle is not None
+    assert nameless.lifecycle.operation.id == "unidentified"
+    cut = CLASSIFIER.classify(HttpResponse(202, body=b"{}", body_end=BodySizeCap(2)))
+    assert isinstance(cut.outcome, Partial)
+
+
+def test_truncation_markers_and_has_more() -> None:
+    marked = HttpClassifier(
+        NotFound.UNREACHABLE, items_at="/items", truncated_when=[("/truncated", True)]
+    )
+    outcome = marked.classify(HttpResponse(200, body=b'{"items":[],"truncated":true}')).outcome
+    assert isinstance(outcome, Partial)
+    assert outcome.truncation.kind is PartialKind.TRUNCATION_MARKER
+    assert outcome.truncation.dropped == "an unknown remainder (/truncated is true)"
+    not_one = marked.classify(HttpResponse(200, body=b'{"items":[1],"truncated":1}')).outcome
+    assert isinstance(not_one, Success)
+    paged = HttpClassifier(NotFound.UNREACHABLE, has_more_at=("/more", "/next"))
+    for body, cls in [
+        (b'{"more":true}', Partial),
+        (b'{"more":true,"next":""}', Partial),
+        (b'{"more":true,"next":0}', Success),
+        (b'{"more":1}', Success),
+    ]:
+        assert isinstance(paged.classify(HttpResponse(200, body=body)).outcome, cls), body
+
+
+def test_the_total_header_and_headers_that_are_not_text() -> None:
+    response = HttpResponse(200, [("X-Total-Count", "5"), ("X-Request-Id", "r\u00e9")], b"[1]")
+    classification = HttpClassifier(NotFound.UNREACHABLE).classify(response)
+    assert isinstance(classification.outcome, Partial)
+    assert classification.evidence is None
+    no_header = HttpClassifier(NotFound.UNREACHABLE, total_header=None)
+    assert isinstance(no_header.classify(response).outcome, Success)
+
+
+def test_blank_bodies_and_404s() -> None:
+    assert isinstance(CLASSIFIER.classify(HttpResponse(200, body=b" \r\n")).outcome, Empty)
+    assert isinstance(failure(HttpResponse(200, body=b"\x0b")).failure, object)
+    absent = HttpClassifier(NotFound.CONFIRMED_ABSENT, scope="orders")
+    outcome = absent.classify(HttpResponse(404)).outcome
+    assert isinstance(outcome, Empty)
+    assert outcome.extent.scope == "orders"
+    assert failure(HttpResponse(404)).failure.kind is AccessFailureKind.CLIENT_ERROR
+
+
+def test_transport_errors() -> None:
+    for kind, error_type in [
+        (TransportErrorKind.CONNECT, "connect_error"),
+        (TransportErrorKind.RESET, "connection_reset"),
+        (TransportErrorKind.TIMEOUT, "timeout"),
+        (TransportErrorKind.PROTOCOL, "http_protocol_error"),
+    ]:
+        outcome = CLASSIFIER.classify(TransportError(kind, "x")).outcome
+        assert isinstance(outcome, AccessFailure)
+        assert outcome.failure.error_type == error_type
+        assert outcome.failure.retryable
+    with pytest.raises(ValueError, match="100 to 999"):
+        HttpResponse(42)

@@ -1,0 +1,54 @@
+"""The package: its version, and what ``import candor`` loads."""
+
+from __future__ import annotations
+
+import importlib.metadata
+import logging
+import subprocess
+import sys
+
+import pytest
+
+import candor
+from candor import ADAPTER_VERSION, Adapter, FixedJitter, HttpClassifier, HttpResponse, NotFound
+from candor.telemetry import MIRROR_LOGGER
+from candor.testing import FakeClock
+
+from .conftest import Telemetry
+
+
+def test_the_version_is_the_distributions() -> None:
+    assert importlib.metadata.version("candor-adapter") == candor.__version__
+    assert f"candor-adapter-python/{candor.__version__}" == ADAPTER_VERSION
+
+
+def test_import_candor_needs_no_client_library_and_no_sdk() -> None:
+    blocked = ["httpx", "requests", "mcp", "opentelemetry.sdk"]
+    script = (
+        "import sys\n"
+        f"for name in {blocked!r}: sys.modules[name] = None\n"
+        "import candor, candor.testing, candor.mcp_result\n"
+        "print(candor.__version__)\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, check=False
+    )
+    assert done.returncode == 0, done.stderr
+
+
+def test_each_event_is_mirrored_in_the_log(
+    telemetry: Telemetry, caplog: pytest.LogCaptureFixture
+) -> None:
+    adapter = Adapter(
+        "search",
+        "https://search.example",
+        HttpClassifier(NotFound.UNREACHABLE),
+        jitter=FixedJitter(0.0),
+        clock=FakeClock(),
+        tracer_provider=telemetry.tracer_provider,
+        meter_provider=telemetry.meter_provider,
+    )
+    with caplog.at_level(logging.INFO, logger=MIRROR_LOGGER):
+        adapter.call(lambda attempt: HttpResponse(503 if attempt.number == 1 else 401))
+    assert [record.levelno for record in caplog.records] == [logging.INFO, logging.WARNING]
+    assert "retrying" in caplog.records[0].getMessage()

@@ -1,0 +1,43 @@
+"""The README's examples run, against the local server instead of the example host."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+from candor import Envelope, OutcomeClass
+
+from .conftest import Server
+
+README = Path(__file__).parent.parent / "README.md"
+
+
+def blocks() -> list[str]:
+    return re.findall(r"```python\n(.*?)```", README.read_text(encoding="utf-8"), re.DOTALL)
+
+
+def test_the_first_example_runs(server: Server, capsys: pytest.CaptureFixture[str]) -> None:
+    example = blocks()[0]
+    assert len(example.strip().splitlines()) <= 15
+    code = example.replace("https://search.example/v1/items", server.url + "/items")
+    exec(compile(code, str(README), "exec"), {})  # noqa: S102 - the README's own code
+    assert '"class":"success"' in capsys.readouterr().out
+
+
+def test_the_decorator_and_context_manager_examples_run(
+    server: Server, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import httpx
+
+    setup = blocks()[0].replace("https://search.example/v1/items", server.url + "/items")
+    with httpx.Client() as client:
+        scope = {"client": client, "url": server.url + "/items"}
+        exec(compile(setup, str(README), "exec"), scope)  # noqa: S102
+        for example in blocks()[1:]:
+            scope["client"] = client  # the first example closed its own
+            exec(compile(example, str(README), "exec"), scope)  # noqa: S102
+            envelope = scope["envelope"]
+            assert isinstance(envelope, Envelope)
+            assert envelope.outcome_class is OutcomeClass.SUCCESS

@@ -85,6 +85,17 @@ banner "promtool check rules + test rules (dashboards/prometheus)"
 promtool check rules dashboards/prometheus/candor.rules.yml
 promtool test rules dashboards/prometheus/candor.rules.test.yml
 
+# The Python adapter, installed from this checkout by ensure_python_venv: its tests (the spec's
+# vectors among them), strict typing and lints, with the settings in its pyproject.toml.
+banner "python adapter: pytest, mypy --strict, ruff"
+(
+    cd adapters/python
+    "$CANDOR_VENV/bin/python" -m pytest -q -p no:cacheprovider
+    "$CANDOR_VENV/bin/mypy" --cache-dir "$HOME/.cache/candor-mypy"
+    "$CANDOR_VENV/bin/ruff" check --no-cache .
+    "$CANDOR_VENV/bin/ruff" format --no-cache --check .
+)
+
 banner "cargo fmt --check"
 cargo fmt --all -- --check
 # The fuzz crate is a workspace of its own (its builds are instrumented), outside --all.

@@ -3,7 +3,8 @@
 #   deploy/local/up.sh     the stack:       install_debian_packages (build), start_tansu_install
 #   tests/run.sh           the tests:       all of them (Tansu through start_tansu_install)
 #   tests/bench/lib.sh     the benchmarks:  the stack's, plus ensure_python_venv
-# Every step is idempotent: a second run on the same machine installs nothing.
+# Every step is idempotent: a second run on the same machine installs nothing but the Python
+# adapter, from the checkout it runs in.
 
 candor_install_banner() {
     if declare -F banner >/dev/null; then
@@ -72,17 +73,21 @@ stop_tansu_install() {
     [[ -z "${tansu_install:-}" ]] || kill "$tansu_install" 2>/dev/null || true
 }
 
-# The Python environment of the end-to-end suite and the benchmarks (the OpenTelemetry SDK as a
-# foreign client, deltalake, pyarrow and DuckDB as independent readers, Selenium, the deployment
-# checks), in a venv outside the clone; made again only when the pinned requirements change.
+# The Python environment of the end-to-end suite, the benchmarks and the Python adapter's checks
+# (the OpenTelemetry SDK as a foreign client, deltalake, pyarrow and DuckDB as independent
+# readers, Selenium, the deployment checks, the adapter's test and lint tools), in a venv outside
+# the clone; made again only when the pinned requirements change. The adapter itself is installed
+# from this checkout every time, as `pip install ./adapters/python` installs it for a user.
 CANDOR_VENV="${CANDOR_VENV:-$HOME/.cache/candor-venv}"
 ensure_python_venv() {
-    local requirements=tests/e2e/clients/requirements.txt
-    if cmp -s "$requirements" "$CANDOR_VENV/requirements.txt"; then
-        return 0
+    local requirements=(tests/e2e/clients/requirements.txt adapters/python/requirements-dev.txt)
+    if ! cat "${requirements[@]}" | cmp -s - "$CANDOR_VENV/requirements.txt"; then
+        candor_install_banner "python venv with ${requirements[*]}"
+        python3 -m venv "$CANDOR_VENV"
+        "$CANDOR_VENV/bin/pip" install --quiet --disable-pip-version-check \
+            -r "${requirements[0]}" -r "${requirements[1]}"
+        cat "${requirements[@]}" >"$CANDOR_VENV/requirements.txt"
     fi
-    candor_install_banner "python venv with $requirements"
-    python3 -m venv "$CANDOR_VENV"
-    "$CANDOR_VENV/bin/pip" install --quiet --disable-pip-version-check -r "$requirements"
-    cp "$requirements" "$CANDOR_VENV/requirements.txt"
+    "$CANDOR_VENV/bin/pip" install --quiet --disable-pip-version-check --no-deps \
+        --no-build-isolation ./adapters/python
 }

@@ -9,6 +9,7 @@ mod faults;
 mod foreign_clients;
 mod ingest;
 mod kafka_security;
+mod python_adapter;
 mod query;
 mod reconcile;
 mod s3;

@@ -1,0 +1,266 @@
+//! The Python adapter (`adapters/python`) over the whole pipeline: a Python service reporting
+//! through the official OpenTelemetry Python SDK and a Rust service, each calling the same
+//! scripted tool, land in the tables with the same `candor rates` and `candor incident` answers.
+
+use std::path::Path;
+use std::process::Stdio;
+use std::time::{Duration, SystemTime};
+
+use candor_adapter::otlp::{self, OtlpConfig};
+use candor_adapter::testing::ScriptedTool;
+use candor_adapter::{Adapter, HttpClassifier, Jitter, NotFound, RetryPolicy};
+use candor_e2e::collector::{Collector, Options};
+use candor_e2e::compactor::{self, Compactor};
+use candor_e2e::query::{Answer, candor};
+use candor_e2e::tansu::Tansu;
+use candor_e2e::{python, tempdir, wait_for};
+use candor_schema::names::resource;
+use serde_json::{Value, json};
+use tokio::io::AsyncWriteExt as _;
+
+use crate::ingest;
+
+const RUST_TARGET: &str = "http://inventory.test/v1/rust";
+const PYTHON_TARGET: &str = "http://inventory.test/v1/python";
+const CALLS: usize = 40;
+const MAX_ATTEMPTS: u32 = 2;
+/// Both adapters draw the same backoff, so the two services' calls take the same time.
+const JITTER: f64 = 0.1;
+
+/// The n-th call's responses, one per attempt: successes, a partial, an exhausted and a
+/// permanent AccessFailure, and a retry that succeeds.
+fn script(n: usize) -> Vec<(u16, &'static str)> {
+    match n % 5 {
+        0 => vec![(200, r#"{"items":[1]}"#)],
+        1 => vec![(200, r#"{"items":[1],"total":3}"#)],
+        2 => vec![(503, ""), (503, "")],
+        3 => vec![(400, "")],
+        _ => vec![(503, ""), (200, r#"{"items":[2]}"#)],
+    }
+}
+
+async fn run_python_service(endpoint: &str) -> Vec<String> {
+    let calls: Vec<Value> = (0..CALLS)
+        .map(|n| {
+            script(n)
+                .into_iter()
+                .map(|(status, body)| json!({ "status": status, "body": body }))
+                .collect()
+        })
+        .collect();
+    let spec = json!({
+        "endpoint": endpoint,
+        "resource": { resource::SERVICE_NAME: "checkout-py", resource::SERVICE_INSTANCE_ID: "py-1" },
+        "tool": "inventory",
+        "target": PYTHON_TARGET,
+        "max_attempts": MAX_ATTEMPTS,
+        "jitter": JITTER,
+        "items_at": "/items",
+        "total_at": "/total",
+        "calls": calls,
+    });
+    let tests = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let mut child = tokio::process::Command::new(python())
+        .arg(tests.join("e2e/clients/adapter_service.py"))
+        // This checkout's adapter, whatever the venv has installed.
+        .env("PYTHONPATH", tests.join("../adapters/python/src"))
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .env_remove("OTEL_EXPORTER_OTLP_ENDPOINT")
+        .spawn()
+        .unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    stdin.write_all(spec.to_string().as_bytes()).await.unwrap();
+    drop(stdin);
+    let output = tokio::time::timeout(Duration::from_secs(120), child.wait_with_output())
+        .await
+        .expect("the Python service finished")
+        .unwrap();
+    assert!(
+        output.status.success(),
+        "the Python service failed: {}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let printed: Value = serde_json::from_slice(&output.stdout).unwrap();
+    printed["classes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|class| class.as_str().unwrap().to_owned())
+        .collect()
+}
+
+async fn run_rust_service(endpoint: &str) -> Vec<String> {
+    let mut config = OtlpConfig::new(endpoint, "checkout-rs");
+    config.service_instance_id = Some("rs-1".into());
+    let guard = otlp::providers(config).unwrap();
+    let adapter = Adapter::builder("inventory", RUST_TARGET)
+        .classifier(
+            HttpClassifier::new(NotFound::Unreachable)
+                .items_at("/items")
+                .total_at("/total"),
+        )
+        .retry(
+            RetryPolicy::default()
+                .with_max_attempts(MAX_ATTEMPTS)
+                .unwrap(),
+        )
+        .jitter(Jitter::fixed(JITTER))
+        .tracer_provider(guard.tracer_provider())
+        .meter_provider(guard.meter_provider())
+        .build()
+        .unwrap();
+    let mut classes = Vec::new();
+    for n in 0..CALLS {
+        let tool = ScriptedTool::returning(
+            script(n)
+                .into_iter()
+                .map(|(status, body)| ingest::json(status, body)),
+        );
+        let envelope = adapter.call(|ctx| tool.attempt(ctx)).await;
+        classes.push(envelope.class().as_str().to_owned());
+    }
+    let tracer = guard.tracer_provider().clone();
+    let meter = guard.meter_provider().clone();
+    tokio::task::spawn_blocking(move || {
+        tracer.force_flush().unwrap();
+        meter.force_flush().unwrap();
+    })
+    .await
+    .unwrap();
+    classes
+}
+
+fn rfc3339(at: SystemTime) -> String {
+    chrono::DateTime::<chrono::Utc>::from(at).to_rfc3339()
+}
+
+/// `candor rates` per target over the window, and its rows.
+fn rates(root: &Path, since: &str, until: &str) -> (Answer, Vec<Value>) {
+    let answer = candor(
+        root,
+        &["rates", "--since", since, "--until", until, "--no-live"],
+    );
+    let rows = answer.rows();
+    (answer, rows)
+}
+
+fn row_of<'a>(rows: &'a [Value], target: &str) -> Option<&'a Value> {
+    rows.iter().find(|row| row["target"] == target)
+}
+
+/// An incident's event rows without what names the service, the call or the time.
+fn incident(root: &Path, target: &str, since: &str, until: &str) -> (Vec<Value>, Vec<String>) {
+    let answer = candor(
+        root,
+        &[
+            "incident",
+            "--target",
+            target,
+            "--since",
+            since,
+            "--until",
+            until,
+            "--no-live",
+        ],
+    );
+    assert_eq!(answer.code, 0, "{}\n{}", answer.stdout, answer.stderr);
+    let rows = answer
+        .rows()
+        .into_iter()
+        .map(|mut row| {
+            let fields = row.as_object_mut().unwrap();
+            for field in [
+                "event_time",
+                "service_name",
+                "service_instance_id",
+                "tool_target",
+                "trace_id",
+                "span_id",
+                "event_id",
+            ] {
+                assert!(
+                    fields.remove(field).is_some(),
+                    "{field} missing from {fields:?}"
+                );
+            }
+            row
+        })
+        .collect();
+    let summary = answer.json()["summary"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|line| line.as_str().unwrap().to_owned())
+        .collect();
+    (rows, summary)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_python_service_and_a_rust_service_calling_the_same_tool_give_the_same_answers() {
+    let tansu = Tansu::start().await;
+    let collector = Collector::start(&tansu.bootstrap, Options::default()).await;
+    let root = tempdir("python-adapter");
+    let _compactor = Compactor::start(&tansu.bootstrap, &root, compactor::Options::default()).await;
+    let since = rfc3339(SystemTime::now() - Duration::from_secs(5));
+
+    let python_classes = run_python_service(&collector.grpc_endpoint).await;
+    let rust_classes = run_rust_service(&collector.grpc_endpoint).await;
+    assert_eq!(python_classes, rust_classes);
+    let count = |class: &str| rust_classes.iter().filter(|c| *c == class).count();
+    assert_eq!(
+        [count("success"), count("partial"), count("access_failure")],
+        [16, 8, 16],
+        "the scripts' classes changed"
+    );
+    let until = rfc3339(SystemTime::now());
+    // The window is whole only once a heartbeat after the last call has reached the tables.
+    collector.heartbeat_after_now().await;
+
+    // Both services' final counts and terminal failure events (one per failed call, 24) are in
+    // the tables.
+    let (rates_answer, rows) = wait_for(
+        "both services' 40 calls in `candor rates`",
+        Duration::from_secs(90),
+        || async {
+            let (answer, rows) = rates(&root, &since, &until);
+            [RUST_TARGET, PYTHON_TARGET]
+                .iter()
+                .all(|target| {
+                    row_of(&rows, target).is_some_and(|row| {
+                        row["calls"] == CALLS as u64 && row["failure_events"] == 24
+                    })
+                })
+                .then_some((answer, rows))
+        },
+    )
+    .await;
+    assert_eq!(rates_answer.class(), "success", "{}", rates_answer.stderr);
+    let strip = |row: &Value| {
+        let mut row = row.clone();
+        row.as_object_mut().unwrap().remove("target");
+        row
+    };
+    let rust_rates = strip(row_of(&rows, RUST_TARGET).unwrap());
+    let python_rates = strip(row_of(&rows, PYTHON_TARGET).unwrap());
+    assert_eq!(python_rates, rust_rates);
+    assert_eq!(
+        (
+            rust_rates["success"].as_u64(),
+            rust_rates["partial"].as_u64(),
+            rust_rates["access_failure"].as_u64()
+        ),
+        (Some(16), Some(8), Some(16)),
+        "{rust_rates:#}"
+    );
+
+    let (rust_events, rust_summary) = incident(&root, RUST_TARGET, &since, &until);
+    let (python_events, python_summary) = incident(&root, PYTHON_TARGET, &since, &until);
+    assert_eq!(rust_events.len(), 40, "{rust_events:#?}");
+    assert_eq!(python_events, rust_events);
+    // The retry outcomes agree; the services line names each service.
+    assert_eq!(python_summary[0], rust_summary[0]);
+    assert_eq!(python_summary[1], "services involved: checkout-py (40)");
+    assert_eq!(rust_summary[1], "services involved: checkout-rs (40)");
+}

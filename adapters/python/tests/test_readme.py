@@ -41,3 +41,13 @@ def test_the_decorator_and_context_manager_examples_run(
             envelope = scope["envelope"]
             assert isinstance(envelope, Envelope)
             assert envelope.outcome_class is OutcomeClass.SUCCESS
+
+
+def test_the_projects_readme_example_runs(
+    server: Server, capsys: pytest.CaptureFixture[str]
+) -> None:
+    readme = Path(__file__).parents[3] / "README.md"
+    (example,) = re.findall(r"```python\n(.*?)```", readme.read_text(encoding="utf-8"), re.DOTALL)
+    code = example.replace("http://search.internal/v1/items", server.url + "/items")
+    exec(compile(code, str(readme), "exec"), {})  # noqa: S102 - the README's own code
+    assert '"class":"success"' in capsys.readouterr().out

@@ -1,21 +1,14 @@
 //! The official OpenTelemetry Python SDK as a client, over gRPC and over HTTP/protobuf.
 
-use std::path::PathBuf;
-use std::process::Stdio;
 use std::time::Duration;
 
 use candor_e2e::collector::{Collector, Options};
 use candor_e2e::kafka::{decode_all, read_topic};
-use candor_e2e::python;
+use candor_e2e::run_python_client;
 use candor_e2e::tansu::Tansu;
 use candor_records::proto::{OutcomeCount, OutcomeEvent, Temporality};
 use candor_schema::names::{self, attr, resource, topic};
 use serde_json::{Value, json};
-use tokio::io::AsyncWriteExt as _;
-
-fn script() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("e2e/clients/otel_python.py")
-}
 
 fn spec(protocol: &str, endpoint: &str) -> Value {
     let target = format!("https://lookup.test/{protocol}");
@@ -48,27 +41,7 @@ fn spec(protocol: &str, endpoint: &str) -> Value {
 }
 
 async fn send_with_python(spec: &Value) -> Value {
-    let mut child = tokio::process::Command::new(python())
-        .arg(script())
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .env_remove("OTEL_EXPORTER_OTLP_ENDPOINT")
-        .spawn()
-        .unwrap();
-    let mut stdin = child.stdin.take().unwrap();
-    stdin.write_all(spec.to_string().as_bytes()).await.unwrap();
-    drop(stdin);
-    let output = tokio::time::timeout(Duration::from_secs(60), child.wait_with_output())
-        .await
-        .expect("the Python client finished")
-        .unwrap();
-    assert!(
-        output.status.success(),
-        "python client failed: {}",
-        String::from_utf8_lossy(&output.stderr)
-    );
-    serde_json::from_slice(&output.stdout).unwrap()
+    run_python_client("otel_python.py", spec, Duration::from_secs(60)).await
 }
 
 async fn python_records_match(protocol: &str) {

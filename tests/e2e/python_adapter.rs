@@ -3,7 +3,6 @@
 //! scripted tool, land in the tables with the same `candor rates` and `candor incident` answers.
 
 use std::path::Path;
-use std::process::Stdio;
 use std::time::{Duration, SystemTime};
 
 use candor_adapter::otlp::{self, OtlpConfig};
@@ -13,12 +12,11 @@ use candor_e2e::collector::{Collector, Options};
 use candor_e2e::compactor::{self, Compactor};
 use candor_e2e::query::{Answer, candor};
 use candor_e2e::tansu::Tansu;
-use candor_e2e::{python, tempdir, wait_for};
+use candor_e2e::{run_python_client, tempdir, wait_for};
 use candor_schema::names::resource;
 use serde_json::{Value, json};
-use tokio::io::AsyncWriteExt as _;
 
-use crate::ingest;
+use crate::{ingest, reconcile};
 
 const RUST_TARGET: &str = "http://inventory.test/v1/rust";
 const PYTHON_TARGET: &str = "http://inventory.test/v1/python";
@@ -59,30 +57,7 @@ async fn run_python_service(endpoint: &str) -> Vec<String> {
         "total_at": "/total",
         "calls": calls,
     });
-    let tests = Path::new(env!("CARGO_MANIFEST_DIR"));
-    let mut child = tokio::process::Command::new(python())
-        .arg(tests.join("e2e/clients/adapter_service.py"))
-        // This checkout's adapter, whatever the venv has installed.
-        .env("PYTHONPATH", tests.join("../adapters/python/src"))
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .env_remove("OTEL_EXPORTER_OTLP_ENDPOINT")
-        .spawn()
-        .unwrap();
-    let mut stdin = child.stdin.take().unwrap();
-    stdin.write_all(spec.to_string().as_bytes()).await.unwrap();
-    drop(stdin);
-    let output = tokio::time::timeout(Duration::from_secs(120), child.wait_with_output())
-        .await
-        .expect("the Python service finished")
-        .unwrap();
-    assert!(
-        output.status.success(),
-        "the Python service failed: {}",
-        String::from_utf8_lossy(&output.stderr)
-    );
-    let printed: Value = serde_json::from_slice(&output.stdout).unwrap();
+    let printed = run_python_client("adapter_service.py", &spec, Duration::from_secs(120)).await;
     printed["classes"]
         .as_array()
         .unwrap()
@@ -121,14 +96,7 @@ async fn run_rust_service(endpoint: &str) -> Vec<String> {
         let envelope = adapter.call(|ctx| tool.attempt(ctx)).await;
         classes.push(envelope.class().as_str().to_owned());
     }
-    let tracer = guard.tracer_provider().clone();
-    let meter = guard.meter_provider().clone();
-    tokio::task::spawn_blocking(move || {
-        tracer.force_flush().unwrap();
-        meter.force_flush().unwrap();
-    })
-    .await
-    .unwrap();
+    reconcile::flush(&guard).await;
     classes
 }
 

@@ -56,7 +56,8 @@ fn script(n: usize) -> Vec<candor_adapter::classify::http::HttpExchange> {
     }
 }
 
-async fn flush(guard: &OtlpGuard) {
+/// Flushes both signals of `guard`, off the async threads (the SDK blocks while it exports).
+pub(crate) async fn flush(guard: &OtlpGuard) {
     let tracer = guard.tracer_provider().clone();
     let meter = guard.meter_provider().clone();
     tokio::task::spawn_blocking(move || {

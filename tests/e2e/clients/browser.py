@@ -33,6 +33,7 @@ usage or driver error (the reason on stderr, no JSON line).
 
 import argparse
 import base64
+import contextlib
 import json
 import os
 import re
@@ -41,20 +42,22 @@ import subprocess
 import sys
 import time
 import urllib.parse
+from collections.abc import Sequence
+from typing import Literal, TypedDict
 
 # With the driver path given explicitly Selenium Manager is skipped; offline mode makes sure that
 # nothing it might still be asked for reaches out.
 os.environ["SE_OFFLINE"] = "true"
 
-from selenium import webdriver  # noqa: E402
-from selenium.common.exceptions import (  # noqa: E402
+from selenium import webdriver
+from selenium.common.exceptions import (
     NoAlertPresentException,
     TimeoutException,
     UnexpectedAlertPresentException,
     WebDriverException,
 )
-from selenium.webdriver.chrome.options import Options  # noqa: E402
-from selenium.webdriver.chrome.service import Service  # noqa: E402
+from selenium.webdriver.chrome.options import Options
+from selenium.webdriver.chrome.service import Service
 
 STATES = ("live", "stale", "unknown")
 ALERT_VALUES = {
@@ -143,6 +146,59 @@ return snap;
 """
 
 
+class Expectations(TypedDict, total=False):
+    """The expectations file, once `load_expectations` has checked it."""
+
+    banner: str | None
+    hops: dict[str, str]
+    panels: dict[str, str]
+    targets: dict[str, dict[str, int | str] | None]
+    text_present: list[str]
+    no_confirmed_zero: bool
+    alerts: dict[str, dict[str, str]]
+
+
+class PageResource(TypedDict):
+    """A resource of the page, as SNAPSHOT_JS reports it."""
+
+    what: str
+    url: str
+
+
+class Snapshot(TypedDict):
+    """What SNAPSHOT_JS returns; lists hold one entry per element of that name."""
+
+    url: str
+    title: str
+    banner: str | None
+    hops: dict[str, list[str | None]]
+    panels: dict[str, list[str | None]]
+    targets: dict[str, list[dict[str, str]]]
+    alerts: dict[str, list[dict[str, str | None]]]
+    confirmed_zero: list[str]
+    scripts: int
+    handlers: list[str]
+    script_urls: list[str]
+    resources: list[PageResource]
+    status: int | None
+    text: str
+
+
+class Result(TypedDict):
+    """The JSON line printed at the end."""
+
+    ok: bool
+    failures: list[str]
+    title: str | None
+    checked: int
+    attempts: int
+    seconds: float
+
+
+# Scheme, lower-case host and port (the scheme's default when the URL has none).
+Origin = tuple[str, str, int | None]
+
+
 class UsageError(Exception):
     """Bad arguments or a bad expectations file."""
 
@@ -151,7 +207,7 @@ class DriverError(Exception):
     """The browser or its driver failed, not the page."""
 
 
-def parse_args(argv):
+def parse_args(argv: list[str]) -> argparse.Namespace:
     parser = argparse.ArgumentParser(
         description="Check the dashboards page in headless Chromium through WebDriver."
     )
@@ -177,22 +233,24 @@ def parse_args(argv):
     return args
 
 
-def _require(condition, message):
+def _require(condition: object, message: str) -> None:
     if not condition:
         raise UsageError(f"expectations: {message}")
 
 
-def _state_map(spec, key, allowed):
+def _state_map(
+    spec: Expectations, key: Literal["hops", "panels"], allowed: tuple[str, ...]
+) -> None:
     mapping = spec.get(key, {})
     _require(isinstance(mapping, dict), f"{key} must be an object")
     for name, state in mapping.items():
         _require(state in allowed, f"{key}.{name} must be one of {allowed}, got {state!r}")
 
 
-def load_expectations(path):
+def load_expectations(path: str) -> Expectations:
     try:
         with open(path, encoding="utf-8") as file:
-            spec = json.load(file)
+            spec: Expectations = json.load(file)
     except (OSError, ValueError) as err:
         raise UsageError(f"cannot read expectations {path}: {err}") from err
     _require(isinstance(spec, dict), "the file must hold a JSON object")
@@ -237,7 +295,7 @@ def load_expectations(path):
     return spec
 
 
-def origin_of(url):
+def origin_of(url: str) -> Origin:
     parts = urllib.parse.urlsplit(url)
     default_port = {"http": 80, "https": 443}.get(parts.scheme)
     try:
@@ -250,26 +308,26 @@ def origin_of(url):
 class Checks:
     """The outcome of one load: every check counted, the failures kept in order."""
 
-    def __init__(self):
+    def __init__(self) -> None:
         self.checked = 0
-        self.failures = []
+        self.failures: list[str] = []
         # A failure of a property every load must have (no script ran, nothing foreign).
         self.unsafe = False
-        self.title = None
+        self.title: str | None = None
 
-    def check(self, ok, failure):
+    def check(self, ok: bool, failure: str) -> bool:
         self.checked += 1
         if not ok:
             self.failures.append(failure)
         return ok
 
-    def safety(self, ok, failure):
+    def safety(self, ok: bool, failure: str) -> bool:
         if not self.check(ok, failure):
             self.unsafe = True
         return ok
 
 
-def expect_state(checks, what, found, want):
+def expect_state(checks: Checks, what: str, found: Sequence[str | None], want: str) -> None:
     """`found` is the list of states of the elements named `what`."""
     if not found:
         checks.check(False, f"{what}: no such element (expected {want})")
@@ -279,7 +337,9 @@ def expect_state(checks, what, found, want):
         checks.check(found[0] == want, f"{what}: {found[0]}, expected {want}")
 
 
-def expect_cell(checks, target, column, cells, want):
+def expect_cell(
+    checks: Checks, target: str, column: str, cells: dict[str, str], want: int | str
+) -> None:
     what = f"target {target!r} {column}"
     if column not in cells:
         checks.check(False, f"{what}: no cell (columns: {sorted(cells)})")
@@ -294,12 +354,10 @@ def expect_cell(checks, target, column, cells, want):
     checks.check(int(text) == want, f"{what}: {text}, expected {want}")
 
 
-def evaluate(spec, snap, origin, checks):
+def evaluate(spec: Expectations, snap: Snapshot, origin: Origin, checks: Checks) -> None:
     checks.title = snap["title"]
     # Safety, on every load.
-    checks.safety(
-        snap["scripts"] == 0, f"the page has {snap['scripts']} <script> element(s)"
-    )
+    checks.safety(snap["scripts"] == 0, f"the page has {snap['scripts']} <script> element(s)")
     checks.safety(
         not snap["handlers"], f"inline event handler(s) in the page: {snap['handlers'][:5]}"
     )
@@ -312,9 +370,7 @@ def evaluate(spec, snap, origin, checks):
         if urllib.parse.urlsplit(item["url"]).scheme not in INLINE_SCHEMES
         and origin_of(item["url"]) != origin
     ]
-    checks.safety(
-        not foreign, f"resource(s) outside the server under test: {foreign[:5]}"
-    )
+    checks.safety(not foreign, f"resource(s) outside the server under test: {foreign[:5]}")
     # The load itself.
     checks.check(
         origin_of(snap["url"]) == origin, f"the browser ended on {snap['url']}, another origin"
@@ -322,9 +378,10 @@ def evaluate(spec, snap, origin, checks):
     if snap["status"] is not None:
         checks.check(snap["status"] == 200, f"the page answered HTTP {snap['status']}")
     # Expectations.
-    if spec.get("banner") is not None:
+    want_banner = spec.get("banner")
+    if want_banner is not None:
         found = [snap["banner"]] if snap["banner"] is not None else []
-        expect_state(checks, "#banner", found, spec["banner"])
+        expect_state(checks, "#banner", found, want_banner)
     for hop, want in spec.get("hops", {}).items():
         expect_state(checks, f"hop {hop}", snap["hops"].get(hop, []), want)
     for panel, want in spec.get("panels", {}).items():
@@ -354,9 +411,9 @@ def evaluate(spec, snap, origin, checks):
         checks.check(bool(matching), f"alert {name}: expected {want}, rows: {rows}")
 
 
-def dismiss_dialogs(driver):
+def dismiss_dialogs(driver: webdriver.Chrome) -> list[str]:
     """The text of every JavaScript dialog open now, each dismissed."""
-    texts = []
+    texts: list[str] = []
     for _ in range(MAX_DIALOGS):
         try:
             alert = driver.switch_to.alert
@@ -367,25 +424,24 @@ def dismiss_dialogs(driver):
     return texts
 
 
-def check_dialogs(driver, checks):
+def check_dialogs(driver: webdriver.Chrome, checks: Checks) -> bool:
     texts = dismiss_dialogs(driver)
     if not checks.safety(not texts, f"a script ran: dialog(s) {texts}"):
-        try:
+        with contextlib.suppress(WebDriverException):
             checks.title = driver.title
-        except WebDriverException:
-            pass
     return not texts
 
 
-def short(err):
+def short(err: BaseException) -> str:
     """The first line of a WebDriver error, without the stack trace Chromium appends."""
-    message = getattr(err, "msg", None) or str(err)
+    message: str = getattr(err, "msg", None) or str(err)
     return message.strip().splitlines()[0] if message.strip() else type(err).__name__
 
 
-def alive(driver):
+def alive(driver: webdriver.Chrome) -> bool:
     try:
-        driver.current_url
+        # Reading the URL is a round trip to the browser.
+        _ = driver.current_url
         return True
     except UnexpectedAlertPresentException:
         return True
@@ -393,7 +449,9 @@ def alive(driver):
         return False
 
 
-def load_once(driver, url, spec, origin, remaining):
+def load_once(
+    driver: webdriver.Chrome, url: str, spec: Expectations, origin: Origin, remaining: float
+) -> Checks:
     checks = Checks()
     driver.set_page_load_timeout(max(1.0, min(PAGE_LOAD_LIMIT, remaining)))
     try:
@@ -412,7 +470,7 @@ def load_once(driver, url, spec, origin, remaining):
     if not check_dialogs(driver, checks):
         return checks
     try:
-        snap = driver.execute_script(SNAPSHOT_JS)
+        snap: Snapshot = driver.execute_script(SNAPSHOT_JS)
     except UnexpectedAlertPresentException:
         check_dialogs(driver, checks)
         return checks
@@ -425,7 +483,7 @@ def load_once(driver, url, spec, origin, remaining):
     return checks
 
 
-def start_driver(args):
+def start_driver(args: argparse.Namespace) -> webdriver.Chrome:
     options = Options()
     options.binary_location = args.chromium
     for flag in CHROMIUM_FLAGS:
@@ -444,7 +502,7 @@ def start_driver(args):
         ) from err
 
 
-def write_screenshot(driver, path):
+def write_screenshot(driver: webdriver.Chrome, path: str) -> None:
     """The whole page, not only the window; the window if Chromium cannot do more."""
     try:
         metrics = driver.execute_cdp_cmd("Page.getLayoutMetrics", {})
@@ -475,7 +533,7 @@ def write_screenshot(driver, path):
     os.replace(partial, path)
 
 
-def run(args, spec):
+def run(args: argparse.Namespace, spec: Expectations) -> Result:
     origin = origin_of(args.url)
     driver = start_driver(args)
     # The time the page has starts once the browser is up: on a loaded machine Chromium alone can
@@ -484,7 +542,7 @@ def run(args, spec):
     deadline = started + args.timeout
     try:
         attempts = 0
-        reported = None
+        reported: list[str] | None = None
         while True:
             attempts += 1
             checks = load_once(driver, args.url, spec, origin, deadline - time.monotonic())
@@ -512,10 +570,8 @@ def run(args, spec):
             raise DriverError(f"could not write {args.screenshot}: {short(err)}") from err
         check_dialogs(driver, checks)
     finally:
-        try:
+        with contextlib.suppress(WebDriverException):
             driver.quit()
-        except WebDriverException:
-            pass
     return {
         "ok": not checks.failures,
         "failures": checks.failures,
@@ -526,7 +582,7 @@ def run(args, spec):
     }
 
 
-def main(argv):
+def main(argv: list[str]) -> int:
     # A test that gives up on us sends SIGTERM: leave through `finally`, which stops the browser.
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(2))
     try:

@@ -18,6 +18,7 @@ import subprocess
 import sys
 import tempfile
 import threading
+from collections.abc import Callable
 
 HOSTILE = "<script>alert(1)</script>"
 BROWSER = os.path.join(os.path.dirname(os.path.abspath(__file__)), "browser.py")
@@ -30,7 +31,9 @@ ROWS = (
 )
 
 
-def page(name_html=html.escape, confirmed_zero=False, extra=""):
+def page(
+    name_html: Callable[[str], str] = html.escape, confirmed_zero: bool = False, extra: str = ""
+) -> str:
     """A page with the structure page.rs renders; `name_html` renders a target name."""
     rows = ""
     for name, (calls, success, empty, partial, failures) in ROWS:
@@ -78,7 +81,7 @@ data-delivery="delivered">
 <td>CandorWatchdog</td></tr></table></section>{extra}</main></body></html>"""
 
 
-EXPECT = {
+EXPECT: dict[str, object] = {
     "banner": "live",
     "hops": {"collector": "live", "kafka": "live", "table": "stale"},
     "panels": {"panel-rates-target": "live", "panel-spikes": "stale"},
@@ -97,7 +100,7 @@ EXPECT = {
 }
 
 # name, page, expectations, exit code, a failure that must be reported.
-CASES = (
+CASES: tuple[tuple[str, str, dict[str, object], int, str | None], ...] = (
     ("escaped", page(), EXPECT, 0, None),
     ("wrong-number", page(), {"targets": {"t-ok": {"calls": 21}}}, 1, "expected 21"),
     ("confirmed-zero", page(confirmed_zero=True), EXPECT, 1, "a confirmed zero is shown"),
@@ -120,7 +123,7 @@ CASES = (
 )
 
 
-def serve(directory):
+def serve(directory: str) -> http.server.ThreadingHTTPServer:
     handler = functools.partial(QuietHandler, directory=directory)
     server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
     threading.Thread(target=server.serve_forever, daemon=True).start()
@@ -128,11 +131,19 @@ def serve(directory):
 
 
 class QuietHandler(http.server.SimpleHTTPRequestHandler):
-    def log_message(self, *args):
+    def log_message(self, format: str, *args: object) -> None:
         pass
 
 
-def run_case(directory, port, name, body, expect, want_code, want_failure):
+def run_case(
+    directory: str,
+    port: int,
+    name: str,
+    body: str,
+    expect: dict[str, object],
+    want_code: int,
+    want_failure: str | None,
+) -> list[str]:
     with open(os.path.join(directory, f"{name}.html"), "w", encoding="utf-8") as file:
         file.write(body)
     expect_path = os.path.join(directory, f"{name}.json")
@@ -156,7 +167,7 @@ def run_case(directory, port, name, body, expect, want_code, want_failure):
         text=True,
         timeout=120,
     )
-    problems = []
+    problems: list[str] = []
     if done.returncode != want_code:
         problems.append(f"exit {done.returncode}, expected {want_code}: {done.stderr.strip()}")
     try:
@@ -164,9 +175,12 @@ def run_case(directory, port, name, body, expect, want_code, want_failure):
     except ValueError:
         result = None
         problems.append(f"no JSON line on stdout: {done.stdout!r}")
-    if result is not None and want_failure is not None:
-        if not any(want_failure in failure for failure in result["failures"]):
-            problems.append(f"no failure mentions {want_failure!r}: {result['failures']}")
+    if (
+        result is not None
+        and want_failure is not None
+        and not any(want_failure in failure for failure in result["failures"])
+    ):
+        problems.append(f"no failure mentions {want_failure!r}: {result['failures']}")
     try:
         with open(screenshot, "rb") as file:
             if file.read(len(PNG)) != PNG:
@@ -176,7 +190,7 @@ def run_case(directory, port, name, body, expect, want_code, want_failure):
     return problems
 
 
-def main(argv):
+def main(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--keep", help="write the pages and screenshots here and keep them")
     args = parser.parse_args(argv)

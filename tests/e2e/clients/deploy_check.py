@@ -135,7 +135,11 @@ class Repo:
         return self.root / "deploy" / "k8s"
 
     def objects(self) -> list[Doc]:
-        return [d for d in self.docs if isinstance(d.data, dict) and d.data.get("kind") != "Kustomization"]
+        return [
+            d
+            for d in self.docs
+            if isinstance(d.data, dict) and d.data.get("kind") != "Kustomization"
+        ]
 
     def deployed(self) -> list[Doc]:
         """Objects of the files the base kustomization (and the overlays) list as resources."""
@@ -162,7 +166,13 @@ class Repo:
                     file = kdir / rel
                     data[key] = file.read_text(encoding="utf-8") if file.is_file() else ""
                 out.append(
-                    Generated(gen.get("name", ""), gen.get("namespace"), data, gen.get("behavior", "create"), kdir)
+                    Generated(
+                        gen.get("name", ""),
+                        gen.get("namespace"),
+                        data,
+                        gen.get("behavior", "create"),
+                        kdir,
+                    )
                 )
         return out
 
@@ -314,7 +324,9 @@ def rust_struct_fields(source: str, struct: str) -> list[tuple[str, str, str]]:
             item = item[j + 1 :].strip()
         m = re.fullmatch(r"(?:pub(?:\([^)]*\))?\s+)?(\w+)\s*:\s*(.+)", item, flags=re.S)
         if m:
-            fields.append((m.group(1), " ".join(m.group(2).split()), " ".join(" ".join(attrs).split())))
+            fields.append(
+                (m.group(1), " ".join(m.group(2).split()), " ".join(" ".join(attrs).split()))
+            )
     return fields
 
 
@@ -374,7 +386,12 @@ def string_literals_in_match_arm(source: str, arm: str) -> set[str]:
     m = re.search(rf"{re.escape(arm)} => match name \{{(.*?)\n\s*_ => None,", source, flags=re.S)
     if not m:
         return set()
-    return {s for line in m.group(1).splitlines() if "=>" in line for s in re.findall(r'"([^"]+)"', line.split("=>")[0])}
+    return {
+        s
+        for line in m.group(1).splitlines()
+        if "=>" in line
+        for s in re.findall(r'"([^"]+)"', line.split("=>")[0])
+    }
 
 
 # --------------------------------------------------------------------------------------------
@@ -415,7 +432,9 @@ def check_shape(repo: Repo) -> list[str]:
             if namespace:
                 problems.append(f"{where}: cluster-scoped {obj.get('kind')} with a namespace")
         elif namespace not in NAMESPACES:
-            problems.append(f"{where}: namespace {namespace!r}, expected one of {sorted(NAMESPACES)}")
+            problems.append(
+                f"{where}: namespace {namespace!r}, expected one of {sorted(NAMESPACES)}"
+            )
     return problems
 
 
@@ -429,26 +448,42 @@ def check_kustomizations(repo: Repo) -> list[str]:
         for res in listed:
             target = kdir / res
             if target.is_dir():
-                if not any((target / n).is_file() for n in ("kustomization.yaml", "kustomization.yml")):
+                if not any(
+                    (target / n).is_file() for n in ("kustomization.yaml", "kustomization.yml")
+                ):
                     problems.append(f"{rel}: resource {res} is a directory without a kustomization")
             elif not target.is_file():
                 problems.append(f"{rel}: resource {res} does not exist")
             else:
-                kinds = [d.data.get("kind") for d in repo.docs if d.path.resolve() == target.resolve()]
+                kinds = [
+                    d.data.get("kind") for d in repo.docs if d.path.resolve() == target.resolve()
+                ]
                 if "Secret" in kinds:
-                    problems.append(f"{rel}: resource {res} holds a Secret; Secrets stay out of kustomizations")
+                    problems.append(
+                        f"{rel}: resource {res} holds a Secret; Secrets stay out of kustomizations"
+                    )
         for patch in k.get("patches") or []:
-            if isinstance(patch, dict) and patch.get("path") and not (kdir / patch["path"]).is_file():
+            if (
+                isinstance(patch, dict)
+                and patch.get("path")
+                and not (kdir / patch["path"]).is_file()
+            ):
                 problems.append(f"{rel}: patch {patch['path']} does not exist")
         for gen in k.get("configMapGenerator") or []:
             for spec in gen.get("files") or []:
                 file = spec.partition("=")[2] or spec
                 if not (kdir / file).is_file():
-                    problems.append(f"{rel}: configMapGenerator {gen.get('name')} file {file} does not exist")
+                    problems.append(
+                        f"{rel}: configMapGenerator {gen.get('name')} file {file} does not exist"
+                    )
             if gen.get("behavior") == "merge":
                 bases = [g for g in repo.generated() if g.behavior != "merge"]
-                if not any(g.name == gen.get("name") and g.namespace == gen.get("namespace") for g in bases):
-                    problems.append(f"{rel}: merges into {gen.get('name')}, which no base generates")
+                if not any(
+                    g.name == gen.get("name") and g.namespace == gen.get("namespace") for g in bases
+                ):
+                    problems.append(
+                        f"{rel}: merges into {gen.get('name')}, which no base generates"
+                    )
         if k.get("secretGenerator"):
             problems.append(f"{rel}: secretGenerator: Secrets stay out of kustomizations")
     return problems
@@ -469,7 +504,10 @@ def check_schema(repo: Repo, version: str) -> tuple[list[str], str]:
         except kubernetes_validate.ValidationError as err:
             first = str(err).splitlines()[0]
             problems.append(f"{d.where(repo.root)} {name_of(d.data)}: {first}")
-    return problems, f"{checked} objects valid against Kubernetes {version} (strict); no schema for {sorted(custom)}"
+    return (
+        problems,
+        f"{checked} objects valid against Kubernetes {version} (strict); no schema for {sorted(custom)}",
+    )
 
 
 def check_workload_selectors(repo: Repo) -> list[str]:
@@ -478,16 +516,24 @@ def check_workload_selectors(repo: Repo) -> list[str]:
         if obj.get("kind") in BATCH_KINDS:
             # Kubernetes makes a Job's selector itself; its pods must still say whose they are.
             labels = template_labels(obj)
-            if not labels.get(NAME_LABEL) or labels.get(NAME_LABEL) != (meta(obj).get("labels") or {}).get(NAME_LABEL):
-                problems.append(f"{name_of(obj)}: its pod template is not labelled {NAME_LABEL} as the object is")
-            if obj.get("kind") == "CronJob" and (((obj.get("spec") or {}).get("jobTemplate") or {}).get("spec") or {}).get("selector"):
+            if not labels.get(NAME_LABEL) or labels.get(NAME_LABEL) != (
+                meta(obj).get("labels") or {}
+            ).get(NAME_LABEL):
+                problems.append(
+                    f"{name_of(obj)}: its pod template is not labelled {NAME_LABEL} as the object is"
+                )
+            if obj.get("kind") == "CronJob" and (
+                ((obj.get("spec") or {}).get("jobTemplate") or {}).get("spec") or {}
+            ).get("selector"):
                 problems.append(f"{name_of(obj)}: sets a Job selector; Kubernetes generates it")
             continue
         selector = (obj.get("spec") or {}).get("selector") or {}
         if not selector.get("matchLabels"):
             problems.append(f"{name_of(obj)}: no spec.selector.matchLabels")
         elif not selector_matches(selector, template_labels(obj)):
-            problems.append(f"{name_of(obj)}: selector {selector.get('matchLabels')} does not match its template's labels")
+            problems.append(
+                f"{name_of(obj)}: selector {selector.get('matchLabels')} does not match its template's labels"
+            )
     return problems
 
 
@@ -497,7 +543,9 @@ def selected_workloads(service: dict, docs: list[Doc]) -> list[dict]:
     return [
         w
         for w in workloads(docs)
-        if meta(w).get("namespace") == namespace and selector and subset(selector, template_labels(w))
+        if meta(w).get("namespace") == namespace
+        and selector
+        and subset(selector, template_labels(w))
     ]
 
 
@@ -515,7 +563,9 @@ def check_service_selectors(repo: Repo) -> list[str]:
         if not selector:
             problems.append(f"{name_of(svc)}: no selector")
         elif not [w for w in selected_workloads(svc, docs) if w.get("kind") not in BATCH_KINDS]:
-            problems.append(f"{name_of(svc)}: selector {selector} matches no Deployment/StatefulSet template in its namespace")
+            problems.append(
+                f"{name_of(svc)}: selector {selector} matches no Deployment/StatefulSet template in its namespace"
+            )
     return problems
 
 
@@ -532,12 +582,20 @@ def check_service_ports(repo: Repo) -> list[str]:
                 match = [
                     p
                     for p in ports
-                    if (p.get("name") == target if isinstance(target, str) else p.get("containerPort") == target)
+                    if (
+                        p.get("name") == target
+                        if isinstance(target, str)
+                        else p.get("containerPort") == target
+                    )
                 ]
                 if not match:
-                    problems.append(f"{name_of(svc)} port {port.get('name')}: targetPort {target!r} is not a container port of {name_of(w)}")
+                    problems.append(
+                        f"{name_of(svc)} port {port.get('name')}: targetPort {target!r} is not a container port of {name_of(w)}"
+                    )
                 elif any(p.get("protocol", "TCP") != protocol for p in match):
-                    problems.append(f"{name_of(svc)} port {port.get('name')}: protocol differs from {name_of(w)}")
+                    problems.append(
+                        f"{name_of(svc)} port {port.get('name')}: protocol differs from {name_of(w)}"
+                    )
     return problems
 
 
@@ -557,13 +615,19 @@ def check_probes(repo: Repo) -> list[str]:
                     continue
                 action = probe.get("httpGet") or probe.get("tcpSocket") or probe.get("grpc")
                 if not action:
-                    problems.append(f"{name_of(obj)}/{c.get('name')}: {kind} has no httpGet/tcpSocket/grpc")
+                    problems.append(
+                        f"{name_of(obj)}/{c.get('name')}: {kind} has no httpGet/tcpSocket/grpc"
+                    )
                     continue
                 if not port_declared(action.get("port"), ports):
-                    problems.append(f"{name_of(obj)}/{c.get('name')}: {kind} port {action.get('port')!r} is not a declared container port")
+                    problems.append(
+                        f"{name_of(obj)}/{c.get('name')}: {kind} port {action.get('port')!r} is not a declared container port"
+                    )
                 path = (probe.get("httpGet") or {}).get("path")
                 if kind in expected_path and path != expected_path[kind]:
-                    problems.append(f"{name_of(obj)}/{c.get('name')}: {kind} path {path!r}, expected {expected_path[kind]}")
+                    problems.append(
+                        f"{name_of(obj)}/{c.get('name')}: {kind} path {path!r}, expected {expected_path[kind]}"
+                    )
     return problems
 
 
@@ -577,15 +641,20 @@ def check_service_monitors(repo: Repo) -> list[str]:
         matched = [
             s
             for s in services(docs)
-            if meta(s).get("namespace") == namespace and selector_matches(spec.get("selector") or {}, meta(s).get("labels") or {})
+            if meta(s).get("namespace") == namespace
+            and selector_matches(spec.get("selector") or {}, meta(s).get("labels") or {})
         ]
         if not matched:
             problems.append(f"{name_of(sm)}: selects no Service in {namespace}")
             continue
         for ep in spec.get("endpoints") or []:
-            names = {p.get("name") for s in matched for p in (s.get("spec") or {}).get("ports") or []}
+            names = {
+                p.get("name") for s in matched for p in (s.get("spec") or {}).get("ports") or []
+            }
             if ep.get("port") not in names:
-                problems.append(f"{name_of(sm)}: endpoint port {ep.get('port')!r} is on none of {[meta(s).get('name') for s in matched]}")
+                problems.append(
+                    f"{name_of(sm)}: endpoint port {ep.get('port')!r} is on none of {[meta(s).get('name') for s in matched]}"
+                )
     wanted = {"candor-collector", "candor-compactor", DASHBOARDS}
     scraped = {meta(s).get("labels", {}).get(NAME_LABEL) for s in monitors}
     if missing := wanted - scraped:
@@ -598,7 +667,10 @@ def check_hpa_pdb(repo: Repo) -> list[str]:
     docs = repo.deployed()
     all_workloads = workloads(docs)
     hpas = [d.data for d in docs if d.data.get("kind") == "HorizontalPodAutoscaler"]
-    if not any((h.get("spec") or {}).get("scaleTargetRef", {}).get("name") == "candor-collector" for h in hpas):
+    if not any(
+        (h.get("spec") or {}).get("scaleTargetRef", {}).get("name") == "candor-collector"
+        for h in hpas
+    ):
         problems.append("no HorizontalPodAutoscaler for candor-collector")
     min_replicas: dict[tuple, int] = {}
     for hpa in hpas:
@@ -607,43 +679,69 @@ def check_hpa_pdb(repo: Repo) -> list[str]:
         target = [
             w
             for w in all_workloads
-            if w.get("kind") == ref.get("kind") and meta(w).get("name") == ref.get("name") and meta(w).get("namespace") == meta(hpa).get("namespace")
+            if w.get("kind") == ref.get("kind")
+            and meta(w).get("name") == ref.get("name")
+            and meta(w).get("namespace") == meta(hpa).get("namespace")
         ]
         if not target:
-            problems.append(f"{name_of(hpa)}: scaleTargetRef {ref.get('kind')}/{ref.get('name')} does not exist")
+            problems.append(
+                f"{name_of(hpa)}: scaleTargetRef {ref.get('kind')}/{ref.get('name')} does not exist"
+            )
             continue
         w = target[0]
         if "replicas" in (w.get("spec") or {}):
             problems.append(f"{name_of(w)}: sets spec.replicas although {name_of(hpa)} owns it")
-        metrics = [m.get("resource", {}).get("name") for m in spec.get("metrics") or [] if m.get("type") == "Resource"]
+        metrics = [
+            m.get("resource", {}).get("name")
+            for m in spec.get("metrics") or []
+            if m.get("type") == "Resource"
+        ]
         if "cpu" not in metrics:
             problems.append(f"{name_of(hpa)}: does not scale on CPU")
         for c in containers(pod_spec(w) or {}):
             if not ((c.get("resources") or {}).get("requests") or {}).get("cpu"):
-                problems.append(f"{name_of(w)}/{c.get('name')}: no CPU request for the HPA to measure against")
+                problems.append(
+                    f"{name_of(w)}/{c.get('name')}: no CPU request for the HPA to measure against"
+                )
         if spec.get("minReplicas", 1) > spec.get("maxReplicas", 0):
             problems.append(f"{name_of(hpa)}: minReplicas above maxReplicas")
         min_replicas[(meta(w).get("namespace"), meta(w).get("name"))] = spec.get("minReplicas", 1)
     for pdb in (d.data for d in docs if d.data.get("kind") == "PodDisruptionBudget"):
         selector = (pdb.get("spec") or {}).get("selector") or {}
-        chosen = [w for w in all_workloads if meta(w).get("namespace") == meta(pdb).get("namespace") and selector_matches(selector, template_labels(w))]
+        chosen = [
+            w
+            for w in all_workloads
+            if meta(w).get("namespace") == meta(pdb).get("namespace")
+            and selector_matches(selector, template_labels(w))
+        ]
         if not selector or not chosen:
             problems.append(f"{name_of(pdb)}: selects no workload")
             continue
         if batch := [name_of(w) for w in chosen if w.get("kind") in BATCH_KINDS]:
-            problems.append(f"{name_of(pdb)}: also selects the pods of {batch}, which run to completion")
+            problems.append(
+                f"{name_of(pdb)}: also selects the pods of {batch}, which run to completion"
+            )
         available = (pdb.get("spec") or {}).get("minAvailable")
         for w in chosen:
-            replicas = min_replicas.get((meta(w).get("namespace"), meta(w).get("name")), (w.get("spec") or {}).get("replicas", 1))
+            replicas = min_replicas.get(
+                (meta(w).get("namespace"), meta(w).get("name")),
+                (w.get("spec") or {}).get("replicas", 1),
+            )
             if isinstance(available, int) and available >= replicas:
-                problems.append(f"{name_of(pdb)}: minAvailable {available} >= {replicas} replicas of {name_of(w)}: no voluntary eviction could ever proceed")
+                problems.append(
+                    f"{name_of(pdb)}: minAvailable {available} >= {replicas} replicas of {name_of(w)}: no voluntary eviction could ever proceed"
+                )
     return problems
 
 
 def check_pod_security(repo: Repo) -> list[str]:
     problems = []
     docs = repo.deployed()
-    accounts = {(meta(d.data).get("namespace"), meta(d.data).get("name")) for d in docs if d.data.get("kind") == "ServiceAccount"}
+    accounts = {
+        (meta(d.data).get("namespace"), meta(d.data).get("name"))
+        for d in docs
+        if d.data.get("kind") == "ServiceAccount"
+    }
     for obj in workloads(docs):
         spec = pod_spec(obj) or {}
         who = name_of(obj)
@@ -691,12 +789,18 @@ def batch_problems(w: dict) -> list[str]:
     """A Job or CronJob that cannot pile up, hang for ever, or restart in place unseen."""
     problems, who = [], name_of(w)
     spec = w.get("spec") or {}
-    job = ((spec.get("jobTemplate") or {}).get("spec") or {}) if w.get("kind") == "CronJob" else spec
+    job = (
+        ((spec.get("jobTemplate") or {}).get("spec") or {}) if w.get("kind") == "CronJob" else spec
+    )
     if w.get("kind") == "CronJob":
         if spec.get("concurrencyPolicy") != "Forbid":
-            problems.append(f"{who}: concurrencyPolicy {spec.get('concurrencyPolicy', 'Allow')!r}: two runs could overlap")
+            problems.append(
+                f"{who}: concurrencyPolicy {spec.get('concurrencyPolicy', 'Allow')!r}: two runs could overlap"
+            )
         if spec.get("startingDeadlineSeconds") is None:
-            problems.append(f"{who}: no startingDeadlineSeconds: missed runs are started late, all at once")
+            problems.append(
+                f"{who}: no startingDeadlineSeconds: missed runs are started late, all at once"
+            )
     if not job.get("activeDeadlineSeconds"):
         problems.append(f"{who}: no activeDeadlineSeconds: a hung run blocks every later one")
     if (pod_spec(w) or {}).get("restartPolicy") not in {"Never", "OnFailure"}:
@@ -724,33 +828,63 @@ def check_maintenance(repo: Repo) -> tuple[list[str], str]:
             binary, sub, args = invocation(c)
             if binary != "candor-collector" or sub not in {"compact", "maintain"}:
                 continue
-            path, config = next(((path, cfg) for flag, path, cfg in container_configs(c, spec, ns, maps)[0] if flag == "--config"), (None, {}))
+            path, config = next(
+                (
+                    (path, cfg)
+                    for flag, path, cfg in container_configs(c, spec, ns, maps)[0]
+                    if flag == "--config"
+                ),
+                (None, {}),
+            )
             mount = mount_for(c, spec, path) if path else None
             # Its tables: the ConfigMap of its config file, and where CANDOR_TABLE_ROOT comes from.
             config_map = (mount[1].get("configMap") or {}).get("name") if mount else None
-            root_env = next((yaml.safe_dump(e, sort_keys=True) for e in c.get("env") or [] if e.get("name") == "CANDOR_TABLE_ROOT"), None)
+            root_env = next(
+                (
+                    yaml.safe_dump(e, sort_keys=True)
+                    for e in c.get("env") or []
+                    if e.get("name") == "CANDOR_TABLE_ROOT"
+                ),
+                None,
+            )
             tables = (ns, config_map, root_env)
             (compactors if sub == "compact" else maintainers).append((w, c, config, tables, args))
     for w, c, config, tables, args in maintainers:
         if w.get("kind") != "CronJob":
-            problems.append(f"{name_of(w)}: runs `candor-collector maintain`, which exits when done: make it a CronJob")
+            problems.append(
+                f"{name_of(w)}: runs `candor-collector maintain`, which exits when done: make it a CronJob"
+            )
         if "--retention" in args and not (config.get("maintenance") or {}).get("retention_days"):
-            problems.append(f"{name_of(w)}: maintain --retention is refused while maintenance.retention_days = 0")
-    hpa_targets = {((d.data.get("spec") or {}).get("scaleTargetRef") or {}).get("name") for d in docs if d.data.get("kind") == "HorizontalPodAutoscaler"}
+            problems.append(
+                f"{name_of(w)}: maintain --retention is refused while maintenance.retention_days = 0"
+            )
+    hpa_targets = {
+        ((d.data.get("spec") or {}).get("scaleTargetRef") or {}).get("name")
+        for d in docs
+        if d.data.get("kind") == "HorizontalPodAutoscaler"
+    }
     notes = []
     for w, c, config, tables, _ in compactors:
         enabled = (config.get("maintenance") or {}).get("enabled", True)
         replicas = (w.get("spec") or {}).get("replicas", 1)
         mine = [name_of(m[0]) for m in maintainers if m[3] == tables]
         if enabled and mine:
-            problems.append(f"{name_of(w)}: maintenance runs twice: in the compactor (maintenance.enabled = true) and in {mine}")
+            problems.append(
+                f"{name_of(w)}: maintenance runs twice: in the compactor (maintenance.enabled = true) and in {mine}"
+            )
         elif enabled and (replicas > 1 or meta(w).get("name") in hpa_targets):
-            problems.append(f"{name_of(w)}: each of its {replicas} replicas runs maintenance on every table: set maintenance.enabled = false and run `candor-collector maintain` from a CronJob")
+            problems.append(
+                f"{name_of(w)}: each of its {replicas} replicas runs maintenance on every table: set maintenance.enabled = false and run `candor-collector maintain` from a CronJob"
+            )
         elif not enabled and not mine:
-            problems.append(f"{name_of(w)}: no maintenance runs: maintenance.enabled = false and no CronJob runs `candor-collector maintain` on its tables")
+            problems.append(
+                f"{name_of(w)}: no maintenance runs: maintenance.enabled = false and no CronJob runs `candor-collector maintain` on its tables"
+            )
         elif len(mine) > 1:
             problems.append(f"{name_of(w)}: its tables are maintained by several workloads {mine}")
-        notes.append(f"{meta(w).get('name')}: maintenance.enabled = {str(enabled).lower()}, maintained by {[n.split('/')[-1] for n in mine] or 'itself'}")
+        notes.append(
+            f"{meta(w).get('name')}: maintenance.enabled = {str(enabled).lower()}, maintained by {[n.split('/')[-1] for n in mine] or 'itself'}"
+        )
     if not compactors:
         problems.append("no compactor (candor-collector compact) found")
     return problems, "; ".join(notes)
@@ -781,8 +915,17 @@ def secret_refs(obj: dict) -> list[tuple[str, str | None]]:
 def check_dashboards_isolated(repo: Repo) -> list[str]:
     problems = []
     docs = repo.deployed()
-    ours = [d.data for d in docs if (meta(d.data).get("labels") or {}).get(NAME_LABEL) == DASHBOARDS]
-    for kind in ("Deployment", "Service", "ServiceAccount", "NetworkPolicy", "PrometheusRule", "ServiceMonitor"):
+    ours = [
+        d.data for d in docs if (meta(d.data).get("labels") or {}).get(NAME_LABEL) == DASHBOARDS
+    ]
+    for kind in (
+        "Deployment",
+        "Service",
+        "ServiceAccount",
+        "NetworkPolicy",
+        "PrometheusRule",
+        "ServiceMonitor",
+    ):
         if not any(o.get("kind") == kind for o in ours):
             problems.append(f"no {kind} labelled {NAME_LABEL}={DASHBOARDS}")
     for o in ours:
@@ -794,7 +937,9 @@ def check_dashboards_isolated(repo: Repo) -> list[str]:
             problems.append(f"{name_of(w)}: a pipeline workload in {MONITORING_NS}")
     dash = [w for w in workloads(docs) if template_labels(w).get(NAME_LABEL) == DASHBOARDS]
     others = [w for w in workloads(docs) if template_labels(w).get(NAME_LABEL) != DASHBOARDS]
-    other_accounts = {(meta(w).get("namespace"), (pod_spec(w) or {}).get("serviceAccountName")) for w in others}
+    other_accounts = {
+        (meta(w).get("namespace"), (pod_spec(w) or {}).get("serviceAccountName")) for w in others
+    }
     other_secrets = {name for w in others for name, _ in secret_refs(w)}
     for w in dash:
         spec = pod_spec(w) or {}
@@ -803,14 +948,25 @@ def check_dashboards_isolated(repo: Repo) -> list[str]:
         refs = secret_refs(w)
         if shared := {n for n, _ in refs} & other_secrets:
             problems.append(f"{name_of(w)}: uses the pipeline's Secrets {sorted(shared)}")
-        storage = [n for c in containers(spec) for e in c.get("env") or [] if e.get("name", "").startswith("AWS_") and (n := ((e.get("valueFrom") or {}).get("secretKeyRef") or {}).get("name"))]
+        storage = [
+            n
+            for c in containers(spec)
+            for e in c.get("env") or []
+            if e.get("name", "").startswith("AWS_")
+            and (n := ((e.get("valueFrom") or {}).get("secretKeyRef") or {}).get("name"))
+        ]
         if not storage:
             problems.append(f"{name_of(w)}: no storage credentials from a Secret")
         elif not all("readonly" in n or "read-only" in n for n in storage):
-            problems.append(f"{name_of(w)}: storage credentials {sorted(set(storage))} are not the read-only ones")
+            problems.append(
+                f"{name_of(w)}: storage credentials {sorted(set(storage))} are not the read-only ones"
+            )
         for c in containers(spec):
             for e in c.get("env") or []:
-                if e.get("name") == "CANDOR_DASHBOARDS_GROUP" and e.get("value") == "candor-compactor":
+                if (
+                    e.get("name") == "CANDOR_DASHBOARDS_GROUP"
+                    and e.get("value") == "candor-compactor"
+                ):
                     problems.append(f"{name_of(w)}: uses the compactor's consumer group")
     # Their own Kafka principal: never one of the pipeline's, whose ACLs write.
     maps = configmaps(repo)
@@ -822,7 +978,9 @@ def check_dashboards_isolated(repo: Repo) -> list[str]:
             for c in containers(spec):
                 for _, _, config in container_configs(c, spec, meta(w).get("namespace"), maps)[0]:
                     if uses_kafka(c):
-                        users.add(((config.get("kafka") or {}).get("extra") or {}).get("sasl.username"))
+                        users.add(
+                            ((config.get("kafka") or {}).get("extra") or {}).get("sasl.username")
+                        )
         return users - {None}
 
     dash_users, pipeline_users = kafka_users(dash), kafka_users(others)
@@ -844,12 +1002,19 @@ def check_dashboards_network_policy(repo: Repo) -> list[str]:
         for d in docs
         if d.data.get("kind") == "NetworkPolicy"
         and meta(d.data).get("namespace") == MONITORING_NS
-        and any(selector_matches((d.data.get("spec") or {}).get("podSelector") or {}, template_labels(w)) for w in dash)
+        and any(
+            selector_matches(
+                (d.data.get("spec") or {}).get("podSelector") or {}, template_labels(w)
+            )
+            for w in dash
+        )
     ]
     if not dash:
         return ["no dashboards workload"]
     if len(policies) != 1:
-        return [f"expected exactly one NetworkPolicy selecting the dashboards in {MONITORING_NS}, found {len(policies)}"]
+        return [
+            f"expected exactly one NetworkPolicy selecting the dashboards in {MONITORING_NS}, found {len(policies)}"
+        ]
     spec = policies[0].get("spec") or {}
     who = name_of(policies[0])
     if set(spec.get("policyTypes") or []) != {"Ingress", "Egress"}:
@@ -861,7 +1026,9 @@ def check_dashboards_network_policy(repo: Repo) -> list[str]:
     for rule in ingress:
         resolved = {(resolve_port(p, ports_of_dash), proto) for p, proto in policy_ports(rule)}
         if resolved != {(DASHBOARDS_PORT, "TCP")}:
-            problems.append(f"{who}: ingress rule allows {sorted(map(str, resolved))}, expected only {DASHBOARDS_PORT}/TCP")
+            problems.append(
+                f"{who}: ingress rule allows {sorted(map(str, resolved))}, expected only {DASHBOARDS_PORT}/TCP"
+            )
     seen, kafka_ports = set(), set()
     for i, rule in enumerate(spec.get("egress") or []):
         ports = policy_ports(rule)
@@ -872,7 +1039,12 @@ def check_dashboards_network_policy(repo: Repo) -> list[str]:
         if not peers:
             problems.append(f"{who}: egress rule {i} allows every destination")
             continue
-        ns_names = {((p.get("namespaceSelector") or {}).get("matchLabels") or {}).get("kubernetes.io/metadata.name") for p in peers}
+        ns_names = {
+            ((p.get("namespaceSelector") or {}).get("matchLabels") or {}).get(
+                "kubernetes.io/metadata.name"
+            )
+            for p in peers
+        }
         ip_blocks = [p.get("ipBlock") for p in peers if p.get("ipBlock")]
         if ports <= DNS_PORTS:
             if ns_names != {"kube-system"} or ip_blocks:
@@ -881,8 +1053,14 @@ def check_dashboards_network_policy(repo: Repo) -> list[str]:
         elif ports <= OBJECT_STORE_PORTS:
             seen.add("object store")
             for block in ip_blocks:
-                if block.get("cidr") == "0.0.0.0/0" and not {"10.0.0.0/8", "172.16.0.0/12", "192.168.0.0/16"} <= set(block.get("except") or []):
-                    problems.append(f"{who}: object-store egress rule {i} reaches private addresses too")
+                if block.get("cidr") == "0.0.0.0/0" and not {
+                    "10.0.0.0/8",
+                    "172.16.0.0/12",
+                    "192.168.0.0/16",
+                } <= set(block.get("except") or []):
+                    problems.append(
+                        f"{who}: object-store egress rule {i} reaches private addresses too"
+                    )
         elif ports <= WEBHOOK_PORTS and ns_names == {WEBHOOK_NAMESPACE}:
             seen.add("webhook")
         elif ports <= KAFKA_PORTS:
@@ -891,7 +1069,9 @@ def check_dashboards_network_policy(repo: Repo) -> list[str]:
             seen.add("kafka")
             kafka_ports |= {port for port, _ in ports}
         else:
-            problems.append(f"{who}: egress rule {i} allows {sorted(map(str, ports))}, outside Kafka TLS 9093, object store 443, webhook 9093 and DNS 53")
+            problems.append(
+                f"{who}: egress rule {i} allows {sorted(map(str, ports))}, outside Kafka TLS 9093, object store 443, webhook 9093 and DNS 53"
+            )
     for need in ("dns", "kafka", "object store", "webhook"):
         if need not in seen:
             problems.append(f"{who}: no egress rule for {need}")
@@ -899,11 +1079,17 @@ def check_dashboards_network_policy(repo: Repo) -> list[str]:
     maps = configmaps(repo)
     for w in dash:
         for c in containers(pod_spec(w) or {}):
-            brokers = flag_value(invocation(c)[2], "--kafka") or env_value(c, "CANDOR_KAFKA", meta(w).get("namespace"), maps) or ""
+            brokers = (
+                flag_value(invocation(c)[2], "--kafka")
+                or env_value(c, "CANDOR_KAFKA", meta(w).get("namespace"), maps)
+                or ""
+            )
             for broker in filter(None, (b.strip() for b in brokers.split(","))):
                 port = broker.rpartition(":")[2]
                 if port.isdigit() and int(port) not in kafka_ports:
-                    problems.append(f"{who}: {name_of(w)} bootstraps from {broker}, a port its Kafka egress rule does not allow ({sorted(kafka_ports)})")
+                    problems.append(
+                        f"{who}: {name_of(w)} bootstraps from {broker}, a port its Kafka egress rule does not allow ({sorted(kafka_ports)})"
+                    )
     return problems
 
 
@@ -923,17 +1109,23 @@ def check_secrets(repo: Repo) -> tuple[list[str], str]:
     for d in secrets:
         for key, value in secret_values(d.data):
             if not PLACEHOLDER.search(value):
-                problems.append(f"{d.where(repo.root)} {name_of(d.data)} key {key}: value does not look like a placeholder")
+                problems.append(
+                    f"{d.where(repo.root)} {name_of(d.data)} key {key}: value does not look like a placeholder"
+                )
     for d in repo.deployed():
         if d.data.get("kind") == "Secret":
-            problems.append(f"{name_of(d.data)}: a Secret among the resources a kustomization applies")
+            problems.append(
+                f"{name_of(d.data)}: a Secret among the resources a kustomization applies"
+            )
     return problems, f"{len(secrets)} example Secrets, every value a placeholder; none applied"
 
 
 def example_secrets(repo: Repo) -> dict[tuple, set[str]]:
     """The example Secrets, (namespace, name) -> their keys."""
     return {
-        (meta(d.data).get("namespace"), meta(d.data).get("name")): {k for k, _ in secret_values(d.data)}
+        (meta(d.data).get("namespace"), meta(d.data).get("name")): {
+            k for k, _ in secret_values(d.data)
+        }
         for d in repo.objects()
         if d.data.get("kind") == "Secret"
     }
@@ -946,7 +1138,9 @@ def check_secret_refs(repo: Repo) -> list[str]:
         ns = meta(w).get("namespace")
         for name, key in secret_refs(w):
             if (ns, name) not in examples:
-                problems.append(f"{name_of(w)}: Secret {ns}/{name} is not described in a *.example.yaml")
+                problems.append(
+                    f"{name_of(w)}: Secret {ns}/{name} is not described in a *.example.yaml"
+                )
             elif key is not None and key not in examples[(ns, name)]:
                 problems.append(f"{name_of(w)}: Secret {ns}/{name} has no key {key} in its example")
     return problems
@@ -957,7 +1151,9 @@ def configmaps(repo: Repo) -> dict[tuple, dict[str, str]]:
     out: dict[tuple, dict[str, str]] = {}
     for d in repo.deployed():
         if d.data.get("kind") == "ConfigMap":
-            out[(meta(d.data).get("namespace"), meta(d.data).get("name"))] = dict(d.data.get("data") or {})
+            out[(meta(d.data).get("namespace"), meta(d.data).get("name"))] = dict(
+                d.data.get("data") or {}
+            )
     gens = repo.generated()
     for g in sorted(gens, key=lambda g: g.behavior == "merge"):
         key = (g.namespace, g.name)
@@ -981,14 +1177,22 @@ def check_configmap_refs(repo: Repo) -> list[str]:
                     continue
                 data = maps.get((ns, ref.get("name")))
                 if data is None:
-                    problems.append(f"{name_of(w)}: ConfigMap {ns}/{ref.get('name')} is neither a resource nor generated")
+                    problems.append(
+                        f"{name_of(w)}: ConfigMap {ns}/{ref.get('name')} is neither a resource nor generated"
+                    )
                 elif ref.get("key") not in data:
-                    problems.append(f"{name_of(w)}: ConfigMap {ns}/{ref.get('name')} has no key {ref.get('key')}")
+                    problems.append(
+                        f"{name_of(w)}: ConfigMap {ns}/{ref.get('name')} has no key {ref.get('key')}"
+                    )
                 elif not str(data[ref.get("key")]).strip() and not ref.get("optional"):
-                    problems.append(f"{name_of(w)}: {ns}/{ref.get('name')} key {ref.get('key')} is empty (the binaries take an empty variable as a value)")
+                    problems.append(
+                        f"{name_of(w)}: {ns}/{ref.get('name')} key {ref.get('key')} is empty (the binaries take an empty variable as a value)"
+                    )
         for v in spec.get("volumes") or []:
             if v.get("configMap") and (ns, v["configMap"].get("name")) not in maps:
-                problems.append(f"{name_of(w)}: volume ConfigMap {ns}/{v['configMap'].get('name')} is neither a resource nor generated")
+                problems.append(
+                    f"{name_of(w)}: volume ConfigMap {ns}/{v['configMap'].get('name')} is neither a resource nor generated"
+                )
     return problems
 
 
@@ -1036,19 +1240,27 @@ def env_value(c: dict, name: str, ns: str | None, maps: dict[tuple, dict[str, st
 
 
 # The variable that stands for --config, by subcommand of candor-collector.
-CONFIG_ENV = {"ingest": "CANDOR_COLLECTOR_CONFIG", "compact": "CANDOR_COMPACTOR_CONFIG", "maintain": "CANDOR_COMPACTOR_CONFIG"}
+CONFIG_ENV = {
+    "ingest": "CANDOR_COLLECTOR_CONFIG",
+    "compact": "CANDOR_COMPACTOR_CONFIG",
+    "maintain": "CANDOR_COMPACTOR_CONFIG",
+}
 # The variable that stands for the dashboards' --config.
 DASHBOARDS_CONFIG_ENV = "CANDOR_DASHBOARDS_CONFIG"
 
 
-def config_files(c: dict, ns: str | None, maps: dict[tuple, dict[str, str]]) -> list[tuple[str, str]]:
+def config_files(
+    c: dict, ns: str | None, maps: dict[tuple, dict[str, str]]
+) -> list[tuple[str, str]]:
     """(flag, path) of the TOML files a container reads: `--config` (the collector's roles and the
     dashboards) and `--kafka-config` (the readers' Kafka client settings), from the flag or its
     variable."""
     binary, sub, args = invocation(c)
     out = []
     if binary == "candor-collector":
-        path = flag_value(args, "--config") or (env_value(c, CONFIG_ENV[sub], ns, maps) if sub in CONFIG_ENV else None)
+        path = flag_value(args, "--config") or (
+            env_value(c, CONFIG_ENV[sub], ns, maps) if sub in CONFIG_ENV else None
+        )
         if path:
             out.append(("--config", path))
     if binary == DASHBOARDS:
@@ -1062,7 +1274,9 @@ def config_files(c: dict, ns: str | None, maps: dict[tuple, dict[str, str]]) -> 
     return out
 
 
-def mounted_file(c: dict, spec: dict, ns: str | None, maps: dict[tuple, dict[str, str]], path: str) -> tuple[str | None, str]:
+def mounted_file(
+    c: dict, spec: dict, ns: str | None, maps: dict[tuple, dict[str, str]], path: str
+) -> tuple[str | None, str]:
     """The text of a file under a ConfigMap mount, or None and why it cannot be read."""
     found = mount_for(c, spec, path)
     if not found or not found[1].get("configMap"):
@@ -1075,7 +1289,9 @@ def mounted_file(c: dict, spec: dict, ns: str | None, maps: dict[tuple, dict[str
     return data[key], ""
 
 
-def container_configs(c: dict, spec: dict, ns: str | None, maps: dict[tuple, dict[str, str]]) -> tuple[list[tuple[str, str, dict]], list[str]]:
+def container_configs(
+    c: dict, spec: dict, ns: str | None, maps: dict[tuple, dict[str, str]]
+) -> tuple[list[tuple[str, str, dict]], list[str]]:
     """(flag, path, parsed TOML) of each file the container reads, and what could not be read."""
     configs, problems = [], []
     for flag, path in config_files(c, ns, maps):
@@ -1121,15 +1337,23 @@ def check_config_mounts(repo: Repo) -> list[str]:
             env_names = {e.get("name") for e in c.get("env") or []}
             protocols = []
             # The dashboards' --kafka-config replaces the [kafka.extra] tables of their --config.
-            replaced = invocation(c)[0] == DASHBOARDS and any(flag == "--kafka-config" for flag, _, _ in configs)
+            replaced = invocation(c)[0] == DASHBOARDS and any(
+                flag == "--kafka-config" for flag, _, _ in configs
+            )
             for flag, path, config in configs:
                 key = Path(path).name
                 if uses_kafka(c) and not (replaced and flag == "--config"):
-                    protocols.append(((config.get("kafka") or {}).get("extra") or {}).get("security.protocol", "PLAINTEXT"))
+                    protocols.append(
+                        ((config.get("kafka") or {}).get("extra") or {}).get(
+                            "security.protocol", "PLAINTEXT"
+                        )
+                    )
                 variables, files = kafka_needs(config, uses_kafka(c))
                 for var in variables:
                     if var not in env_names:
-                        problems.append(f"{who}: {key} names the variable {var}, which the container does not set")
+                        problems.append(
+                            f"{who}: {key} names the variable {var}, which the container does not set"
+                        )
                 for file in files:
                     mounted = mount_for(c, spec, file)
                     if not mounted:
@@ -1137,12 +1361,20 @@ def check_config_mounts(repo: Repo) -> list[str]:
                         continue
                     secret = mounted[1].get("secret")
                     rel = file[len(mounted[0]["mountPath"].rstrip("/")) + 1 :]
-                    if secret and (ns, secret.get("secretName")) in examples and rel not in examples[(ns, secret.get("secretName"))]:
-                        problems.append(f"{who}: {file} needs key {rel} in Secret {secret.get('secretName')}")
+                    if (
+                        secret
+                        and (ns, secret.get("secretName")) in examples
+                        and rel not in examples[(ns, secret.get("secretName"))]
+                    ):
+                        problems.append(
+                            f"{who}: {file} needs key {rel} in Secret {secret.get('secretName')}"
+                        )
             # Every Kafka client deployed here speaks TLS to the brokers.
             if uses_kafka(c) and not unreadable:
                 if not protocols:
-                    problems.append(f"{who}: talks to Kafka with no settings file (--config or --kafka-config): plaintext, no SASL")
+                    problems.append(
+                        f"{who}: talks to Kafka with no settings file (--config or --kafka-config): plaintext, no SASL"
+                    )
                 for protocol in protocols:
                     if str(protocol).upper() not in KAFKA_TLS_PROTOCOLS:
                         problems.append(f"{who}: security.protocol {protocol!r}: Kafka without TLS")
@@ -1172,7 +1404,11 @@ def dockerfile_stages(text: str) -> tuple[dict[str, str], list[dict]]:
             args[k.strip()] = v.strip()
         elif op == "FROM":
             parts = rest.split()
-            image = re.sub(r"\$\{(\w+)\}|\$(\w+)", lambda m: args.get(m.group(1) or m.group(2), m.group(0)), parts[0])
+            image = re.sub(
+                r"\$\{(\w+)\}|\$(\w+)",
+                lambda m: args.get(m.group(1) or m.group(2), m.group(0)),
+                parts[0],
+            )
             alias = parts[2] if len(parts) >= 3 and parts[1].upper() == "AS" else None
             stages.append({"image": image, "alias": alias, "inst": []})
         elif stages:
@@ -1210,7 +1446,10 @@ def rdkafka_features(root: Path) -> set[str]:
     manifests = [root / "Cargo.toml"] + sorted(root.glob("*/Cargo.toml"))
     for manifest in manifests:
         data = tomllib.loads(manifest.read_text(encoding="utf-8"))
-        for deps in ((data.get("workspace") or {}).get("dependencies") or {}, data.get("dependencies") or {}):
+        for deps in (
+            (data.get("workspace") or {}).get("dependencies") or {},
+            data.get("dependencies") or {},
+        ):
             spec = deps.get("rdkafka")
             if isinstance(spec, dict):
                 features |= set(spec.get("features") or [])
@@ -1259,12 +1498,18 @@ def check_dockerfile(repo: Repo) -> tuple[list[str], str]:
             if manifest is None:
                 problems.append(f"no crate named {package} in the workspace")
                 continue
-            declared = {b.get("name") for b in tomllib.loads(manifest.read_text(encoding="utf-8")).get("bin") or []}
+            declared = {
+                b.get("name")
+                for b in tomllib.loads(manifest.read_text(encoding="utf-8")).get("bin") or []
+            }
             if binary not in declared:
                 problems.append(f"{manifest.relative_to(repo.root)} declares no binary {binary}")
     runtime_text = " ".join(rest for _, rest in runtime["inst"])
     for package, binary in BINARIES:
-        if not re.search(rf"COPY --from={re.escape(builder['alias'] or '0')} \S*{re.escape(binary)} /usr/local/bin/{re.escape(binary)}\b", " ".join(f"{op} {rest}" for op, rest in runtime["inst"])):
+        if not re.search(
+            rf"COPY --from={re.escape(builder['alias'] or '0')} \S*{re.escape(binary)} /usr/local/bin/{re.escape(binary)}\b",
+            " ".join(f"{op} {rest}" for op, rest in runtime["inst"]),
+        ):
             problems.append(f"the runtime stage does not copy {binary} into /usr/local/bin")
     if "ca-certificates" not in runtime_text:
         problems.append("the runtime stage does not install ca-certificates")
@@ -1273,28 +1518,48 @@ def check_dockerfile(repo: Repo) -> tuple[list[str], str]:
     if "ssl" in features and "ssl-vendored" not in features:
         for package in ("libssl-dev", "pkg-config"):
             if package not in apt_installed(builder):
-                problems.append(f"the builder stage does not install {package}, which rdkafka's ssl feature builds against")
+                problems.append(
+                    f"the builder stage does not install {package}, which rdkafka's ssl feature builds against"
+                )
         if "libssl3" not in apt_installed(runtime):
-            problems.append("the runtime stage does not install libssl3, which the binaries link (rdkafka's ssl feature)")
+            problems.append(
+                "the runtime stage does not install libssl3, which the binaries link (rdkafka's ssl feature)"
+            )
     users = [rest.split(":")[0] for op, rest in runtime["inst"] if op == "USER"]
     if not users or not users[-1].isdigit() or users[-1] == "0":
-        problems.append(f"the runtime stage's USER {users[-1] if users else None!r} is not a numeric non-root user")
+        problems.append(
+            f"the runtime stage's USER {users[-1] if users else None!r} is not a numeric non-root user"
+        )
     else:
         for w in workloads(repo.deployed()):
             uid = ((pod_spec(w) or {}).get("securityContext") or {}).get("runAsUser")
             if uid is not None and str(uid) != users[-1]:
-                problems.append(f"{name_of(w)}: runAsUser {uid} differs from the image's USER {users[-1]}")
+                problems.append(
+                    f"{name_of(w)}: runAsUser {uid} differs from the image's USER {users[-1]}"
+                )
     if any(op == "ENTRYPOINT" for op, _ in runtime["inst"]):
-        problems.append("the image has an ENTRYPOINT; each workload chooses its binary with `command`")
+        problems.append(
+            "the image has an ENTRYPOINT; each workload chooses its binary with `command`"
+        )
     # The build context: the Dockerfile-specific ignore file.
     ignore = repo.root / "deploy/docker/Dockerfile.dockerignore"
     if not ignore.is_file():
         problems.append("deploy/docker/Dockerfile.dockerignore missing")
     else:
-        patterns = [l.strip() for l in ignore.read_text(encoding="utf-8").splitlines() if l.strip() and not l.startswith("#")]
-        members = tomllib.loads((repo.root / "Cargo.toml").read_text(encoding="utf-8"))["workspace"]["members"]
-        needed = ["Cargo.toml", "Cargo.lock"] + [f"deploy/{name}.example.toml" for name in ("collector", "compactor", "dashboards")]
-        needed += [f"{m}/Cargo.toml" for m in members] + [f"{m}/src" for m in members if (repo.root / m / "src").is_dir()]
+        patterns = [
+            l.strip()
+            for l in ignore.read_text(encoding="utf-8").splitlines()
+            if l.strip() and not l.startswith("#")
+        ]
+        members = tomllib.loads((repo.root / "Cargo.toml").read_text(encoding="utf-8"))[
+            "workspace"
+        ]["members"]
+        needed = ["Cargo.toml", "Cargo.lock"] + [
+            f"deploy/{name}.example.toml" for name in ("collector", "compactor", "dashboards")
+        ]
+        needed += [f"{m}/Cargo.toml" for m in members] + [
+            f"{m}/src" for m in members if (repo.root / m / "src").is_dir()
+        ]
         for path in needed:
             if dockerignore_excludes(patterns, path):
                 problems.append(f"Dockerfile.dockerignore excludes {path}, which the build needs")
@@ -1302,7 +1567,10 @@ def check_dockerfile(repo: Repo) -> tuple[list[str], str]:
             if not dockerignore_excludes(patterns, path):
                 problems.append(f"Dockerfile.dockerignore lets {path} into the context")
     binaries = ", ".join(b for _, b in BINARIES)
-    return problems, f"{builder['image']} builds {binaries}; {runtime['image']} runs them as UID {users[-1] if users else '?'}; rdkafka features {sorted(features)}"
+    return (
+        problems,
+        f"{builder['image']} builds {binaries}; {runtime['image']} runs them as UID {users[-1] if users else '?'}; rdkafka features {sorted(features)}",
+    )
 
 
 def check_commands(repo: Repo) -> list[str]:
@@ -1320,7 +1588,9 @@ def check_commands(repo: Repo) -> list[str]:
                 continue
             binary = command[0]
             if binary not in clis:
-                problems.append(f"{who}: command {binary!r} is not one of the image's binaries {sorted(clis)}")
+                problems.append(
+                    f"{who}: command {binary!r} is not one of the image's binaries {sorted(clis)}"
+                )
                 continue
             args = list(command[1:]) + list(c.get("args") or [])
             cli = clis[binary]
@@ -1328,7 +1598,9 @@ def check_commands(repo: Repo) -> list[str]:
             if args and not args[0].startswith("-"):
                 sub = args[0]
                 if sub not in cli:
-                    problems.append(f"{who}: {binary} has no subcommand {sub!r} (has {sorted(k for k in cli if k)})")
+                    problems.append(
+                        f"{who}: {binary} has no subcommand {sub!r} (has {sorted(k for k in cli if k)})"
+                    )
                     continue
             elif any(k for k in cli) and None not in cli:
                 problems.append(f"{who}: {binary} needs a subcommand")
@@ -1385,10 +1657,14 @@ def reader_reserved(root: Path) -> set[str]:
     owned = re.search(r"const READER_OWNED[^=]*=\s*&\[(.*?)\];", source, flags=re.S)
     brokers = re.search(r'((?:"[^"]+"\s*\|\s*)*"[^"]+")\s*=>\s*Some\("set by --kafka"\)', source)
     if owned and brokers:
-        reserved |= set(re.findall(r'"([^"]+)"', owned.group(1))) | set(re.findall(r'"([^"]+)"', brokers.group(1)))
+        reserved |= set(re.findall(r'"([^"]+)"', owned.group(1))) | set(
+            re.findall(r'"([^"]+)"', brokers.group(1))
+        )
     for binary in READER_BINARIES:
         main = cli_source(root, binary)
-        for load in re.finditer(r"KafkaClientSettings::load\(\s*[^,]+,\s*&\[(.*?)\]\s*\)", main, flags=re.S):
+        for load in re.finditer(
+            r"KafkaClientSettings::load\(\s*[^,]+,\s*&\[(.*?)\]\s*\)", main, flags=re.S
+        ):
             reserved |= set(re.findall(r'\(\s*"([^"]+)"\s*,', load.group(1)))
     # The dashboards' own, which their [kafka] tables (or --kafka-config) may not set either.
     dashboards = (root / CONFIG_SOURCES["dashboards"][0]).read_text(encoding="utf-8")
@@ -1452,9 +1728,18 @@ def check_toml_keys(repo: Repo) -> tuple[list[str], str]:
     reader_src = (repo.root / READER_KAFKA_SOURCE).read_text(encoding="utf-8")
     settings_src = (repo.root / KAFKA_SETTINGS_SOURCE).read_text(encoding="utf-8")
     kinds = {
-        "collector": (rust_schema(config_source(repo.root, "collector"), "RawConfig"), string_literals_in_match_arm(settings_src, "Self::Producer")),
-        "compactor": (rust_schema(config_source(repo.root, "compactor"), "RawCompactConfig"), string_literals_in_match_arm(settings_src, "Self::Consumer")),
-        "dashboards": (rust_schema(config_source(repo.root, "dashboards"), "RawConfig"), reader_reserved(repo.root)),
+        "collector": (
+            rust_schema(config_source(repo.root, "collector"), "RawConfig"),
+            string_literals_in_match_arm(settings_src, "Self::Producer"),
+        ),
+        "compactor": (
+            rust_schema(config_source(repo.root, "compactor"), "RawCompactConfig"),
+            string_literals_in_match_arm(settings_src, "Self::Consumer"),
+        ),
+        "dashboards": (
+            rust_schema(config_source(repo.root, "dashboards"), "RawConfig"),
+            reader_reserved(repo.root),
+        ),
         "reader": (rust_schema(reader_src, "SettingsFile"), reader_reserved(repo.root)),
     }
     for kind, (schema, reserved) in kinds.items():
@@ -1462,13 +1747,17 @@ def check_toml_keys(repo: Repo) -> tuple[list[str], str]:
             problems.append(f"could not read the {kind}'s config structs from the Rust source")
     reader_kafka = kinds["reader"][0].get("kafka")
     if not isinstance(reader_kafka, dict) or set(reader_kafka) != {"extra", "extra_env"}:
-        problems.append(f"{READER_KAFKA_SOURCE}: expected a file of [kafka.extra] and [kafka.extra_env] only, read {kinds['reader'][0]}")
+        problems.append(
+            f"{READER_KAFKA_SOURCE}: expected a file of [kafka.extra] and [kafka.extra_env] only, read {kinds['reader'][0]}"
+        )
     checked: dict[str, int] = {}
     for path in sorted((repo.root / "deploy").rglob("*.toml")):
         rel = path.relative_to(repo.root)
         kind = toml_kind(path)
         if kind is None:
-            problems.append(f"{rel}: no loader known for it (name it after collector, compactor, dashboards or *-kafka)")
+            problems.append(
+                f"{rel}: no loader known for it (name it after collector, compactor, dashboards or *-kafka)"
+            )
             continue
         checked[kind] = checked.get(kind, 0) + 1
         try:
@@ -1483,12 +1772,19 @@ def check_toml_keys(repo: Repo) -> tuple[list[str], str]:
                 problems.append(f"{rel}: kafka setting {setting!r} is reserved by the code")
         for setting in kafka.get("extra") or {}:
             if setting.endswith("password") or "secret" in setting or setting == "ssl.key.pem":
-                problems.append(f"{rel}: kafka.extra.{setting!r} is a secret: the code wants it in kafka.extra_env")
-        for var in list((kafka.get("extra_env") or {}).values()) + [((data.get("otlp") or {}).get("auth_token_env"))]:
+                problems.append(
+                    f"{rel}: kafka.extra.{setting!r} is a secret: the code wants it in kafka.extra_env"
+                )
+        for var in list((kafka.get("extra_env") or {}).values()) + [
+            ((data.get("otlp") or {}).get("auth_token_env"))
+        ]:
             if var is not None and not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", var):
                 problems.append(f"{rel}: {var!r} is not an environment variable name")
     counts = ", ".join(f"{checked.get(k, 0)} {k}" for k in kinds)
-    return problems, f"{counts} files against the collector's RawConfig / RawCompactConfig / the dashboards' RawConfig / the readers' File"
+    return (
+        problems,
+        f"{counts} files against the collector's RawConfig / RawCompactConfig / the dashboards' RawConfig / the readers' File",
+    )
 
 
 def check_config_copies(repo: Repo) -> list[str]:
@@ -1505,7 +1801,10 @@ def check_config_copies(repo: Repo) -> list[str]:
         elif a.read_bytes() != b.read_bytes():
             problems.append(f"{copy} differs from {source}: cp {source} {copy}")
     # A new file on either side needs its pair here.
-    for folder, known in (("deploy/config", {s for s, _ in pairs}), ("deploy/k8s/base/files", {c for _, c in pairs})):
+    for folder, known in (
+        ("deploy/config", {s for s, _ in pairs}),
+        ("deploy/k8s/base/files", {c for _, c in pairs}),
+    ):
         for path in sorted((repo.root / folder).glob("*")):
             rel = str(path.relative_to(repo.root))
             if path.is_file() and rel not in known:
@@ -1548,11 +1847,17 @@ def check_promtool(repo: Repo) -> tuple[list[str], str]:
     promtool = shutil.which("promtool")
     if not promtool:
         raise Skip("promtool not found")
-    rule = yaml.safe_load((repo.root / "deploy/k8s/base/prometheusrule.yaml").read_text(encoding="utf-8"))
+    rule = yaml.safe_load(
+        (repo.root / "deploy/k8s/base/prometheusrule.yaml").read_text(encoding="utf-8")
+    )
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / "prometheusrule-groups.yml"
-        path.write_text(yaml.safe_dump({"groups": rule["spec"]["groups"]}, sort_keys=False), encoding="utf-8")
-        run = subprocess.run([promtool, "check", "rules", str(path)], capture_output=True, text=True)
+        path.write_text(
+            yaml.safe_dump({"groups": rule["spec"]["groups"]}, sort_keys=False), encoding="utf-8"
+        )
+        run = subprocess.run(
+            [promtool, "check", "rules", str(path)], capture_output=True, text=True
+        )
     if run.returncode != 0:
         return [(run.stdout + run.stderr).strip().replace("\n", " | ")], ""
     return [], (run.stdout.strip().splitlines() or [""])[-1].strip()
@@ -1574,7 +1879,9 @@ def check_kustomize(repo: Repo, version: str) -> tuple[list[str], str]:
         run = subprocess.run([kubectl, "kustomize", str(kdir)], capture_output=True, text=True)
         if run.returncode != 0:
             err = re.search(r'err="(.*)"', run.stderr)
-            problems.append(f"{rel}: kubectl kustomize failed: {err.group(1) if err else run.stderr.strip() or run.returncode}")
+            problems.append(
+                f"{rel}: kubectl kustomize failed: {err.group(1) if err else run.stderr.strip() or run.returncode}"
+            )
             continue
         objs = [o for o in yaml.safe_load_all(run.stdout) if o]
         notes.append(f"{rel}: {len(objs)} objects")
@@ -1582,7 +1889,12 @@ def check_kustomize(repo: Repo, version: str) -> tuple[list[str], str]:
             k: v
             for o in objs
             if o.get("kind") == "ConfigMap"
-            for k, v in [((meta(o).get("namespace"), meta(o).get("name", "").rsplit("-", 1)[0]), (o.get("data") or {}).get("kafka-brokers"))]
+            for k, v in [
+                (
+                    (meta(o).get("namespace"), meta(o).get("name", "").rsplit("-", 1)[0]),
+                    (o.get("data") or {}).get("kafka-brokers"),
+                )
+            ]
             if v is not None
         }
         if "overlays" not in rel.parts:
@@ -1591,23 +1903,37 @@ def check_kustomize(repo: Repo, version: str) -> tuple[list[str], str]:
             problems.append(f"{rel}: keeps the base's placeholder Kafka bootstrap")
         if any(o.get("kind") == "Secret" for o in objs):
             problems.append(f"{rel}: renders a Secret")
-        cms = {(meta(o).get("namespace"), meta(o).get("name")): o.get("data") or {} for o in objs if o.get("kind") == "ConfigMap"}
+        cms = {
+            (meta(o).get("namespace"), meta(o).get("name")): o.get("data") or {}
+            for o in objs
+            if o.get("kind") == "ConfigMap"
+        }
         for w in (o for o in objs if o.get("kind") in WORKLOAD_KINDS):
             ns = meta(w).get("namespace")
             for c in containers(pod_spec(w) or {}):
                 if "overlays" in rel.parts and c.get("image", "").split(":")[0] == "candor":
-                    problems.append(f"{rel}: {name_of(w)} still uses the placeholder image {c.get('image')!r}")
+                    problems.append(
+                        f"{rel}: {name_of(w)} still uses the placeholder image {c.get('image')!r}"
+                    )
                 for e in c.get("env") or []:
                     ref = (e.get("valueFrom") or {}).get("configMapKeyRef")
                     if ref and ref.get("key") not in cms.get((ns, ref.get("name")), {}):
-                        problems.append(f"{rel}: {name_of(w)} env {e.get('name')}: rendered ConfigMap {ref.get('name')} has no key {ref.get('key')}")
+                        problems.append(
+                            f"{rel}: {name_of(w)} env {e.get('name')}: rendered ConfigMap {ref.get('name')} has no key {ref.get('key')}"
+                        )
                     if ref and e.get("name", "").endswith(("KAFKA_BROKERS", "CANDOR_KAFKA")):
                         value = cms.get((ns, ref.get("name")), {}).get(ref.get("key"), "")
-                        if not all(re.fullmatch(r"[\w.\-\[\]:]+:\d+", b.strip()) for b in value.split(",")):
-                            problems.append(f"{rel}: {name_of(w)} {e.get('name')} = {value!r} is not a host:port list")
+                        if not all(
+                            re.fullmatch(r"[\w.\-\[\]:]+:\d+", b.strip()) for b in value.split(",")
+                        ):
+                            problems.append(
+                                f"{rel}: {name_of(w)} {e.get('name')} = {value!r} is not a host:port list"
+                            )
             for v in (pod_spec(w) or {}).get("volumes") or []:
                 if v.get("configMap") and (ns, v["configMap"].get("name")) not in cms:
-                    problems.append(f"{rel}: {name_of(w)} volume {v.get('name')}: rendered ConfigMap {v['configMap'].get('name')} missing")
+                    problems.append(
+                        f"{rel}: {name_of(w)} volume {v.get('name')}: rendered ConfigMap {v['configMap'].get('name')} missing"
+                    )
         if kubernetes_validate is not None:
             for o in objs:
                 try:
@@ -1632,31 +1958,88 @@ def main() -> int:
 
     checks: list[tuple[str, Callable[[], Any]]] = [
         ("every YAML under deploy/k8s parses", lambda: check_yaml(repo)),
-        ("every object has apiVersion, kind, metadata.name and a Candor namespace", lambda: check_shape(repo)),
-        ("every kustomization's resources, patches and generator files exist; no Secret in them", lambda: check_kustomizations(repo)),
-        ("built-in objects match the Kubernetes schema", lambda: check_schema(repo, args.k8s_version)),
+        (
+            "every object has apiVersion, kind, metadata.name and a Candor namespace",
+            lambda: check_shape(repo),
+        ),
+        (
+            "every kustomization's resources, patches and generator files exist; no Secret in them",
+            lambda: check_kustomizations(repo),
+        ),
+        (
+            "built-in objects match the Kubernetes schema",
+            lambda: check_schema(repo, args.k8s_version),
+        ),
         ("workload selectors match their pod templates", lambda: check_workload_selectors(repo)),
-        ("every Service selects a Deployment/StatefulSet template", lambda: check_service_selectors(repo)),
+        (
+            "every Service selects a Deployment/StatefulSet template",
+            lambda: check_service_selectors(repo),
+        ),
         ("every Service targetPort is a container port", lambda: check_service_ports(repo)),
-        ("probes use declared ports, readiness /readyz, liveness /healthz", lambda: check_probes(repo)),
-        ("ServiceMonitors select Services and ports; collector, compactor and dashboards scraped", lambda: check_service_monitors(repo)),
+        (
+            "probes use declared ports, readiness /readyz, liveness /healthz",
+            lambda: check_probes(repo),
+        ),
+        (
+            "ServiceMonitors select Services and ports; collector, compactor and dashboards scraped",
+            lambda: check_service_monitors(repo),
+        ),
         ("HPA and PodDisruptionBudgets target real workloads", lambda: check_hpa_pdb(repo)),
-        ("pods are restricted (non-root, read-only root, no caps) with requests and limits", lambda: check_pod_security(repo)),
-        ("table maintenance runs once: compactors' own off, one CronJob runs `maintain` (Forbid, deadlines)", lambda: check_maintenance(repo)),
-        ("dashboards alone in candor-monitoring, own ServiceAccount and Kafka user, read-only storage Secret", lambda: check_dashboards_isolated(repo)),
-        ("dashboards NetworkPolicy: ingress 3000 only; egress only Kafka TLS, object store, webhook, DNS", lambda: check_dashboards_network_policy(repo)),
+        (
+            "pods are restricted (non-root, read-only root, no caps) with requests and limits",
+            lambda: check_pod_security(repo),
+        ),
+        (
+            "table maintenance runs once: compactors' own off, one CronJob runs `maintain` (Forbid, deadlines)",
+            lambda: check_maintenance(repo),
+        ),
+        (
+            "dashboards alone in candor-monitoring, own ServiceAccount and Kafka user, read-only storage Secret",
+            lambda: check_dashboards_isolated(repo),
+        ),
+        (
+            "dashboards NetworkPolicy: ingress 3000 only; egress only Kafka TLS, object store, webhook, DNS",
+            lambda: check_dashboards_network_policy(repo),
+        ),
         ("Secrets hold placeholders only and are never applied", lambda: check_secrets(repo)),
-        ("every referenced Secret and key is described in secrets.example.yaml", lambda: check_secret_refs(repo)),
-        ("every referenced ConfigMap and key exists, values non-empty", lambda: check_configmap_refs(repo)),
-        ("--config / --kafka-config files are mounted; their TLS/CA files and variables are provided; Kafka over TLS", lambda: check_config_mounts(repo)),
-        ("container commands, flags and CANDOR_* variables are declared by the binaries", lambda: check_commands(repo)),
-        ("the Dockerfile builds and installs candor-collector, candor, candor-dashboards, with libssl", lambda: check_dockerfile(repo)),
+        (
+            "every referenced Secret and key is described in secrets.example.yaml",
+            lambda: check_secret_refs(repo),
+        ),
+        (
+            "every referenced ConfigMap and key exists, values non-empty",
+            lambda: check_configmap_refs(repo),
+        ),
+        (
+            "--config / --kafka-config files are mounted; their TLS/CA files and variables are provided; Kafka over TLS",
+            lambda: check_config_mounts(repo),
+        ),
+        (
+            "container commands, flags and CANDOR_* variables are declared by the binaries",
+            lambda: check_commands(repo),
+        ),
+        (
+            "the Dockerfile builds and installs candor-collector, candor, candor-dashboards, with libssl",
+            lambda: check_dockerfile(repo),
+        ),
         ("every TOML under deploy/ parses", lambda: check_toml_parse(repo)),
-        ("TOML keys and types are those the Rust config structs (and the readers' Kafka file) declare", lambda: check_toml_keys(repo)),
-        ("deploy/config/*.toml equal the kustomize base's copies", lambda: check_config_copies(repo)),
-        ("the PrometheusRule equals dashboards/prometheus/candor.rules.yml, regenerated", lambda: check_prometheus_rule(repo)),
+        (
+            "TOML keys and types are those the Rust config structs (and the readers' Kafka file) declare",
+            lambda: check_toml_keys(repo),
+        ),
+        (
+            "deploy/config/*.toml equal the kustomize base's copies",
+            lambda: check_config_copies(repo),
+        ),
+        (
+            "the PrometheusRule equals dashboards/prometheus/candor.rules.yml, regenerated",
+            lambda: check_prometheus_rule(repo),
+        ),
         ("promtool check rules accepts the PrometheusRule's groups", lambda: check_promtool(repo)),
-        ("kubectl kustomize renders base and overlays; overlay sets image and Kafka", lambda: check_kustomize(repo, args.k8s_version)),
+        (
+            "kubectl kustomize renders base and overlays; overlay sets image and Kafka",
+            lambda: check_kustomize(repo, args.k8s_version),
+        ),
     ]
     passed = failed = skipped = 0
     for title, run in checks:
@@ -1673,7 +2056,9 @@ def main() -> int:
         problems, note = result if isinstance(result, tuple) else (result, "")
         if problems:
             failed += 1
-            shown = problems[:8] + ([f"... and {len(problems) - 8} more"] if len(problems) > 8 else [])
+            shown = problems[:8] + (
+                [f"... and {len(problems) - 8} more"] if len(problems) > 8 else []
+            )
             print(f"FAIL {title}: " + " | ".join(shown))
         else:
             passed += 1

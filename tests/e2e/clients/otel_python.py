@@ -9,53 +9,88 @@ Prints {"trace_id": hex, "span_id": hex} of the span it sent. Exits 1 when an ex
 
 import json
 import sys
+from collections.abc import Sequence
+from typing import TypedDict
 
 from opentelemetry.sdk.metrics import MeterProvider
-from opentelemetry.sdk.metrics.export import PeriodicExportingMetricReader
+from opentelemetry.sdk.metrics.export import MetricExporter, PeriodicExportingMetricReader
 from opentelemetry.sdk.resources import Resource
-from opentelemetry.sdk.trace import TracerProvider
-from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor, SpanExporter, SpanExportResult
+from opentelemetry.util.types import AttributeValue
 
 
-def exporters(spec):
+class Point(TypedDict):
+    """One counter point."""
+
+    value: float
+    attributes: dict[str, AttributeValue]
+
+
+class Spec(TypedDict):
+    """What the suite asks for."""
+
+    protocol: str
+    endpoint: str
+    resource: dict[str, AttributeValue]
+    span: str
+    event: str
+    events: list[dict[str, AttributeValue]]
+    counter: str
+    unit: str
+    points: list[Point]
+
+
+def exporters(spec: Spec) -> tuple[SpanExporter, MetricExporter]:
     if spec["protocol"] == "grpc":
-        from opentelemetry.exporter.otlp.proto.grpc.metric_exporter import OTLPMetricExporter
-        from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import OTLPSpanExporter
+        from opentelemetry.exporter.otlp.proto.grpc.metric_exporter import (
+            OTLPMetricExporter as GrpcMetricExporter,
+        )
+        from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import (
+            OTLPSpanExporter as GrpcSpanExporter,
+        )
 
         return (
-            OTLPSpanExporter(endpoint=spec["endpoint"], insecure=True),
-            OTLPMetricExporter(endpoint=spec["endpoint"], insecure=True),
+            GrpcSpanExporter(endpoint=spec["endpoint"], insecure=True),
+            GrpcMetricExporter(endpoint=spec["endpoint"], insecure=True),
         )
-    from opentelemetry.exporter.otlp.proto.http.metric_exporter import OTLPMetricExporter
-    from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
+    from opentelemetry.exporter.otlp.proto.http.metric_exporter import (
+        OTLPMetricExporter as HttpMetricExporter,
+    )
+    from opentelemetry.exporter.otlp.proto.http.trace_exporter import (
+        OTLPSpanExporter as HttpSpanExporter,
+    )
 
     return (
-        OTLPSpanExporter(endpoint=spec["endpoint"] + "/v1/traces"),
-        OTLPMetricExporter(endpoint=spec["endpoint"] + "/v1/metrics"),
+        HttpSpanExporter(endpoint=spec["endpoint"] + "/v1/traces"),
+        HttpMetricExporter(endpoint=spec["endpoint"] + "/v1/metrics"),
     )
 
 
-class Recording:
+class Recording(SpanExporter):
     """Wraps an exporter and remembers whether every export succeeded."""
 
-    def __init__(self, inner):
+    def __init__(self, inner: SpanExporter) -> None:
         self.inner = inner
         self.failed = False
 
-    def __getattr__(self, name):
-        return getattr(self.inner, name)
-
-    def export(self, batch, *args, **kwargs):
-        result = self.inner.export(batch, *args, **kwargs)
-        if getattr(result, "name", "") != "SUCCESS":
+    def export(self, spans: Sequence[ReadableSpan]) -> SpanExportResult:
+        result = self.inner.export(spans)
+        if result is not SpanExportResult.SUCCESS:
             self.failed = True
         return result
 
+    def shutdown(self) -> None:
+        self.inner.shutdown()
 
-def main():
-    spec = json.load(sys.stdin)
-    span_exporter, metric_exporter = exporters(spec)
-    span_exporter = Recording(span_exporter)
+    def force_flush(self, timeout_millis: int = 30000) -> bool:
+        return self.inner.force_flush(timeout_millis)
+
+
+def main() -> None:
+    spec: Spec = json.load(sys.stdin)
+    inner_span_exporter, metric_exporter = exporters(spec)
+    span_exporter = Recording(inner_span_exporter)
     resource = Resource.create(spec["resource"])
     tracer_provider = TracerProvider(resource=resource)
     tracer_provider.add_span_processor(SimpleSpanProcessor(span_exporter))
@@ -76,7 +111,14 @@ def main():
     metrics_ok = meter_provider.force_flush(timeout_millis=20_000)
     meter_provider.shutdown()
     tracer_provider.shutdown()
-    print(json.dumps({"trace_id": format(context.trace_id, "032x"), "span_id": format(context.span_id, "016x")}))
+    print(
+        json.dumps(
+            {
+                "trace_id": format(context.trace_id, "032x"),
+                "span_id": format(context.span_id, "016x"),
+            }
+        )
+    )
     if span_exporter.failed or not metrics_ok:
         print("an export failed", file=sys.stderr)
         sys.exit(1)

@@ -28,7 +28,7 @@ import sys
 import duckdb
 from deltalake import DeltaTable
 
-EPOCH = datetime.datetime(1970, 1, 1, tzinfo=datetime.timezone.utc)
+EPOCH = datetime.datetime(1970, 1, 1, tzinfo=datetime.UTC)
 
 GROUP_COLUMNS = {"target": "tool_target", "tool": "tool_name", "service": "service_name"}
 
@@ -162,7 +162,7 @@ SELECT
 """
 
 
-def build_rates_sql(counts_filter, events_filter, group_column):
+def build_rates_sql(counts_filter: str, events_filter: str, group_column: str) -> str:
     """RATES_SQL with its filters and grouping column filled in."""
     return RATES_SQL.format(
         counts_deduped=COUNTS_DEDUPED.format(counts_filter=counts_filter),
@@ -171,7 +171,7 @@ def build_rates_sql(counts_filter, events_filter, group_column):
     )
 
 
-def parse_time(text):
+def parse_time(text: str) -> int:
     """RFC 3339 with 'Z' or an offset, as microseconds since the epoch."""
     moment = datetime.datetime.fromisoformat(text.replace("z", "Z"))
     if moment.tzinfo is None:
@@ -180,20 +180,22 @@ def parse_time(text):
     return (delta.days * 86_400 + delta.seconds) * 1_000_000 + delta.microseconds
 
 
-def format_time(micros):
+def format_time(micros: int) -> str:
     moment = EPOCH + datetime.timedelta(microseconds=micros)
     return moment.strftime("%Y-%m-%dT%H:%M:%S.%fZ")
 
 
-def live_files(table_dir):
+def live_files(table_dir: str) -> list[str]:
     """The data files of the table's current version; none for a table with no Delta log."""
     if not DeltaTable.is_deltatable(table_dir):
         return []
     files = DeltaTable(table_dir).file_uris()
-    return [path[len("file://"):] if path.startswith("file://") else path for path in files]
+    return [path[len("file://") :] if path.startswith("file://") else path for path in files]
 
 
-def load(con, name, columns, files):
+def load(
+    con: duckdb.DuckDBPyConnection, name: str, columns: dict[str, str], files: list[str]
+) -> None:
     """Creates the table `name` with `columns` and fills it from the Parquet `files`."""
     con.execute(f"CREATE TABLE {name} ({', '.join(f'{c} {t}' for c, t in columns.items())})")
     if files:
@@ -204,7 +206,7 @@ def load(con, name, columns, files):
         )
 
 
-def main():
+def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--root", required=True)
     parser.add_argument("--since", required=True, type=parse_time)
@@ -227,7 +229,7 @@ def main():
     load(con, "counts", COUNTS_COLUMNS, live_files(os.path.join(args.root, "outcome_counts")))
     load(con, "events", EVENTS_COLUMNS, live_files(os.path.join(args.root, "outcome_events")))
 
-    params = {
+    params: dict[str, int | str] = {
         "since": args.since,
         "until": args.until,
         "lookback": args.lookback * 1_000_000,
@@ -246,10 +248,18 @@ def main():
     # DuckDB refuses named parameters that a statement does not use: the totals have no buckets.
     totals_params = {key: value for key, value in params.items() if key != "step"}
 
-    rows = []
-    for group, bucket_start, calls, success, empty, partial, access_failure, failure_events in (
-        con.execute(rates_sql, params).fetchall()
-    ):
+    rows: list[dict[str, object]] = []
+    for (
+        group,
+        bucket_start,
+        calls,
+        success,
+        empty,
+        partial,
+        access_failure,
+        failure_events,
+    ) in con.execute(rates_sql, params).fetchall():
+        rate: float | None
         if calls is None:
             denominator, rate = "missing", None
         elif calls == 0:
@@ -270,7 +280,7 @@ def main():
                 "failure_events": failure_events,
             }
         )
-    unspecified, without_baseline = con.execute(totals_sql, totals_params).fetchone()
+    [(unspecified, without_baseline)] = con.execute(totals_sql, totals_params).fetchall()
     print(
         json.dumps(
             {

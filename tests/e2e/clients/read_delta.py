@@ -22,11 +22,11 @@ import pyarrow
 from deltalake import DeltaTable
 
 
-def plain(value):
+def plain(value: object) -> object:
     if isinstance(value, datetime.datetime):
         if value.tzinfo is None:
-            value = value.replace(tzinfo=datetime.timezone.utc)
-        delta = value - datetime.datetime(1970, 1, 1, tzinfo=datetime.timezone.utc)
+            value = value.replace(tzinfo=datetime.UTC)
+        delta = value - datetime.datetime(1970, 1, 1, tzinfo=datetime.UTC)
         return (delta.days * 86_400 + delta.seconds) * 1_000_000 + delta.microseconds
     if isinstance(value, datetime.date):
         return value.isoformat()
@@ -35,14 +35,14 @@ def plain(value):
     return value
 
 
-def open_table(uri):
+def open_table(uri: str) -> DeltaTable:
     if uri.startswith("s3://"):
         options = {key: value for key, value in os.environ.items() if key.startswith("AWS_")}
         return DeltaTable(uri, storage_options=options)
     return DeltaTable(uri)
 
 
-def main():
+def main() -> None:
     if sys.argv[1] == "--files":
         for path in open_table(sys.argv[2]).file_uris():
             print(path)

@@ -14,7 +14,8 @@ pub mod s3;
 pub mod tansu;
 
 use std::net::TcpListener;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
 use std::time::{Duration, Instant};
 
 /// A free loopback port (bound, read, released).
@@ -99,4 +100,47 @@ pub fn python() -> PathBuf {
         venv.display()
     );
     venv
+}
+
+/// Runs the Python client `tests/e2e/clients/{script}` with `spec` as JSON on its stdin and
+/// returns the JSON it printed, or panics with its stderr when it fails or outlasts `timeout`.
+/// It imports this checkout's Python adapter (`adapters/python/src`), whatever the venv holds.
+pub async fn run_python_client(
+    script: &str,
+    spec: &serde_json::Value,
+    timeout: Duration,
+) -> serde_json::Value {
+    use tokio::io::AsyncWriteExt as _;
+
+    let tests = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let mut child = tokio::process::Command::new(python())
+        .arg(tests.join("e2e/clients").join(script))
+        .env("PYTHONPATH", tests.join("../adapters/python/src"))
+        .env_remove("OTEL_EXPORTER_OTLP_ENDPOINT")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap_or_else(|err| panic!("starting {script}: {err}"));
+    let mut stdin = child.stdin.take().expect("stdin is piped");
+    stdin
+        .write_all(spec.to_string().as_bytes())
+        .await
+        .unwrap_or_else(|err| panic!("writing {script}'s spec: {err}"));
+    drop(stdin);
+    let output = tokio::time::timeout(timeout, child.wait_with_output())
+        .await
+        .unwrap_or_else(|_| panic!("{script} did not finish within {timeout:?}"))
+        .unwrap_or_else(|err| panic!("waiting for {script}: {err}"));
+    assert!(
+        output.status.success(),
+        "{script} failed: {}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    serde_json::from_slice(&output.stdout).unwrap_or_else(|err| {
+        panic!(
+            "{script} printed no JSON ({err}): {}",
+            String::from_utf8_lossy(&output.stdout)
+        )
+    })
 }

@@ -96,6 +96,13 @@ banner "python adapter: pytest, mypy --strict, ruff"
     "$CANDOR_VENV/bin/ruff" format --no-cache --check .
 )
 
+# The rest of our Python (the end-to-end clients, the benchmark reports, the manifest generator):
+# strict typing and lints, with the settings in mypy.ini and ruff.toml.
+banner "python scripts: mypy --strict, ruff"
+"$CANDOR_VENV/bin/mypy" --config-file mypy.ini --cache-dir "$HOME/.cache/candor-mypy"
+"$CANDOR_VENV/bin/ruff" check --no-cache tests deploy
+"$CANDOR_VENV/bin/ruff" format --no-cache --check tests deploy
+
 banner "cargo fmt --check"
 cargo fmt --all -- --check
 # The fuzz crate is a workspace of its own (its builds are instrumented), outside --all.

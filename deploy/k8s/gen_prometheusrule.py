@@ -3,9 +3,9 @@
 
 The Prometheus rules file is itself generated from dashboards/rules.toml, the one source of
 Candor's alert rules (`candor-dashboards export-rules --prometheus`), and is checked and
-unit-tested with promtool (dashboards/prometheus/candor.rules.test.yml). This script wraps its `groups` unchanged in a
-Prometheus Operator PrometheusRule (monitoring.coreos.com/v1). YAML anchors and aliases in the
-source (`&hop_unknown`) are expanded, so the output has none.
+unit-tested with promtool (dashboards/prometheus/candor.rules.test.yml). This script wraps its
+`groups` unchanged in a Prometheus Operator PrometheusRule (monitoring.coreos.com/v1). YAML
+anchors and aliases in the source (`&hop_unknown`) are expanded, so the output has none.
 
     python3 deploy/k8s/gen_prometheusrule.py           # rewrite the committed file
     python3 deploy/k8s/gen_prometheusrule.py --check   # exit 1 when the committed file is stale
@@ -69,12 +69,13 @@ def _str(dumper: yaml.SafeDumper, value: str) -> yaml.ScalarNode:
 _Dumper.add_representer(str, _str)
 
 
-def groups_of(source_text: str) -> list:
+def groups_of(source_text: str) -> list[object]:
     """The `groups` of a Prometheus rules file."""
     data = yaml.safe_load(source_text)
-    if not isinstance(data, dict) or not isinstance(data.get("groups"), list):
+    groups = data.get("groups") if isinstance(data, dict) else None
+    if not isinstance(groups, list):
         raise ValueError(f"{SOURCE}: expected a mapping with a `groups` list")
-    return data["groups"]
+    return groups
 
 
 def render(source_text: str) -> str:
@@ -112,7 +113,9 @@ def main() -> int:
     if args.check:
         current = out.read_text(encoding="utf-8") if out.exists() else ""
         if current != text:
-            print(f"{OUTPUT} is stale: run python3 deploy/k8s/gen_prometheusrule.py", file=sys.stderr)
+            print(
+                f"{OUTPUT} is stale: run python3 deploy/k8s/gen_prometheusrule.py", file=sys.stderr
+            )
             return 1
         print(f"{OUTPUT} is up to date")
         return 0

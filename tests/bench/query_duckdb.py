@@ -1,7 +1,8 @@
 """The `candor` benchmark's questions asked of DuckDB over the same Parquet files (the live file
 list from the Python deltalake package): the rates computation with the CLI's semantics
 (tests/e2e/clients/rates_duckdb.py), a plain group-by count per target, a trace lookup and one
-target's events in one hour. Prints the first (cold) run, and the fastest and the median of the following runs.
+target's events in one hour. Prints the first (cold) run, and the fastest and the median of the
+following runs.
 
 Usage: query_duckdb.py ROOT SINCE UNTIL TRACE_ID TARGET INCIDENT_FROM [RUNS]
 """
@@ -11,6 +12,7 @@ import os
 import statistics
 import sys
 import time
+from collections.abc import Callable, Sized
 
 import duckdb
 
@@ -18,12 +20,15 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 SPEC = importlib.util.spec_from_file_location(
     "rates_duckdb", os.path.join(HERE, "..", "e2e", "clients", "rates_duckdb.py")
 )
+if SPEC is None or SPEC.loader is None:
+    raise ImportError("rates_duckdb.py not found")
 rates = importlib.util.module_from_spec(SPEC)
 SPEC.loader.exec_module(rates)
 
 
-def timed(name, runs, run):
-    times, rows = [], 0
+def timed(name: str, runs: int, run: Callable[[], Sized]) -> None:
+    times: list[float] = []
+    rows = 0
     for _ in range(runs):
         started = time.perf_counter()
         rows = len(run())
@@ -35,7 +40,7 @@ def timed(name, runs, run):
     )
 
 
-def main():
+def main() -> None:
     root, since, until, trace_id, target, incident_from = sys.argv[1:7]
     runs = int(sys.argv[7]) if len(sys.argv) > 7 else 10
     since_us, until_us = rates.parse_time(since), rates.parse_time(until)
@@ -44,10 +49,16 @@ def main():
     for name, table in (("counts", "outcome_counts"), ("events", "outcome_events")):
         files = rates.live_files(os.path.join(root, table))
         con.execute(
-            f"CREATE VIEW {name} AS SELECT * FROM read_parquet({files!r}, hive_partitioning = false)"
+            f"CREATE VIEW {name} AS SELECT * FROM read_parquet({files!r}, "
+            "hive_partitioning = false)"
         )
     sql = rates.build_rates_sql("true", "true", "tool_target")
-    params = {"since": since_us, "until": until_us, "lookback": 900_000_000, "step": until_us - since_us}
+    params = {
+        "since": since_us,
+        "until": until_us,
+        "lookback": 900_000_000,
+        "step": until_us - since_us,
+    }
     timed("rates --by target (same semantics)", runs, lambda: con.execute(sql, params).fetchall())
     timed(
         "group-by count per target",

@@ -20,7 +20,8 @@ The lines read (stdlib only, Python 3.11):
   compactor.sh and compactor_report.py, under "== 1. ..." (then "after optimize:") and "== 3. ...":
     rows N wall_s X events_per_s N cpu_s X events_per_cpu_s N commits N write_and_commit_s X
         peak_rss_mib X
-    rows N files N bytes N bytes_per_row X / pyarrow_rows N pyarrow_seconds X pyarrow_bytes_per_row X
+    rows N files N bytes N bytes_per_row X
+    pyarrow_rows N pyarrow_seconds X pyarrow_bytes_per_row X
     latency_rows N p50_s X p95_s X max_s X
   query.sh, query/examples/hot.rs and query_duckdb.py:
     fresh NAME: rows N best_wall_ms N peak_rss_mib N / open: X ms / hot NAME: rows N min_ms X
@@ -37,12 +38,87 @@ import math
 import re
 import statistics
 import sys
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TypedDict
 
 PARTS = ("adapter", "collector", "compactor", "query", "latency")
 GOALS_MS = {"live": 2_000, "table": 30_000}
 ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
+
+# One repetition's figures, by key ("co.full.events_per_s", ...).
+Values = dict[str, float]
+# A part's parser: its lines, the figures it found, the lines it did not find, notes.
+Parser = Callable[[list[str], Values, list[str], list[str]], None]
+
+
+class Stats(TypedDict):
+    """One figure over the repetitions: every repetition's value (None: missing), and their
+    median, min and max."""
+
+    values: list[float | None]
+    median: float | None
+    min: float | None
+    max: float | None
+    n: int
+    of: int
+
+
+class PeerStats(Stats):
+    """A peer's figure, with the peer's name."""
+
+    name: str | None
+
+
+class FigureEntry(TypedDict):
+    """A figure of report.json."""
+
+    part: str
+    figure: str
+    unit: str
+    better: str
+    candor: Stats
+    peer: PeerStats | None
+    ratio: Stats | None
+
+
+class Status(TypedDict):
+    """A part's exit status and duration in one repetition (run.txt)."""
+
+    exit: int
+    seconds: int
+
+
+class RunEntry(Status):
+    """A run of report.json: one part in one repetition."""
+
+    rep: int
+    part: str
+
+
+class Run(TypedDict):
+    """What run.txt holds."""
+
+    params: dict[str, str]
+    orders: dict[int, list[str]]
+    exits: dict[tuple[int, str], Status]
+
+
+class Report(TypedDict):
+    """report.json."""
+
+    results: str
+    machine: dict[str, str]
+    params: dict[str, str]
+    orders: dict[str, list[str]]
+    runs: list[RunEntry]
+    repetitions: int
+    figures: list[FigureEntry]
+    latency: list[dict[str, object]]
+    missing: list[str]
+    notes: list[str]
+    not_found: list[str]
 
 
 @dataclass(frozen=True)
@@ -52,7 +128,7 @@ class Expect:
 
     section: str | None
     pattern: str
-    keys: dict
+    keys: dict[str, str]
     shows: str
 
 
@@ -69,7 +145,7 @@ class Figure:
     peer_key: str | None = None
 
 
-def number(text):
+def number(text: str) -> float | None:
     """A finite number from a printed value ("1,234", "5.6"), or None."""
     try:
         value = float(text.replace(",", ""))
@@ -78,10 +154,11 @@ def number(text):
     return value if math.isfinite(value) else None
 
 
-def split(lines, markers):
+def split(lines: list[str], markers: list[tuple[str, str]]) -> dict[str | None, list[str]]:
     """Lines by section: a line matching a marker starts that section (and belongs to it);
     None holds every line."""
-    sections, current = {None: lines}, None
+    sections: dict[str | None, list[str]] = {None: lines}
+    current: str | None = None
     for line in lines:
         for pattern, name in markers:
             if re.match(pattern, line):
@@ -93,12 +170,22 @@ def split(lines, markers):
     return sections
 
 
-def apply(lines, markers, expects, values, missing):
+def apply(
+    lines: list[str],
+    markers: list[tuple[str, str]],
+    expects: list[Expect],
+    values: Values,
+    missing: list[str],
+) -> None:
     sections = split(lines, markers)
     for expect in expects:
         where = f" under '{expect.section}'" if expect.section else ""
         match = next(
-            (m for line in sections.get(expect.section, []) if (m := re.match(expect.pattern, line))),
+            (
+                m
+                for line in sections.get(expect.section, [])
+                if (m := re.match(expect.pattern, line))
+            ),
             None,
         )
         if match is None:
@@ -123,7 +210,7 @@ COLLECTOR_MARKERS = [
 ]
 
 
-def loadgen(section, prefix, collector_lines=True):
+def loadgen(section: str, prefix: str, collector_lines: bool = True) -> list[Expect]:
     expects = [
         Expect(
             section,
@@ -162,40 +249,36 @@ def loadgen(section, prefix, collector_lines=True):
     return expects
 
 
-COLLECTOR = (
-    loadgen("full speed", "full")
-    + [
-        Expect("full speed", r"stored_events (?P<v>\S+)", {"v": "co.full.stored"}, "stored_events N"),
-        Expect(
-            "half",
-            r"== half of the measured maximum: (?P<v>\S+) events/s",
-            {"v": "co.half.target"},
-            "== half of the measured maximum: N events/s",
-        ),
-    ]
-    + loadgen("half", "half")
-    + loadgen("100k", "100k")
-    + [
-        Expect("half", r"stored_events (?P<v>\S+)", {"v": "co.half.stored"}, "stored_events N"),
-        Expect("100k", r"stored_events (?P<v>\S+)", {"v": "co.100k.stored"}, "stored_events N"),
-        Expect(
-            "ceiling",
-            r"raw_kafka_records_per_s (?P<v>\S+)",
-            {"v": "co.raw.records_per_s"},
-            "raw_kafka_records_per_s N",
-        ),
-        Expect(
-            "ceiling",
-            r"raw_kafka_failed (?P<f>\S+) queue_refused (?P<q>\S+)",
-            {"f": "co.raw.failed", "q": "co.raw.queue_refused"},
-            "raw_kafka_failed N queue_refused N",
-        ),
-    ]
-    + loadgen("rotel", "rotel")
-)
+COLLECTOR = [
+    *loadgen("full speed", "full"),
+    Expect("full speed", r"stored_events (?P<v>\S+)", {"v": "co.full.stored"}, "stored_events N"),
+    Expect(
+        "half",
+        r"== half of the measured maximum: (?P<v>\S+) events/s",
+        {"v": "co.half.target"},
+        "== half of the measured maximum: N events/s",
+    ),
+    *loadgen("half", "half"),
+    *loadgen("100k", "100k"),
+    Expect("half", r"stored_events (?P<v>\S+)", {"v": "co.half.stored"}, "stored_events N"),
+    Expect("100k", r"stored_events (?P<v>\S+)", {"v": "co.100k.stored"}, "stored_events N"),
+    Expect(
+        "ceiling",
+        r"raw_kafka_records_per_s (?P<v>\S+)",
+        {"v": "co.raw.records_per_s"},
+        "raw_kafka_records_per_s N",
+    ),
+    Expect(
+        "ceiling",
+        r"raw_kafka_failed (?P<f>\S+) queue_refused (?P<q>\S+)",
+        {"f": "co.raw.failed", "q": "co.raw.queue_refused"},
+        "raw_kafka_failed N queue_refused N",
+    ),
+    *loadgen("rotel", "rotel"),
+]
 
 
-def parse_collector(lines, values, missing, notes):
+def parse_collector(lines: list[str], values: Values, missing: list[str], notes: list[str]) -> None:
     apply(lines, COLLECTOR_MARKERS, COLLECTOR, values, missing)
     for prefix, who in (
         ("full", "candor, full speed"),
@@ -208,8 +291,13 @@ def parse_collector(lines, values, missing, notes):
             notes.append(f"{who}: {refused:,.0f} events refused")
         stored, accepted = values.get(f"co.{prefix}.stored"), values.get(f"co.{prefix}.accepted")
         if stored is not None and accepted is not None and stored < accepted:
-            notes.append(f"{who}: the topic holds {stored:,.0f} of {accepted:,.0f} acknowledged events")
-    for key, what in (("co.raw.failed", "not acknowledged"), ("co.raw.queue_refused", "refused by its queue")):
+            notes.append(
+                f"{who}: the topic holds {stored:,.0f} of {accepted:,.0f} acknowledged events"
+            )
+    for key, what in (
+        ("co.raw.failed", "not acknowledged"),
+        ("co.raw.queue_refused", "refused by its queue"),
+    ):
         if values.get(key):
             notes.append(f"raw producer: {values[key]:,.0f} records {what}")
     # The 100,000 events/s step stands for its rate only if the collector kept up with it.
@@ -270,7 +358,7 @@ COMPACTOR = [
 ]
 
 
-def parse_compactor(lines, values, missing, notes):
+def parse_compactor(lines: list[str], values: Values, missing: list[str], notes: list[str]) -> None:
     apply(lines, COMPACTOR_MARKERS, COMPACTOR, values, missing)
     rows, write_s = values.get("cp.rows"), values.get("cp.write_s")
     if rows is not None and write_s:
@@ -278,9 +366,14 @@ def parse_compactor(lines, values, missing, notes):
     pyarrow_rows, pyarrow_s = values.get("cp.pyarrow_rows"), values.get("cp.pyarrow_s")
     if pyarrow_rows is not None and pyarrow_s:
         values["cp.pyarrow_rows_per_s"] = pyarrow_rows / pyarrow_s
-    for other, what in (("cp.optimized.rows", "the optimized table"), ("cp.pyarrow_rows", "pyarrow")):
+    for other, what in (
+        ("cp.optimized.rows", "the optimized table"),
+        ("cp.pyarrow_rows", "pyarrow"),
+    ):
         if rows is not None and values.get(other) is not None and values[other] != rows:
-            notes.append(f"the compactor committed {rows:,.0f} rows, {what} holds {values[other]:,.0f}")
+            notes.append(
+                f"the compactor committed {rows:,.0f} rows, {what} holds {values[other]:,.0f}"
+            )
 
 
 # --- query.sh -------------------------------------------------------------------------------
@@ -290,15 +383,21 @@ QUESTIONS = [
     ("rates", "rates --by target", "rates --by target", "rates --by target (same semantics)"),
     ("groupby", None, "sql group-by count per target", "group-by count per target"),
     ("trace", "trace", "trace", "trace"),
-    ("incident", "incident (one target, one hour)", "incident (one target, one hour)",
-     "incident (one target, one hour)"),
+    (
+        "incident",
+        "incident (one target, one hour)",
+        "incident (one target, one hour)",
+        "incident (one target, one hour)",
+    ),
 ]
 
 
-def query_expects():
+def query_expects() -> list[Expect]:
     expects = [
         Expect(None, r"open: (?P<v>\S+) ms", {"v": "q.open_ms"}, "open: X ms"),
-        Expect(None, r"hot peak memory: (?P<v>\d+) kB", {"v": "q.hot.rss_kib"}, "hot peak memory: N kB"),
+        Expect(
+            None, r"hot peak memory: (?P<v>\d+) kB", {"v": "q.hot.rss_kib"}, "hot peak memory: N kB"
+        ),
     ]
     for key, fresh, hot, duckdb in QUESTIONS:
         if fresh:
@@ -307,14 +406,19 @@ def query_expects():
                     None,
                     rf"fresh {re.escape(fresh)}: rows (?P<rows>\S+) best_wall_ms (?P<ms>\S+) "
                     r"peak_rss_mib (?P<rss>\S+)",
-                    {"rows": f"q.{key}.fresh.rows", "ms": f"q.{key}.fresh.ms", "rss": f"q.{key}.fresh.rss_mib"},
+                    {
+                        "rows": f"q.{key}.fresh.rows",
+                        "ms": f"q.{key}.fresh.ms",
+                        "rss": f"q.{key}.fresh.rss_mib",
+                    },
                     f"fresh {fresh}: rows N best_wall_ms N peak_rss_mib N",
                 )
             )
         expects.append(
             Expect(
                 None,
-                rf"hot {re.escape(hot)}: rows (?P<rows>\S+) min_ms (?P<min>\S+) median_ms (?P<median>\S+)",
+                rf"hot {re.escape(hot)}: rows (?P<rows>\S+) min_ms (?P<min>\S+) "
+                r"median_ms (?P<median>\S+)",
                 {"rows": f"q.{key}.hot.rows", "min": f"q.{key}.hot.min_ms"},
                 f"hot {hot}: rows N min_ms X median_ms X",
             )
@@ -322,15 +426,20 @@ def query_expects():
         expects.append(
             Expect(
                 None,
-                rf"duckdb {re.escape(duckdb)}: rows (?P<rows>\S+) cold_ms (?P<cold>\S+) hot_min_ms (?P<hot>\S+)",
-                {"rows": f"q.{key}.duckdb.rows", "cold": f"q.{key}.duckdb.cold_ms", "hot": f"q.{key}.duckdb.hot_ms"},
+                rf"duckdb {re.escape(duckdb)}: rows (?P<rows>\S+) cold_ms (?P<cold>\S+) "
+                r"hot_min_ms (?P<hot>\S+)",
+                {
+                    "rows": f"q.{key}.duckdb.rows",
+                    "cold": f"q.{key}.duckdb.cold_ms",
+                    "hot": f"q.{key}.duckdb.hot_ms",
+                },
                 f"duckdb {duckdb}: rows N cold_ms X hot_min_ms X",
             )
         )
     return expects
 
 
-def parse_query(lines, values, missing, notes):
+def parse_query(lines: list[str], values: Values, missing: list[str], notes: list[str]) -> None:
     apply(lines, [], query_expects(), values, missing)
     if "q.hot.rss_kib" in values:
         values["q.hot.rss_mib"] = values.pop("q.hot.rss_kib") / 1024
@@ -339,7 +448,9 @@ def parse_query(lines, values, missing, notes):
         for side in ("fresh", "hot"):
             rows = values.get(f"q.{key}.{side}.rows")
             if rows is not None and duckdb is not None and rows != duckdb:
-                notes.append(f"{hot} ({side}): candor answered {rows:,.0f} rows, DuckDB {duckdb:,.0f}")
+                notes.append(
+                    f"{hot} ({side}): candor answered {rows:,.0f} rows, DuckDB {duckdb:,.0f}"
+                )
 
 
 # --- cargo bench -p candor-adapter --bench overhead -------------------------------------------
@@ -360,8 +471,8 @@ CRITERION_TIME = re.compile(
 )
 
 
-def parse_adapter(lines, values, missing, notes):
-    current = None
+def parse_adapter(lines: list[str], values: Values, missing: list[str], notes: list[str]) -> None:
+    current: str | None = None
     for line in lines:
         if line in BENCHES:
             current = line
@@ -379,7 +490,11 @@ def parse_adapter(lines, values, missing, notes):
             missing.append(f"`{name}` then `time:   [LOW UNIT MID UNIT HIGH UNIT]`")
     pairs = [
         ("a.added.success", "success_path/adapter_call", "success_path/raw_operation"),
-        ("a.added.failure", "failure_attempt/adapter_call_with_span_event", "failure_attempt/sdk_span_with_one_event"),
+        (
+            "a.added.failure",
+            "failure_attempt/adapter_call_with_span_event",
+            "failure_attempt/sdk_span_with_one_event",
+        ),
     ]
     for key, call, bare in pairs:
         if f"a.{call}" in values and f"a.{bare}" in values:
@@ -391,8 +506,10 @@ def parse_adapter(lines, values, missing, notes):
 SUMMARY_KEYS = ("samples", "seen", "missing", "p50_ms", "p95_ms", "max_ms", "polls", "poll_p50_ms")
 
 
-def parse_latency(lines, values, missing, notes, texts):
-    summaries = {}
+def parse_latency(
+    lines: list[str], values: Values, missing: list[str], notes: list[str], texts: dict[str, str]
+) -> None:
+    summaries: dict[str, dict[str, object]] = {}
     for line in lines:
         if match := re.match(r"latency: compactor max age (\S+)", line):
             texts["max_age"] = match.group(1)
@@ -413,12 +530,18 @@ def parse_latency(lines, values, missing, notes, texts):
             continue
         for key in SUMMARY_KEYS:
             value = summary.get(key)
-            if isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value):
+            if (
+                isinstance(value, (int, float))
+                and not isinstance(value, bool)
+                and math.isfinite(value)
+            ):
                 values[f"l.{mode}.{key}"] = float(value)
             else:
-                missing.append(f'`{key}` of the {mode} summary is {json.dumps(value)}')
+                missing.append(f"`{key}` of the {mode} summary is {json.dumps(value)}")
         if summary.get("missing"):
-            notes.append(f"{mode}: {summary['missing']} of {summary.get('samples')} samples never seen")
+            notes.append(
+                f"{mode}: {summary['missing']} of {summary.get('samples')} samples never seen"
+            )
 
 
 # --- figures --------------------------------------------------------------------------------
@@ -429,57 +552,207 @@ DUCK_FIRST = "DuckDB, first run"
 DUCK_BEST = "DuckDB, fastest of runs 2–10"
 
 
-def figures():
+def figures() -> list[Figure]:
     rows = [
-        Figure("adapter", "success: adapter call", "ns", "lower", "a.success_path/adapter_call",
-               BARE, "a.success_path/raw_operation"),
-        Figure("adapter", "success: added per call (adapter − bare)", "ns", "lower", "a.added.success"),
-        Figure("adapter", "success: adapter call, no-op OTel providers", "ns", "lower",
-               "a.success_path/adapter_call_noop_providers", BARE, "a.success_path/raw_operation"),
-        Figure("adapter", "failure: adapter call with its span event", "ns", "lower",
-               "a.failure_attempt/adapter_call_with_span_event", "bare SDK span with one event",
-               "a.failure_attempt/sdk_span_with_one_event"),
-        Figure("adapter", "failure: adapter call with its span event", "ns", "lower",
-               "a.failure_attempt/adapter_call_with_span_event", "tracing-opentelemetry event",
-               "a.failure_attempt/tracing_opentelemetry_event"),
+        Figure(
+            "adapter",
+            "success: adapter call",
+            "ns",
+            "lower",
+            "a.success_path/adapter_call",
+            BARE,
+            "a.success_path/raw_operation",
+        ),
+        Figure(
+            "adapter", "success: added per call (adapter − bare)", "ns", "lower", "a.added.success"
+        ),
+        Figure(
+            "adapter",
+            "success: adapter call, no-op OTel providers",
+            "ns",
+            "lower",
+            "a.success_path/adapter_call_noop_providers",
+            BARE,
+            "a.success_path/raw_operation",
+        ),
+        Figure(
+            "adapter",
+            "failure: adapter call with its span event",
+            "ns",
+            "lower",
+            "a.failure_attempt/adapter_call_with_span_event",
+            "bare SDK span with one event",
+            "a.failure_attempt/sdk_span_with_one_event",
+        ),
+        Figure(
+            "adapter",
+            "failure: adapter call with its span event",
+            "ns",
+            "lower",
+            "a.failure_attempt/adapter_call_with_span_event",
+            "tracing-opentelemetry event",
+            "a.failure_attempt/tracing_opentelemetry_event",
+        ),
         Figure("adapter", "failure: added over a bare SDK span", "ns", "lower", "a.added.failure"),
-        Figure("collector", "OTLP → Kafka, full speed", "events/s", "higher", "co.full.events_per_s",
-               "raw rdkafka producer", "co.raw.records_per_s"),
-        Figure("collector", "OTLP → Kafka, full speed", "events/s", "higher", "co.full.events_per_s",
-               ROTEL, "co.rotel.events_per_s"),
-        Figure("collector", "request latency p50, full speed", "ms", "lower", "co.full.p50_ms",
-               ROTEL, "co.rotel.p50_ms"),
-        Figure("collector", "request latency p99, full speed", "ms", "lower", "co.full.p99_ms",
-               ROTEL, "co.rotel.p99_ms"),
-        Figure("collector", "CPU per event, full speed", "µs", "lower", "co.full.cpu_us_per_event",
-               ROTEL, "co.rotel.cpu_us_per_event"),
-        Figure("collector", "peak RSS, full speed", "MiB", "lower", "co.full.rss_mib", ROTEL, "co.rotel.rss_mib"),
-        Figure("collector", "request latency p50, half the maximum rate", "ms", "lower", "co.half.p50_ms"),
-        Figure("collector", "request latency p99, half the maximum rate", "ms", "lower", "co.half.p99_ms"),
+        Figure(
+            "collector",
+            "OTLP → Kafka, full speed",
+            "events/s",
+            "higher",
+            "co.full.events_per_s",
+            "raw rdkafka producer",
+            "co.raw.records_per_s",
+        ),
+        Figure(
+            "collector",
+            "OTLP → Kafka, full speed",
+            "events/s",
+            "higher",
+            "co.full.events_per_s",
+            ROTEL,
+            "co.rotel.events_per_s",
+        ),
+        Figure(
+            "collector",
+            "request latency p50, full speed",
+            "ms",
+            "lower",
+            "co.full.p50_ms",
+            ROTEL,
+            "co.rotel.p50_ms",
+        ),
+        Figure(
+            "collector",
+            "request latency p99, full speed",
+            "ms",
+            "lower",
+            "co.full.p99_ms",
+            ROTEL,
+            "co.rotel.p99_ms",
+        ),
+        Figure(
+            "collector",
+            "CPU per event, full speed",
+            "µs",
+            "lower",
+            "co.full.cpu_us_per_event",
+            ROTEL,
+            "co.rotel.cpu_us_per_event",
+        ),
+        Figure(
+            "collector",
+            "peak RSS, full speed",
+            "MiB",
+            "lower",
+            "co.full.rss_mib",
+            ROTEL,
+            "co.rotel.rss_mib",
+        ),
+        Figure(
+            "collector",
+            "request latency p50, half the maximum rate",
+            "ms",
+            "lower",
+            "co.half.p50_ms",
+        ),
+        Figure(
+            "collector",
+            "request latency p99, half the maximum rate",
+            "ms",
+            "lower",
+            "co.half.p99_ms",
+        ),
         Figure("collector", "peak RSS at 100,000 events/s", "MiB", "lower", "co.100k.rss_mib"),
-        Figure("compactor", "Kafka → Delta, preloaded records", "rows/s", "higher", "cp.rows_per_s"),
+        Figure(
+            "compactor", "Kafka → Delta, preloaded records", "rows/s", "higher", "cp.rows_per_s"
+        ),
         Figure("compactor", "rows per CPU-second", "rows/CPU-s", "higher", "cp.rows_per_cpu_s"),
-        Figure("compactor", "writing files and committing", "s", "lower", "cp.write_s",
-               "pyarrow write_table", "cp.pyarrow_s"),
-        Figure("compactor", "writer rows/s (rows ÷ write time)", "rows/s", "higher", "cp.writer_rows_per_s",
-               "pyarrow write_table", "cp.pyarrow_rows_per_s"),
-        Figure("compactor", "bytes per row after optimize", "B", "lower", "cp.optimized.bytes_per_row",
-               "pyarrow write_table", "cp.pyarrow_bytes_per_row"),
+        Figure(
+            "compactor",
+            "writing files and committing",
+            "s",
+            "lower",
+            "cp.write_s",
+            "pyarrow write_table",
+            "cp.pyarrow_s",
+        ),
+        Figure(
+            "compactor",
+            "writer rows/s (rows ÷ write time)",
+            "rows/s",
+            "higher",
+            "cp.writer_rows_per_s",
+            "pyarrow write_table",
+            "cp.pyarrow_rows_per_s",
+        ),
+        Figure(
+            "compactor",
+            "bytes per row after optimize",
+            "B",
+            "lower",
+            "cp.optimized.bytes_per_row",
+            "pyarrow write_table",
+            "cp.pyarrow_bytes_per_row",
+        ),
         Figure("compactor", "bytes per row as written", "B", "lower", "cp.written.bytes_per_row"),
         Figure("compactor", "peak RSS", "MiB", "lower", "cp.rss_mib"),
-        Figure("compactor", "production → visibility p50 (files every 60 s)", "s", "lower", "cp.stream.p50_s"),
-        Figure("compactor", "production → visibility p95 (files every 60 s)", "s", "lower", "cp.stream.p95_s"),
-        Figure("compactor", "production → visibility max (files every 60 s)", "s", "lower", "cp.stream.max_s"),
+        Figure(
+            "compactor",
+            "production → visibility p50 (files every 60 s)",
+            "s",
+            "lower",
+            "cp.stream.p50_s",
+        ),
+        Figure(
+            "compactor",
+            "production → visibility p95 (files every 60 s)",
+            "s",
+            "lower",
+            "cp.stream.p95_s",
+        ),
+        Figure(
+            "compactor",
+            "production → visibility max (files every 60 s)",
+            "s",
+            "lower",
+            "cp.stream.max_s",
+        ),
     ]
     for key, fresh, hot, _ in QUESTIONS:
         if fresh:
-            rows.append(Figure("query", f"{hot}: fresh process, best of 5", "ms", "lower",
-                               f"q.{key}.fresh.ms", DUCK_FIRST, f"q.{key}.duckdb.cold_ms"))
-        rows.append(Figure("query", f"{hot}: warm library, fastest of 10", "ms", "lower",
-                           f"q.{key}.hot.min_ms", DUCK_BEST, f"q.{key}.duckdb.hot_ms"))
+            rows.append(
+                Figure(
+                    "query",
+                    f"{hot}: fresh process, best of 5",
+                    "ms",
+                    "lower",
+                    f"q.{key}.fresh.ms",
+                    DUCK_FIRST,
+                    f"q.{key}.duckdb.cold_ms",
+                )
+            )
+        rows.append(
+            Figure(
+                "query",
+                f"{hot}: warm library, fastest of 10",
+                "ms",
+                "lower",
+                f"q.{key}.hot.min_ms",
+                DUCK_BEST,
+                f"q.{key}.duckdb.hot_ms",
+            )
+        )
     for key, fresh, hot, _ in QUESTIONS:
         if fresh:
-            rows.append(Figure("query", f"{hot}: fresh process peak RSS", "MiB", "lower", f"q.{key}.fresh.rss_mib"))
+            rows.append(
+                Figure(
+                    "query",
+                    f"{hot}: fresh process peak RSS",
+                    "MiB",
+                    "lower",
+                    f"q.{key}.fresh.rss_mib",
+                )
+            )
     rows.append(Figure("query", "warm library: opening the tables", "ms", "lower", "q.open_ms"))
     rows.append(Figure("query", "warm library: peak RSS", "MiB", "lower", "q.hot.rss_mib"))
     return rows
@@ -487,8 +760,8 @@ def figures():
 
 CAVEATS = {
     "adapter": "Criterion's estimate of one call; every provider exports to a no-op exporter.",
-    "collector": "The raw producer is the ceiling (the same records, no OTLP). Rotel answers before "
-    "Kafka delivery and writes one Kafka message per batch, so it does less per event.",
+    "collector": "The raw producer is the ceiling (the same records, no OTLP). Rotel answers "
+    "before Kafka delivery and writes one Kafka message per batch, so it does less per event.",
     "compactor": "rows/s is end to end (Kafka → Delta, files every 2 s). pyarrow only writes the "
     "same rows, sorted and in memory, as one file with the compactor's codec and row groups.",
     "query": "Fresh: a new `candor` process (start and table open included). DuckDB's first run: "
@@ -500,7 +773,7 @@ CAVEATS = {
 # --- summary --------------------------------------------------------------------------------
 
 
-def stats(per_rep, reps):
+def stats(per_rep: list[float | None], reps: int) -> Stats:
     present = [v for v in per_rep if v is not None]
     return {
         "values": per_rep,
@@ -512,7 +785,7 @@ def stats(per_rep, reps):
     }
 
 
-def show(value):
+def show(value: float | None) -> str:
     if value is None:
         return "missing"
     size = abs(value)
@@ -525,7 +798,7 @@ def show(value):
     return f"{value:.2f}"
 
 
-def cell(s):
+def cell(s: Stats) -> str:
     if s["n"] == 0:
         return f"missing (0/{s['of']})"
     if s["n"] == 1 or s["min"] == s["max"]:
@@ -533,26 +806,31 @@ def cell(s):
     return f"{show(s['median'])} ({show(s['min'])}–{show(s['max'])}, {s['n']}/{s['of']})"
 
 
-def show_ratio(value):
+def show_ratio(value: float) -> str:
     size = abs(value)
     return f"{value:.0f}" if size >= 100 else f"{value:.1f}" if size >= 10 else f"{value:.2f}"
 
 
-def ratio_cell(s):
-    if s["n"] == 0:
+def ratio_cell(s: Stats) -> str:
+    median, low, high = s["median"], s["min"], s["max"]
+    # All three are missing exactly when no repetition has the ratio.
+    if median is None or low is None or high is None:
         return "—"
-    spread = "" if s["min"] == s["max"] else f" ({show_ratio(s['min'])}–{show_ratio(s['max'])})"
-    return f"{show_ratio(s['median'])}{spread}"
+    spread = "" if low == high else f" ({show_ratio(low)}–{show_ratio(high)})"
+    return f"{show_ratio(median)}{spread}"
 
 
-def table(header, rows):
+def table(header: list[str], rows: list[list[str]]) -> list[str]:
     widths = [max(len(str(r[i])) for r in [header, *rows]) for i in range(len(header))]
-    line = lambda r: "| " + " | ".join(str(c).ljust(w) for c, w in zip(r, widths)) + " |"
+
+    def line(r: list[str]) -> str:
+        return "| " + " | ".join(str(c).ljust(w) for c, w in zip(r, widths, strict=True)) + " |"
+
     return [line(header), "|" + "|".join("-" * (w + 2) for w in widths) + "|", *map(line, rows)]
 
 
-def read_keyed(path, separator):
-    out = {}
+def read_keyed(path: Path, separator: str) -> dict[str, str]:
+    out: dict[str, str] = {}
     if path.exists():
         for line in path.read_text(errors="replace").splitlines():
             key, _, value = line.partition(separator)
@@ -561,43 +839,56 @@ def read_keyed(path, separator):
     return out
 
 
-def read_run(path, results):
-    run = {"params": {}, "orders": {}, "exits": {}}
+def read_run(path: Path, results: Path) -> tuple[Run, int, list[str]]:
+    run: Run = {"params": {}, "orders": {}, "exits": {}}
     if path.exists():
         for line in path.read_text(errors="replace").splitlines():
             words = line.split()
             if len(words) >= 4 and words[0] == "rep" and words[2] == "order":
                 run["orders"][int(words[1])] = words[3:]
             elif len(words) >= 8 and words[0] == "rep" and words[2] == "part":
-                run["exits"][(int(words[1]), words[3])] = {"exit": int(words[5]), "seconds": int(words[7])}
+                run["exits"][(int(words[1]), words[3])] = {
+                    "exit": int(words[5]),
+                    "seconds": int(words[7]),
+                }
             elif len(words) >= 2:
                 run["params"][words[0]] = " ".join(words[1:])
-    found = [re.fullmatch(r"rep(\d+)-(\w+)\.txt", p.name) for p in results.iterdir()]
-    found = [(int(m.group(1)), m.group(2)) for m in found if m and m.group(2) in PARTS]
+    names = [re.fullmatch(r"rep(\d+)-(\w+)\.txt", p.name) for p in results.iterdir()]
+    found = [(int(m.group(1)), m.group(2)) for m in names if m and m.group(2) in PARTS]
     reps = int(run["params"].get("repetitions", 0)) or max((r for r, _ in found), default=0)
     parts = [p for p in run["params"].get("parts", "").split() if p in PARTS]
     parts = parts or sorted({p for _, p in found}, key=PARTS.index)
     return run, reps, parts
 
 
-def main(results):
+def main(results: Path) -> None:
     machine = read_keyed(results / "machine.txt", ":")
     run, reps, parts = read_run(results / "run.txt", results)
-    parsers = {"adapter": parse_adapter, "collector": parse_collector, "compactor": parse_compactor,
-               "query": parse_query}
-    values = {rep: {} for rep in range(1, reps + 1)}
-    texts = {rep: {} for rep in range(1, reps + 1)}
-    not_found, notes = [], []
+    parsers: dict[str, Parser] = {
+        "adapter": parse_adapter,
+        "collector": parse_collector,
+        "compactor": parse_compactor,
+        "query": parse_query,
+    }
+    values: dict[int, Values] = {rep: {} for rep in range(1, reps + 1)}
+    texts: dict[int, dict[str, str]] = {rep: {} for rep in range(1, reps + 1)}
+    not_found: list[str] = []
+    notes: list[str] = []
     for rep in range(1, reps + 1):
         for part in parts:
             path = results / f"rep{rep}-{part}.txt"
             status = run["exits"].get((rep, part))
-            about = f"rep{rep} {part}" + (f" (exit {status['exit']})" if status else " (no exit status recorded)")
+            about = f"rep{rep} {part}" + (
+                f" (exit {status['exit']})" if status else " (no exit status recorded)"
+            )
             if not path.exists():
                 not_found.append(f"{about}: no raw output {path.name}")
                 continue
-            lines = [ANSI.sub("", line).strip() for line in path.read_text(errors="replace").splitlines()]
-            missing, found_notes = [], []
+            lines = [
+                ANSI.sub("", line).strip() for line in path.read_text(errors="replace").splitlines()
+            ]
+            missing: list[str] = []
+            found_notes: list[str] = []
             if part == "latency":
                 parse_latency(lines, values[rep], missing, found_notes, texts[rep])
             else:
@@ -605,15 +896,18 @@ def main(results):
             not_found += [f"{about}: {m}" for m in missing]
             notes += [f"rep{rep} {part}: {n}" for n in found_notes]
 
-    def per_rep(key):
+    def per_rep(key: str) -> list[float | None]:
         return [values[rep].get(key) for rep in range(1, reps + 1)]
 
-    report = {
+    report: Report = {
         "results": str(results),
         "machine": machine,
         "params": run["params"],
         "orders": {str(rep): order for rep, order in run["orders"].items()},
-        "runs": [{"rep": rep, "part": part, **status} for (rep, part), status in sorted(run["exits"].items())],
+        "runs": [
+            {"rep": rep, "part": part, **status}
+            for (rep, part), status in sorted(run["exits"].items())
+        ],
         "repetitions": reps,
         "figures": [],
         "latency": [],
@@ -633,10 +927,10 @@ def main(results):
     p = run["params"]
     out.append("")
     out.append(
-        f"{reps} repetitions; sizes: collector {p.get('collector_seconds', '?')} s a run, compactor "
-        f"{p.get('compactor_records', '?')} records and a {p.get('compactor_stream_seconds', '?')} s "
-        f"stream, query {p.get('query_events', '?')} events, latency {p.get('latency_samples', '?')} "
-        f"samples a mode."
+        f"{reps} repetitions; sizes: collector {p.get('collector_seconds', '?')} s a run, "
+        f"compactor {p.get('compactor_records', '?')} records and a "
+        f"{p.get('compactor_stream_seconds', '?')} s stream, query {p.get('query_events', '?')} "
+        f"events, latency {p.get('latency_samples', '?')} samples a mode."
     )
     out.append(
         "Each cell: median (min–max, n/repetitions). Ratio: candor ÷ peer, the median of the "
@@ -650,22 +944,34 @@ def main(results):
             out.append("not run (CANDOR_BENCH_PARTS)")
             continue
         out += [CAVEATS[part], ""]
-        rows = []
+        rows: list[list[str]] = []
         for fig in (f for f in figures() if f.part == part):
             mine = stats(per_rep(fig.key), reps)
-            entry = {"part": part, "figure": fig.name, "unit": fig.unit, "better": f"{fig.better} is better",
-                     "candor": mine, "peer": None, "ratio": None}
+            entry: FigureEntry = {
+                "part": part,
+                "figure": fig.name,
+                "unit": fig.unit,
+                "better": f"{fig.better} is better",
+                "candor": mine,
+                "peer": None,
+                "ratio": None,
+            }
             peer_cell = ratio = "—"
             if fig.peer_key:
                 theirs = stats(per_rep(fig.peer_key), reps)
-                ratios = [a / b if a is not None and b else None
-                          for a, b in zip(mine["values"], theirs["values"])]
+                ratios = [
+                    a / b if a is not None and b else None
+                    for a, b in zip(mine["values"], theirs["values"], strict=True)
+                ]
+                ratio_stats = stats(ratios, reps)
                 entry["peer"] = {"name": fig.peer, **theirs}
-                entry["ratio"] = stats(ratios, reps)
-                peer_cell, ratio = f"{fig.peer}: {cell(theirs)}", ratio_cell(entry["ratio"])
+                entry["ratio"] = ratio_stats
+                peer_cell, ratio = f"{fig.peer}: {cell(theirs)}", ratio_cell(ratio_stats)
             report["figures"].append(entry)
-            rows.append([fig.name, fig.unit, cell(mine), peer_cell, ratio, f"{fig.better} is better"])
-            for side, key, s in (("candor", fig.key, mine), (fig.peer, fig.peer_key, entry["peer"])):
+            rows.append(
+                [fig.name, fig.unit, cell(mine), peer_cell, ratio, f"{fig.better} is better"]
+            )
+            for side, s in (("candor", mine), (fig.peer, entry["peer"])):
                 if s is not None and s["n"] < reps:
                     gone = [f"rep{r}" for r, v in enumerate(s["values"], 1) if v is None]
                     item = f"{part} · {fig.name} ({side}): missing in {', '.join(gone)}"
@@ -677,39 +983,62 @@ def main(results):
     if "latency" not in parts:
         out.append("not run (CANDOR_BENCH_PARTS)")
     else:
-        ages = sorted({t["max_age"] for t in texts.values() if "max_age" in t}) or [p.get("max_age", "?")]
+        ages = sorted({t["max_age"] for t in texts.values() if "max_age" in t}) or [
+            p.get("max_age", "?")
+        ]
         out.append(
-            f"Compactor max age {', '.join(ages)} (files.max_age); at the compactor's default, 60 s, "
-            "table latency is about a minute. Verdict: the median p95 against the goal, and no sample "
-            "left unseen."
+            f"Compactor max age {', '.join(ages)} (files.max_age); at the compactor's default, "
+            "60 s, table latency is about a minute. Verdict: the median p95 against the goal, and "
+            "no sample left unseen."
         )
         out.append("")
         rows = []
         for mode, goal in GOALS_MS.items():
-            s = {k: stats(per_rep(f"l.{mode}.{k}"), reps) for k in SUMMARY_KEYS}
-            unseen = sum(v for v in s["missing"]["values"] if v is not None)
-            p95 = s["p95_ms"]["median"]
-            if s["p95_ms"]["n"] == 0:
+            summary = {k: stats(per_rep(f"l.{mode}.{k}"), reps) for k in SUMMARY_KEYS}
+            unseen = sum(v for v in summary["missing"]["values"] if v is not None)
+            p95 = summary["p95_ms"]["median"]
+            # No median exactly when no repetition has the figure.
+            if p95 is None:
                 verdict = "NO DATA"
             elif unseen:
-                samples = sum(v for v in s["samples"]["values"] if v is not None)
+                samples = sum(v for v in summary["samples"]["values"] if v is not None)
                 verdict = f"MISS ({unseen:.0f} of {samples:.0f} samples never seen)"
             else:
                 verdict = "PASS" if p95 < goal else "MISS"
-            if 0 < s["p95_ms"]["n"] < reps:
-                verdict += f", {s['p95_ms']['n']} of {reps} repetitions"
-            report["latency"].append({"mode": mode, "goal_p95_ms": goal, "verdict": verdict, **s})
-            rows.append([
-                "--live" if mode == "live" else "--no-live (table)",
-                cell(s["p50_ms"]), cell(s["p95_ms"]), cell(s["max_ms"]),
-                f"{unseen:.0f}", cell(s["poll_p50_ms"]), f"p95 < {goal:,} ms", verdict,
-            ])
+            if 0 < summary["p95_ms"]["n"] < reps:
+                verdict += f", {summary['p95_ms']['n']} of {reps} repetitions"
+            report["latency"].append(
+                {"mode": mode, "goal_p95_ms": goal, "verdict": verdict, **summary}
+            )
+            rows.append(
+                [
+                    "--live" if mode == "live" else "--no-live (table)",
+                    cell(summary["p50_ms"]),
+                    cell(summary["p95_ms"]),
+                    cell(summary["max_ms"]),
+                    f"{unseen:.0f}",
+                    cell(summary["poll_p50_ms"]),
+                    f"p95 < {goal:,} ms",
+                    verdict,
+                ]
+            )
             for key in ("p50_ms", "p95_ms", "max_ms"):
-                if s[key]["n"] < reps:
-                    gone = [f"rep{r}" for r, v in enumerate(s[key]["values"], 1) if v is None]
-                    report["missing"].append(f"latency · {mode} {key}: missing in {', '.join(gone)}")
+                if summary[key]["n"] < reps:
+                    gone = [f"rep{r}" for r, v in enumerate(summary[key]["values"], 1) if v is None]
+                    report["missing"].append(
+                        f"latency · {mode} {key}: missing in {', '.join(gone)}"
+                    )
         out += table(
-            ["mode", "p50 ms", "p95 ms", "max ms", "unseen", "one `candor` run p50 ms", "goal", "verdict"],
+            [
+                "mode",
+                "p50 ms",
+                "p95 ms",
+                "max ms",
+                "unseen",
+                "one `candor` run p50 ms",
+                "goal",
+                "verdict",
+            ],
             rows,
         )
 
@@ -720,10 +1049,16 @@ def main(results):
         total = sum(status["seconds"] for _, status in done)
         steps = ", ".join(f"{part} exit {s['exit']} in {s['seconds']} s" for part, s in done)
         out.append(f"- rep{rep} ({total} s): {steps or 'no part recorded'}")
-    failed = [f"rep{r['rep']} {r['part']} (exit {r['exit']})" for r in report["runs"] if r["exit"] != 0]
+    failed = [
+        f"rep{r['rep']} {r['part']} (exit {r['exit']})" for r in report["runs"] if r["exit"] != 0
+    ]
     if failed:
         out.append(f"- failed: {', '.join(failed)}")
-    for title, items in (("missing figures", report["missing"]), ("notes", notes), ("not found", not_found)):
+    for title, items in (
+        ("missing figures", report["missing"]),
+        ("notes", notes),
+        ("not found", not_found),
+    ):
         out += ["", f"## {title}", ""]
         out += [f"- {item}" for item in items] or ["none"]
 

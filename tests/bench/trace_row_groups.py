@@ -15,14 +15,15 @@ import random
 import re
 import subprocess
 import sys
+from typing import cast
 
 import pyarrow.parquet as pq
 from deltalake import DeltaTable
 
 
-def row_groups_by_trace(files, wanted):
+def row_groups_by_trace(files: list[str], wanted: list[str]) -> tuple[dict[str, int], int]:
     """The number of row groups, over all files, in which each wanted trace id occurs."""
-    holding = {trace: 0 for trace in wanted}
+    holding = dict.fromkeys(wanted, 0)
     total = 0
     for path in files:
         parquet = pq.ParquetFile(path)
@@ -35,28 +36,46 @@ def row_groups_by_trace(files, wanted):
     return holding, total
 
 
-def kept_by_bloom_filters(candor, root, trace):
+def kept_by_bloom_filters(candor: str, root: str, trace: str) -> int:
     """Row groups the scan kept after its bloom filters, summed over the scan's partitions."""
     run = subprocess.run(
-        [candor, "--tables", root, "--no-live", "--format", "csv", "sql",
-         f"EXPLAIN ANALYZE SELECT count(*) FROM outcome_events WHERE trace_id = '{trace}'"],
-        check=False, capture_output=True, text=True,
+        [
+            candor,
+            "--tables",
+            root,
+            "--no-live",
+            "--format",
+            "csv",
+            "sql",
+            f"EXPLAIN ANALYZE SELECT count(*) FROM outcome_events WHERE trace_id = '{trace}'",
+        ],
+        check=False,
+        capture_output=True,
+        text=True,
     )
-    kept = [int(m) for m in re.findall(r"row_groups_pruned_bloom_filter=\d+ total \u2192 (\d+) matched", run.stdout)]
+    kept = [
+        int(m)
+        for m in re.findall(
+            r"row_groups_pruned_bloom_filter=\d+ total \u2192 (\d+) matched", run.stdout
+        )
+    ]
     if not kept:
-        sys.exit(f"no bloom filter metric in the plan (candor exited {run.returncode}):\n"
-                 f"{run.stdout}\n{run.stderr}")
+        sys.exit(
+            f"no bloom filter metric in the plan (candor exited {run.returncode}):\n"
+            f"{run.stdout}\n{run.stderr}"
+        )
     return sum(kept)
 
 
-def main():
+def main() -> None:
     candor, root = sys.argv[1], sys.argv[2]
     samples = int(sys.argv[3]) if len(sys.argv) > 3 else 20
     table = DeltaTable(f"{root}/outcome_events")
     files = table.file_uris()
     rng = random.Random(7)
     first = pq.ParquetFile(files[0])
-    pool = first.read_row_group(0, columns=["trace_id"]).column(0).to_pylist()
+    # `trace_id` is a string column.
+    pool = cast("list[str]", first.read_row_group(0, columns=["trace_id"]).column(0).to_pylist())
     wanted = sorted(set(rng.sample(pool, samples)))
     holding, total = row_groups_by_trace(files, wanted)
     false_positives = 0
@@ -65,11 +84,19 @@ def main():
         extra = kept - holding[trace]
         if extra < 0:
             # A bloom filter has no false negatives: the two readers disagree about the table.
-            sys.exit(f"trace {trace}: the scan kept {kept} row groups, but {holding[trace]} hold it")
+            sys.exit(
+                f"trace {trace}: the scan kept {kept} row groups, but {holding[trace]} hold it"
+            )
         false_positives += extra
-        print(f"trace {trace}: holds {holding[trace]} of {total} row groups, scan kept {kept}, false positives {extra}")
-    print(f"{len(wanted)} traces, {total} row groups: {false_positives} false positives in all, "
-          f"{false_positives / len(wanted):.2f} per lookup, {false_positives / (len(wanted) * total):.4f} per row group checked")
+        print(
+            f"trace {trace}: holds {holding[trace]} of {total} row groups, scan kept {kept}, "
+            f"false positives {extra}"
+        )
+    print(
+        f"{len(wanted)} traces, {total} row groups: {false_positives} false positives in all, "
+        f"{false_positives / len(wanted):.2f} per lookup, "
+        f"{false_positives / (len(wanted) * total):.4f} per row group checked"
+    )
 
 
 if __name__ == "__main__":

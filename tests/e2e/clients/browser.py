@@ -382,10 +382,10 @@ def evaluate(spec: Expectations, snap: Snapshot, origin: Origin, checks: Checks)
     if want_banner is not None:
         found = [snap["banner"]] if snap["banner"] is not None else []
         expect_state(checks, "#banner", found, want_banner)
-    for hop, want in spec.get("hops", {}).items():
-        expect_state(checks, f"hop {hop}", snap["hops"].get(hop, []), want)
-    for panel, want in spec.get("panels", {}).items():
-        expect_state(checks, f"panel #{panel}", snap["panels"].get(panel, []), want)
+    for hop, state in spec.get("hops", {}).items():
+        expect_state(checks, f"hop {hop}", snap["hops"].get(hop, []), state)
+    for panel, state in spec.get("panels", {}).items():
+        expect_state(checks, f"panel #{panel}", snap["panels"].get(panel, []), state)
     for target, columns in spec.get("targets", {}).items():
         rows = snap["targets"].get(target, [])
         if columns is None:
@@ -396,8 +396,8 @@ def evaluate(spec: Expectations, snap: Snapshot, origin: Origin, checks: Checks)
             f"target {target!r}: {len(rows)} rows in #panel-rates-target (expected one)",
         ):
             continue
-        for column, want in columns.items():
-            expect_cell(checks, target, column, rows[0], want)
+        for column, cell in columns.items():
+            expect_cell(checks, target, column, rows[0], cell)
     for text in spec.get("text_present", []):
         checks.check(text in snap["text"], f"text not shown on the page: {text!r}")
     if spec.get("no_confirmed_zero"):
@@ -406,9 +406,9 @@ def evaluate(spec: Expectations, snap: Snapshot, origin: Origin, checks: Checks)
             f"a confirmed zero is shown: {snap['confirmed_zero'][:3]}",
         )
     for name, want in spec.get("alerts", {}).items():
-        rows = snap["alerts"].get(name, [])
-        matching = [row for row in rows if all(row[key] == value for key, value in want.items())]
-        checks.check(bool(matching), f"alert {name}: expected {want}, rows: {rows}")
+        alerts = snap["alerts"].get(name, [])
+        matching = [row for row in alerts if all(row[key] == value for key, value in want.items())]
+        checks.check(bool(matching), f"alert {name}: expected {want}, rows: {alerts}")
 
 
 def dismiss_dialogs(driver: webdriver.Chrome) -> list[str]:

@@ -13,9 +13,10 @@ candor-monitoring with their own ServiceAccount, Kafka user, read-only storage c
 NetworkPolicy that lets them reach only Kafka's TLS listener, the object store, the webhook and
 DNS; Secrets are placeholders only and never part of a kustomization; the PrometheusRule equals
 dashboards/prometheus/candor.rules.yml; the TOML configs (the services' --config files, the
-example configs and the readers' --kafka-config files) use only keys the Rust code declares; the containers' commands,
-flags and CANDOR_* variables are ones the binaries declare, and the files they name are mounted;
-the Dockerfile builds and installs the three binaries with the system libraries they link.
+example configs and the readers' --kafka-config files) use only keys the Rust code declares; the
+containers' commands, flags and CANDOR_* variables are ones the binaries declare, and the files
+they name are mounted; the Dockerfile builds and installs the three binaries with the system
+libraries they link.
 
 Optional tools make more checks run (each is SKIPPED, and says so, when missing):
   kubernetes-validate (PyPI)  strict schema validation of every built-in object
@@ -38,9 +39,11 @@ import subprocess
 import sys
 import tempfile
 import tomllib
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Iterable
+from types import ModuleType
+from typing import Any, TypedDict
 
 import yaml
 
@@ -97,6 +100,13 @@ DASHBOARDS_PORT = 3000
 
 PLACEHOLDER = re.compile(r"REPLACE_ME|CHANGE_ME|<[^<>]+>")
 
+# A mapping parsed from YAML or TOML: its values are whatever the file holds.
+Obj = dict[str, Any]
+# (namespace, name) of an object.
+Ref = tuple[str | None, str | None]
+# What a check returns: its problems (empty: passed), with a note when it has one.
+CheckResult = list[str] | tuple[list[str], str]
+
 
 # --------------------------------------------------------------------------------------------
 # Loading
@@ -128,7 +138,7 @@ class Repo:
     root: Path
     docs: list[Doc] = field(default_factory=list)
     parse_errors: list[str] = field(default_factory=list)
-    kustomizations: dict[Path, dict] = field(default_factory=dict)
+    kustomizations: dict[Path, Obj] = field(default_factory=dict)
 
     @property
     def k8s(self) -> Path:
@@ -196,15 +206,15 @@ def load(root: Path) -> Repo:
     return repo
 
 
-def meta(obj: dict) -> dict:
+def meta(obj: Obj) -> Obj:
     return obj.get("metadata") or {}
 
 
-def name_of(obj: dict) -> str:
+def name_of(obj: Obj) -> str:
     return f"{obj.get('kind')}/{meta(obj).get('namespace', '-')}/{meta(obj).get('name')}"
 
 
-def pod_template(obj: dict) -> dict:
+def pod_template(obj: Obj) -> Obj:
     """The pod template of a workload; a CronJob's is inside its jobTemplate."""
     spec = obj.get("spec") or {}
     if obj.get("kind") == "CronJob":
@@ -212,29 +222,29 @@ def pod_template(obj: dict) -> dict:
     return spec.get("template") or {}
 
 
-def pod_spec(obj: dict) -> dict | None:
+def pod_spec(obj: Obj) -> Obj | None:
     if obj.get("kind") in WORKLOAD_KINDS:
         return pod_template(obj).get("spec") or {}
     return None
 
 
-def template_labels(obj: dict) -> dict:
+def template_labels(obj: Obj) -> Obj:
     return (pod_template(obj).get("metadata") or {}).get("labels") or {}
 
 
-def containers(spec: dict) -> list[dict]:
+def containers(spec: Obj) -> list[Obj]:
     return list(spec.get("initContainers") or []) + list(spec.get("containers") or [])
 
 
-def workloads(docs: Iterable[Doc]) -> list[dict]:
+def workloads(docs: Iterable[Doc]) -> list[Obj]:
     return [d.data for d in docs if d.data.get("kind") in WORKLOAD_KINDS]
 
 
-def subset(small: dict, big: dict) -> bool:
+def subset(small: Obj, big: Obj) -> bool:
     return all(big.get(k) == v for k, v in small.items())
 
 
-def selector_matches(selector: dict, labels: dict) -> bool:
+def selector_matches(selector: Obj, labels: Obj) -> bool:
     """A LabelSelector (matchLabels and matchExpressions) against labels."""
     if not subset(selector.get("matchLabels") or {}, labels):
         return False
@@ -251,18 +261,18 @@ def selector_matches(selector: dict, labels: dict) -> bool:
     return True
 
 
-def container_ports(obj: dict) -> list[dict]:
+def container_ports(obj: Obj) -> list[Obj]:
     spec = pod_spec(obj) or {}
     return [p for c in containers(spec) for p in (c.get("ports") or [])]
 
 
-def port_declared(port: Any, ports: list[dict]) -> bool:
+def port_declared(port: Any, ports: list[Obj]) -> bool:
     if isinstance(port, str):
         return any(p.get("name") == port for p in ports)
     return any(p.get("containerPort") == port for p in ports)
 
 
-def resolve_port(port: Any, ports: list[dict]) -> int | None:
+def resolve_port(port: Any, ports: list[Obj]) -> int | None:
     if isinstance(port, int):
         return port
     for p in ports:
@@ -277,7 +287,9 @@ def resolve_port(port: Any, ports: list[dict]) -> int | None:
 
 def split_top_level(text: str) -> list[str]:
     """Splits Rust text at commas outside brackets, generics and string literals."""
-    items, depth, buf, in_str, prev = [], 0, [], False, ""
+    items: list[str] = []
+    buf: list[str] = []
+    depth, in_str, prev = 0, False, ""
     for ch in text:
         if in_str:
             in_str = not (ch == '"' and prev != "\\")
@@ -398,7 +410,7 @@ def string_literals_in_match_arm(source: str, arm: str) -> set[str]:
 # Checks. Each returns a list of problems (empty: passed) or raises Skip.
 
 
-class Skip(Exception):
+class Skip(Exception):  # noqa: N818 (not an error: a check that cannot run here)
     pass
 
 
@@ -491,9 +503,9 @@ def check_kustomizations(repo: Repo) -> list[str]:
 
 def check_schema(repo: Repo, version: str) -> tuple[list[str], str]:
     try:
-        import kubernetes_validate  # type: ignore
+        import kubernetes_validate
     except ImportError:
-        raise Skip("the kubernetes-validate package is not installed")
+        raise Skip("the kubernetes-validate package is not installed") from None
     problems, checked, custom = [], 0, set()
     for d in repo.objects():
         try:
@@ -506,7 +518,8 @@ def check_schema(repo: Repo, version: str) -> tuple[list[str], str]:
             problems.append(f"{d.where(repo.root)} {name_of(d.data)}: {first}")
     return (
         problems,
-        f"{checked} objects valid against Kubernetes {version} (strict); no schema for {sorted(custom)}",
+        f"{checked} objects valid against Kubernetes {version} (strict); no schema for "
+        f"{sorted(custom)}",
     )
 
 
@@ -520,7 +533,8 @@ def check_workload_selectors(repo: Repo) -> list[str]:
                 meta(obj).get("labels") or {}
             ).get(NAME_LABEL):
                 problems.append(
-                    f"{name_of(obj)}: its pod template is not labelled {NAME_LABEL} as the object is"
+                    f"{name_of(obj)}: its pod template is not labelled {NAME_LABEL} as the "
+                    "object is"
                 )
             if obj.get("kind") == "CronJob" and (
                 ((obj.get("spec") or {}).get("jobTemplate") or {}).get("spec") or {}
@@ -532,12 +546,13 @@ def check_workload_selectors(repo: Repo) -> list[str]:
             problems.append(f"{name_of(obj)}: no spec.selector.matchLabels")
         elif not selector_matches(selector, template_labels(obj)):
             problems.append(
-                f"{name_of(obj)}: selector {selector.get('matchLabels')} does not match its template's labels"
+                f"{name_of(obj)}: selector {selector.get('matchLabels')} does not match its "
+                "template's labels"
             )
     return problems
 
 
-def selected_workloads(service: dict, docs: list[Doc]) -> list[dict]:
+def selected_workloads(service: Obj, docs: list[Doc]) -> list[Obj]:
     selector = (service.get("spec") or {}).get("selector") or {}
     namespace = meta(service).get("namespace")
     return [
@@ -549,7 +564,7 @@ def selected_workloads(service: dict, docs: list[Doc]) -> list[dict]:
     ]
 
 
-def services(docs: list[Doc]) -> list[dict]:
+def services(docs: list[Doc]) -> list[Obj]:
     return [d.data for d in docs if d.data.get("kind") == "Service"]
 
 
@@ -564,7 +579,8 @@ def check_service_selectors(repo: Repo) -> list[str]:
             problems.append(f"{name_of(svc)}: no selector")
         elif not [w for w in selected_workloads(svc, docs) if w.get("kind") not in BATCH_KINDS]:
             problems.append(
-                f"{name_of(svc)}: selector {selector} matches no Deployment/StatefulSet template in its namespace"
+                f"{name_of(svc)}: selector {selector} matches no Deployment/StatefulSet template "
+                "in its namespace"
             )
     return problems
 
@@ -590,11 +606,13 @@ def check_service_ports(repo: Repo) -> list[str]:
                 ]
                 if not match:
                     problems.append(
-                        f"{name_of(svc)} port {port.get('name')}: targetPort {target!r} is not a container port of {name_of(w)}"
+                        f"{name_of(svc)} port {port.get('name')}: targetPort {target!r} is not a "
+                        f"container port of {name_of(w)}"
                     )
                 elif any(p.get("protocol", "TCP") != protocol for p in match):
                     problems.append(
-                        f"{name_of(svc)} port {port.get('name')}: protocol differs from {name_of(w)}"
+                        f"{name_of(svc)} port {port.get('name')}: protocol differs from "
+                        f"{name_of(w)}"
                     )
     return problems
 
@@ -621,12 +639,14 @@ def check_probes(repo: Repo) -> list[str]:
                     continue
                 if not port_declared(action.get("port"), ports):
                     problems.append(
-                        f"{name_of(obj)}/{c.get('name')}: {kind} port {action.get('port')!r} is not a declared container port"
+                        f"{name_of(obj)}/{c.get('name')}: {kind} port {action.get('port')!r} is "
+                        "not a declared container port"
                     )
                 path = (probe.get("httpGet") or {}).get("path")
                 if kind in expected_path and path != expected_path[kind]:
                     problems.append(
-                        f"{name_of(obj)}/{c.get('name')}: {kind} path {path!r}, expected {expected_path[kind]}"
+                        f"{name_of(obj)}/{c.get('name')}: {kind} path {path!r}, expected "
+                        f"{expected_path[kind]}"
                     )
     return problems
 
@@ -653,7 +673,8 @@ def check_service_monitors(repo: Repo) -> list[str]:
             }
             if ep.get("port") not in names:
                 problems.append(
-                    f"{name_of(sm)}: endpoint port {ep.get('port')!r} is on none of {[meta(s).get('name') for s in matched]}"
+                    f"{name_of(sm)}: endpoint port {ep.get('port')!r} is on none of "
+                    f"{[meta(s).get('name') for s in matched]}"
                 )
     wanted = {"candor-collector", "candor-compactor", DASHBOARDS}
     scraped = {meta(s).get("labels", {}).get(NAME_LABEL) for s in monitors}
@@ -672,7 +693,7 @@ def check_hpa_pdb(repo: Repo) -> list[str]:
         for h in hpas
     ):
         problems.append("no HorizontalPodAutoscaler for candor-collector")
-    min_replicas: dict[tuple, int] = {}
+    min_replicas: dict[Ref, int] = {}
     for hpa in hpas:
         spec = hpa.get("spec") or {}
         ref = spec.get("scaleTargetRef") or {}
@@ -729,7 +750,8 @@ def check_hpa_pdb(repo: Repo) -> list[str]:
             )
             if isinstance(available, int) and available >= replicas:
                 problems.append(
-                    f"{name_of(pdb)}: minAvailable {available} >= {replicas} replicas of {name_of(w)}: no voluntary eviction could ever proceed"
+                    f"{name_of(pdb)}: minAvailable {available} >= {replicas} replicas of "
+                    f"{name_of(w)}: no voluntary eviction could ever proceed"
                 )
     return problems
 
@@ -785,7 +807,7 @@ def check_pod_security(repo: Repo) -> list[str]:
     return problems
 
 
-def batch_problems(w: dict) -> list[str]:
+def batch_problems(w: Obj) -> list[str]:
     """A Job or CronJob that cannot pile up, hang for ever, or restart in place unseen."""
     problems, who = [], name_of(w)
     spec = w.get("spec") or {}
@@ -795,7 +817,8 @@ def batch_problems(w: dict) -> list[str]:
     if w.get("kind") == "CronJob":
         if spec.get("concurrencyPolicy") != "Forbid":
             problems.append(
-                f"{who}: concurrencyPolicy {spec.get('concurrencyPolicy', 'Allow')!r}: two runs could overlap"
+                f"{who}: concurrencyPolicy {spec.get('concurrencyPolicy', 'Allow')!r}: two runs "
+                "could overlap"
             )
         if spec.get("startingDeadlineSeconds") is None:
             problems.append(
@@ -812,6 +835,11 @@ def batch_problems(w: dict) -> list[str]:
     return problems
 
 
+# A container that runs table maintenance or compaction: (workload, container, its parsed
+# --config, its tables as (namespace, config ConfigMap, CANDOR_TABLE_ROOT's source), arguments).
+TableUser = tuple[Obj, Obj, Obj, tuple[str | None, str | None, str | None], list[str]]
+
+
 def check_maintenance(repo: Repo) -> tuple[list[str], str]:
     """Table maintenance runs once per schedule: the compactor replicas' own is off
     (maintenance.enabled = false) and one CronJob runs `candor-collector maintain` on their tables,
@@ -819,7 +847,8 @@ def check_maintenance(repo: Repo) -> tuple[list[str], str]:
     problems = []
     docs = repo.deployed()
     maps = configmaps(repo)
-    compactors, maintainers = [], []
+    compactors: list[TableUser] = []
+    maintainers: list[TableUser] = []
     for w in workloads(docs):
         if w.get("kind") in BATCH_KINDS:
             problems += batch_problems(w)
@@ -849,14 +878,16 @@ def check_maintenance(repo: Repo) -> tuple[list[str], str]:
             )
             tables = (ns, config_map, root_env)
             (compactors if sub == "compact" else maintainers).append((w, c, config, tables, args))
-    for w, c, config, tables, args in maintainers:
+    for w, _, config, _, args in maintainers:
         if w.get("kind") != "CronJob":
             problems.append(
-                f"{name_of(w)}: runs `candor-collector maintain`, which exits when done: make it a CronJob"
+                f"{name_of(w)}: runs `candor-collector maintain`, which exits when done: make it "
+                "a CronJob"
             )
         if "--retention" in args and not (config.get("maintenance") or {}).get("retention_days"):
             problems.append(
-                f"{name_of(w)}: maintain --retention is refused while maintenance.retention_days = 0"
+                f"{name_of(w)}: maintain --retention is refused while maintenance.retention_days "
+                "= 0"
             )
     hpa_targets = {
         ((d.data.get("spec") or {}).get("scaleTargetRef") or {}).get("name")
@@ -864,33 +895,38 @@ def check_maintenance(repo: Repo) -> tuple[list[str], str]:
         if d.data.get("kind") == "HorizontalPodAutoscaler"
     }
     notes = []
-    for w, c, config, tables, _ in compactors:
+    for w, _, config, tables, _ in compactors:
         enabled = (config.get("maintenance") or {}).get("enabled", True)
         replicas = (w.get("spec") or {}).get("replicas", 1)
         mine = [name_of(m[0]) for m in maintainers if m[3] == tables]
         if enabled and mine:
             problems.append(
-                f"{name_of(w)}: maintenance runs twice: in the compactor (maintenance.enabled = true) and in {mine}"
+                f"{name_of(w)}: maintenance runs twice: in the compactor (maintenance.enabled = "
+                f"true) and in {mine}"
             )
         elif enabled and (replicas > 1 or meta(w).get("name") in hpa_targets):
             problems.append(
-                f"{name_of(w)}: each of its {replicas} replicas runs maintenance on every table: set maintenance.enabled = false and run `candor-collector maintain` from a CronJob"
+                f"{name_of(w)}: each of its {replicas} replicas runs maintenance on every table: "
+                "set maintenance.enabled = false and run `candor-collector maintain` from a "
+                "CronJob"
             )
         elif not enabled and not mine:
             problems.append(
-                f"{name_of(w)}: no maintenance runs: maintenance.enabled = false and no CronJob runs `candor-collector maintain` on its tables"
+                f"{name_of(w)}: no maintenance runs: maintenance.enabled = false and no CronJob "
+                "runs `candor-collector maintain` on its tables"
             )
         elif len(mine) > 1:
             problems.append(f"{name_of(w)}: its tables are maintained by several workloads {mine}")
         notes.append(
-            f"{meta(w).get('name')}: maintenance.enabled = {str(enabled).lower()}, maintained by {[n.split('/')[-1] for n in mine] or 'itself'}"
+            f"{meta(w).get('name')}: maintenance.enabled = {str(enabled).lower()}, maintained by "
+            f"{[n.split('/')[-1] for n in mine] or 'itself'}"
         )
     if not compactors:
         problems.append("no compactor (candor-collector compact) found")
     return problems, "; ".join(notes)
 
 
-def env_secret_refs(c: dict) -> list[tuple[str, str | None]]:
+def env_secret_refs(c: Obj) -> list[tuple[str, str | None]]:
     refs = []
     for e in c.get("env") or []:
         ref = (e.get("valueFrom") or {}).get("secretKeyRef")
@@ -902,7 +938,7 @@ def env_secret_refs(c: dict) -> list[tuple[str, str | None]]:
     return refs
 
 
-def secret_refs(obj: dict) -> list[tuple[str, str | None]]:
+def secret_refs(obj: Obj) -> list[tuple[str, str | None]]:
     spec = pod_spec(obj) or {}
     refs = [r for c in containers(spec) for r in env_secret_refs(c)]
     for v in spec.get("volumes") or []:
@@ -959,7 +995,8 @@ def check_dashboards_isolated(repo: Repo) -> list[str]:
             problems.append(f"{name_of(w)}: no storage credentials from a Secret")
         elif not all("readonly" in n or "read-only" in n for n in storage):
             problems.append(
-                f"{name_of(w)}: storage credentials {sorted(set(storage))} are not the read-only ones"
+                f"{name_of(w)}: storage credentials {sorted(set(storage))} are not the read-only "
+                "ones"
             )
         for c in containers(spec):
             for e in c.get("env") or []:
@@ -971,8 +1008,8 @@ def check_dashboards_isolated(repo: Repo) -> list[str]:
     # Their own Kafka principal: never one of the pipeline's, whose ACLs write.
     maps = configmaps(repo)
 
-    def kafka_users(ws: list[dict]) -> set[str]:
-        users = set()
+    def kafka_users(ws: list[Obj]) -> set[str]:
+        users: set[str | None] = set()
         for w in ws:
             spec = pod_spec(w) or {}
             for c in containers(spec):
@@ -981,7 +1018,7 @@ def check_dashboards_isolated(repo: Repo) -> list[str]:
                         users.add(
                             ((config.get("kafka") or {}).get("extra") or {}).get("sasl.username")
                         )
-        return users - {None}
+        return {user for user in users if user is not None}
 
     dash_users, pipeline_users = kafka_users(dash), kafka_users(others)
     if shared := dash_users & pipeline_users:
@@ -989,7 +1026,7 @@ def check_dashboards_isolated(repo: Repo) -> list[str]:
     return problems
 
 
-def policy_ports(rule: dict) -> set[tuple[Any, str]]:
+def policy_ports(rule: Obj) -> set[tuple[Any, str]]:
     return {(p.get("port"), p.get("protocol", "TCP")) for p in rule.get("ports") or []}
 
 
@@ -1013,7 +1050,8 @@ def check_dashboards_network_policy(repo: Repo) -> list[str]:
         return ["no dashboards workload"]
     if len(policies) != 1:
         return [
-            f"expected exactly one NetworkPolicy selecting the dashboards in {MONITORING_NS}, found {len(policies)}"
+            f"expected exactly one NetworkPolicy selecting the dashboards in {MONITORING_NS}, "
+            f"found {len(policies)}"
         ]
     spec = policies[0].get("spec") or {}
     who = name_of(policies[0])
@@ -1027,7 +1065,8 @@ def check_dashboards_network_policy(repo: Repo) -> list[str]:
         resolved = {(resolve_port(p, ports_of_dash), proto) for p, proto in policy_ports(rule)}
         if resolved != {(DASHBOARDS_PORT, "TCP")}:
             problems.append(
-                f"{who}: ingress rule allows {sorted(map(str, resolved))}, expected only {DASHBOARDS_PORT}/TCP"
+                f"{who}: ingress rule allows {sorted(map(str, resolved))}, expected only "
+                f"{DASHBOARDS_PORT}/TCP"
             )
     seen, kafka_ports = set(), set()
     for i, rule in enumerate(spec.get("egress") or []):
@@ -1070,7 +1109,8 @@ def check_dashboards_network_policy(repo: Repo) -> list[str]:
             kafka_ports |= {port for port, _ in ports}
         else:
             problems.append(
-                f"{who}: egress rule {i} allows {sorted(map(str, ports))}, outside Kafka TLS 9093, object store 443, webhook 9093 and DNS 53"
+                f"{who}: egress rule {i} allows {sorted(map(str, ports))}, outside Kafka TLS "
+                "9093, object store 443, webhook 9093 and DNS 53"
             )
     for need in ("dns", "kafka", "object store", "webhook"):
         if need not in seen:
@@ -1088,12 +1128,13 @@ def check_dashboards_network_policy(repo: Repo) -> list[str]:
                 port = broker.rpartition(":")[2]
                 if port.isdigit() and int(port) not in kafka_ports:
                     problems.append(
-                        f"{who}: {name_of(w)} bootstraps from {broker}, a port its Kafka egress rule does not allow ({sorted(kafka_ports)})"
+                        f"{who}: {name_of(w)} bootstraps from {broker}, a port its Kafka egress "
+                        f"rule does not allow ({sorted(kafka_ports)})"
                     )
     return problems
 
 
-def secret_values(obj: dict) -> Iterable[tuple[str, str]]:
+def secret_values(obj: Obj) -> Iterable[tuple[str, str]]:
     for key, value in (obj.get("stringData") or {}).items():
         yield key, str(value)
     for key, value in (obj.get("data") or {}).items():
@@ -1110,7 +1151,8 @@ def check_secrets(repo: Repo) -> tuple[list[str], str]:
         for key, value in secret_values(d.data):
             if not PLACEHOLDER.search(value):
                 problems.append(
-                    f"{d.where(repo.root)} {name_of(d.data)} key {key}: value does not look like a placeholder"
+                    f"{d.where(repo.root)} {name_of(d.data)} key {key}: value does not look like "
+                    "a placeholder"
                 )
     for d in repo.deployed():
         if d.data.get("kind") == "Secret":
@@ -1120,7 +1162,7 @@ def check_secrets(repo: Repo) -> tuple[list[str], str]:
     return problems, f"{len(secrets)} example Secrets, every value a placeholder; none applied"
 
 
-def example_secrets(repo: Repo) -> dict[tuple, set[str]]:
+def example_secrets(repo: Repo) -> dict[Ref, set[str]]:
     """The example Secrets, (namespace, name) -> their keys."""
     return {
         (meta(d.data).get("namespace"), meta(d.data).get("name")): {
@@ -1146,9 +1188,9 @@ def check_secret_refs(repo: Repo) -> list[str]:
     return problems
 
 
-def configmaps(repo: Repo) -> dict[tuple, dict[str, str]]:
+def configmaps(repo: Repo) -> dict[Ref, dict[str, str]]:
     """(namespace, name) → data, of ConfigMap resources and generators (merges applied)."""
-    out: dict[tuple, dict[str, str]] = {}
+    out: dict[Ref, dict[str, str]] = {}
     for d in repo.deployed():
         if d.data.get("kind") == "ConfigMap":
             out[(meta(d.data).get("namespace"), meta(d.data).get("name"))] = dict(
@@ -1178,25 +1220,29 @@ def check_configmap_refs(repo: Repo) -> list[str]:
                 data = maps.get((ns, ref.get("name")))
                 if data is None:
                     problems.append(
-                        f"{name_of(w)}: ConfigMap {ns}/{ref.get('name')} is neither a resource nor generated"
+                        f"{name_of(w)}: ConfigMap {ns}/{ref.get('name')} is neither a resource "
+                        "nor generated"
                     )
                 elif ref.get("key") not in data:
                     problems.append(
-                        f"{name_of(w)}: ConfigMap {ns}/{ref.get('name')} has no key {ref.get('key')}"
+                        f"{name_of(w)}: ConfigMap {ns}/{ref.get('name')} has no key "
+                        f"{ref.get('key')}"
                     )
                 elif not str(data[ref.get("key")]).strip() and not ref.get("optional"):
                     problems.append(
-                        f"{name_of(w)}: {ns}/{ref.get('name')} key {ref.get('key')} is empty (the binaries take an empty variable as a value)"
+                        f"{name_of(w)}: {ns}/{ref.get('name')} key {ref.get('key')} is empty "
+                        "(the binaries take an empty variable as a value)"
                     )
         for v in spec.get("volumes") or []:
             if v.get("configMap") and (ns, v["configMap"].get("name")) not in maps:
                 problems.append(
-                    f"{name_of(w)}: volume ConfigMap {ns}/{v['configMap'].get('name')} is neither a resource nor generated"
+                    f"{name_of(w)}: volume ConfigMap {ns}/{v['configMap'].get('name')} is "
+                    "neither a resource nor generated"
                 )
     return problems
 
 
-def mount_for(c: dict, spec: dict, path: str) -> tuple[dict, dict] | None:
+def mount_for(c: Obj, spec: Obj, path: str) -> tuple[Obj, Obj] | None:
     """The (volumeMount, volume) a file path lies under, deepest mount first."""
     best = None
     for m in c.get("volumeMounts") or []:
@@ -1209,7 +1255,7 @@ def mount_for(c: dict, spec: dict, path: str) -> tuple[dict, dict] | None:
     return (best, volume) if volume else None
 
 
-def invocation(c: dict) -> tuple[str | None, str | None, list[str]]:
+def invocation(c: Obj) -> tuple[str | None, str | None, list[str]]:
     """(binary, subcommand or None, arguments) of a container's command and args."""
     command = list(c.get("command") or [])
     args = command[1:] + list(c.get("args") or [])
@@ -1226,7 +1272,7 @@ def flag_value(args: list[str], flag: str) -> str | None:
     return None
 
 
-def env_value(c: dict, name: str, ns: str | None, maps: dict[tuple, dict[str, str]]) -> str | None:
+def env_value(c: Obj, name: str, ns: str | None, maps: dict[Ref, dict[str, str]]) -> str | None:
     """A container variable's value: literal, or from a ConfigMap key."""
     for e in c.get("env") or []:
         if e.get("name") != name:
@@ -1249,9 +1295,7 @@ CONFIG_ENV = {
 DASHBOARDS_CONFIG_ENV = "CANDOR_DASHBOARDS_CONFIG"
 
 
-def config_files(
-    c: dict, ns: str | None, maps: dict[tuple, dict[str, str]]
-) -> list[tuple[str, str]]:
+def config_files(c: Obj, ns: str | None, maps: dict[Ref, dict[str, str]]) -> list[tuple[str, str]]:
     """(flag, path) of the TOML files a container reads: `--config` (the collector's roles and the
     dashboards) and `--kafka-config` (the readers' Kafka client settings), from the flag or its
     variable."""
@@ -1275,7 +1319,7 @@ def config_files(
 
 
 def mounted_file(
-    c: dict, spec: dict, ns: str | None, maps: dict[tuple, dict[str, str]], path: str
+    c: Obj, spec: Obj, ns: str | None, maps: dict[Ref, dict[str, str]], path: str
 ) -> tuple[str | None, str]:
     """The text of a file under a ConfigMap mount, or None and why it cannot be read."""
     found = mount_for(c, spec, path)
@@ -1290,8 +1334,8 @@ def mounted_file(
 
 
 def container_configs(
-    c: dict, spec: dict, ns: str | None, maps: dict[tuple, dict[str, str]]
-) -> tuple[list[tuple[str, str, dict]], list[str]]:
+    c: Obj, spec: Obj, ns: str | None, maps: dict[Ref, dict[str, str]]
+) -> tuple[list[tuple[str, str, Obj]], list[str]]:
     """(flag, path, parsed TOML) of each file the container reads, and what could not be read."""
     configs, problems = [], []
     for flag, path in config_files(c, ns, maps):
@@ -1306,12 +1350,12 @@ def container_configs(
     return configs, problems
 
 
-def uses_kafka(c: dict) -> bool:
+def uses_kafka(c: Obj) -> bool:
     binary, sub, _ = invocation(c)
     return binary in CLI_SOURCES and (binary, sub) not in KAFKA_FREE
 
 
-def kafka_needs(config: dict, reads_kafka: bool) -> tuple[list[str], list[str]]:
+def kafka_needs(config: Obj, reads_kafka: bool) -> tuple[list[str], list[str]]:
     """The variables and files a config makes its process read: the OTLP token and TLS files, and,
     for a process that talks to Kafka, the variables of kafka.extra_env and the *.location files."""
     otlp, kafka = config.get("otlp") or {}, config.get("kafka") or {}
@@ -1352,7 +1396,8 @@ def check_config_mounts(repo: Repo) -> list[str]:
                 for var in variables:
                     if var not in env_names:
                         problems.append(
-                            f"{who}: {key} names the variable {var}, which the container does not set"
+                            f"{who}: {key} names the variable {var}, which the container does "
+                            "not set"
                         )
                 for file in files:
                     mounted = mount_for(c, spec, file)
@@ -1373,7 +1418,8 @@ def check_config_mounts(repo: Repo) -> list[str]:
             if uses_kafka(c) and not unreadable:
                 if not protocols:
                     problems.append(
-                        f"{who}: talks to Kafka with no settings file (--config or --kafka-config): plaintext, no SASL"
+                        f"{who}: talks to Kafka with no settings file (--config or "
+                        "--kafka-config): plaintext, no SASL"
                     )
                 for protocol in protocols:
                     if str(protocol).upper() not in KAFKA_TLS_PROTOCOLS:
@@ -1381,7 +1427,15 @@ def check_config_mounts(repo: Repo) -> list[str]:
     return problems
 
 
-def dockerfile_stages(text: str) -> tuple[dict[str, str], list[dict]]:
+class Stage(TypedDict):
+    """A Dockerfile stage: its base image, its `AS` name and its (instruction, arguments)."""
+
+    image: str
+    alias: str | None
+    inst: list[tuple[str, str]]
+
+
+def dockerfile_stages(text: str) -> tuple[dict[str, str], list[Stage]]:
     """ARG defaults before the first FROM, and each stage's instructions (continuations joined)."""
     logical, buf = [], ""
     for line in text.splitlines():
@@ -1395,7 +1449,7 @@ def dockerfile_stages(text: str) -> tuple[dict[str, str], list[dict]]:
             logical.append(buf)
             buf = ""
     args: dict[str, str] = {}
-    stages: list[dict] = []
+    stages: list[Stage] = []
     for inst in logical:
         op, _, rest = inst.partition(" ")
         op = op.upper()
@@ -1419,7 +1473,8 @@ def dockerfile_stages(text: str) -> tuple[dict[str, str], list[dict]]:
 def cargo_package(root: Path, package: str) -> Path | None:
     """The manifest of the workspace member named `package`."""
     workspace = tomllib.loads((root / "Cargo.toml").read_text(encoding="utf-8"))
-    for member in workspace["workspace"]["members"]:
+    members: list[str] = workspace["workspace"]["members"]
+    for member in members:
         manifest = root / member / "Cargo.toml"
         data = tomllib.loads(manifest.read_text(encoding="utf-8"))
         if (data.get("package") or {}).get("name") == package:
@@ -1443,7 +1498,7 @@ def dockerignore_excludes(patterns: list[str], path: str) -> bool:
 def rdkafka_features(root: Path) -> set[str]:
     """rdkafka's features: the workspace's and every member's."""
     features: set[str] = set()
-    manifests = [root / "Cargo.toml"] + sorted(root.glob("*/Cargo.toml"))
+    manifests = [root / "Cargo.toml", *sorted(root.glob("*/Cargo.toml"))]
     for manifest in manifests:
         data = tomllib.loads(manifest.read_text(encoding="utf-8"))
         for deps in (
@@ -1456,7 +1511,7 @@ def rdkafka_features(root: Path) -> set[str]:
     return features
 
 
-def apt_installed(stage: dict) -> set[str]:
+def apt_installed(stage: Stage) -> set[str]:
     """The packages a stage's RUN instructions name to `apt-get install`."""
     packages = set()
     for op, rest in stage["inst"]:
@@ -1505,9 +1560,10 @@ def check_dockerfile(repo: Repo) -> tuple[list[str], str]:
             if binary not in declared:
                 problems.append(f"{manifest.relative_to(repo.root)} declares no binary {binary}")
     runtime_text = " ".join(rest for _, rest in runtime["inst"])
-    for package, binary in BINARIES:
+    for _, binary in BINARIES:
         if not re.search(
-            rf"COPY --from={re.escape(builder['alias'] or '0')} \S*{re.escape(binary)} /usr/local/bin/{re.escape(binary)}\b",
+            rf"COPY --from={re.escape(builder['alias'] or '0')} \S*{re.escape(binary)} "
+            rf"/usr/local/bin/{re.escape(binary)}\b",
             " ".join(f"{op} {rest}" for op, rest in runtime["inst"]),
         ):
             problems.append(f"the runtime stage does not copy {binary} into /usr/local/bin")
@@ -1519,16 +1575,19 @@ def check_dockerfile(repo: Repo) -> tuple[list[str], str]:
         for package in ("libssl-dev", "pkg-config"):
             if package not in apt_installed(builder):
                 problems.append(
-                    f"the builder stage does not install {package}, which rdkafka's ssl feature builds against"
+                    f"the builder stage does not install {package}, which rdkafka's ssl feature "
+                    "builds against"
                 )
         if "libssl3" not in apt_installed(runtime):
             problems.append(
-                "the runtime stage does not install libssl3, which the binaries link (rdkafka's ssl feature)"
+                "the runtime stage does not install libssl3, which the binaries link (rdkafka's "
+                "ssl feature)"
             )
     users = [rest.split(":")[0] for op, rest in runtime["inst"] if op == "USER"]
     if not users or not users[-1].isdigit() or users[-1] == "0":
         problems.append(
-            f"the runtime stage's USER {users[-1] if users else None!r} is not a numeric non-root user"
+            f"the runtime stage's USER {users[-1] if users else None!r} is not a numeric "
+            "non-root user"
         )
     else:
         for w in workloads(repo.deployed()):
@@ -1547,9 +1606,9 @@ def check_dockerfile(repo: Repo) -> tuple[list[str], str]:
         problems.append("deploy/docker/Dockerfile.dockerignore missing")
     else:
         patterns = [
-            l.strip()
-            for l in ignore.read_text(encoding="utf-8").splitlines()
-            if l.strip() and not l.startswith("#")
+            line.strip()
+            for line in ignore.read_text(encoding="utf-8").splitlines()
+            if line.strip() and not line.startswith("#")
         ]
         members = tomllib.loads((repo.root / "Cargo.toml").read_text(encoding="utf-8"))[
             "workspace"
@@ -1569,7 +1628,8 @@ def check_dockerfile(repo: Repo) -> tuple[list[str], str]:
     binaries = ", ".join(b for _, b in BINARIES)
     return (
         problems,
-        f"{builder['image']} builds {binaries}; {runtime['image']} runs them as UID {users[-1] if users else '?'}; rdkafka features {sorted(features)}",
+        f"{builder['image']} builds {binaries}; {runtime['image']} runs them as UID "
+        f"{users[-1] if users else '?'}; rdkafka features {sorted(features)}",
     )
 
 
@@ -1599,7 +1659,8 @@ def check_commands(repo: Repo) -> list[str]:
                 sub = args[0]
                 if sub not in cli:
                     problems.append(
-                        f"{who}: {binary} has no subcommand {sub!r} (has {sorted(k for k in cli if k)})"
+                        f"{who}: {binary} has no subcommand {sub!r} (has "
+                        f"{sorted(k for k in cli if k)})"
                     )
                     continue
             elif any(k for k in cli) and None not in cli:
@@ -1637,7 +1698,7 @@ def check_toml_parse(repo: Repo) -> tuple[list[str], str]:
     return problems, f"{count} files"
 
 
-def rust_schema(source: str, struct: str) -> dict:
+def rust_schema(source: str, struct: str) -> Obj:
     """A config struct as {key: type or nested schema}; a field whose type is a struct of the same
     source is a table."""
     out: dict[str, Any] = {}
@@ -1704,7 +1765,7 @@ def type_ok(ty: str, value: Any) -> bool:
     return True
 
 
-def schema_problems(schema: dict, data: dict, prefix: str = "") -> list[str]:
+def schema_problems(schema: Obj, data: Obj, prefix: str = "") -> list[str]:
     problems = []
     for key, value in data.items():
         dotted = f"{prefix}{key}"
@@ -1748,46 +1809,51 @@ def check_toml_keys(repo: Repo) -> tuple[list[str], str]:
     reader_kafka = kinds["reader"][0].get("kafka")
     if not isinstance(reader_kafka, dict) or set(reader_kafka) != {"extra", "extra_env"}:
         problems.append(
-            f"{READER_KAFKA_SOURCE}: expected a file of [kafka.extra] and [kafka.extra_env] only, read {kinds['reader'][0]}"
+            f"{READER_KAFKA_SOURCE}: expected a file of [kafka.extra] and [kafka.extra_env] "
+            f"only, read {kinds['reader'][0]}"
         )
     checked: dict[str, int] = {}
     for path in sorted((repo.root / "deploy").rglob("*.toml")):
         rel = path.relative_to(repo.root)
-        kind = toml_kind(path)
-        if kind is None:
+        loader = toml_kind(path)
+        if loader is None:
             problems.append(
-                f"{rel}: no loader known for it (name it after collector, compactor, dashboards or *-kafka)"
+                f"{rel}: no loader known for it (name it after collector, compactor, dashboards "
+                "or *-kafka)"
             )
             continue
-        checked[kind] = checked.get(kind, 0) + 1
+        checked[loader] = checked.get(loader, 0) + 1
         try:
             data = tomllib.loads(path.read_text(encoding="utf-8"))
         except tomllib.TOMLDecodeError:
             continue  # reported by the parse check
-        schema, reserved = kinds[kind]
+        schema, reserved = kinds[loader]
         problems += [f"{rel}: {p}" for p in schema_problems(schema, data)]
         kafka = data.get("kafka") or {}
-        for setting in list((kafka.get("extra") or {})) + list((kafka.get("extra_env") or {})):
+        for setting in list(kafka.get("extra") or {}) + list(kafka.get("extra_env") or {}):
             if setting in reserved:
                 problems.append(f"{rel}: kafka setting {setting!r} is reserved by the code")
         for setting in kafka.get("extra") or {}:
             if setting.endswith("password") or "secret" in setting or setting == "ssl.key.pem":
                 problems.append(
-                    f"{rel}: kafka.extra.{setting!r} is a secret: the code wants it in kafka.extra_env"
+                    f"{rel}: kafka.extra.{setting!r} is a secret: the code wants it in "
+                    "kafka.extra_env"
                 )
-        for var in list((kafka.get("extra_env") or {}).values()) + [
-            ((data.get("otlp") or {}).get("auth_token_env"))
+        for var in [
+            *(kafka.get("extra_env") or {}).values(),
+            (data.get("otlp") or {}).get("auth_token_env"),
         ]:
             if var is not None and not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", var):
                 problems.append(f"{rel}: {var!r} is not an environment variable name")
     counts = ", ".join(f"{checked.get(k, 0)} {k}" for k in kinds)
     return (
         problems,
-        f"{counts} files against the collector's RawConfig / RawCompactConfig / the dashboards' RawConfig / the readers' File",
+        f"{counts} files against the collector's RawConfig / RawCompactConfig / the dashboards' "
+        "RawConfig / the readers' File",
     )
 
 
-def check_config_copies(repo: Repo) -> list[str]:
+def check_config_copies(repo: Repo) -> tuple[list[str], str]:
     problems = []
     pairs = [
         ("deploy/config/collector.kafka-sasl-tls.toml", "deploy/k8s/base/files/collector.toml"),
@@ -1812,11 +1878,13 @@ def check_config_copies(repo: Repo) -> list[str]:
     return problems, f"{len(pairs)} pairs, byte for byte"
 
 
-def generator(repo: Repo):
+def generator(repo: Repo) -> ModuleType:
     # Imported from its path; no __pycache__ is left in the tree.
     sys.dont_write_bytecode = True
     path = repo.root / "deploy/k8s/gen_prometheusrule.py"
     spec = importlib.util.spec_from_file_location("gen_prometheusrule", path)
+    if spec is None or spec.loader is None:
+        raise ImportError(f"cannot import {path}")
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
@@ -1868,11 +1936,11 @@ def check_kustomize(repo: Repo, version: str) -> tuple[list[str], str]:
     if not kubectl:
         raise Skip("kubectl not found")
     try:
-        import kubernetes_validate  # type: ignore
+        import kubernetes_validate
     except ImportError:
         kubernetes_validate = None
     problems, notes = [], []
-    base_kafka: dict | None = None
+    base_kafka: dict[Ref, str] | None = None
     # The base sorts before the overlays: its placeholder bootstrap is known when they are read.
     for kdir in sorted(repo.kustomizations):
         rel = kdir.relative_to(repo.root)
@@ -1880,7 +1948,8 @@ def check_kustomize(repo: Repo, version: str) -> tuple[list[str], str]:
         if run.returncode != 0:
             err = re.search(r'err="(.*)"', run.stderr)
             problems.append(
-                f"{rel}: kubectl kustomize failed: {err.group(1) if err else run.stderr.strip() or run.returncode}"
+                f"{rel}: kubectl kustomize failed: "
+                f"{err.group(1) if err else run.stderr.strip() or run.returncode}"
             )
             continue
         objs = [o for o in yaml.safe_load_all(run.stdout) if o]
@@ -1919,7 +1988,8 @@ def check_kustomize(repo: Repo, version: str) -> tuple[list[str], str]:
                     ref = (e.get("valueFrom") or {}).get("configMapKeyRef")
                     if ref and ref.get("key") not in cms.get((ns, ref.get("name")), {}):
                         problems.append(
-                            f"{rel}: {name_of(w)} env {e.get('name')}: rendered ConfigMap {ref.get('name')} has no key {ref.get('key')}"
+                            f"{rel}: {name_of(w)} env {e.get('name')}: rendered ConfigMap "
+                            f"{ref.get('name')} has no key {ref.get('key')}"
                         )
                     if ref and e.get("name", "").endswith(("KAFKA_BROKERS", "CANDOR_KAFKA")):
                         value = cms.get((ns, ref.get("name")), {}).get(ref.get("key"), "")
@@ -1927,12 +1997,14 @@ def check_kustomize(repo: Repo, version: str) -> tuple[list[str], str]:
                             re.fullmatch(r"[\w.\-\[\]:]+:\d+", b.strip()) for b in value.split(",")
                         ):
                             problems.append(
-                                f"{rel}: {name_of(w)} {e.get('name')} = {value!r} is not a host:port list"
+                                f"{rel}: {name_of(w)} {e.get('name')} = {value!r} is not a "
+                                "host:port list"
                             )
             for v in (pod_spec(w) or {}).get("volumes") or []:
                 if v.get("configMap") and (ns, v["configMap"].get("name")) not in cms:
                     problems.append(
-                        f"{rel}: {name_of(w)} volume {v.get('name')}: rendered ConfigMap {v['configMap'].get('name')} missing"
+                        f"{rel}: {name_of(w)} volume {v.get('name')}: rendered ConfigMap "
+                        f"{v['configMap'].get('name')} missing"
                     )
         if kubernetes_validate is not None:
             for o in objs:
@@ -1956,7 +2028,7 @@ def main() -> int:
     root = args.root.resolve()
     repo = load(root)
 
-    checks: list[tuple[str, Callable[[], Any]]] = [
+    checks: list[tuple[str, Callable[[], CheckResult]]] = [
         ("every YAML under deploy/k8s parses", lambda: check_yaml(repo)),
         (
             "every object has apiVersion, kind, metadata.name and a Candor namespace",
@@ -1981,7 +2053,8 @@ def main() -> int:
             lambda: check_probes(repo),
         ),
         (
-            "ServiceMonitors select Services and ports; collector, compactor and dashboards scraped",
+            "ServiceMonitors select Services and ports; collector, compactor and dashboards "
+            "scraped",
             lambda: check_service_monitors(repo),
         ),
         ("HPA and PodDisruptionBudgets target real workloads", lambda: check_hpa_pdb(repo)),
@@ -1990,15 +2063,18 @@ def main() -> int:
             lambda: check_pod_security(repo),
         ),
         (
-            "table maintenance runs once: compactors' own off, one CronJob runs `maintain` (Forbid, deadlines)",
+            "table maintenance runs once: compactors' own off, one CronJob runs `maintain` "
+            "(Forbid, deadlines)",
             lambda: check_maintenance(repo),
         ),
         (
-            "dashboards alone in candor-monitoring, own ServiceAccount and Kafka user, read-only storage Secret",
+            "dashboards alone in candor-monitoring, own ServiceAccount and Kafka user, read-only "
+            "storage Secret",
             lambda: check_dashboards_isolated(repo),
         ),
         (
-            "dashboards NetworkPolicy: ingress 3000 only; egress only Kafka TLS, object store, webhook, DNS",
+            "dashboards NetworkPolicy: ingress 3000 only; egress only Kafka TLS, object store, "
+            "webhook, DNS",
             lambda: check_dashboards_network_policy(repo),
         ),
         ("Secrets hold placeholders only and are never applied", lambda: check_secrets(repo)),
@@ -2011,7 +2087,8 @@ def main() -> int:
             lambda: check_configmap_refs(repo),
         ),
         (
-            "--config / --kafka-config files are mounted; their TLS/CA files and variables are provided; Kafka over TLS",
+            "--config / --kafka-config files are mounted; their TLS/CA files and variables are "
+            "provided; Kafka over TLS",
             lambda: check_config_mounts(repo),
         ),
         (
@@ -2019,12 +2096,14 @@ def main() -> int:
             lambda: check_commands(repo),
         ),
         (
-            "the Dockerfile builds and installs candor-collector, candor, candor-dashboards, with libssl",
+            "the Dockerfile builds and installs candor-collector, candor, candor-dashboards, "
+            "with libssl",
             lambda: check_dockerfile(repo),
         ),
         ("every TOML under deploy/ parses", lambda: check_toml_parse(repo)),
         (
-            "TOML keys and types are those the Rust config structs (and the readers' Kafka file) declare",
+            "TOML keys and types are those the Rust config structs (and the readers' Kafka file) "
+            "declare",
             lambda: check_toml_keys(repo),
         ),
         (

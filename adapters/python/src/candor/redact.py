@@ -60,6 +60,8 @@ _VALUE_ENDS: Final = frozenset("\"'&,;}])<") | _WHITESPACE
 
 
 def _ascii_lower(text: str) -> str:
+    if text.isascii():
+        return text.lower()
     return "".join(c.lower() if c.isascii() else c for c in text)
 
 
@@ -161,8 +163,8 @@ def redact_text(raw: str) -> str:
     return _redact_secret_values(" ".join(words))
 
 
-def _is_name_char(c: str) -> bool:
-    return (c.isascii() and c.isalnum()) or c in "_-"
+_NAME_CHARS: Final = frozenset("0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz_-")
+"""What a field name is made of: ASCII letters and digits, ``_`` and ``-``."""
 
 
 def _redact_secret_values(text: str) -> str:
@@ -176,12 +178,12 @@ def _redact_secret_values(text: str) -> str:
     at = 0
     n = len(chars)
     while at < n:
-        if not _is_name_char(chars[at]):
+        if chars[at] not in _NAME_CHARS:
             out.append(chars[at])
             at += 1
             continue
         start = at
-        while at < n and _is_name_char(chars[at]):
+        while at < n and chars[at] in _NAME_CHARS:
             at += 1
         name = chars[start:at]
         out.append(name)
@@ -205,7 +207,7 @@ def _redact_secret_values(text: str) -> str:
             introduces = False
         # `Authorization: Bearer x`: keep the scheme word, hide what follows it.
         word_end = value_at
-        while word_end < n and _is_name_char(chars[word_end]):
+        while word_end < n and chars[word_end] in _NAME_CHARS:
             word_end += 1
         word = _ascii_lower(chars[value_at:word_end])
         if introduces and word in ("bearer", "basic") and word_end < n and chars[word_end] == " ":

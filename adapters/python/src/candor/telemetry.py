@@ -225,6 +225,9 @@ class Telemetry:
 
 def _mirror(envelope: Envelope, attempt: Attempt) -> None:
     """Logs one ``tool.outcome`` event for local logs."""
+    retrying = attempt.retry_action is RetryAction.RETRY
+    if not _log.isEnabledFor(logging.INFO if retrying else logging.WARNING):
+        return
     fields = {
         "tool": envelope.tool,
         "tool_target": envelope.target,
@@ -234,7 +237,7 @@ def _mirror(envelope: Envelope, attempt: Attempt) -> None:
         "attempt": attempt.number,
         "status": attempt.status or 0,
     }
-    if attempt.retry_action is RetryAction.RETRY:
+    if retrying:
         _log.info(
             "tool attempt failed; retrying after %d ms: %s",
             attempt.backoff_ms or 0,

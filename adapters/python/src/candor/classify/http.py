@@ -110,9 +110,12 @@ Headers: TypeAlias = Mapping[str, str] | Iterable[tuple[str, str]]
 """Response headers: a mapping, or name-value pairs in order (a name may repeat)."""
 
 
+_VISIBLE: Final = re.compile(r"[\t -~]*")
+
+
 def _visible(value: str) -> bool:
     """Whether a header value is text a header may hold (visible ASCII, spaces, tabs)."""
-    return all(c == "\t" or " " <= c <= "~" for c in value)
+    return _VISIBLE.fullmatch(value) is not None
 
 
 class HttpResponse:
@@ -547,9 +550,11 @@ def _retry_after_ms(response: HttpResponse) -> int | None:
     return max(wait_ns, 0) // 1_000_000
 
 
+# C0 controls, DEL and C1 controls, each read as a space in a snippet.
+_CONTROLS_AS_SPACES: Final = dict.fromkeys((*range(0x20), *range(0x7F, 0xA0)), " ")
+
+
 def _body_snippet(body: bytes) -> str:
     text = body.decode("utf-8", errors="replace")
-    one_line = "".join(
-        " " if c < " " or "\x7f" <= c <= "\x9f" else c for c in text[:BODY_SNIPPET_CHARS]
-    )
+    one_line = text[:BODY_SNIPPET_CHARS].translate(_CONTROLS_AS_SPACES)
     return redact_text(_trim(one_line))

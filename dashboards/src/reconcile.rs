@@ -4,7 +4,8 @@
 //! The adapter records a call that ends as AccessFailure or Partial twice: one terminal
 //! `tool.outcome` event and one increment of the `tool.outcomes` counter. Every `--reconcile-every`
 //! [`run`] asks `candor-query`'s reconciliation over `[now − --reconcile-range,
-//! now − --reconcile-settle)`, reading the tables and the Kafka tail as the forensic view does, and
+//! now − --reconcile-settle)`, from the first collector heartbeat read when that is later,
+//! reading the tables and the Kafka tail as the forensic view does, and
 //! keeps the newest result in the shared state ([`ReconcileState`]): the overview's panel,
 //! `/metrics` and the `reconcile_mismatch` rule read it.
 //!
@@ -24,7 +25,7 @@ use candor_query::coverage::Coverage;
 use candor_query::reader::{ReadOptions, Reader};
 use candor_query::reconcile::Totals;
 use candor_query::tail::TailSettings;
-use candor_query::window::{Micros, Window, micros_of, now, serialize_micros};
+use candor_query::window::{Micros, Window, micros_of, now, rfc3339, serialize_micros};
 use candor_records::tables::Table;
 use candor_schema::OutcomeClass;
 use serde::Serialize;
@@ -291,8 +292,24 @@ async fn once(settings: &ReconcileSettings, at: Micros, window: Window) -> Run {
         tables: vec![Table::OutcomeEvents, Table::OutcomeCounts],
     })
     .await;
+    // A window that starts before the first heartbeat read (a pipeline younger than the range,
+    // or history past retention) is checked from that heartbeat on: before it nothing can be
+    // reconciled, and the run says where it started.
+    let mut coverage = reader.coverage(Some(window)).await;
+    let mut checked = window;
+    if let Some((_, first)) = coverage.before_first_heartbeat
+        && first < window.until
+    {
+        checked.since = first;
+        coverage = reader.coverage(Some(checked)).await;
+        coverage.notes.push(format!(
+            "the first collector heartbeat read is at {}: the run checks from there, as nothing \
+             is known before it",
+            rfc3339(first)
+        ));
+    }
     let query = ReconcileQuery {
-        window,
+        window: checked,
         filters: Filters::default(),
         slack: SLACK,
         lookback: LOOKBACK,
@@ -300,8 +317,7 @@ async fn once(settings: &ReconcileSettings, at: Micros, window: Window) -> Run {
     let answer = commands::reconcile(&reader, &query)
         .await
         .map_err(|err| err.to_string());
-    let coverage = reader.coverage(Some(window)).await;
-    Run::new(at, window, coverage, answer, MAX_ROWS)
+    Run::new(at, checked, coverage, answer, MAX_ROWS)
 }
 
 #[cfg(test)]

@@ -20,8 +20,10 @@
 //!
 //! Inside the window, a stretch with no heartbeat for more than three of the intervals the last
 //! heartbeat promised is a silence: the pipeline was not carrying data then, so an answer over it
-//! is partial. Before the first heartbeat ever read nothing is checked (the pipeline did not
-//! exist, or retention removed it).
+//! is partial. A window that starts before the first heartbeat read (none in the hours before
+//! it) is partial too: from its start to that heartbeat nothing vouches for the data, because the
+//! pipeline was not running yet or retention removed its records. A question without a window
+//! claims nothing about a stretch, so none of this applies to it.
 //!
 //! The heartbeats and the events are separate tables committed by the same compactor flush; with
 //! several compactor members owning different partitions, a table's heartbeats can be ahead of a
@@ -148,6 +150,9 @@ pub struct Coverage {
     pub sources: Vec<SourceReport>,
     /// Stretches inside the window with no heartbeat: `(from, to)`.
     pub silences: Vec<(Micros, Micros)>,
+    /// The start of the window before its first heartbeat, `(from, to)`, when no heartbeat
+    /// precedes the window: the whole window when none was read in it either.
+    pub before_first_heartbeat: Option<(Micros, Micros)>,
     /// Anything else the reader should know (series without a baseline, ignored points, …).
     pub notes: Vec<String>,
     /// What the question could not check with the data read (a reconciliation with no closed
@@ -182,6 +187,7 @@ impl Coverage {
             covered_until,
             sources,
             silences: Vec::new(),
+            before_first_heartbeat: None,
             notes: Vec::new(),
             unchecked: Vec::new(),
             failure: None,
@@ -208,6 +214,7 @@ impl Coverage {
         } else if needed().any(SourceReport::is_short)
             || self.reaches_past_data()
             || !self.silences.is_empty()
+            || self.before_first_heartbeat.is_some()
             || !self.unchecked.is_empty()
         {
             OutcomeClass::Partial
@@ -245,6 +252,15 @@ impl Coverage {
                 rfc3339(*to)
             ));
         }
+        // Without any heartbeat, the line below already says that nothing is known.
+        if let (Some((from, to)), Some(_)) = (self.before_first_heartbeat, self.covered_until) {
+            gaps.push(format!(
+                "nothing is known about {} to {}: no collector heartbeat was read before it (the \
+                 pipeline was not running yet, or its records are past retention)",
+                rfc3339(from),
+                rfc3339(to)
+            ));
+        }
         if self.reaches_past_data() {
             let asked = match self.window {
                 Some(window) => format!("the window ends at {}", rfc3339(window.until)),
@@ -277,6 +293,20 @@ pub fn silences(heartbeats: &[(Micros, Micros)], window: Window) -> Vec<(Micros,
                 .then(|| (at.max(window.since), next.min(window.until)))
         })
         .collect()
+}
+
+/// The start of `window` that no heartbeat vouches for: from its start to its first heartbeat,
+/// when `heartbeats` (sorted by time, read from some hours before the window to its end) hold
+/// none at or before the start; the whole window when they hold none at all.
+pub fn before_first_heartbeat(
+    heartbeats: &[(Micros, Micros)],
+    window: Window,
+) -> Option<(Micros, Micros)> {
+    match heartbeats.first() {
+        Some(&(first, _)) if first <= window.since => None,
+        Some(&(first, _)) => Some((window.since, first.min(window.until))),
+        None => Some((window.since, window.until)),
+    }
 }
 
 #[cfg(test)]
@@ -376,6 +406,48 @@ mod tests {
         coverage.silences = silences(&gap, window);
         assert_eq!(coverage.class(1), OutcomeClass::Partial);
         assert!(coverage.gaps()[0].contains("no collector heartbeat between"));
+    }
+
+    #[test]
+    fn a_window_that_starts_before_the_first_heartbeat_is_partial() {
+        let window = Window {
+            since: 100 * SECOND,
+            until: 200 * SECOND,
+        };
+        let beats = |from: Micros| -> Vec<(Micros, Micros)> {
+            (from..250)
+                .step_by(10)
+                .map(|s| (s * SECOND, 10 * SECOND))
+                .collect()
+        };
+        assert_eq!(before_first_heartbeat(&beats(50), window), None);
+        assert_eq!(before_first_heartbeat(&beats(100), window), None);
+        assert_eq!(
+            before_first_heartbeat(&beats(150), window),
+            Some((100 * SECOND, 150 * SECOND))
+        );
+        // Heartbeats only after the window, or none: nothing in it is vouched for.
+        assert_eq!(
+            before_first_heartbeat(&beats(210), window),
+            Some((100 * SECOND, 200 * SECOND))
+        );
+        assert_eq!(
+            before_first_heartbeat(&[], window),
+            Some((100 * SECOND, 200 * SECOND))
+        );
+
+        let mut coverage =
+            Coverage::new(Some(window), vec![read(0)], beat(200 * SECOND, false), NOW);
+        assert_eq!(coverage.class(0), OutcomeClass::Empty);
+        coverage.before_first_heartbeat = before_first_heartbeat(&beats(150), window);
+        assert_eq!(coverage.class(0), OutcomeClass::Partial);
+        assert_eq!(coverage.class(1), OutcomeClass::Partial);
+        assert_eq!(
+            coverage.gaps(),
+            ["nothing is known about 1970-01-01T00:01:40.000000Z to \
+                 1970-01-01T00:02:30.000000Z: no collector heartbeat was read before it (the \
+                 pipeline was not running yet, or its records are past retention)"]
+        );
     }
 
     #[test]

@@ -19,7 +19,9 @@ use deltalake::datafusion::error::DataFusionError;
 use deltalake::datafusion::prelude::{DataFrame, SessionConfig, SessionContext, col, lit};
 use deltalake::datafusion::scalar::ScalarValue;
 
-use crate::coverage::{Coverage, Heartbeat, SourceReport, SourceState, silences};
+use crate::coverage::{
+    Coverage, Heartbeat, SourceReport, SourceState, before_first_heartbeat, silences,
+};
 use crate::store::{FileSpan, OpenTable, Provider, StoreError, TableRoot, spanning};
 use crate::tail::{TailSettings, TopicTail};
 use crate::window::{Micros, Window, micros_of, now};
@@ -209,15 +211,18 @@ impl Reader {
     }
 
     /// The coverage of an answer over `window`, with the silences of the heartbeats (table and
-    /// tail) inside it.
+    /// tail) inside it and the stretch of it before the first of them.
     pub async fn coverage(&self, window: Option<Window>) -> Coverage {
         let mut coverage = Coverage::new(window, self.sources.clone(), self.heartbeat, self.now);
         if let Some(window) = window {
             match self.heartbeats_around(window).await {
-                Ok(beats) => coverage.silences = silences(&beats, window),
+                Ok(beats) => {
+                    coverage.silences = silences(&beats, window);
+                    coverage.before_first_heartbeat = before_first_heartbeat(&beats, window);
+                }
                 Err(err) => coverage.notes.push(format!(
-                    "the heartbeats inside the window could not be read, so silences in it were \
-                     not looked for: {err}"
+                    "the heartbeats inside the window could not be read, so silences in it and \
+                     a start before the first heartbeat were not looked for: {err}"
                 )),
             }
         }

@@ -17,7 +17,7 @@ use candor_e2e::dashboards::{self, Dashboards};
 use candor_e2e::process::Running;
 use candor_e2e::query::{Answer, candor_with_env};
 use candor_e2e::tansu::Tansu;
-use candor_e2e::{free_port, tempdir, wait_for, wait_for_port};
+use candor_e2e::{free_port, rfc3339, tempdir, wait_for, wait_for_port};
 use candor_schema::names::topic;
 use opentelemetry_proto::tonic::collector::trace::v1::trace_service_client::TraceServiceClient;
 
@@ -154,11 +154,11 @@ async fn send(collector: &Collector, events: usize) -> Result<(), tonic::Status>
     client.export(trace_request(events)).await.map(|_| ())
 }
 
-fn incident(root: &Path, kafka: &str, extra: &[&str], env: &[(&str, &str)]) -> Answer {
+fn incident(root: &Path, since: &str, kafka: &str, extra: &[&str], env: &[(&str, &str)]) -> Answer {
     let args = [
         &["--kafka", kafka, "--kafka-timeout", "5s"][..],
         extra,
-        &["incident", "--target", TARGET, "--since", "1h"][..],
+        &["incident", "--target", TARGET, "--since", since][..],
     ]
     .concat();
     candor_with_env(root, &args, env)
@@ -190,6 +190,7 @@ async fn every_kafka_client_works_over_tls_with_scram_and_is_refused_without_the
         },
     )
     .await;
+    let since = rfc3339(collector.covered_since().await);
     send(&collector, 3).await.unwrap();
 
     // The compactor reads them over the same kind of connection into the table.
@@ -208,7 +209,9 @@ async fn every_kafka_client_works_over_tls_with_scram_and_is_refused_without_the
         "the compactor to store the 3 events",
         Duration::from_secs(60),
         || {
-            let rows = incident(&root, &kafka, &["--no-live"], &[]).rows().len();
+            let rows = incident(&root, &since, &kafka, &["--no-live"], &[])
+                .rows()
+                .len();
             async move { (rows == 3).then_some(()) }
         },
     )
@@ -219,6 +222,7 @@ async fn every_kafka_client_works_over_tls_with_scram_and_is_refused_without_the
     send(&collector, 2).await.unwrap();
     let live = incident(
         &root,
+        &since,
         &kafka,
         &["--live", "--kafka-config", &settings_arg],
         &password,
@@ -251,13 +255,14 @@ async fn every_kafka_client_works_over_tls_with_scram_and_is_refused_without_the
     assert_eq!(stdout.lines().count(), 5, "{stdout}");
 
     // Without the settings, the tail is unreachable and the answer says it is partial.
-    let bare = incident(&root, &kafka, &["--live"], &[]);
+    let bare = incident(&root, &since, &kafka, &["--live"], &[]);
     assert_eq!(bare.code, 3, "{}\n{}", bare.stdout, bare.stderr);
     let tail = bare.source("kafka candor.outcome-events.v1");
     assert_eq!(tail["state"], "unreachable", "{tail}");
     // And without the password's variable, candor stops before reading, naming it.
     let unset = incident(
         &root,
+        &since,
         &kafka,
         &["--live", "--kafka-config", &settings_arg],
         &[],

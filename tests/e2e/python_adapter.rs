@@ -12,7 +12,7 @@ use candor_e2e::collector::{Collector, Options};
 use candor_e2e::compactor::{self, Compactor};
 use candor_e2e::query::{Answer, candor};
 use candor_e2e::tansu::Tansu;
-use candor_e2e::{run_python_client, tempdir, wait_for};
+use candor_e2e::{rfc3339, run_python_client, tempdir, wait_for};
 use candor_schema::names::resource;
 use serde_json::{Value, json};
 
@@ -100,10 +100,6 @@ async fn run_rust_service(endpoint: &str) -> Vec<String> {
     classes
 }
 
-fn rfc3339(at: SystemTime) -> String {
-    chrono::DateTime::<chrono::Utc>::from(at).to_rfc3339()
-}
-
 /// `candor rates` per target over the window, and its rows.
 fn rates(root: &Path, since: &str, until: &str) -> (Answer, Vec<Value>) {
     let answer = candor(
@@ -171,7 +167,7 @@ async fn a_python_service_and_a_rust_service_calling_the_same_tool_give_the_same
     let collector = Collector::start(&tansu.bootstrap, Options::default()).await;
     let root = tempdir("python-adapter");
     let _compactor = Compactor::start(&tansu.bootstrap, &root, compactor::Options::default()).await;
-    let since = rfc3339(SystemTime::now() - Duration::from_secs(5));
+    let since = rfc3339(collector.covered_since().await);
 
     let python_classes = run_python_service(&collector.grpc_endpoint).await;
     let rust_classes = run_rust_service(&collector.grpc_endpoint).await;

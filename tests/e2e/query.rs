@@ -803,6 +803,7 @@ async fn rates_trace_and_incident_match_an_independent_reader_and_state_their_co
 async fn an_incident_joins_the_table_and_the_kafka_tail_without_duplicates() {
     let tansu = Tansu::start().await;
     let collector = Collector::start(&tansu.bootstrap, Options::default()).await;
+    let since = candor_e2e::rfc3339(collector.covered_since().await);
     let root = tempdir("query-tail");
     let mut compactor =
         Compactor::start(&tansu.bootstrap, &root, compactor::Options::default()).await;
@@ -873,7 +874,7 @@ async fn an_incident_joins_the_table_and_the_kafka_tail_without_duplicates() {
             "--target",
             target,
             "--since",
-            "10m",
+            &since,
             "--kafka",
             &tansu.bootstrap,
         ],
@@ -910,7 +911,7 @@ async fn an_incident_joins_the_table_and_the_kafka_tail_without_duplicates() {
             "--target",
             target,
             "--since",
-            "10m",
+            &since,
             "--no-live",
         ],
     );
@@ -918,4 +919,65 @@ async fn an_incident_joins_the_table_and_the_kafka_tail_without_duplicates() {
     assert_eq!(table_only.rows().len(), 2);
     telemetry.shutdown().unwrap();
     let _ = std::fs::remove_dir_all(&root);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_fresh_pipeline_asked_about_the_last_hour_is_partial_and_never_says_no_failures() {
+    let tansu = Tansu::start().await;
+    let collector = Collector::start(&tansu.bootstrap, Options::default()).await;
+    let root = tempdir("query-fresh");
+    let compactor = Compactor::start(&tansu.bootstrap, &root, compactor::Options::default()).await;
+    let series = rows_written("heartbeats");
+    wait_for(
+        "a heartbeat in the table",
+        Duration::from_secs(60),
+        || async { (compactor.sample(&series).await >= Some(1.0)).then_some(()) },
+    )
+    .await;
+    // From here on the pipeline provably runs; the hour before it, it did not.
+    let started = rfc3339(
+        i64::try_from(
+            SystemTime::now()
+                .duration_since(UNIX_EPOCH)
+                .unwrap()
+                .as_nanos(),
+        )
+        .unwrap(),
+    );
+    collector.heartbeat_after_now().await;
+    let target = "http://never.test/reported";
+    let kafka = ["--kafka", tansu.bootstrap.as_str()];
+    let last_hour: [&[&str]; 4] = [
+        &["rates", "--target", target, "--since", "1h"],
+        &["incident", "--target", target, "--since", "1h"],
+        &["spikes", "--target", target],
+        &[
+            "sql",
+            "SELECT count(*) AS n FROM outcome_events WHERE tool_target = 'x'",
+            "--since",
+            "1h",
+        ],
+    ];
+    for question in last_hour {
+        let answer = candor(&root, &[question, &kafka[..]].concat());
+        let context = format!("{question:?}\n{}\n{}", answer.stdout, answer.stderr);
+        assert_eq!(answer.code, 3, "{context}");
+        let gaps = answer.json()["envelope"]["outcome"]["truncation"]["dropped"].to_string();
+        assert!(
+            gaps.contains("no collector heartbeat was read before it"),
+            "{context}"
+        );
+        assert!(!answer.stderr.contains("No failures"), "{context}");
+    }
+
+    // Asked about the stretch the pipeline covers, the same question is a confirmed absence.
+    let covered = candor(
+        &root,
+        &[
+            &["incident", "--target", target, "--since", &started][..],
+            &kafka[..],
+        ]
+        .concat(),
+    );
+    assert_eq!(covered.code, 1, "{}\n{}", covered.stdout, covered.stderr);
 }

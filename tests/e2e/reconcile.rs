@@ -13,7 +13,7 @@ use candor_e2e::compactor::{self, Compactor};
 use candor_e2e::dashboards::{self, Dashboards};
 use candor_e2e::query::candor;
 use candor_e2e::tansu::Tansu;
-use candor_e2e::{free_port, tempdir, wait_for};
+use candor_e2e::{free_port, rfc3339, tempdir, wait_for};
 use candor_schema::OutcomeClass;
 use serde_json::Value;
 
@@ -68,10 +68,6 @@ pub(crate) async fn flush(guard: &OtlpGuard) {
     .unwrap();
 }
 
-fn rfc3339(at: SystemTime) -> String {
-    chrono::DateTime::<chrono::Utc>::from(at).to_rfc3339()
-}
-
 fn sum(rows: &[Value], class: &str, column: &str) -> u64 {
     rows.iter()
         .filter(|row| row["class"] == class)
@@ -85,7 +81,7 @@ async fn reconcile_matches_every_window_of_a_whole_pipeline_and_sizes_each_loss(
     let collector = Collector::start(&tansu.bootstrap, Options::default()).await;
     let root = tempdir("reconcile");
     let _compactor = Compactor::start(&tansu.bootstrap, &root, compactor::Options::default()).await;
-    let since = SystemTime::now() - Duration::from_secs(5);
+    let since = collector.covered_since().await;
 
     let healthy = otlp::providers(config(&collector.grpc_endpoint, "checkout-1")).unwrap();
     // The second instance's spans go to a port nobody listens on; its counter reaches the

@@ -118,6 +118,14 @@ enum Command {
     Sql {
         /// The statement (SELECT, DESCRIBE, SHOW or EXPLAIN).
         statement: String,
+        /// Start of the stretch the statement asks about, checked for coverage only (the
+        /// statement's own WHERE selects the rows): a duration before now or an RFC 3339 time.
+        /// Without --since and --until, the answer claims no stretch of time.
+        #[arg(long, alias = "from")]
+        since: Option<String>,
+        /// End of that stretch [default with --since: now].
+        #[arg(long, alias = "to", requires = "since")]
+        until: Option<String>,
     },
     /// Silent-failure rate, (access_failure + partial) / all calls, per group.
     Rates {
@@ -249,11 +257,20 @@ fn filters(args: FilterArgs) -> Filters {
 
 /// A question with every argument parsed, before anything is read.
 enum Question {
-    Sql(String),
+    Sql {
+        statement: String,
+        window: Option<Window>,
+    },
     Rates(RatesQuery),
     Spikes(SpikesQuery),
-    Incident { window: Window, filters: Filters },
-    Trace { id: String, window: Option<Window> },
+    Incident {
+        window: Window,
+        filters: Filters,
+    },
+    Trace {
+        id: String,
+        window: Option<Window>,
+    },
     Reconcile(ReconcileQuery),
 }
 
@@ -261,7 +278,23 @@ impl Question {
     fn parse(command: Command, now: i64) -> Result<Self, Usage> {
         let duration = |flag, raw: &str| window::parse_duration(flag, raw).map_err(Usage::from);
         Ok(match command {
-            Command::Sql { statement } => Self::Sql(statement),
+            Command::Sql {
+                statement,
+                since,
+                until,
+            } => Self::Sql {
+                statement,
+                window: match since {
+                    Some(since) => Some(window_of(
+                        &WindowArgs {
+                            since: Some(since),
+                            until,
+                        },
+                        now,
+                    )?),
+                    None => None,
+                },
+            },
             Command::Rates {
                 window,
                 filters: filter_args,
@@ -358,7 +391,7 @@ impl Question {
     /// The tables it needs and the window it covers.
     fn plan(&self) -> (Vec<Table>, Option<Window>) {
         match self {
-            Self::Sql(_) => (Table::ALL.to_vec(), None),
+            Self::Sql { window, .. } => (Table::ALL.to_vec(), *window),
             Self::Rates(query) => (
                 vec![Table::OutcomeEvents, Table::OutcomeCounts],
                 Some(query.window),
@@ -387,7 +420,7 @@ impl Question {
 
     fn name(&self) -> &'static str {
         match self {
-            Self::Sql(_) => "candor sql",
+            Self::Sql { .. } => "candor sql",
             Self::Rates(_) => "candor rates",
             Self::Spikes(_) => "candor spikes",
             Self::Incident { .. } => "candor incident",
@@ -399,7 +432,7 @@ impl Question {
     /// What a confirmed empty answer found none of.
     fn nothing(&self) -> &'static str {
         match self {
-            Self::Sql(_) => "No rows",
+            Self::Sql { .. } => "No rows",
             Self::Rates(_) => "No calls and no failures recorded",
             Self::Spikes(_) => "No spikes",
             Self::Incident { .. } | Self::Trace { .. } => "No failures",
@@ -479,7 +512,8 @@ async fn answer(global: Global, command: Command) -> Result<(Report, Format), Us
         None => KafkaClientSettings::default(),
     };
     let (tables, window) = question.plan();
-    // Questions without a window (SQL, a whole trace) may reach now, so they read the tail.
+    // Questions without a window (SQL without --since, a whole trace) may reach now, so they
+    // read the tail.
     let recent = window.is_none_or(|w| w.until >= now.saturating_sub(micros_of(LIVE_REACH)));
     let live = global.live || (!global.no_live && recent);
     let tail = if live {
@@ -512,7 +546,7 @@ async fn answer(global: Global, command: Command) -> Result<(Report, Format), Us
     let name = question.name();
     let nothing = question.nothing();
     let answered = match question {
-        Question::Sql(statement) => commands::sql(&reader, &statement)
+        Question::Sql { statement, .. } => commands::sql(&reader, &statement)
             .await
             .map(|rows| (rows, vec![])),
         Question::Rates(query) => commands::rates(&reader, &query).await.map(|answer| {

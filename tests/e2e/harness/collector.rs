@@ -1,6 +1,6 @@
 //! The collector binary (`candor-collector ingest`) on free loopback ports.
 
-use std::time::Duration;
+use std::time::{Duration, SystemTime};
 
 use crate::process::Running;
 use crate::{free_port, target_dir};
@@ -112,6 +112,15 @@ impl Collector {
             || async { (self.sample(series).await? >= sent + 2.0).then_some(()) },
         )
         .await;
+    }
+
+    /// A time a question's window may start at and be covered: it waits for a heartbeat sent
+    /// after this call began, so a heartbeat at or before the time returned reaches the tables
+    /// and the tail. A window that starts earlier starts before the pipeline ran, which `candor`
+    /// answers as partial.
+    pub async fn covered_since(&self) -> SystemTime {
+        self.heartbeat_after_now().await;
+        SystemTime::now()
     }
 
     /// What the collector has logged.

@@ -16,7 +16,7 @@ pub mod tansu;
 use std::net::TcpListener;
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
-use std::time::{Duration, Instant};
+use std::time::{Duration, Instant, SystemTime};
 
 /// A free loopback port (bound, read, released).
 pub fn free_port() -> u16 {
@@ -45,6 +45,11 @@ pub fn target_dir() -> PathBuf {
         .and_then(|deps| deps.parent())
         .map(PathBuf::from)
         .unwrap_or_else(|| panic!("unexpected test binary location {}", exe.display()))
+}
+
+/// `at` as RFC 3339, as `candor --since` and `--until` take it.
+pub fn rfc3339(at: SystemTime) -> String {
+    chrono::DateTime::<chrono::Utc>::from(at).to_rfc3339()
 }
 
 /// Polls `check` until it returns `Some`, or panics after `timeout` naming `what`.

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import json
+import random
+from collections.abc import Callable
 from datetime import UTC, datetime
 
 import pytest
@@ -21,8 +24,26 @@ from candor import (
     Success,
     TransportError,
     TransportErrorKind,
+    redact_text,
 )
-from candor.jsonvalue import BodyParseError, loads_body
+from candor.classify.http import (
+    _CONTROLS_AS_SPACES,
+    _VISIBLE,
+    _WHITE_SPACE,
+    _body_snippet,
+    _visible,
+)
+from candor.jsonscan import first_error
+from candor.jsonvalue import (
+    BodyParseError,
+    JsonValue,
+    _check,
+    _OutOfRangeError,
+    _parse_float,
+    _parse_int,
+    _refuse_constant,
+    loads_body,
+)
 
 ARRIVED = datetime(2027, 1, 15, 8, 0, tzinfo=UTC)
 CLASSIFIER = HttpClassifier(NotFound.UNREACHABLE, items_at="/items")
@@ -126,6 +147,82 @@ def test_numbers_are_read_as_the_rust_reader_reads_them() -> None:
         1.8446744073709552e19,
         -0.0,
     ]
+
+
+def _texts() -> list[str]:
+    """Short texts over ASCII, controls (C0, DEL, C1), tabs and other unprintable characters."""
+    alphabet = ["a", "Z", " ", "~", "\t", "\n", "\r", "\x00", "\x1f", "\x7f", "\x85", "\x9f"]
+    alphabet += ["\xa0", "\u2028", "\u200b", "\ufffd", "\U0001f600", "é", "=", ":"]
+    rng = random.Random(7)  # noqa: S311 - test data, not a secret
+    return ["", *alphabet] + [
+        "".join(rng.choice(alphabet) for _ in range(rng.randint(1, 12))) for _ in range(3_000)
+    ]
+
+
+def test_a_header_value_is_visible_exactly_when_the_pattern_says_so() -> None:
+    for text in _texts():
+        assert _visible(text) is (_VISIBLE.fullmatch(text) is not None), repr(text)
+
+
+def test_a_snippet_reads_every_control_character_as_a_space() -> None:
+    for text in _texts():
+        body = text.encode("utf-8")
+        want = redact_text(text.translate(_CONTROLS_AS_SPACES).strip(_WHITE_SPACE))
+        assert _body_snippet(body) == want, repr(text)
+
+
+def _reference_loads_body(data: bytes) -> JsonValue:
+    """:func:`loads_body` with a decoder made per call and every value walked by ``_check``."""
+    try:
+        text = data.decode("utf-8")
+        value: JsonValue = json.loads(
+            text,
+            parse_int=_parse_int,
+            parse_float=_parse_float,
+            parse_constant=_refuse_constant,
+        )
+        _check(value)
+    except _OutOfRangeError:
+        raise BodyParseError("number out of range", eof=False) from None
+    except (ValueError, RecursionError):
+        message, eof = first_error(data)
+        raise BodyParseError(message, eof=eof) from None
+    return value
+
+
+def _read(read: Callable[[bytes], JsonValue], body: bytes) -> tuple[str, object]:
+    try:
+        return "value", repr(read(body))
+    except BodyParseError as error:
+        return "error", (error.message, error.eof)
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        b'{"items":[1,2],"next":null}',
+        b"\xef\xbb\xbf[1]",
+        b"\xef\xbb\xbf",
+        b" \xef\xbb\xbf{}",
+        b"[" * 127 + b"]" * 127,
+        b"[" * 128 + b"]" * 128,
+        b'{"a":' * 63 + b"[" * 64 + b"]" * 64 + b"}" * 63,
+        b'{"a":' * 64 + b"[" * 64 + b"]" * 64 + b"}" * 64,
+        b'["' + b"[" * 200 + b'"]',
+        b'"\\udc00"',
+        b'"\\ud800x"',
+        b'{"\\ud800":1}',
+        b'["\\ud83d\\ude00"]',
+        b'"\\\\u"',
+        b'{"a":1,"a":2}',
+        b"[-0, 1.5e3, 18446744073709551616, 1e999]",
+        b"[NaN, Infinity]",
+        b"\xff",
+        b"",
+    ],
+)
+def test_bodies_are_read_as_by_a_decoder_made_per_call(body: bytes) -> None:
+    assert _read(loads_body, body) == _read(_reference_loads_body, body)
 
 
 def test_a_202_is_an_acceptance_named_by_the_body_location_or_request_id() -> None:

@@ -25,7 +25,7 @@ import functools
 import inspect
 from collections.abc import Awaitable, Callable, Coroutine
 from dataclasses import dataclass, replace
-from datetime import timedelta
+from datetime import datetime, timedelta
 from types import TracebackType
 from typing import Any, Final, Generic, TypeVar, overload
 
@@ -84,6 +84,15 @@ class AttemptContext:
 
 def _millis(ns: int) -> int:
     return max(ns, 0) // _NS_PER_MS
+
+
+def _stamp(wall_ns: int) -> tuple[datetime, int]:
+    """A wall-clock time as the envelope holds it (cut to microseconds), and in nanoseconds.
+
+    Telemetry takes the nanoseconds, which are exactly what the datetime converts back to.
+    """
+    at = datetime_from_ns(wall_ns)
+    return at, wall_ns // 1000 * 1000
 
 
 def _debug_duration(ns: int) -> str:
@@ -150,7 +159,9 @@ class _Call(Generic[R]):
         self.clock = adapter.clock
         self.started = self.clock.monotonic_ns()
         self.started_wall = self.clock.wall_ns()
+        self.started_at, self.started_ns = _stamp(self.started_wall)
         self.attempts: list[Attempt] = []
+        self.attempts_started_ns: list[int] = []
         self.number = 0
         self.offset = 0
         self.elapsed = 0
@@ -177,17 +188,26 @@ class _Call(Generic[R]):
         if isinstance(decision, Retry) and elapsed + decision.after_ns >= self.adapter.deadline_ns:
             decision = GiveUp(RetryAction.EXHAUSTED)
         failure = outcome.failure if isinstance(outcome, AccessFailure) else None
+        # An attempt that starts with the call (the first) starts at the call's own time.
+        started_at, started_ns = (
+            (self.started_at, self.started_ns)
+            if self.offset == 0
+            else _stamp(self.started_wall + self.offset)
+        )
+        self.attempts_started_ns.append(started_ns)
+        # Positional arguments, in the order of the fields, cost less than keywords; the
+        # field each one fills is named beside it.
         self.attempts.append(
             Attempt(
-                number=self.number,
-                started_at=datetime_from_ns(self.started_wall + self.offset),
-                duration_ms=_millis(elapsed - self.offset),
-                outcome_class=outcome.CLASS,
-                failure_kind=outcome.failure_kind,
-                status=None if failure is None else failure.status,
-                retry_action=decision.action(outcome),
-                backoff_ms=_millis(decision.after_ns) if isinstance(decision, Retry) else None,
-                error_type=None if failure is None else failure.error_type,
+                self.number,  # number
+                started_at,  # started_at
+                _millis(elapsed - self.offset),  # duration_ms
+                outcome.CLASS,  # outcome_class
+                outcome.failure_kind,  # failure_kind
+                None if failure is None else failure.status,  # status
+                decision.action(outcome),  # retry_action
+                _millis(decision.after_ns) if isinstance(decision, Retry) else None,  # backoff_ms
+                None if failure is None else failure.error_type,  # error_type
             )
         )
         self.elapsed = elapsed
@@ -198,23 +218,31 @@ class _Call(Generic[R]):
 
     def finish(self, last: Classification) -> Envelope:
         adapter = self.adapter
+        finished_at, finished_ns = _stamp(self.started_wall + self.elapsed)
+        # Positional arguments, as in settle.
         envelope = Envelope(
-            tool=adapter.tool,
-            target=adapter.target,
-            outcome=last.outcome,
-            provenance=Provenance(
-                source_system=adapter.source_system,
-                actor=adapter.actor,
-                adapter=ADAPTER_VERSION,
-                started_at=datetime_from_ns(self.started_wall),
-                finished_at=datetime_from_ns(self.started_wall + self.elapsed),
+            adapter.tool,  # tool
+            adapter.target,  # target
+            last.outcome,  # outcome
+            Provenance(  # provenance
+                adapter.source_system,  # source_system
+                ADAPTER_VERSION,  # adapter
+                self.started_at,  # started_at
+                finished_at,  # finished_at
+                adapter.actor,  # actor
             ),
-            attempts=tuple(self.attempts),
-            authority=adapter.authority,
-            evidence=last.evidence,
-            lifecycle=last.lifecycle,
+            tuple(self.attempts),  # attempts
+            adapter.authority,  # authority
+            last.evidence,  # evidence
+            last.lifecycle,  # lifecycle
         )
-        adapter.telemetry.record(envelope, self.policy.max_attempts)
+        adapter.telemetry.record(
+            envelope,
+            self.policy.max_attempts,
+            started_ns=self.started_ns,
+            finished_ns=finished_ns,
+            attempts_started_ns=self.attempts_started_ns,
+        )
         return envelope
 
 

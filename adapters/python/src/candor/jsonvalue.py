@@ -285,6 +285,25 @@ def loads_text(
     return value
 
 
+_BODY_DECODER: Final = json.JSONDecoder(
+    parse_int=_parse_int, parse_float=_parse_float, parse_constant=_refuse_constant
+)
+"""The decoder of :func:`loads_body`, made once: :func:`json.loads` with options makes one per
+call, which costs more than decoding a small body. Threads share it as they share the default
+decoder of :func:`json.loads`: its only scratch state is a cache of object keys, cleared after
+each document, which at worst loses a key's interning when two decodings interleave."""
+
+
+def _may_break_rust_rules(data: bytes) -> bool:
+    r"""Whether a body :mod:`json` read could hold what :func:`_check` refuses.
+
+    A string holding a lone surrogate needs a ``\u`` escape (the body was decoded as strict
+    UTF-8, which refuses encoded surrogates), and nesting deeper than :data:`MAX_DEPTH` needs
+    more than that many ``[`` and ``{``. A body with neither need not be walked.
+    """
+    return b"\\u" in data or data.count(b"[") + data.count(b"{") > MAX_DEPTH
+
+
 def loads_body(data: bytes) -> JsonValue:
     """Parses a whole response body as one JSON document.
 
@@ -294,13 +313,12 @@ def loads_body(data: bytes) -> JsonValue:
     """
     try:
         text = data.decode("utf-8")
-        value: JsonValue = json.loads(
-            text,
-            parse_int=_parse_int,
-            parse_float=_parse_float,
-            parse_constant=_refuse_constant,
-        )
-        _check(value)
+        if text.startswith("\ufeff"):
+            # What json.loads refuses before decoding: a byte order mark is not JSON.
+            raise ValueError("Unexpected UTF-8 BOM")
+        value: JsonValue = _BODY_DECODER.decode(text)
+        if _may_break_rust_rules(data):
+            _check(value)
     except _OutOfRangeError:
         raise BodyParseError("number out of range", eof=False) from None
     except (ValueError, RecursionError):

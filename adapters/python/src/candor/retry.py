@@ -96,6 +96,7 @@ class GiveUp:
 Decision: TypeAlias = Done | Retry | GiveUp
 """What the policy decided after an attempt."""
 
+_DONE: Final = Done()
 _EXHAUSTED: Final = GiveUp(RetryAction.EXHAUSTED)
 _PERMANENT: Final = GiveUp(RetryAction.PERMANENT)
 
@@ -158,7 +159,7 @@ class RetryPolicy:
     def decide_ns(self, attempt: int, elapsed_ns: int, outcome: Outcome, jitter: float) -> Decision:
         """:meth:`decide` with the elapsed time in nanoseconds."""
         if not isinstance(outcome, AccessFailure):
-            return Done()
+            return _DONE
         failure = outcome.failure
         if not failure.retryable:
             return _PERMANENT
@@ -185,16 +186,16 @@ class Jitter(Protocol):
 
 
 class RandomJitter:
-    """Draws from the process's random generator (the default)."""
+    """Draws from a random generator of its own (the default)."""
 
     def __init__(self) -> None:
         self._random = random.Random()  # noqa: S311 - jitter, not a secret
-        self._lock = threading.Lock()
 
     def next_fraction(self) -> float:
         """A uniform draw in ``[0, 1)``."""
-        with self._lock:
-            return self._random.random()
+        # No lock: Random.random is one call into C, which no other thread interrupts (it
+        # holds the GIL, or in a free-threaded build the generator's own critical section).
+        return self._random.random()
 
 
 _LARGEST_BELOW_ONE: Final = 1.0 - sys.float_info.epsilon / 2.0

@@ -14,7 +14,7 @@ from __future__ import annotations
 import logging
 import threading
 import weakref
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from typing import Final
 
 from opentelemetry import metrics, trace
@@ -26,8 +26,7 @@ from candor import names
 from candor._version import __version__
 from candor.envelope import AccessFailure, Attempt, Envelope, Partial
 from candor.names import attr
-from candor.timestamps import datetime_to_ns
-from candor.vocab import OutcomeClass, RetryAction
+from candor.vocab import FailureKind, OutcomeClass, RetryAction
 
 __all__ = ["MIRROR_LOGGER", "Telemetry"]
 
@@ -147,42 +146,66 @@ class Telemetry:
         self._identity: Attributes = {attr.TOOL_NAME: tool, attr.TOOL_TARGET: target}
         if authority is not None:
             self._identity[attr.AUTHORITY] = authority
+        # The span's attributes by final class and last failure kind, made on first use and
+        # shared by every span of that kind: the API takes attributes as a read-only mapping,
+        # and the SDK copies them into the span.
+        self._span_attributes: dict[tuple[OutcomeClass, FailureKind | None], Attributes] = {}
         self.trace_every_call = trace_every_call
 
-    def record(self, envelope: Envelope, max_attempts: int) -> None:
+    def record(
+        self,
+        envelope: Envelope,
+        max_attempts: int,
+        *,
+        started_ns: int,
+        finished_ns: int,
+        attempts_started_ns: Sequence[int],
+    ) -> None:
         """Records a finished call.
 
         The counter counts every call; the span and its events are recorded when something
-        went wrong (or when every call is traced).
+        went wrong (or when every call is traced). ``started_ns``, ``finished_ns`` and
+        ``attempts_started_ns`` are the envelope's times (the provenance's and each attempt's
+        ``started_at``) in nanoseconds since the epoch, as the call measured them.
         """
-        self._instruments.add(self._counts, envelope.outcome_class)
-        eventful = any(attempt.outcome_class in _EVENTFUL for attempt in envelope.attempts)
-        if eventful or self.trace_every_call:
-            self._emit_span(envelope, max_attempts)
-
-    def _emit_span(self, envelope: Envelope, max_attempts: int) -> None:
         cls = envelope.outcome_class
-        attributes = dict(self._identity)
-        attributes[attr.OUTCOME_CLASS] = cls.value
-        # The kind of the last failed attempt marks the span as a failure span for samplers,
-        # even when a retry later succeeded.
-        kinds = [a.failure_kind for a in envelope.attempts if a.failure_kind is not None]
-        if kinds:
-            attributes[attr.FAILURE_KIND] = kinds[-1].value
+        self._instruments.add(self._counts, cls)
+        # One pass over the attempts: those that carry an event, and the kind of the last one
+        # that failed, which marks the span as a failure span for samplers even when a retry
+        # later succeeded.
+        eventful: list[tuple[Attempt, int]] = []
+        kind: FailureKind | None = None
+        for attempt, started in zip(envelope.attempts, attempts_started_ns, strict=True):
+            if attempt.failure_kind is not None:
+                kind = attempt.failure_kind
+            if attempt.outcome_class in _EVENTFUL:
+                eventful.append((attempt, started))
+        if eventful or self.trace_every_call:
+            self._emit_span(envelope, max_attempts, cls, kind, started_ns, finished_ns, eventful)
+
+    def _emit_span(
+        self,
+        envelope: Envelope,
+        max_attempts: int,
+        cls: OutcomeClass,
+        kind: FailureKind | None,
+        started_ns: int,
+        finished_ns: int,
+        eventful: list[tuple[Attempt, int]],
+    ) -> None:
         span = self._tracer.start_span(
             names.TOOL_CALL_SPAN,
             kind=SpanKind.CLIENT,
-            attributes=attributes,
-            start_time=datetime_to_ns(envelope.provenance.started_at),
+            attributes=self._span_attributes_of(cls, kind),
+            start_time=started_ns,
         )
-        for attempt in envelope.attempts:
-            if attempt.outcome_class in _EVENTFUL:
-                _mirror(envelope, attempt)
-                span.add_event(
-                    names.OUTCOME_EVENT,
-                    self._event_attributes(envelope, attempt, max_attempts),
-                    timestamp=datetime_to_ns(attempt.started_at) + attempt.duration_ms * 1_000_000,
-                )
+        for attempt, attempt_started_ns in eventful:
+            _mirror(envelope, attempt)
+            span.add_event(
+                names.OUTCOME_EVENT,
+                self._event_attributes(envelope, attempt, max_attempts),
+                timestamp=attempt_started_ns + attempt.duration_ms * 1_000_000,
+            )
         if not span.is_recording():
             self._instruments.unrecorded.add(1, self._counts.attributes[cls])
             _log.warning(
@@ -192,17 +215,30 @@ class Telemetry:
             )
         if isinstance(envelope.outcome, AccessFailure):
             span.set_status(Status(StatusCode.ERROR, envelope.outcome.failure.message))
-        span.end(end_time=datetime_to_ns(envelope.provenance.finished_at))
+        span.end(end_time=finished_ns)
+
+    def _span_attributes_of(self, cls: OutcomeClass, kind: FailureKind | None) -> Attributes:
+        """The span's attributes: the identity, the final class, the last failure kind."""
+        attributes = self._span_attributes.get((cls, kind))
+        if attributes is None:
+            attributes = dict(self._identity)
+            attributes[attr.OUTCOME_CLASS] = cls.value
+            if kind is not None:
+                attributes[attr.FAILURE_KIND] = kind.value
+            self._span_attributes[cls, kind] = attributes
+        return attributes
 
     def _event_attributes(
         self, envelope: Envelope, attempt: Attempt, max_attempts: int
     ) -> Attributes:
+        # A member of a vocabulary is a str of its wire spelling: str() is that spelling, as
+        # a plain str, and is cheaper than the enum's ``value`` property.
         attributes = dict(self._identity)
-        attributes[attr.OUTCOME_CLASS] = attempt.outcome_class.value
+        attributes[attr.OUTCOME_CLASS] = str(attempt.outcome_class)
         if attempt.failure_kind is not None:
-            attributes[attr.FAILURE_KIND] = attempt.failure_kind.value
+            attributes[attr.FAILURE_KIND] = str(attempt.failure_kind)
         if attempt.retry_action is not None:
-            attributes[attr.RETRY_ACTION] = attempt.retry_action.value
+            attributes[attr.RETRY_ACTION] = str(attempt.retry_action)
         attributes[attr.RETRY_ATTEMPT] = attempt.number
         attributes[attr.RETRY_MAX_ATTEMPTS] = max_attempts
         if attempt.retry_action is RetryAction.RETRY:
@@ -228,12 +264,13 @@ def _mirror(envelope: Envelope, attempt: Attempt) -> None:
     retrying = attempt.retry_action is RetryAction.RETRY
     if not _log.isEnabledFor(logging.INFO if retrying else logging.WARNING):
         return
+    # str() of a vocabulary member: its wire spelling (see _event_attributes).
     fields = {
         "tool": envelope.tool,
         "tool_target": envelope.target,
-        "class": attempt.outcome_class.value,
-        "kind": "" if attempt.failure_kind is None else attempt.failure_kind.value,
-        "action": "" if attempt.retry_action is None else attempt.retry_action.value,
+        "class": str(attempt.outcome_class),
+        "kind": "" if attempt.failure_kind is None else str(attempt.failure_kind),
+        "action": "" if attempt.retry_action is None else str(attempt.retry_action),
         "attempt": attempt.number,
         "status": attempt.status or 0,
     }

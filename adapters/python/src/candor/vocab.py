@@ -140,7 +140,7 @@ class AccessFailureKind(Vocabulary):
     @property
     def failure_kind(self) -> FailureKind:
         """The same kind in the wider :class:`FailureKind` vocabulary."""
-        return FailureKind(self.value)
+        return _FAILURE_KINDS[self]
 
 
 class PartialKind(Vocabulary):
@@ -160,7 +160,12 @@ class PartialKind(Vocabulary):
     @property
     def failure_kind(self) -> FailureKind:
         """The same kind in the wider :class:`FailureKind` vocabulary."""
-        return FailureKind(self.value)
+        return _FAILURE_KINDS[self]
+
+
+_FAILURE_KINDS: dict[str, FailureKind] = {kind.value: kind for kind in FailureKind}
+"""Each :class:`FailureKind` by its spelling; a member of another vocabulary, being a str of
+its spelling, finds its own (a lookup that costs less than calling :class:`FailureKind`)."""
 
 
 class RetryAction(Vocabulary):

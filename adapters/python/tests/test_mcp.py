@@ -65,8 +65,8 @@ def rejects(q: str) -> str:
 
 @server.tool()
 async def slow(q: str) -> str:
-    """Answers after the attempt timeout."""
-    await anyio.sleep(10)
+    """Never answers: it waits on an event nothing sets, until the call is cancelled."""
+    await anyio.Event().wait()
     return q
 
 

@@ -296,18 +296,14 @@ async fn once(settings: &ReconcileSettings, at: Micros, window: Window) -> Run {
     // or history past retention) is checked from that heartbeat on: before it nothing can be
     // reconciled, and the run says where it started.
     let mut coverage = reader.coverage(Some(window)).await;
-    let mut checked = window;
-    if let Some((_, first)) = coverage.before_first_heartbeat
-        && first < window.until
-    {
-        checked.since = first;
-        coverage = reader.coverage(Some(checked)).await;
+    if let Some(first) = coverage.start_at_first_heartbeat() {
         coverage.notes.push(format!(
             "the first collector heartbeat read is at {}: the run checks from there, as nothing \
              is known before it",
             rfc3339(first)
         ));
     }
+    let checked = coverage.window.unwrap_or(window);
     let query = ReconcileQuery {
         window: checked,
         filters: Filters::default(),

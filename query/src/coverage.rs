@@ -225,6 +225,21 @@ impl Coverage {
         }
     }
 
+    /// Moves the window's start to its first heartbeat when it started before it (and that
+    /// heartbeat lies inside the window), and returns that heartbeat's time: for a question that
+    /// asks about "at most this far back", whose answer over the known stretch is whole. The
+    /// silences need no change: each lies between two heartbeats, so after the first.
+    pub fn start_at_first_heartbeat(&mut self) -> Option<Micros> {
+        let (_, first) = self.before_first_heartbeat?;
+        let window = self.window.as_mut()?;
+        if first >= window.until {
+            return None;
+        }
+        window.since = first;
+        self.before_first_heartbeat = None;
+        Some(first)
+    }
+
     /// What was not covered, in words; empty when everything was.
     pub fn gaps(&self) -> Vec<String> {
         let mut gaps: Vec<String> = self
@@ -448,6 +463,16 @@ mod tests {
                  1970-01-01T00:02:30.000000Z: no collector heartbeat was read before it (the \
                  pipeline was not running yet, or its records are past retention)"]
         );
+
+        // Started at that heartbeat instead, the window is whole.
+        let mut clipped = coverage.clone();
+        assert_eq!(clipped.start_at_first_heartbeat(), Some(150 * SECOND));
+        assert_eq!(clipped.window.map(|w| w.since), Some(150 * SECOND));
+        assert_eq!(clipped.class(0), OutcomeClass::Empty);
+        // A window with no heartbeat inside it cannot be started at one.
+        coverage.before_first_heartbeat = before_first_heartbeat(&beats(210), window);
+        assert_eq!(coverage.start_at_first_heartbeat(), None);
+        assert_eq!(coverage.class(0), OutcomeClass::Partial);
     }
 
     #[test]

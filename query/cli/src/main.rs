@@ -284,16 +284,16 @@ impl Question {
                 until,
             } => Self::Sql {
                 statement,
-                window: match since {
-                    Some(since) => Some(window_of(
-                        &WindowArgs {
+                // --until requires --since: with neither, the answer claims no stretch.
+                window: since
+                    .map(|since| {
+                        let args = WindowArgs {
                             since: Some(since),
                             until,
-                        },
-                        now,
-                    )?),
-                    None => None,
-                },
+                        };
+                        window_of(&args, now)
+                    })
+                    .transpose()?,
             },
             Command::Rates {
                 window,

@@ -186,7 +186,7 @@ async fn every_kafka_client_works_over_tls_with_scram_and_is_refused_without_the
         collector::Options {
             config: Some(settings.clone()),
             env: env.clone(),
-            skip_ready: false,
+            ..collector::Options::default()
         },
     )
     .await;
@@ -300,6 +300,7 @@ async fn every_kafka_client_works_over_tls_with_scram_and_is_refused_without_the
             config: Some(format!("{settings}[kafka]\ndelivery_timeout = \"2s\"\n")),
             env: vec![(PASSWORD_VAR.to_owned(), "not-the-password".to_owned())],
             skip_ready: true,
+            ..collector::Options::default()
         },
     )
     .await;

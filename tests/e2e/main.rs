@@ -6,6 +6,7 @@
 mod compact;
 mod dashboards;
 mod faults;
+mod first_hop;
 mod foreign_clients;
 mod ingest;
 mod kafka_security;

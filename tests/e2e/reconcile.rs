@@ -31,7 +31,11 @@ fn config(endpoint: &str, instance: &str) -> OtlpConfig {
     config
 }
 
-fn adapter(target: &str, spans: &OtlpGuard, counters: &OtlpGuard) -> Adapter<HttpClassifier> {
+pub(crate) fn adapter(
+    target: &str,
+    spans: &OtlpGuard,
+    counters: &OtlpGuard,
+) -> Adapter<HttpClassifier> {
     Adapter::builder("inventory", target)
         .classifier(
             HttpClassifier::new(NotFound::Unreachable)

@@ -349,6 +349,7 @@ pub async fn run(args: DemoArgs) -> anyhow::Result<ExitCode> {
     );
     let report = {
         let tally = Arc::clone(&tally);
+        let guards = &guards;
         move || {
             let tally = tally
                 .lock()
@@ -358,6 +359,9 @@ pub async fn run(args: DemoArgs) -> anyhow::Result<ExitCode> {
                 .map(|((service, class), n)| format!("{service} {}={n}", class.as_str()))
                 .collect();
             eprintln!("candor demo: calls so far: {}", line.join(", "));
+            for ((service, _), guard) in SERVICES.iter().zip(guards) {
+                eprintln!("candor demo: {service} telemetry: {}", guard.stats());
+            }
         }
     };
     let mut every = tokio::time::interval(Duration::from_secs(30));
@@ -379,9 +383,12 @@ pub async fn run(args: DemoArgs) -> anyhow::Result<ExitCode> {
     report();
     let mut lost = 0;
     for guard in guards {
-        lost += guard.failed_span_exports();
-        if let Err(err) = guard.shutdown() {
-            eprintln!("candor demo: telemetry not flushed: {err}");
+        match guard.shutdown() {
+            Ok(stats) => lost += stats.lost_spans,
+            Err(err) => {
+                lost += err.stats().map_or(0, |stats| stats.lost_spans);
+                eprintln!("candor demo: telemetry not flushed: {err}");
+            }
         }
     }
     if lost > 0 {

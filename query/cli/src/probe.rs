@@ -98,10 +98,13 @@ pub async fn run(args: ProbeArgs) -> anyhow::Result<ExitCode> {
     eprintln!("{}", envelope.summary());
     // The probe's own answer stands whatever happens to its telemetry; a loss is said.
     if let Some(telemetry) = telemetry {
-        let failed = telemetry.failed_span_exports();
-        if let Err(err) = telemetry.shutdown() {
-            eprintln!("candor probe: telemetry not flushed: {err}");
-        }
+        let failed = match telemetry.shutdown() {
+            Ok(stats) => stats.lost_spans,
+            Err(err) => {
+                eprintln!("candor probe: telemetry not flushed: {err}");
+                err.stats().map_or(0, |stats| stats.lost_spans)
+            }
+        };
         if failed > 0 {
             eprintln!("candor probe: {failed} span(s) could not be exported");
         }

@@ -25,6 +25,9 @@ pub struct Options {
     pub env: Vec<(String, String)>,
     /// Whether to wait for `/readyz` (false when the broker is meant to be unreachable).
     pub skip_ready: bool,
+    /// The OTLP/gRPC port, for a collector started again where its clients send (default: a
+    /// free port).
+    pub grpc_port: Option<u16>,
 }
 
 impl Collector {
@@ -40,7 +43,8 @@ impl Collector {
         // A free port is found by binding and releasing it, so another process may take it
         // before the collector binds it; that start is retried with new ports.
         for _ in 0..PORT_ATTEMPTS {
-            let (grpc, http, metrics) = (free_port(), free_port(), free_port());
+            let grpc = options.grpc_port.unwrap_or_else(free_port);
+            let (http, metrics) = (free_port(), free_port());
             let mut args = vec![
                 "ingest".to_owned(),
                 "--grpc-addr".into(),

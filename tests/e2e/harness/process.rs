@@ -77,6 +77,18 @@ impl Running {
         let _ = self.child.kill().await;
     }
 
+    /// Sends `signal` (as `kill` names it: `STOP`, `CONT`, ...) and waits for `kill` to return.
+    pub async fn signal(&self, signal: &str) {
+        let pid = self.child.id().expect("the process is running");
+        let status = Command::new("kill")
+            .arg(format!("-{signal}"))
+            .arg(pid.to_string())
+            .status()
+            .await
+            .expect("the kill command runs");
+        assert!(status.success(), "kill -{signal} {pid} failed");
+    }
+
     /// Sends SIGTERM and waits for the process to exit; returns its exit code.
     pub async fn terminate(&mut self) -> Option<i32> {
         if let Some(pid) = self.child.id() {

@@ -145,6 +145,16 @@ impl Tansu {
         self.process.kill().await;
     }
 
+    /// Freezes the broker (SIGSTOP): it holds its connections and answers nothing.
+    pub async fn freeze(&self) {
+        self.process.signal("STOP").await;
+    }
+
+    /// Lets a frozen broker go on (SIGCONT).
+    pub async fn thaw(&self) {
+        self.process.signal("CONT").await;
+    }
+
     /// Stops the broker with SIGTERM.
     pub async fn stop(&mut self) {
         self.process.terminate().await;

@@ -11,24 +11,30 @@
 //! ```
 //!
 //! Spans go through a batch processor and counters through a periodic reader, both off the call
-//! path: when the collector is down a call never blocks on telemetry. Exports that fail are
-//! counted ([`OtlpGuard::failed_span_exports`]) and reported through the SDK's own logs.
+//! path: when the collector is down a call never blocks on telemetry. A batch the collector
+//! cannot take yet (it is restarting, or its broker is away) is kept and sent again, within a
+//! bounded age and size ([`ResendConfig`]); what is dropped is counted ([`OtlpGuard::stats`])
+//! and logged.
+
+mod export;
+mod resend;
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use candor_schema::names::resource;
 use opentelemetry::KeyValue;
-use opentelemetry_otlp::{MetricExporter, SpanExporter, WithExportConfig};
 use opentelemetry_sdk::Resource;
-use opentelemetry_sdk::error::OTelSdkResult;
 use opentelemetry_sdk::metrics::{PeriodicReader, SdkMeterProvider};
 use opentelemetry_sdk::trace::{
-    BatchConfigBuilder, BatchSpanProcessor, Sampler, SdkTracerProvider, SpanData,
+    BatchConfigBuilder, BatchSpanProcessor, Sampler, SdkTracerProvider,
 };
 
+pub use resend::{ExportStats, ResendConfig};
+
 use crate::KeepToolFailures;
+use export::{Grpc, QueueingMetricExporter, QueueingSpanExporter};
+use resend::{Resender, StartError};
 
 /// Where and as whom to export.
 #[derive(Debug, Clone)]
@@ -46,6 +52,11 @@ pub struct OtlpConfig {
     pub span_interval: Duration,
     /// The application's sampler, wrapped in [`KeepToolFailures`] (default: parent-based, on).
     pub sampler: Sampler,
+    /// How batches the collector cannot take yet are kept and sent again.
+    pub resend: ResendConfig,
+    /// How long [`OtlpGuard::shutdown`] sends what is queued before it drops the rest
+    /// (default 5 s).
+    pub shutdown_timeout: Duration,
 }
 
 impl OtlpConfig {
@@ -58,6 +69,8 @@ impl OtlpConfig {
             metric_interval: Duration::from_secs(10),
             span_interval: Duration::from_millis(500),
             sampler: Sampler::ParentBased(Box::new(Sampler::AlwaysOn)),
+            resend: ResendConfig::default(),
+            shutdown_timeout: Duration::from_secs(5),
         }
     }
 }
@@ -65,17 +78,35 @@ impl OtlpConfig {
 /// Why telemetry could not be set up or shut down.
 #[derive(Debug, thiserror::Error)]
 pub enum OtlpError {
-    /// An exporter could not be built.
-    #[error("building the OTLP exporter for {endpoint}: {source}")]
-    Exporter {
+    /// The endpoint is not a valid URI.
+    #[error("the OTLP endpoint {endpoint}: {source}")]
+    Endpoint {
         /// The endpoint.
         endpoint: String,
         /// The cause.
-        source: opentelemetry_otlp::ExporterBuildError,
+        source: tonic::transport::Error,
     },
-    /// Flushing or shutting down failed; telemetry still queued may be lost.
-    #[error("shutting down telemetry: {0}")]
-    Shutdown(String),
+    /// The exporters' sender thread could not start.
+    #[error("starting the OTLP sender thread: {0}")]
+    Thread(std::io::Error),
+    /// Flushing or shutting down did not send everything: what was dropped is in `stats`.
+    #[error("shutting down telemetry: {detail}")]
+    Shutdown {
+        /// What failed.
+        detail: String,
+        /// The exporters' final counts.
+        stats: ExportStats,
+    },
+}
+
+impl OtlpError {
+    /// The exporters' final counts, when shutting down did not send everything.
+    pub fn stats(&self) -> Option<ExportStats> {
+        match self {
+            Self::Shutdown { stats, .. } => Some(*stats),
+            Self::Endpoint { .. } | Self::Thread(_) => None,
+        }
+    }
 }
 
 /// Keeps the providers alive; [`OtlpGuard::shutdown`] flushes what is queued.
@@ -83,7 +114,8 @@ pub enum OtlpError {
 pub struct OtlpGuard {
     tracer_provider: SdkTracerProvider,
     meter_provider: SdkMeterProvider,
-    failed_spans: Arc<AtomicU64>,
+    resender: Arc<Resender>,
+    shutdown_timeout: Duration,
 }
 
 impl OtlpGuard {
@@ -97,28 +129,44 @@ impl OtlpGuard {
         &self.meter_provider
     }
 
-    /// Spans in batches the collector did not accept.
+    /// Spans lost before the collector: in batches dropped unsent or rejected for good.
     pub fn failed_span_exports(&self) -> u64 {
-        self.failed_spans.load(Ordering::Relaxed)
+        self.resender.stats().lost_spans
     }
 
-    /// Flushes and shuts both providers down.
-    pub fn shutdown(self) -> Result<(), OtlpError> {
-        let traces = self.tracer_provider.shutdown();
-        let metrics = self.meter_provider.shutdown();
-        match (traces, metrics) {
-            (Ok(()), Ok(())) => Ok(()),
-            (traces, metrics) => Err(OtlpError::Shutdown(format!(
-                "traces: {traces:?}; metrics: {metrics:?}; spans lost in failed exports: {}",
-                self.failed_spans.load(Ordering::Relaxed)
-            ))),
+    /// Span batches dropped unsent (queue full, too old, or shutdown's deadline).
+    pub fn dropped_span_batches(&self) -> u64 {
+        self.resender.stats().dropped_span_batches
+    }
+
+    /// Everything the exporters counted so far, and what is queued now.
+    pub fn stats(&self) -> ExportStats {
+        self.resender.stats()
+    }
+
+    /// Flushes both providers, sends what is queued within the shutdown timeout, and drops
+    /// (counting them) the batches still queued after it. Returns the exporters' final counts.
+    pub fn shutdown(self) -> Result<ExportStats, OtlpError> {
+        let deadline = Instant::now() + self.shutdown_timeout;
+        let left = || deadline.saturating_duration_since(Instant::now());
+        let traces = self.tracer_provider.shutdown_with_timeout(left());
+        let metrics = self.meter_provider.shutdown_with_timeout(left());
+        let sent = self.resender.close(left());
+        let stats = self.resender.stats();
+        if sent && traces.is_ok() && metrics.is_ok() {
+            return Ok(stats);
         }
+        Err(OtlpError::Shutdown {
+            detail: format!("traces: {traces:?}; metrics: {metrics:?}; telemetry: {stats}"),
+            stats,
+        })
     }
 }
 
 /// Installs global tracer and meter providers that export OTLP over gRPC.
 ///
-/// Must be called inside a Tokio runtime (the gRPC channel runs on it).
+/// The exporters send from a thread of their own, so this may be called inside a Tokio runtime or
+/// outside one.
 pub fn init(config: OtlpConfig) -> Result<OtlpGuard, OtlpError> {
     let guard = providers(config)?;
     opentelemetry::global::set_tracer_provider(guard.tracer_provider.clone());
@@ -130,12 +178,21 @@ pub fn init(config: OtlpConfig) -> Result<OtlpGuard, OtlpError> {
 /// for a process that reports as several services, each adapter is given its service's
 /// providers ([`crate::AdapterBuilder::tracer_provider`], [`crate::AdapterBuilder::meter_provider`]).
 ///
-/// Must be called inside a Tokio runtime (the gRPC channel runs on it).
+/// The exporters send from a thread of their own, so this may be called inside a Tokio runtime or
+/// outside one.
 pub fn providers(config: OtlpConfig) -> Result<OtlpGuard, OtlpError> {
-    let exporter_error = |source| OtlpError::Exporter {
-        endpoint: config.endpoint.clone(),
-        source,
-    };
+    let attempt_timeout = config.resend.attempt_timeout;
+    let resender = Resender::start(config.resend.clone(), || {
+        Grpc::connect_lazy(&config.endpoint, attempt_timeout)
+    })
+    .map_err(|err| match err {
+        StartError::Thread(err) => OtlpError::Thread(err),
+        StartError::Transport(source) => OtlpError::Endpoint {
+            endpoint: config.endpoint.clone(),
+            source,
+        },
+    })?;
+    let resender = Arc::new(resender);
     let instance = config
         .service_instance_id
         .clone()
@@ -146,37 +203,23 @@ pub fn providers(config: OtlpConfig) -> Result<OtlpGuard, OtlpError> {
             KeyValue::new(resource::SERVICE_INSTANCE_ID, instance),
         ])
         .build();
-    let span_exporter = SpanExporter::builder()
-        .with_tonic()
-        .with_endpoint(config.endpoint.clone())
-        .build()
-        .map_err(exporter_error)?;
-    let failed_spans = Arc::new(AtomicU64::new(0));
     let tracer_provider = SdkTracerProvider::builder()
         .with_resource(resource.clone())
         .with_sampler(KeepToolFailures::new(config.sampler.clone()))
         .with_span_processor(
-            BatchSpanProcessor::builder(CountingSpanExporter {
-                inner: span_exporter,
-                failed: failed_spans.clone(),
-            })
-            .with_batch_config(
-                BatchConfigBuilder::default()
-                    .with_scheduled_delay(config.span_interval)
-                    .build(),
-            )
-            .build(),
+            BatchSpanProcessor::builder(QueueingSpanExporter::new(resender.clone()))
+                .with_batch_config(
+                    BatchConfigBuilder::default()
+                        .with_scheduled_delay(config.span_interval)
+                        .build(),
+                )
+                .build(),
         )
         .build();
-    let metric_exporter = MetricExporter::builder()
-        .with_tonic()
-        .with_endpoint(config.endpoint.clone())
-        .build()
-        .map_err(exporter_error)?;
     let meter_provider = SdkMeterProvider::builder()
         .with_resource(resource)
         .with_reader(
-            PeriodicReader::builder(metric_exporter)
+            PeriodicReader::builder(QueueingMetricExporter::new(resender.clone()))
                 .with_interval(config.metric_interval)
                 .build(),
         )
@@ -184,7 +227,8 @@ pub fn providers(config: OtlpConfig) -> Result<OtlpGuard, OtlpError> {
     Ok(OtlpGuard {
         tracer_provider,
         meter_provider,
-        failed_spans,
+        resender,
+        shutdown_timeout: config.shutdown_timeout,
     })
 }
 
@@ -193,36 +237,4 @@ fn default_instance_id() -> String {
         .map(|name| name.trim().to_owned())
         .unwrap_or_else(|_| "unknown-host".into());
     format!("{host}-{}", std::process::id())
-}
-
-/// Counts the spans of every batch the collector did not take.
-#[derive(Debug)]
-struct CountingSpanExporter<E> {
-    inner: E,
-    failed: Arc<AtomicU64>,
-}
-
-impl<E: opentelemetry_sdk::trace::SpanExporter> opentelemetry_sdk::trace::SpanExporter
-    for CountingSpanExporter<E>
-{
-    async fn export(&self, batch: Vec<SpanData>) -> OTelSdkResult {
-        let spans = batch.len() as u64;
-        let result = self.inner.export(batch).await;
-        if result.is_err() {
-            self.failed.fetch_add(spans, Ordering::Relaxed);
-        }
-        result
-    }
-
-    fn shutdown_with_timeout(&self, timeout: Duration) -> OTelSdkResult {
-        self.inner.shutdown_with_timeout(timeout)
-    }
-
-    fn force_flush(&self) -> OTelSdkResult {
-        self.inner.force_flush()
-    }
-
-    fn set_resource(&mut self, resource: &Resource) {
-        self.inner.set_resource(resource);
-    }
 }

@@ -1,0 +1,211 @@
+//! The first hop, from the adapter's exporter to the collector. Under steady adapter traffic the
+//! collector is killed (SIGKILL) and started again where the adapter sends, or the broker is
+//! frozen (SIGSTOP) for longer than the collector's delivery timeout: the batches the collector
+//! could not take are sent again, and afterwards every closed counter window reconciles and the
+//! table holds every event exactly once.
+
+use std::collections::BTreeSet;
+use std::path::Path;
+use std::time::{Duration, Instant, SystemTime};
+
+use candor_adapter::otlp::{self, OtlpConfig, OtlpGuard, ResendConfig};
+use candor_adapter::testing::ScriptedTool;
+use candor_adapter::{Adapter, HttpClassifier};
+use candor_e2e::collector::{Collector, Options};
+use candor_e2e::compactor::{self, Compactor, read_table};
+use candor_e2e::query::candor;
+use candor_e2e::tansu::Tansu;
+use candor_e2e::{free_port, rfc3339, tempdir, wait_for};
+use candor_schema::OutcomeClass;
+use candor_schema::names::table;
+
+use crate::ingest::json;
+use crate::reconcile::adapter;
+
+const TARGET: &str = "http://inventory.test/v1/first-hop";
+
+fn telemetry(endpoint: &str) -> OtlpGuard {
+    let mut config = OtlpConfig::new(endpoint, "checkout");
+    config.service_instance_id = Some("checkout-first-hop".into());
+    config.metric_interval = Duration::from_millis(300);
+    config.span_interval = Duration::from_millis(100);
+    config.resend = ResendConfig {
+        initial_backoff: Duration::from_millis(50),
+        max_backoff: Duration::from_millis(500),
+        attempt_timeout: Duration::from_secs(5),
+        ..ResendConfig::default()
+    };
+    config.shutdown_timeout = Duration::from_secs(30);
+    otlp::providers(config).unwrap()
+}
+
+/// The n-th call's script: successes, partials, exhausted and permanent AccessFailures.
+fn script(n: usize) -> Vec<candor_adapter::classify::http::HttpExchange> {
+    match n % 4 {
+        0 => vec![json(200, r#"{"items":[1]}"#)],
+        1 => vec![json(200, r#"{"items":[1],"total":3}"#)],
+        2 => vec![json(503, ""), json(503, "")],
+        _ => vec![json(400, "")],
+    }
+}
+
+/// Makes `calls` calls 20 ms apart; returns how many events they emitted: one for each call
+/// that ended AccessFailure or Partial, and one for each attempt that was retried.
+async fn traffic(adapter: &Adapter<HttpClassifier>, from: usize, calls: usize) -> usize {
+    let mut events = 0;
+    for n in from..from + calls {
+        let tool = ScriptedTool::returning(script(n));
+        match adapter.call(|ctx| tool.attempt(ctx)).await.class() {
+            OutcomeClass::AccessFailure | OutcomeClass::Partial => events += 1,
+            OutcomeClass::Success | OutcomeClass::Empty => {}
+        }
+        events += tool.attempts() as usize - 1;
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    events
+}
+
+/// Shuts the exporter down (sending what is queued) and checks that it lost nothing after it
+/// noticed the outage.
+async fn shut_down_having_lost_nothing(guard: OtlpGuard, refused_during_outage: u64) {
+    let stats = tokio::task::spawn_blocking(move || guard.shutdown())
+        .await
+        .unwrap()
+        .expect("every batch is sent once the outage is over");
+    assert!(
+        refused_during_outage > 0,
+        "the outage was never noticed: {stats:?}"
+    );
+    assert_eq!(
+        (
+            stats.lost_spans,
+            stats.dropped_span_batches,
+            stats.dropped_metric_batches
+        ),
+        (0, 0, 0),
+        "{stats:?}"
+    );
+}
+
+/// The table holds each of the `events` for the target exactly once (a batch that reached Kafka
+/// but whose acknowledgement was lost is sent again, and its copy removed by `event_id`), and
+/// every counter window closed between `since` and `until` matches its events.
+async fn assert_every_event_once_and_reconciled(
+    root: &Path,
+    bootstrap: &str,
+    window: (SystemTime, SystemTime),
+    events: usize,
+) {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let rows = loop {
+        let rows: Vec<_> = read_table(root, table::OUTCOME_EVENTS)
+            .into_iter()
+            .filter(|row| row["tool_target"] == TARGET)
+            .collect();
+        if rows.len() >= events {
+            break rows;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "after 60 s the table holds {} of the {events} events",
+            rows.len()
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    };
+    let ids: BTreeSet<&str> = rows.iter().filter_map(|r| r["event_id"].as_str()).collect();
+    assert_eq!((rows.len(), ids.len()), (events, events));
+
+    let args = [
+        "reconcile".to_owned(),
+        "--since".into(),
+        rfc3339(window.0),
+        "--until".into(),
+        rfc3339(window.1),
+        "--slack".into(),
+        "50ms".into(),
+        "--target".into(),
+        TARGET.to_owned(),
+        "--kafka".into(),
+        bootstrap.to_owned(),
+        "--live".into(),
+    ];
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let answer = candor(root, &args);
+    assert!(
+        answer.rows().is_empty(),
+        "windows with a gap:\n{}\n{}",
+        answer.stdout,
+        answer.stderr
+    );
+    let summary = answer.json()["summary"][0].as_str().unwrap().to_owned();
+    assert!(
+        summary.contains(" 0 with a gap; 0 event(s) missing"),
+        "{summary}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_collector_killed_under_traffic_and_started_again_loses_no_event() {
+    let tansu = Tansu::start().await;
+    let options = Options {
+        grpc_port: Some(free_port()),
+        ..Options::default()
+    };
+    let mut collector = Collector::start(&tansu.bootstrap, options.clone()).await;
+    let root = tempdir("first-hop-collector");
+    let _compactor = Compactor::start(&tansu.bootstrap, &root, compactor::Options::default()).await;
+    let since = collector.covered_since().await;
+    let guard = telemetry(&collector.grpc_endpoint);
+    let adapter = adapter(TARGET, &guard, &guard);
+
+    let mut events = traffic(&adapter, 0, 40).await;
+    collector.process().kill().await;
+    events += traffic(&adapter, 40, 40).await;
+    let refused = guard.stats().refused_sends;
+    let collector = Collector::start(&tansu.bootstrap, options).await;
+    events += traffic(&adapter, 80, 40).await;
+    assert_eq!(events, 120, "the scripts' classes changed");
+
+    shut_down_having_lost_nothing(guard, refused).await;
+    let until = SystemTime::now();
+    collector.heartbeat_after_now().await;
+    assert_every_event_once_and_reconciled(&root, &tansu.bootstrap, (since, until), events).await;
+    let _ = std::fs::remove_dir_all(&root);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_broker_frozen_past_the_delivery_timeout_under_traffic_loses_no_event() {
+    let tansu = Tansu::start().await;
+    let options = Options {
+        config: Some("[kafka]\ndelivery_timeout = \"1s\"\n".into()),
+        ..Options::default()
+    };
+    let collector = Collector::start(&tansu.bootstrap, options).await;
+    let root = tempdir("first-hop-broker");
+    let _compactor = Compactor::start(&tansu.bootstrap, &root, compactor::Options::default()).await;
+    let since = collector.covered_since().await;
+    let guard = telemetry(&collector.grpc_endpoint);
+    let adapter = adapter(TARGET, &guard, &guard);
+
+    let mut events = traffic(&adapter, 0, 40).await;
+    tansu.freeze().await;
+    // The traffic goes on for about 2 s, twice the delivery timeout, and the broker stays frozen
+    // until the collector has answered UNAVAILABLE.
+    events += traffic(&adapter, 40, 80).await;
+    wait_for(
+        "the collector to refuse a batch",
+        Duration::from_secs(30),
+        || async { (guard.stats().refused_sends > 0).then_some(()) },
+    )
+    .await;
+    let refused = guard.stats().refused_sends;
+    tansu.thaw().await;
+    events += traffic(&adapter, 120, 40).await;
+    assert_eq!(events, 160, "the scripts' classes changed");
+
+    shut_down_having_lost_nothing(guard, refused).await;
+    let until = SystemTime::now();
+    collector.heartbeat_after_now().await;
+    assert_every_event_once_and_reconciled(&root, &tansu.bootstrap, (since, until), events).await;
+    let _ = std::fs::remove_dir_all(&root);
+}

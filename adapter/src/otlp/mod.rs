@@ -145,15 +145,22 @@ impl OtlpGuard {
     }
 
     /// Flushes both providers, sends what is queued within the shutdown timeout, and drops
-    /// (counting them) the batches still queued after it. Returns the exporters' final counts.
+    /// (counting them) the batches still queued after it. Returns the exporters' final counts, or
+    /// an error carrying them when shutting down dropped or lost a batch.
     pub fn shutdown(self) -> Result<ExportStats, OtlpError> {
         let deadline = Instant::now() + self.shutdown_timeout;
         let left = || deadline.saturating_duration_since(Instant::now());
+        let before = self.resender.stats();
+        // The providers hand their last batches to the queue; an error from them while the
+        // collector is away only says a batch is still queued, which `close` sends or counts.
         let traces = self.tracer_provider.shutdown_with_timeout(left());
         let metrics = self.meter_provider.shutdown_with_timeout(left());
         let sent = self.resender.close(left());
         let stats = self.resender.stats();
-        if sent && traces.is_ok() && metrics.is_ok() {
+        let lost = stats.lost_spans > before.lost_spans
+            || stats.dropped_metric_batches > before.dropped_metric_batches
+            || stats.rejected_batches > before.rejected_batches;
+        if sent && !lost {
             return Ok(stats);
         }
         Err(OtlpError::Shutdown {

@@ -22,6 +22,8 @@ use candor_service::config::{
 };
 use serde::Deserialize;
 
+pub use crate::spool::SpoolSettings;
+
 /// The error type and rules every service shares ([`candor_service::config`]), named from here too.
 pub use candor_service::config::{BrokerAddr, ConfigError, parse_duration};
 
@@ -53,6 +55,9 @@ pub use candor_service::config::{BrokerAddr, ConfigError, parse_duration};
 /// | `kafka.extra_env` | empty | librdkafka settings whose values come from environment variables: setting → variable name |
 /// | `heartbeat.interval` | `"10s"` | how often a heartbeat goes to `candor.heartbeats.v1` |
 /// | `metrics.addr` | `"127.0.0.1:8888"` | self-metrics listen address |
+/// | `spool.dir` | unset: no spool | a local directory where records Kafka cannot take yet are kept (fsynced) before the request is acknowledged, and drained to Kafka in order when it returns |
+/// | `spool.max_bytes` | `1073741824` (1 GiB) | most bytes of records spooled; past it, requests are answered "retry later" (UNAVAILABLE / 503) |
+/// | `spool.max_age` | `"24h"` | oldest a spooled record may grow; an older one is dropped unsent, counted and logged |
 ///
 /// Durations are numbers with units, added up: `250ms`, `5s`, `2m`, `1h 30m`, `2d` (see
 /// [`parse_duration`]).
@@ -81,6 +86,8 @@ pub struct RawConfig {
     pub heartbeat: RawHeartbeat,
     /// The `[metrics]` section.
     pub metrics: RawMetrics,
+    /// The `[spool]` section.
+    pub spool: RawSpool,
 }
 
 /// `[otlp]` as written; keys and defaults in the table on [`RawConfig`].
@@ -236,6 +243,8 @@ pub struct Config {
     pub heartbeat: HeartbeatConfig,
     /// `[metrics]`.
     pub metrics: MetricsConfig,
+    /// `[spool]`: `None` when `spool.dir` is unset.
+    pub spool: Option<SpoolSettings>,
 }
 
 /// Validated `[otlp]`.
@@ -300,6 +309,53 @@ pub struct KafkaConfig {
     /// `kafka.extra_env` (setting → name of the environment variable holding its value);
     /// [`ExtraSettings::resolve`] reads the variables.
     pub extra: ExtraSettings,
+}
+
+/// `[spool]` as written; keys and defaults in the table on [`RawConfig`].
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct RawSpool {
+    /// `spool.dir`.
+    pub dir: Option<String>,
+    /// `spool.max_bytes`.
+    pub max_bytes: i64,
+    /// `spool.max_age`.
+    pub max_age: String,
+}
+
+impl Default for RawSpool {
+    fn default() -> Self {
+        Self {
+            dir: None,
+            max_bytes: 1 << 30,
+            max_age: "24h".into(),
+        }
+    }
+}
+
+impl RawSpool {
+    fn validate(self) -> Result<Option<SpoolSettings>, ConfigError> {
+        let max_bytes = u64::try_from(self.max_bytes)
+            .ok()
+            .filter(|&bytes| bytes > 0)
+            .ok_or_else(|| invalid("spool.max_bytes", self.max_bytes, "must be at least 1"))?;
+        let max_age = parse_duration("spool.max_age", &self.max_age)?;
+        let Some(dir) = self.dir else {
+            return Ok(None);
+        };
+        if dir.trim().is_empty() {
+            return Err(invalid(
+                "spool.dir",
+                &dir,
+                "must not be blank; leave it out for no spool",
+            ));
+        }
+        Ok(Some(SpoolSettings {
+            dir: PathBuf::from(dir),
+            max_bytes,
+            max_age,
+        }))
+    }
 }
 
 /// Validated `[heartbeat]`.
@@ -387,6 +443,7 @@ impl RawConfig {
             metrics: MetricsConfig {
                 addr: socket_addr("metrics.addr", &self.metrics.addr)?,
             },
+            spool: self.spool.validate()?,
         })
     }
 }
@@ -584,6 +641,24 @@ mod tests {
         assert!(c.kafka.extra.extra().is_empty() && c.kafka.extra.extra_env().is_empty());
         assert_eq!(c.heartbeat.interval, Duration::from_secs(10));
         assert_eq!(c.metrics.addr, addr("127.0.0.1:8888"));
+        assert_eq!(c.spool, None);
+    }
+
+    #[test]
+    fn a_spool_is_set_by_its_directory_and_its_bounds_are_checked() {
+        let c = Config::from_toml_str("[spool]\ndir = \"/var/lib/candor/spool\"\n").unwrap();
+        let spool = c.spool.unwrap();
+        assert_eq!(spool.dir, PathBuf::from("/var/lib/candor/spool"));
+        assert_eq!(spool.max_bytes, 1 << 30);
+        assert_eq!(spool.max_age, Duration::from_secs(24 * 3600));
+        for (text, key) in [
+            ("[spool]\ndir = \" \"\n", "spool.dir"),
+            ("[spool]\ndir = \"/s\"\nmax_bytes = 0\n", "spool.max_bytes"),
+            ("[spool]\nmax_bytes = -1\n", "spool.max_bytes"),
+            ("[spool]\nmax_age = \"soon\"\n", "spool.max_age"),
+        ] {
+            assert!(refusal(text).contains(key), "{text}: {}", refusal(text));
+        }
     }
 
     #[test]

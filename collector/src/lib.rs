@@ -24,3 +24,5 @@ pub mod inspect;
 pub mod metrics;
 #[cfg(feature = "service")]
 pub mod sink;
+#[cfg(feature = "service")]
+pub mod spool;

@@ -80,6 +80,18 @@ pub mod names {
             "Requests refused for exceeding the size limit.";
         DECODE_ERRORS_TOTAL = "candor_collector_decode_errors_total",
             "Request bodies that could not be decoded, by signal.";
+        SPOOL_RECORDS = "candor_collector_spool_records",
+            "Records held in the local spool, waiting for Kafka.";
+        SPOOL_BYTES = "candor_collector_spool_bytes",
+            "Bytes of records held in the local spool.";
+        SPOOL_OLDEST_AGE_SECONDS = "candor_collector_spool_oldest_age_seconds",
+            "Age of the oldest record in the local spool; 0 when it is empty.";
+        SPOOL_RECORDS_TOTAL = "candor_collector_spool_records_total",
+            "Records through the local spool, by action: appended, drained (Kafka acknowledged them), expired (older than spool.max_age), unreadable, refused (the spool was full).";
+        SPOOL_FAILURES_TOTAL = "candor_collector_spool_failures_total",
+            "Reads and writes of the local spool's store that failed.";
+        HEARTBEATS_SPOOLED_TOTAL = "candor_collector_heartbeats_spooled_total",
+            "Heartbeat records spooled behind records waiting for Kafka.";
         METRIC_SERIES_OVERFLOW_TOTAL = "candor_collector_metric_series_overflow_total",
             "Lookups folded into the series labelled \"other\" of a family at its series limit.";
     }
@@ -101,6 +113,24 @@ pub mod names {
         pub const TOPIC: &str = "topic";
         /// A short, stable error code, e.g. a Kafka error name.
         pub const ERROR: &str = "error";
+        /// See [`super::spool_action`].
+        pub const ACTION: &str = "action";
+    }
+
+    /// Values of the `action` label of the spool's record counter.
+    pub mod spool_action {
+        /// Made durable in the spool, and the request acknowledged.
+        pub const APPENDED: &str = "appended";
+        /// Produced to Kafka and acknowledged, then removed.
+        pub const DRAINED: &str = "drained";
+        /// Older than `spool.max_age`: removed unsent.
+        pub const EXPIRED: &str = "expired";
+        /// Stored bytes that could not be read back: removed unsent.
+        pub const UNREADABLE: &str = "unreadable";
+        /// Not taken: the spool was full, and the request answered "retry later".
+        pub const REFUSED: &str = "refused";
+        /// Every action.
+        pub const ALL: &[&str] = &[APPENDED, DRAINED, EXPIRED, UNREADABLE, REFUSED];
     }
 
     /// Values of the `signal` label.
@@ -191,6 +221,12 @@ pub struct CollectorMetrics {
     unauthenticated: Counter,
     too_large: Counter,
     producer_renewals: Counter,
+    spool_records_total: Family<Counter>,
+    spool_failures: Counter,
+    heartbeats_spooled: Counter,
+    spool_records: Gauge,
+    spool_bytes: Gauge,
+    spool_oldest_age: Gauge,
     in_flight_requests: Gauge,
     producer_queue_depth: Gauge,
     kafka_reachable: Gauge,
@@ -199,7 +235,7 @@ pub struct CollectorMetrics {
 
 impl Default for CollectorMetrics {
     fn default() -> Self {
-        use names::{label, signal, status, transport};
+        use names::{label, signal, spool_action, status, transport};
         let mut m = Metrics::new(names::help, names::METRIC_SERIES_OVERFLOW_TOTAL);
         let metrics = Self {
             requests_received: m.counters(
@@ -230,6 +266,12 @@ impl Default for CollectorMetrics {
             unauthenticated: m.counter(names::UNAUTHENTICATED_TOTAL),
             too_large: m.counter(names::TOO_LARGE_TOTAL),
             producer_renewals: m.counter(names::PRODUCER_RENEWALS_TOTAL),
+            spool_records_total: m.counters(names::SPOOL_RECORDS_TOTAL, &[label::ACTION]),
+            spool_failures: m.counter(names::SPOOL_FAILURES_TOTAL),
+            heartbeats_spooled: m.counter(names::HEARTBEATS_SPOOLED_TOTAL),
+            spool_records: m.gauge(names::SPOOL_RECORDS),
+            spool_bytes: m.gauge(names::SPOOL_BYTES),
+            spool_oldest_age: m.gauge(names::SPOOL_OLDEST_AGE_SECONDS),
             in_flight_requests: m.gauge(names::IN_FLIGHT_REQUESTS),
             producer_queue_depth: m.gauge(names::PRODUCER_QUEUE_DEPTH),
             kafka_reachable: m.gauge(names::KAFKA_REACHABLE),
@@ -246,6 +288,9 @@ impl Default for CollectorMetrics {
                     metrics.requests_answered.with(&[s, t, st]);
                 }
             }
+        }
+        for &action in spool_action::ALL {
+            metrics.spool_records_total.with(&[action]);
         }
         for t in [
             topic::OUTCOME_EVENTS,
@@ -314,6 +359,76 @@ impl CollectorMetrics {
     /// Sets how many records wait in the producer's queue.
     pub fn set_producer_queue_depth(&self, depth: i64) {
         self.producer_queue_depth.set(depth);
+    }
+    /// Records made durable in the spool, their request acknowledged.
+    pub fn spool_appended(&self, n: u64) {
+        use names::spool_action;
+        self.spool_records_total
+            .with(&[spool_action::APPENDED])
+            .inc_by(n);
+    }
+
+    /// Records the spool could not take (full or failing): their request is answered "retry
+    /// later". Logged.
+    pub fn spool_refused(&self, n: u64, error: &crate::spool::SpoolError) {
+        use names::spool_action;
+        self.spool_records_total
+            .with(&[spool_action::REFUSED])
+            .inc_by(n);
+        tracing::warn!(records = n, %error, "spool refused records; the client is told to retry");
+    }
+
+    /// Spooled records Kafka acknowledged.
+    pub fn spool_drained(&self, n: u64) {
+        use names::spool_action;
+        self.spool_records_total
+            .with(&[spool_action::DRAINED])
+            .inc_by(n);
+    }
+
+    /// A spooled record older than `spool.max_age`, removed unsent. Logged.
+    pub fn spool_expired(&self, seq: u64, max_age: Duration) {
+        use names::spool_action;
+        self.spool_records_total
+            .with(&[spool_action::EXPIRED])
+            .inc();
+        tracing::error!(
+            seq,
+            ?max_age,
+            "spooled record older than spool.max_age dropped unsent"
+        );
+    }
+
+    /// A spooled record whose stored bytes could not be read, removed unsent. Logged.
+    pub fn spool_unreadable(&self, seq: u64, reason: &str) {
+        use names::spool_action;
+        self.spool_records_total
+            .with(&[spool_action::UNREADABLE])
+            .inc();
+        tracing::error!(
+            seq,
+            reason,
+            "spooled record could not be read back; dropped"
+        );
+    }
+
+    /// A read or write of the spool's store that failed. Logged.
+    pub fn spool_failed(&self, error: &crate::spool::SpoolError) {
+        self.spool_failures.inc();
+        tracing::error!(%error, "spool store failed");
+    }
+
+    /// What the spool holds now, and the age of its oldest record in seconds.
+    pub fn set_spool_level(&self, level: crate::spool::Level, oldest_age_seconds: u64) {
+        let gauge = |value: u64| i64::try_from(value).unwrap_or(i64::MAX);
+        self.spool_records.set(gauge(level.records));
+        self.spool_bytes.set(gauge(level.bytes));
+        self.spool_oldest_age.set(gauge(oldest_age_seconds));
+    }
+
+    /// A heartbeat spooled behind records waiting for Kafka.
+    pub fn heartbeat_spooled(&self) {
+        self.heartbeats_spooled.inc();
     }
     /// Counts a heartbeat sent.
     pub fn heartbeat_sent(&self) {

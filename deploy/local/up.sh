@@ -93,6 +93,7 @@ else
     kafka_line="Kafka            $kafka   (an existing cluster)"
 fi
 "$bin/candor-collector" ingest --config "$root/deploy/collector.example.toml" --kafka-brokers "$kafka" \
+    --spool-dir "$data/spool" \
     >"$data/collector.log" 2>&1 &
 collector=$!
 pids+=("$collector")

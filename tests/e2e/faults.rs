@@ -16,13 +16,13 @@ use crate::compact::{ROWS_WRITTEN, rows_by_id};
 use crate::ingest::{outcome_event, trace_request};
 
 /// Targets of the events in request `n` of client `client`.
-fn targets(client: usize, n: usize, per_request: usize) -> Vec<String> {
+pub(crate) fn targets(client: usize, n: usize, per_request: usize) -> Vec<String> {
     (0..per_request)
         .map(|i| format!("c{client}-r{n}-e{i}"))
         .collect()
 }
 
-fn request_of(
+pub(crate) fn request_of(
     targets: &[String],
 ) -> opentelemetry_proto::tonic::collector::trace::v1::ExportTraceServiceRequest {
     trace_request(
@@ -34,7 +34,7 @@ fn request_of(
 }
 
 /// Fails naming what is missing when an acknowledged event is not in the events topic.
-fn assert_all_stored(bootstrap: &str, acknowledged: &BTreeSet<String>) {
+pub(crate) fn assert_all_stored(bootstrap: &str, acknowledged: &BTreeSet<String>) {
     let stored: BTreeSet<String> =
         event_targets(bootstrap, acknowledged.len(), Duration::from_secs(60))
             .into_iter()

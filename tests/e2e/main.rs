@@ -15,6 +15,7 @@ mod query;
 mod reconcile;
 mod s3;
 mod secrets;
+mod spool;
 mod stack;
 mod stages;
 mod traffic;

@@ -11,6 +11,7 @@ use super::extract::{self, Limits, Received, Rejection};
 use crate::error::{ErrorCode, ServiceError};
 use crate::metrics::CollectorMetrics;
 use crate::sink::kafka::{DeliveryError, KafkaRecord, Producer, encode};
+use crate::spool::Spool;
 
 /// What an export request came to, once Kafka holds all of it.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
@@ -67,6 +68,16 @@ pub struct Ingest {
     collector_id: String,
     retry_after: Duration,
     since_heartbeat: SinceHeartbeat,
+    spool: Option<Arc<Spool>>,
+}
+
+/// Where a request's records went.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Delivered {
+    /// Kafka acknowledged them.
+    Kafka,
+    /// The spool holds them, durably, until Kafka takes them.
+    Spooled,
 }
 
 impl Ingest {
@@ -87,7 +98,29 @@ impl Ingest {
             collector_id,
             retry_after,
             since_heartbeat: SinceHeartbeat::default(),
+            spool: None,
         }
+    }
+
+    /// Keeps what Kafka cannot take yet in `spool` and acknowledges it once it is durable there.
+    pub fn with_spool(mut self, spool: Arc<Spool>) -> Self {
+        self.spool = Some(spool);
+        self
+    }
+
+    /// The spool, when one is configured.
+    pub fn spool(&self) -> Option<&Arc<Spool>> {
+        self.spool.as_ref()
+    }
+
+    /// How long a client is told to wait before it sends a refused request again.
+    pub fn retry_after(&self) -> Duration {
+        self.retry_after
+    }
+
+    /// Delivers a heartbeat like a request's records: behind whatever is spooled.
+    pub async fn deliver_heartbeat(&self, record: KafkaRecord) -> Result<Delivered, ServiceError> {
+        self.deliver(std::slice::from_ref(&record)).await
     }
 
     /// The collector's id.
@@ -241,7 +274,7 @@ impl Ingest {
         received_at: u64,
     ) -> Result<(), ServiceError> {
         records.extend(self.rejection_records(rejections, received_at));
-        self.deliver(&records).await
+        self.deliver(&records).await.map(|_| ())
     }
 
     /// Keeps a request that could not be decoded at all, with its reason, in the rejected topic.
@@ -289,21 +322,57 @@ impl Ingest {
             .collect()
     }
 
-    async fn deliver(&self, records: &[KafkaRecord]) -> Result<(), ServiceError> {
+    /// Delivers records to Kafka, or, with a spool, keeps them there when Kafka cannot take them
+    /// (and while earlier records wait there, so that none overtakes them).
+    async fn deliver(&self, records: &[KafkaRecord]) -> Result<Delivered, ServiceError> {
         if records.is_empty() {
-            return Ok(());
+            return Ok(Delivered::Kafka);
         }
-        self.producer
-            .deliver(records)
-            .await
-            .map_err(|err| match err {
-                DeliveryError::Refused { .. } => {
-                    ServiceError::new(ErrorCode::PayloadTooLarge, err.to_string())
-                }
-                DeliveryError::QueueFull { .. } | DeliveryError::NotAcknowledged { .. } => {
-                    ServiceError::unavailable(err.to_string(), self.retry_after)
-                }
-            })
+        if let Some(spool) = &self.spool
+            && !spool.is_empty()
+        {
+            return self
+                .spool_records(spool, records, "records spooled earlier wait for Kafka")
+                .await;
+        }
+        let refused = match self.producer.deliver(records).await {
+            Ok(()) => return Ok(Delivered::Kafka),
+            Err(err @ DeliveryError::Refused { .. }) => {
+                return Err(ServiceError::new(
+                    ErrorCode::PayloadTooLarge,
+                    err.to_string(),
+                ));
+            }
+            Err(
+                err @ (DeliveryError::QueueFull { .. } | DeliveryError::NotAcknowledged { .. }),
+            ) => err.to_string(),
+        };
+        match &self.spool {
+            Some(spool) => self.spool_records(spool, records, &refused).await,
+            None => Err(ServiceError::unavailable(refused, self.retry_after)),
+        }
+    }
+
+    async fn spool_records(
+        &self,
+        spool: &Spool,
+        records: &[KafkaRecord],
+        why: &str,
+    ) -> Result<Delivered, ServiceError> {
+        let count = records.len() as u64;
+        match spool.append(records).await {
+            Ok(()) => {
+                self.metrics.spool_appended(count);
+                Ok(Delivered::Spooled)
+            }
+            Err(err) => {
+                self.metrics.spool_refused(count, &err);
+                Err(ServiceError::unavailable(
+                    format!("{why}, and the spool cannot keep them: {err}"),
+                    self.retry_after,
+                ))
+            }
+        }
     }
 
     /// What the client is told, once Kafka holds everything; rejections are counted only now,

@@ -12,10 +12,11 @@ use anyhow::{Context as _, bail};
 use candor_collector::config::{Config, RawConfig};
 use candor_collector::ingest::auth::BearerAuth;
 use candor_collector::ingest::extract::Limits;
-use candor_collector::ingest::service::{Ingest, unix_nanos};
+use candor_collector::ingest::service::{Delivered, Ingest, unix_nanos};
 use candor_collector::ingest::{grpc, http};
 use candor_collector::metrics::CollectorMetrics;
 use candor_collector::sink::kafka::{Producer, ProducerSettings, encode};
+use candor_collector::spool::{Spool, drain};
 use candor_records::proto::{Heartbeat, RECORD_SCHEMA_VERSION};
 use candor_schema::names::topic;
 use candor_service::LogFormat;
@@ -51,6 +52,9 @@ pub struct IngestArgs {
     /// Overrides `collector_id`.
     #[arg(long, env = "CANDOR_COLLECTOR_ID")]
     collector_id: Option<String>,
+    /// Overrides `spool.dir`: keep what Kafka cannot take yet in this directory.
+    #[arg(long, env = "CANDOR_COLLECTOR_SPOOL_DIR")]
+    spool_dir: Option<String>,
     /// Check the configuration as a start would (file, flags, variables, TLS files), print it
     /// and exit: 0 when it is valid, 2 when not. Connects to nothing.
     #[arg(long)]
@@ -104,6 +108,9 @@ fn validate(args: &IngestArgs) -> anyhow::Result<Config> {
     }
     if let Some(id) = &args.collector_id {
         raw.collector_id = Some(id.clone());
+    }
+    if let Some(dir) = &args.spool_dir {
+        raw.spool.dir = Some(dir.clone());
     }
     Ok(raw.validate()?)
 }
@@ -199,14 +206,26 @@ async fn build(config: Config) -> anyhow::Result<Collector> {
         max_events_per_request: config.limits.max_events_per_request.get(),
         max_rejected_copy_bytes: config.limits.max_rejected_copy_bytes.get(),
     };
-    let ingest = Arc::new(Ingest::new(
+    let mut ingest = Ingest::new(
         producer.clone(),
         metrics.clone(),
         limits,
         collector_id.clone(),
         RETRY_AFTER,
         config.otlp.max_in_flight_requests.get(),
-    ));
+    );
+    if let Some(settings) = &config.spool {
+        let spool = Spool::open(settings).context("spool.dir")?;
+        let level = spool.level();
+        tracing::info!(
+            path = spool.path(),
+            records = level.records,
+            bytes = level.bytes,
+            "spool open; what it holds is drained to Kafka"
+        );
+        ingest = ingest.with_spool(spool);
+    }
+    let ingest = Arc::new(ingest);
     let auth = BearerAuth::new(token);
 
     let grpc_listener = bind(config.otlp.grpc_addr, "otlp.grpc_addr").await?;
@@ -328,6 +347,11 @@ impl Collector {
             config.kafka.partitions.get(),
             config.kafka.replication_factor.get(),
         ));
+        if let Some(spool) = ingest.spool().cloned() {
+            let (producer, metrics) = (producer.clone(), metrics.clone());
+            let retry_after = ingest.retry_after();
+            tokio::spawn(async move { drain(&spool, &producer, &metrics, retry_after).await });
+        }
         let started = unix_nanos(SystemTime::now());
         tokio::spawn(heartbeats(
             ingest.clone(),
@@ -491,11 +515,11 @@ async fn send_heartbeat(ingest: &Ingest, started: u64, interval: Duration) {
         rejected: counts.rejected.swap(0, Ordering::Relaxed),
     };
     match ingest
-        .producer()
-        .deliver(&[encode::heartbeat(&heartbeat)])
+        .deliver_heartbeat(encode::heartbeat(&heartbeat))
         .await
     {
-        Ok(()) => ingest.metrics().heartbeat_sent(),
+        Ok(Delivered::Kafka) => ingest.metrics().heartbeat_sent(),
+        Ok(Delivered::Spooled) => ingest.metrics().heartbeat_spooled(),
         Err(err) => {
             counts
                 .accepted_events
@@ -506,7 +530,7 @@ async fn send_heartbeat(ingest: &Ingest, started: u64, interval: Duration) {
             counts
                 .rejected
                 .fetch_add(heartbeat.rejected, Ordering::Relaxed);
-            ingest.metrics().heartbeat_failed(&err);
+            ingest.metrics().heartbeat_failed(&err.message);
         }
     }
 }

@@ -90,9 +90,9 @@ pub struct ExportStats {
     pub rejected_batches: u64,
     /// Spans in every span batch dropped or rejected: spans lost before the collector.
     pub lost_spans: u64,
-    /// Batches waiting to be sent now.
+    /// Batches waiting to be sent now, the one being sent included.
     pub queued_batches: u64,
-    /// Encoded bytes waiting to be sent now.
+    /// Encoded bytes waiting to be sent now, the batch being sent included.
     pub queued_bytes: u64,
 }
 
@@ -305,8 +305,8 @@ struct State {
     queue: Queue,
     /// The last send was refused and the collector has not taken a batch since.
     backing_off: bool,
-    /// The sender is sending a batch it took from the queue.
-    sending: bool,
+    /// The encoded size of the batch the sender took from the queue and is sending, if any.
+    sending: Option<usize>,
     /// Set by [`Resender::close`]: the sender ends when the queue is empty or at this instant.
     closing_at: Option<Instant>,
     /// The sender thread has ended; batches handed over now are dropped.
@@ -370,7 +370,7 @@ impl Shared {
                 self.drop_batches(left, "shutdown's deadline passed");
             }
             if let Some(batch) = state.queue.pop_front() {
-                state.sending = true;
+                state.sending = Some(batch.bytes);
                 return Some(batch);
             }
             if closing.is_some() {
@@ -394,7 +394,7 @@ impl Shared {
             );
         }
         state.backing_off = false;
-        state.sending = false;
+        state.sending = None;
         self.changed.notify_all();
     }
 
@@ -408,7 +408,7 @@ impl Shared {
         );
         batch.tell(Fate::Lost(refusal.reason.clone()));
         let mut state = self.lock();
-        state.sending = false;
+        state.sending = None;
         self.changed.notify_all();
     }
 
@@ -424,7 +424,7 @@ impl Shared {
             );
         }
         state.backing_off = true;
-        state.sending = false;
+        state.sending = None;
         let evicted = state.queue.push_front(batch);
         self.drop_batches(evicted, "the resend queue is full");
         self.changed.notify_all();
@@ -475,7 +475,7 @@ impl Resender {
             state: Mutex::new(State {
                 queue: Queue::new(&config),
                 backing_off: false,
-                sending: false,
+                sending: None,
                 closing_at: None,
                 finished: false,
             }),
@@ -543,7 +543,7 @@ impl Resender {
         let deadline = Instant::now() + timeout;
         let mut state = self.shared.lock();
         loop {
-            if state.queue.batches.is_empty() && !state.sending {
+            if state.queue.batches.is_empty() && state.sending.is_none() {
                 return true;
             }
             let now = Instant::now();
@@ -584,7 +584,11 @@ impl Resender {
         let load = |counter: &AtomicU64| counter.load(Ordering::Relaxed);
         let (queued_batches, queued_bytes) = {
             let state = self.shared.lock();
-            (state.queue.batches.len(), state.queue.bytes)
+            let (sending, sending_bytes) = state.sending.map_or((0, 0), |bytes| (1, bytes));
+            (
+                state.queue.batches.len() + sending,
+                state.queue.bytes + sending_bytes,
+            )
         };
         ExportStats {
             sent_batches: load(&counters.sent_batches),

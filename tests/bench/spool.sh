@@ -21,8 +21,8 @@ build_release
 collector() {
     local config="$work/collector-$2.toml"
     printf '[kafka]\ndelivery_timeout = "2s"\n' >"$config"
-    if [[ -n "${6:-}" ]]; then
-        printf '[spool]\ndir = "%s"\nmax_bytes = 17179869184\n' "$6" >>"$config"
+    if [[ -n "${5:-}" ]]; then
+        printf '[spool]\ndir = "%s"\nmax_bytes = 17179869184\n' "$5" >>"$config"
     fi
     exec "$bin/candor-collector" ingest --config "$config" --grpc-addr "127.0.0.1:$2" \
         --http-addr "127.0.0.1:$(free_port)" --metrics-addr "127.0.0.1:$3" \

@@ -21,7 +21,6 @@
 //! requests shares one fsync. redb locks the file, so two collectors cannot share a directory.
 
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::mpsc::{Receiver, Sender, channel};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::{Duration, SystemTime};
@@ -59,6 +58,9 @@ pub struct SpoolSettings {
 /// Why the spool could not do what was asked.
 #[derive(Debug, Clone, thiserror::Error)]
 pub enum SpoolError {
+    /// A record is for a topic the spool does not know, so it could not be read back.
+    #[error("the spool keeps records of the four candor topics, not of {0:?}")]
+    UnknownTopic(String),
     /// Keeping the records would pass `spool.max_bytes`.
     #[error("the spool is full: {held} bytes held, {asked} more asked, spool.max_bytes is {max}")]
     Full {
@@ -122,7 +124,6 @@ pub struct Spool {
     writer_thread: Mutex<Option<std::thread::JoinHandle<()>>>,
     /// Woken after every append, for the drainer.
     appended: tokio::sync::Notify,
-    appended_records: AtomicU64,
 }
 
 impl std::fmt::Debug for Spool {
@@ -156,7 +157,6 @@ impl Spool {
             writer: Mutex::new(Some(writer)),
             writer_thread: Mutex::new(None),
             appended: tokio::sync::Notify::new(),
-            appended_records: AtomicU64::new(0),
         });
         let db = spool.db.clone();
         let shown = spool.path.clone();
@@ -186,14 +186,12 @@ impl Spool {
         self.lock().level.records == 0
     }
 
-    /// Records appended since the spool was opened.
-    pub fn appended_records(&self) -> u64 {
-        self.appended_records.load(Ordering::Relaxed)
-    }
-
     /// Appends `records` and returns once they are durable. Refused, with nothing kept, when they
     /// would pass `spool.max_bytes` or the store fails.
     pub async fn append(&self, records: &[KafkaRecord]) -> Result<(), SpoolError> {
+        if let Some(record) = records.iter().find(|r| topic_index(r.topic).is_none()) {
+            return Err(SpoolError::UnknownTopic(record.topic.to_owned()));
+        }
         let spooled_at_ms = unix_millis(SystemTime::now());
         let bytes: u64 = records.iter().map(|r| stored_len(r) as u64).sum();
         let count = records.len() as u64;
@@ -231,7 +229,6 @@ impl Spool {
             .unwrap_or_else(|_| Err(self.store_error("the spool's writer thread has ended")));
         match &result {
             Ok(()) => {
-                self.appended_records.fetch_add(count, Ordering::Relaxed);
                 self.appended.notify_one();
             }
             Err(_) => {
@@ -403,16 +400,17 @@ fn read_level(db: &Database) -> Result<(Level, u64), String> {
 
 /// The stored form: spooled-at (u64 LE, Unix ms), topic index (u8), key length (u32 LE), key,
 /// payload.
+fn topic_index(topic: &str) -> Option<u8> {
+    let index = TOPICS.iter().position(|name| *name == topic)?;
+    u8::try_from(index).ok()
+}
+
 fn encode(spooled_at_ms: u64, record: &KafkaRecord, out: &mut Vec<u8>) {
     out.clear();
-    let topic = TOPICS
-        .iter()
-        .position(|name| *name == record.topic)
-        // Every KafkaRecord's topic is one of `names::topic`, all of which are in TOPICS (a test
-        // checks the encoding of each).
-        .unwrap_or(usize::MAX);
+    // `append` refuses a record whose topic has no index, so none reaches here.
+    let topic = topic_index(record.topic).unwrap_or(u8::MAX);
     out.extend_from_slice(&spooled_at_ms.to_le_bytes());
-    out.push(u8::try_from(topic).unwrap_or(u8::MAX));
+    out.push(topic);
     out.extend_from_slice(
         &u32::try_from(record.key.len())
             .unwrap_or(u32::MAX)
@@ -603,7 +601,11 @@ pub async fn drain(
             }
         }
         fault::reach(fault::Point::Produce);
-        let delivered = producer.deliver(&records).await;
+        let delivered = if records.is_empty() {
+            Ok(())
+        } else {
+            producer.deliver(&records).await
+        };
         if delivered.is_ok() {
             fault::reach(fault::Point::Delivered);
         }

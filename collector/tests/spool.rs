@@ -152,3 +152,19 @@ async fn removal_takes_exactly_the_records_it_names_and_the_numbering_goes_on() 
     );
     let _ = std::fs::remove_dir_all(&settings.dir);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_record_for_a_topic_the_spool_cannot_read_back_is_refused_before_anything_is_kept() {
+    let settings = settings("topic", 1 << 20);
+    let spool = Spool::open(&settings).unwrap();
+    let mut records = request(0, 2);
+    records.push(KafkaRecord {
+        topic: "not.a.candor.topic",
+        key: Vec::new(),
+        payload: b"x".to_vec(),
+    });
+    let refused = spool.append(&records).await.unwrap_err();
+    assert!(matches!(refused, SpoolError::UnknownTopic(_)), "{refused}");
+    assert!(spool.is_empty());
+    let _ = std::fs::remove_dir_all(&settings.dir);
+}

@@ -6,7 +6,7 @@
 
 use std::collections::BTreeSet;
 use std::path::Path;
-use std::time::{Duration, Instant, SystemTime};
+use std::time::{Duration, SystemTime};
 
 use candor_adapter::otlp::{self, OtlpConfig, OtlpGuard, ResendConfig};
 use candor_adapter::testing::ScriptedTool;
@@ -96,22 +96,18 @@ async fn assert_every_event_once_and_reconciled(
     window: (SystemTime, SystemTime),
     events: usize,
 ) {
-    let deadline = Instant::now() + Duration::from_secs(60);
-    let rows = loop {
-        let rows: Vec<_> = read_table(root, table::OUTCOME_EVENTS)
-            .into_iter()
-            .filter(|row| row["tool_target"] == TARGET)
-            .collect();
-        if rows.len() >= events {
-            break rows;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "after 60 s the table holds {} of the {events} events",
-            rows.len()
-        );
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    };
+    let rows = wait_for(
+        &format!("the table to hold the {events} events"),
+        Duration::from_secs(60),
+        || async {
+            let rows: Vec<_> = read_table(root, table::OUTCOME_EVENTS)
+                .into_iter()
+                .filter(|row| row["tool_target"] == TARGET)
+                .collect();
+            (rows.len() >= events).then_some(rows)
+        },
+    )
+    .await;
     let ids: BTreeSet<&str> = rows.iter().filter_map(|r| r["event_id"].as_str()).collect();
     assert_eq!((rows.len(), ids.len()), (events, events));
 

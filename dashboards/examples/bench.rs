@@ -141,6 +141,7 @@ fn main() {
                     temporality: Temporality::Cumulative as i32,
                     received_time_unix_nano: nanos(at),
                     collector_id: "bench".into(),
+                    export_interval_ms: None,
                 };
                 offset += 1;
                 batch.push(record(

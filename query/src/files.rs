@@ -82,9 +82,9 @@ pub struct TableFiles {
 /// Why a table's files could not be read as plain Parquet.
 #[derive(Debug, thiserror::Error)]
 pub enum FilesError {
-    /// The schema does not end with the partition columns, in the order the log names them.
-    #[error("the partition columns {0:?} are not the schema's last columns")]
-    PartitionColumnsNotLast(Vec<String>),
+    /// A partition column the log names is not in the table's schema.
+    #[error("the partition column {0} is not in the table's schema")]
+    PartitionColumnMissing(String),
     /// A partition value does not parse as its column's type.
     #[error("the partition value {value:?} of {column} in {path}: {reason}")]
     PartitionValue {
@@ -104,7 +104,7 @@ pub enum FilesError {
 
 impl TableFiles {
     /// The files of a table at `table_url`, whose whole schema is `schema` and whose partition
-    /// columns are `partition_columns` (which must be the schema's last columns, in that order);
+    /// columns are `partition_columns` (anywhere in it: the provider's schema puts them last);
     /// `time_column` is the column [`ListedFile::span`] gives.
     pub fn new(
         table_url: &url::Url,
@@ -113,19 +113,31 @@ impl TableFiles {
         time_column: &str,
         listed: Vec<ListedFile>,
     ) -> Result<Self, FilesError> {
-        let split = schema
-            .fields()
-            .len()
-            .checked_sub(partition_columns.len())
-            .filter(|&split| {
-                schema.fields()[split..]
-                    .iter()
-                    .map(|field| field.name())
-                    .eq(partition_columns.iter())
+        // A column added to a table after its first version follows its partition columns in
+        // the table's schema; a question sees the partition columns last.
+        let partition_fields = partition_columns
+            .iter()
+            .map(|name| {
+                schema
+                    .field_with_name(name)
+                    .map(|field| Arc::new(field.clone()))
+                    .map_err(|_| FilesError::PartitionColumnMissing(name.clone()))
             })
-            .ok_or_else(|| FilesError::PartitionColumnsNotLast(partition_columns.to_vec()))?;
-        let file_schema = Arc::new(Schema::new(schema.fields()[..split].to_vec()));
-        let partition_fields: Vec<FieldRef> = schema.fields()[split..].to_vec();
+            .collect::<Result<Vec<FieldRef>, _>>()?;
+        let file_fields: Vec<FieldRef> = schema
+            .fields()
+            .iter()
+            .filter(|field| !partition_columns.contains(field.name()))
+            .cloned()
+            .collect();
+        let split = file_fields.len();
+        let file_schema = Arc::new(Schema::new(file_fields.clone()));
+        let schema = Arc::new(Schema::new(
+            file_fields
+                .into_iter()
+                .chain(partition_fields.iter().cloned())
+                .collect::<Vec<_>>(),
+        ));
         let store = ObjectStoreUrl::parse(format!(
             "{}://{}",
             table_url.scheme(),

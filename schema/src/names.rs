@@ -15,6 +15,14 @@ pub const OUTCOMES_COUNTER: &str = "tool.outcomes";
 /// The unit of [`OUTCOMES_COUNTER`].
 pub const OUTCOMES_COUNTER_UNIT: &str = "{call}";
 
+/// The gauge an adapter instance sends with its counters in every metric export: the seconds
+/// until its next export, and 0 in its final export at shutdown (the contract's section 10.6).
+/// Readers tell an instance that stopped exporting from one that shut down by it.
+pub const EXPORT_INTERVAL_GAUGE: &str = "candor.adapter.export_interval";
+
+/// The unit of [`EXPORT_INTERVAL_GAUGE`].
+pub const EXPORT_INTERVAL_GAUGE_UNIT: &str = "s";
+
 /// Attribute keys of the `tool.outcome` span event and the `tool.outcomes` counter.
 pub mod attr {
     /// `access_failure` or `partial` on events; any class on the counter.
@@ -88,6 +96,7 @@ pub const ALL: &[&str] = &[
     TOOL_CALL_SPAN,
     OUTCOME_EVENT,
     OUTCOMES_COUNTER,
+    EXPORT_INTERVAL_GAUGE,
     attr::OUTCOME_CLASS,
     attr::TOOL_NAME,
     attr::TOOL_TARGET,

@@ -339,7 +339,20 @@ pub fn signals() -> Vec<Signal> {
             ),
         ],
     };
-    vec![event, span, counter, resource]
+    let export_interval = Signal {
+        title: format!(
+            "Gauge `{}` (unit `{}`)",
+            names::EXPORT_INTERVAL_GAUGE,
+            names::EXPORT_INTERVAL_GAUGE_UNIT
+        ),
+        brief: "Sent in every metric export of an adapter instance, beside `tool.outcomes`, with \
+                no attributes: the seconds until the instance's next export, and 0 in its final \
+                export at shutdown. A reader tells an instance that stopped exporting (its calls \
+                since are unknown) from one that shut down by it (the contract's \
+                section 10.6).",
+        attributes: Vec::new(),
+    };
+    vec![event, span, counter, export_interval, resource]
 }
 
 /// Every closed vocabulary of the contract.
@@ -377,12 +390,13 @@ pub fn render_markdown() -> String {
          `cargo test -p candor-schema --lib -- --ignored write_registry`.\n",
     );
     for signal in signals() {
-        let _ = write!(
-            out,
-            "\n## {}\n\n{}\n\n\
-             | Attribute | Type | Requirement level | Values | Description |\n\
+        let _ = write!(out, "\n## {}\n\n{}\n", signal.title, signal.brief);
+        if signal.attributes.is_empty() {
+            continue;
+        }
+        out.push_str(
+            "\n| Attribute | Type | Requirement level | Values | Description |\n\
              |---|---|---|---|---|\n",
-            signal.title, signal.brief
         );
         for attribute in signal.attributes {
             let _ = writeln!(
@@ -450,6 +464,7 @@ mod tests {
             names::TOOL_CALL_SPAN,
             names::OUTCOME_EVENT,
             names::OUTCOMES_COUNTER,
+            names::EXPORT_INTERVAL_GAUGE,
             names::topic::OUTCOME_EVENTS,
             names::topic::OUTCOME_COUNTS,
             names::topic::REJECTED,

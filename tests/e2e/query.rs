@@ -85,6 +85,7 @@ impl Series<'_> {
             temporality: self.temporality as i32,
             received_time_unix_nano: u64::try_from(time).unwrap(),
             collector_id: "golden".into(),
+            export_interval_ms: None,
         }
     }
 }

@@ -10,6 +10,10 @@
 //! # Ok(()) }
 //! ```
 //!
+//! Every metric export also carries the export heartbeat, `candor.adapter.export_interval`: the
+//! reader's interval, and 0 in the last export at [`OtlpGuard::shutdown`], so that readers tell
+//! an instance that shut down from one that went silent.
+//!
 //! Spans go through a batch processor and counters through a periodic reader, both off the call
 //! path: when the collector is down a call never blocks on telemetry. A batch the collector
 //! cannot take yet (it is restarting, or its broker is away) is kept and sent again, within a
@@ -20,10 +24,12 @@ mod export;
 mod resend;
 
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
-use candor_schema::names::resource;
+use candor_schema::names::{self, resource};
 use opentelemetry::KeyValue;
+use opentelemetry::metrics::{MeterProvider as _, ObservableGauge};
 use opentelemetry_sdk::Resource;
 use opentelemetry_sdk::metrics::{PeriodicReader, SdkMeterProvider};
 use opentelemetry_sdk::trace::{
@@ -116,6 +122,10 @@ pub struct OtlpGuard {
     meter_provider: SdkMeterProvider,
     resender: Arc<Resender>,
     shutdown_timeout: Duration,
+    /// Set by [`OtlpGuard::shutdown`]: the export heartbeat says 0 from then on.
+    final_export: Arc<AtomicBool>,
+    /// Kept so that the export heartbeat stays registered as long as the providers.
+    _export_interval: ObservableGauge<f64>,
 }
 
 impl OtlpGuard {
@@ -154,6 +164,9 @@ impl OtlpGuard {
         // The providers hand their last batches to the queue; an error from them while the
         // collector is away only says a batch is still queued, which `close` sends or counts.
         let traces = self.tracer_provider.shutdown_with_timeout(left());
+        // The meter provider collects once more when it shuts down: that export says no other
+        // follows.
+        self.final_export.store(true, Ordering::Release);
         let metrics = self.meter_provider.shutdown_with_timeout(left());
         let sent = self.resender.close(left());
         let stats = self.resender.stats();
@@ -231,12 +244,45 @@ pub fn providers(config: OtlpConfig) -> Result<OtlpGuard, OtlpError> {
                 .build(),
         )
         .build();
+    let final_export = Arc::new(AtomicBool::new(false));
+    let export_interval = export_interval_gauge(
+        &meter_provider,
+        config.metric_interval,
+        final_export.clone(),
+    );
     Ok(OtlpGuard {
         tracer_provider,
         meter_provider,
         resender,
         shutdown_timeout: config.shutdown_timeout,
+        final_export,
+        _export_interval: export_interval,
     })
+}
+
+/// The export heartbeat (the contract's section 10.6): `candor.adapter.export_interval`, the
+/// reader's interval in seconds in every export, and 0 once `final_export` is set, which
+/// [`OtlpGuard::shutdown`] does right before the meter provider's last collection.
+fn export_interval_gauge(
+    meter_provider: &SdkMeterProvider,
+    interval: Duration,
+    final_export: Arc<AtomicBool>,
+) -> ObservableGauge<f64> {
+    let seconds = interval.as_secs_f64();
+    meter_provider
+        .meter_with_scope(crate::telemetry::scope())
+        .f64_observable_gauge(names::EXPORT_INTERVAL_GAUGE)
+        .with_unit(names::EXPORT_INTERVAL_GAUGE_UNIT)
+        .with_description("Seconds until this instance's next metric export; 0 in its last")
+        .with_callback(move |observer| {
+            let value = if final_export.load(Ordering::Acquire) {
+                0.0
+            } else {
+                seconds
+            };
+            observer.observe(value, &[]);
+        })
+        .build()
 }
 
 fn default_instance_id() -> String {

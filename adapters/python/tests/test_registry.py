@@ -21,6 +21,12 @@ SIGNAL_HEADINGS = {
     "Span event": names.OUTCOME_EVENT,
     "Span": names.TOOL_CALL_SPAN,
     "Counter": names.OUTCOMES_COUNTER,
+    "Gauge": names.EXPORT_INTERVAL_GAUGE,
+}
+
+UNITS = {
+    names.OUTCOMES_COUNTER: names.OUTCOMES_COUNTER_UNIT,
+    names.EXPORT_INTERVAL_GAUGE: names.EXPORT_INTERVAL_GAUGE_UNIT,
 }
 
 
@@ -37,7 +43,7 @@ def sections(level: str) -> dict[str, str]:
 
 
 def first_column(body: str) -> list[str]:
-    """The backticked first cells of a Markdown table's rows, in order."""
+    """The backticked first cells of a Markdown table's rows, in order (none without a table)."""
     return re.findall(r"^\| `([^`]+)` \|", body, re.MULTILINE)
 
 
@@ -45,8 +51,9 @@ def test_every_signal_is_spelled_as_the_registry_spells_it() -> None:
     headings = sections("##")
     for kind, name in SIGNAL_HEADINGS.items():
         assert any(heading.startswith(f"{kind} `{name}`") for heading in headings), (kind, name)
-    counter = next(h for h in headings if h.startswith(f"Counter `{names.OUTCOMES_COUNTER}`"))
-    assert f"unit `{names.OUTCOMES_COUNTER_UNIT}`" in counter
+    for name, unit in UNITS.items():
+        heading = next(h for h in headings if f" `{name}` " in h)
+        assert f"unit `{unit}`" in heading, (name, unit)
 
 
 def test_the_attributes_spelled_here_are_the_registered_ones() -> None:

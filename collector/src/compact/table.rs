@@ -209,13 +209,9 @@ pub async fn open_or_create(root: &str, table: Table) -> Result<DeltaTable, Tabl
         .map_err(delta)?
     {
         opened.load().await.map_err(delta)?;
-        return Ok(opened);
+        return add_missing_columns(opened, table).await;
     }
-    let schema: StructType = table.schema().as_ref().try_into_kernel().map_err(|err| {
-        delta(DeltaTableError::Generic(format!(
-            "the arrow schema has no delta equivalent: {err}"
-        )))
-    })?;
+    let schema = kernel_schema(table)?;
     opened
         .create()
         .with_table_name(table.name())
@@ -224,6 +220,59 @@ pub async fn open_or_create(root: &str, table: Table) -> Result<DeltaTable, Tabl
         .with_save_mode(SaveMode::Ignore)
         .await
         .map_err(delta)
+}
+
+fn kernel_schema(table: Table) -> Result<StructType, TableError> {
+    table
+        .schema()
+        .as_ref()
+        .try_into_kernel()
+        .map_err(|err| TableError::Delta {
+            table: table.name(),
+            source: DeltaTableError::Generic(format!(
+                "the arrow schema has no delta equivalent: {err}"
+            )),
+        })
+}
+
+/// Adds the columns of [`Table::added_columns`] that a table written by an older compactor
+/// lacks, in one commit of metadata only: its files stay as they are, and every reader sees
+/// those columns as null in the rows written before. Two compactors adding the same column race;
+/// the loser reloads the table and finds it there.
+async fn add_missing_columns(
+    mut delta: DeltaTable,
+    table: Table,
+) -> Result<DeltaTable, TableError> {
+    let err = |source| TableError::Delta {
+        table: table.name(),
+        source,
+    };
+    let wanted = kernel_schema(table)?;
+    for attempt in 0..2 {
+        let stored = delta.snapshot().map_err(err)?.schema();
+        let missing: Vec<_> = table
+            .added_columns()
+            .iter()
+            .filter(|name| !stored.contains(name))
+            .filter_map(|name| wanted.field(name).cloned())
+            .collect();
+        if missing.is_empty() {
+            return Ok(delta);
+        }
+        let names: Vec<&str> = missing.iter().map(|field| field.name().as_str()).collect();
+        tracing::info!(table = table.name(), columns = ?names, "adding columns to the table");
+        let log_store = delta.log_store();
+        match delta.add_columns().with_fields(missing).await {
+            Ok(evolved) => return Ok(evolved),
+            Err(source) if attempt == 0 => {
+                tracing::warn!(table = table.name(), error = %source, "adding columns failed; reloading the table to look again");
+                delta = DeltaTable::new(log_store);
+                delta.load().await.map_err(err)?;
+            }
+            Err(source) => return Err(err(source)),
+        }
+    }
+    Ok(delta)
 }
 
 /// The position (next offset to read) a table holds for a source topic-partition.
@@ -672,5 +721,164 @@ mod tests {
             None,
             "no filter where none is asked for"
         );
+    }
+
+    /// A table written before a column was added gains it when opened: old rows read as null,
+    /// new rows carry their value, and the table's schema ends with the added column.
+    #[test]
+    fn a_table_without_an_added_column_gains_it_and_its_old_rows_read_as_null() {
+        use candor_records::proto::OutcomeCount;
+        use candor_records::tables::Arrival;
+        use deltalake::arrow::array::{Array as _, Int64Array, StringArray};
+        use deltalake::datafusion::prelude::SessionContext;
+
+        let root = std::env::temp_dir().join(format!(
+            "candor-added-column-{}-{}",
+            std::process::id(),
+            std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .expect("after the epoch")
+                .as_nanos()
+        ));
+        let table = Table::OutcomeCounts;
+        let row = |offset: i64, point_id: &str, interval: Option<u64>| {
+            let meta = Meta {
+                partition: 0,
+                offset,
+                kafka_micros: 1_700_000_000_000_000,
+                arrival: Arrival::OnTime,
+            };
+            let count = OutcomeCount {
+                schema_version: 1,
+                point_id: point_id.into(),
+                service_name: "shop".into(),
+                tool_target: "https://search.example".into(),
+                outcome_class: "success".into(),
+                time_unix_nano: 1_700_000_000_000_000_000,
+                temporality: 2,
+                export_interval_ms: interval,
+                ..Default::default()
+            };
+            (meta, Row::Count(Box::new(count)))
+        };
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .expect("runtime");
+        let (fields, values) = runtime.block_on(async {
+            let root = root.to_str().expect("a UTF-8 path");
+            // The table as a compactor that did not know the column made it, with one row.
+            let added = table.added_columns();
+            let stored: Vec<usize> = table
+                .schema()
+                .fields()
+                .iter()
+                .enumerate()
+                .filter(|(_, field)| !added.contains(&field.name().as_str()))
+                .map(|(index, _)| index)
+                .collect();
+            let old_schema = table.schema().project(&stored).expect("projection");
+            let old_kernel: StructType = (&old_schema).try_into_kernel().expect("kernel schema");
+            let url = table_url(root, table).expect("url");
+            let delta = deltalake::DeltaTableBuilder::from_url(url)
+                .and_then(deltalake::DeltaTableBuilder::build)
+                .expect("builder");
+            let mut delta = delta
+                .create()
+                .with_table_name(table.name())
+                .with_columns(old_kernel.fields().cloned())
+                .with_partition_columns([column::DATE])
+                .await
+                .expect("old table");
+            let old_row = row(0, "old", None);
+            let batch = rows::to_batch(table, &[&old_row])
+                .expect("batch")
+                .project(&stored)
+                .expect("old columns");
+            let mut writer = RecordBatchWriter::for_table(&delta).expect("writer");
+            writer.write(batch).await.expect("write");
+            writer.flush_and_commit(&mut delta).await.expect("commit");
+
+            // Opened by this build: the column is added, then a row with it is committed.
+            let mut delta = open_or_create(root, table).await.expect("evolved");
+            let new_row = row(1, "new", Some(10_000));
+            let new_rows = [new_row];
+            let spans = BTreeMap::from([(
+                (table, 0),
+                Span {
+                    from: 0,
+                    to: 2,
+                    rows: &new_rows,
+                },
+            )]);
+            let properties = writer_properties(
+                table,
+                FileSettings {
+                    row_group_rows: 1024,
+                    zstd_level: 1,
+                },
+            );
+            commit(&mut delta, table, &spans, &properties, HashMap::new())
+                .await
+                .expect("commit");
+            // Opening it again adds nothing.
+            let version = delta.version();
+            let again = open_or_create(root, table).await.expect("reopened");
+            assert_eq!(again.version(), version, "no second schema change");
+
+            let fields: Vec<String> = again
+                .snapshot()
+                .expect("snapshot")
+                .schema()
+                .fields()
+                .map(|field| field.name().clone())
+                .collect();
+            let context = SessionContext::new();
+            let provider = again.table_provider().await.expect("provider");
+            context
+                .register_table("counts", provider)
+                .expect("register");
+            let batches = context
+                .sql(&format!(
+                    "SELECT {}, {} FROM counts ORDER BY {}",
+                    column::POINT_ID,
+                    column::EXPORT_INTERVAL_MS,
+                    column::POINT_ID
+                ))
+                .await
+                .expect("query")
+                .collect()
+                .await
+                .expect("rows");
+            let mut values = Vec::new();
+            for batch in &batches {
+                let ids = deltalake::arrow::compute::cast(
+                    batch.column(0),
+                    &deltalake::arrow::datatypes::DataType::Utf8,
+                )
+                .expect("text");
+                let ids = ids.as_any().downcast_ref::<StringArray>().expect("ids");
+                let intervals = batch
+                    .column(1)
+                    .as_any()
+                    .downcast_ref::<Int64Array>()
+                    .expect("intervals");
+                for i in 0..batch.num_rows() {
+                    let interval = (!intervals.is_null(i)).then(|| intervals.value(i));
+                    values.push((ids.value(i).to_owned(), interval));
+                }
+            }
+            (fields, values)
+        });
+        assert_eq!(
+            fields.last().map(String::as_str),
+            Some(column::EXPORT_INTERVAL_MS),
+            "{fields:?}"
+        );
+        assert_eq!(
+            values,
+            [("new".to_owned(), Some(10_000)), ("old".to_owned(), None)]
+        );
+        std::fs::remove_dir_all(&root).expect("clean up");
     }
 }

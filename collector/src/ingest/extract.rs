@@ -2,7 +2,8 @@
 //!
 //! Pure functions. Every `tool.outcome` span event becomes an [`OutcomeEventRef`] (an
 //! `OutcomeEvent` record whose texts are still borrowed from the request) or a [`Rejection`];
-//! every data point of `tool.outcomes` becomes an [`OutcomeCount`] or a [`Rejection`]. Nothing
+//! every data point of `tool.outcomes` becomes an [`OutcomeCount`] (carrying the export's
+//! `candor.adapter.export_interval`, when it has one) or a [`Rejection`]. Nothing
 //! is dropped without one or the other, and what is neither (other spans, other metrics) is
 //! counted as ignored.
 //!
@@ -18,7 +19,9 @@ use candor_schema::names::{self, resource};
 use opentelemetry_proto::tonic::collector::metrics::v1::ExportMetricsServiceRequest;
 use opentelemetry_proto::tonic::collector::trace::v1::ExportTraceServiceRequest;
 use opentelemetry_proto::tonic::common::v1::any_value;
-use opentelemetry_proto::tonic::metrics::v1::{AggregationTemporality, NumberDataPoint, metric};
+use opentelemetry_proto::tonic::metrics::v1::{
+    AggregationTemporality, Metric, NumberDataPoint, ResourceMetrics, metric, number_data_point,
+};
 use opentelemetry_proto::tonic::resource::v1::Resource;
 use opentelemetry_proto::tonic::trace::v1::span;
 use serde::Serialize;
@@ -361,8 +364,26 @@ pub fn extract_metrics(
     let mut overflowed = 0u64;
     for resource_metrics in &request.resource_metrics {
         let service = service_of(resource_metrics.resource.as_ref());
+        let export_interval_ms = match export_interval(resource_metrics) {
+            Ok(interval) => interval,
+            Err((refusal, metric)) => {
+                out.rejections.push(rejection(
+                    refusal,
+                    Signal::Metrics,
+                    &service,
+                    metric,
+                    limits,
+                    &mut out.redacted,
+                ));
+                None
+            }
+        };
+        let first_count = out.counts.len();
         for scope_metrics in &resource_metrics.scope_metrics {
             for metric in &scope_metrics.metrics {
+                if metric.name == names::EXPORT_INTERVAL_GAUGE {
+                    continue;
+                }
                 if metric.name != names::OUTCOMES_COUNTER {
                     out.ignored_metrics += 1;
                     continue;
@@ -426,6 +447,9 @@ pub fn extract_metrics(
                 }
             }
         }
+        for count in &mut out.counts[first_count..] {
+            count.export_interval_ms = export_interval_ms;
+        }
     }
     if let Some((service, point)) = overflow {
         let detail = format!(
@@ -446,6 +470,57 @@ pub fn extract_metrics(
         out.rejections.push(summary);
     }
     out
+}
+
+/// The longest export interval the gauge may declare, in seconds: a day.
+const MAX_EXPORT_INTERVAL_SECONDS: f64 = 86_400.0;
+
+/// The value of a resource's `candor.adapter.export_interval` gauge in milliseconds (its newest
+/// point, when it has several); `None` when the resource has none. A gauge of another type, or a
+/// value that is not a number of seconds from 0 to a day, is refused with the metric it came in;
+/// the counter points of the same export are still kept, without an interval.
+fn export_interval(resource_metrics: &ResourceMetrics) -> Result<Option<u64>, (Refusal, &Metric)> {
+    let Some(metric) = resource_metrics
+        .scope_metrics
+        .iter()
+        .flat_map(|scope| &scope.metrics)
+        .rfind(|metric| metric.name == names::EXPORT_INTERVAL_GAUGE)
+    else {
+        return Ok(None);
+    };
+    let Some(metric::Data::Gauge(gauge)) = &metric.data else {
+        let detail = format!(
+            "{} must be a gauge, got {}",
+            names::EXPORT_INTERVAL_GAUGE,
+            metric_type(metric.data.as_ref())
+        );
+        return Err((refuse(RejectReason::WrongMetricType, detail), metric));
+    };
+    let Some(point) = gauge
+        .data_points
+        .iter()
+        .max_by_key(|point| point.time_unix_nano)
+    else {
+        return Ok(None);
+    };
+    let seconds = match point.value {
+        Some(number_data_point::Value::AsDouble(value)) => value,
+        // Exact for every value in range; a larger one is refused below either way.
+        Some(number_data_point::Value::AsInt(value)) => value as f64,
+        None => {
+            let detail = format!("{} has no value", names::EXPORT_INTERVAL_GAUGE);
+            return Err((refuse(RejectReason::MissingAttribute, detail), metric));
+        }
+    };
+    if !(0.0..=MAX_EXPORT_INTERVAL_SECONDS).contains(&seconds) {
+        let detail = format!(
+            "{} = {seconds} s: must be from 0 to {MAX_EXPORT_INTERVAL_SECONDS} seconds",
+            names::EXPORT_INTERVAL_GAUGE
+        );
+        return Err((refuse(RejectReason::OutOfRange, detail), metric));
+    }
+    // In range (NaN is not), so the product fits a u64.
+    Ok(Some((seconds * 1000.0).round() as u64))
 }
 
 fn metric_type(data: Option<&metric::Data>) -> &'static str {

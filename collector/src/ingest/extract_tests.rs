@@ -1218,3 +1218,98 @@ fn an_event_sent_as_json_gets_the_id_it_gets_as_protobuf() {
         only_event_id(&from_json, &received(&limits), "json"),
     );
 }
+
+fn export_interval_gauge(value: number_data_point::Value) -> Metric {
+    Metric {
+        name: names::EXPORT_INTERVAL_GAUGE.to_owned(),
+        data: Some(metric::Data::Gauge(Gauge {
+            data_points: vec![NumberDataPoint {
+                time_unix_nano: EVENT_TIME,
+                value: Some(value),
+                ..Default::default()
+            }],
+        })),
+        ..Default::default()
+    }
+}
+
+#[test]
+fn the_export_interval_gauge_is_carried_by_every_point_of_its_export() {
+    use number_data_point::Value::{AsDouble, AsInt};
+    for (case, value, expected) in [
+        ("ten seconds", AsDouble(10.0), Some(10_000)),
+        ("a fraction", AsDouble(0.25), Some(250)),
+        ("an int", AsInt(30), Some(30_000)),
+        ("the final export", AsDouble(0.0), Some(0)),
+    ] {
+        let out = metrics_of(vec![
+            export_interval_gauge(value),
+            outcomes(AggregationTemporality::Cumulative, four_classes()),
+        ]);
+        assert!(out.rejections.is_empty(), "{case}: {:?}", out.rejections);
+        assert_eq!(out.ignored_metrics, 0, "{case}: the gauge is not ignored");
+        assert_eq!(out.counts.len(), 4, "{case}");
+        for count in &out.counts {
+            assert_eq!(count.export_interval_ms, expected, "{case}");
+        }
+    }
+    let without = metrics_of(vec![outcomes(
+        AggregationTemporality::Cumulative,
+        four_classes(),
+    )]);
+    assert!(
+        without
+            .counts
+            .iter()
+            .all(|count| count.export_interval_ms.is_none())
+    );
+}
+
+#[test]
+fn a_bad_export_interval_is_refused_and_its_export_points_are_kept_without_one() {
+    use number_data_point::Value::{AsDouble, AsInt};
+    let not_a_gauge = sum_metric(
+        names::EXPORT_INTERVAL_GAUGE,
+        AggregationTemporality::Cumulative as i32,
+        vec![count("success", 1)],
+    );
+    for (case, gauge, reason) in [
+        (
+            "negative",
+            export_interval_gauge(AsDouble(-1.0)),
+            RejectReason::OutOfRange,
+        ),
+        (
+            "not a number",
+            export_interval_gauge(AsDouble(f64::NAN)),
+            RejectReason::OutOfRange,
+        ),
+        (
+            "past a day",
+            export_interval_gauge(AsInt(86_401)),
+            RejectReason::OutOfRange,
+        ),
+        ("a sum", not_a_gauge, RejectReason::WrongMetricType),
+    ] {
+        let out = metrics_of(vec![
+            gauge,
+            outcomes(AggregationTemporality::Cumulative, four_classes()),
+        ]);
+        let reasons: Vec<RejectReason> = out.rejections.iter().map(|r| r.reason).collect();
+        assert_eq!(reasons, [reason], "{case}");
+        assert!(
+            out.rejections[0]
+                .detail
+                .contains(names::EXPORT_INTERVAL_GAUGE),
+            "{case}: {}",
+            out.rejections[0].detail
+        );
+        assert_eq!(out.counts.len(), 4, "{case}: the points are kept");
+        assert!(
+            out.counts
+                .iter()
+                .all(|count| count.export_interval_ms.is_none()),
+            "{case}"
+        );
+    }
+}

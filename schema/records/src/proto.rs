@@ -96,6 +96,10 @@ record! {
         received_time_unix_nano: fixed64 = 12 => RECEIVED_TIME as Time,
         /// The collector that received it.
         collector_id: string = 13 => COLLECTOR_ID as Text,
+        /// The sender's `candor.adapter.export_interval` in the same export, in milliseconds:
+        /// the time until its next export, 0 when this was its final export at shutdown;
+        /// absent when the sender does not send the gauge.
+        export_interval_ms: uint64 optional = 14 => EXPORT_INTERVAL_MS as OptLong,
     }
 }
 

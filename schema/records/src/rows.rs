@@ -416,6 +416,12 @@ pub fn to_batch(table: Table, rows: &[&(Meta, Row)]) -> Result<RecordBatch, Arro
             metas.iter().map(|(_, row)| day(row.time_micros())),
         )),
     ]);
+    // Built in declaration order; stored with the added columns last.
+    let columns = table
+        .stored_order()
+        .into_iter()
+        .map(|index| columns[index].clone())
+        .collect();
     RecordBatch::try_new(table.schema(), columns)
 }
 

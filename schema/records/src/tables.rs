@@ -122,6 +122,8 @@ pub mod column {
     pub const STARTED_TIME: &str = "started_time";
     /// The heartbeat interval.
     pub const INTERVAL_MS: &str = "interval_ms";
+    /// A counter point's sender's export interval, 0 at its final export ([`candor_schema::names::EXPORT_INTERVAL_GAUGE`]).
+    pub const EXPORT_INTERVAL_MS: &str = "export_interval_ms";
     /// Events accepted since the previous heartbeat.
     pub const ACCEPTED_EVENTS: &str = "accepted_events";
     /// Counter points accepted since the previous heartbeat.
@@ -285,8 +287,49 @@ impl Table {
         format!("{}/{partition}", self.topic())
     }
 
-    /// The table's Arrow schema.
+    /// Columns added to the table after its first version, in the order they were added. Delta
+    /// Lake adds a column at the end of a table's schema, so they come last in
+    /// [`Table::schema`], after the Kafka columns and the date, in a table created now as in one
+    /// the compactor evolved. Each is nullable: the rows written before it was added have none.
+    pub fn added_columns(self) -> &'static [&'static str] {
+        match self {
+            Self::OutcomeCounts => &[column::EXPORT_INTERVAL_MS],
+            Self::OutcomeEvents | Self::Rejected | Self::Heartbeats => &[],
+        }
+    }
+
+    /// The table's Arrow schema: its record's columns, the Kafka columns and the date, then
+    /// [`Table::added_columns`].
     pub fn schema(self) -> SchemaRef {
+        let declared = self.declared_fields();
+        let order = self.stored_order();
+        Arc::new(Schema::new(
+            order
+                .into_iter()
+                .map(|index| declared[index].clone())
+                .collect::<Vec<_>>(),
+        ))
+    }
+
+    /// For each column of [`Table::schema`], its position among the columns as declared (the
+    /// record's columns in declaration order, then the Kafka columns and the date), which is
+    /// the order rows are built in.
+    pub fn stored_order(self) -> Vec<usize> {
+        let declared = self.declared_fields();
+        let added = self.added_columns();
+        let position = |name: &str| added.iter().position(|added| *added == name);
+        let mut order: Vec<usize> = (0..declared.len())
+            .filter(|&index| position(declared[index].name()).is_none())
+            .collect();
+        let mut tail: Vec<usize> = (0..declared.len())
+            .filter(|&index| position(declared[index].name()).is_some())
+            .collect();
+        tail.sort_by_key(|&index| position(declared[index].name()));
+        order.extend(tail);
+        order
+    }
+
+    fn declared_fields(self) -> Vec<Field> {
         let mut fields = match self {
             Self::OutcomeEvents => EventColumns::fields(),
             Self::OutcomeCounts => CountColumns::fields(),
@@ -315,7 +358,7 @@ impl Table {
             text(column::ARRIVAL),
             Field::new(column::DATE, DataType::Date32, false),
         ]);
-        Arc::new(Schema::new(fields))
+        fields
     }
 }
 
@@ -390,6 +433,7 @@ mod tests {
             listed.extend(table.plain_columns());
             listed.extend(table.delta_columns());
             listed.extend(table.id_column());
+            listed.extend(table.added_columns());
             listed.extend([table.time_column(), table.partition_column()]);
             for name in listed {
                 assert!(
@@ -397,6 +441,23 @@ mod tests {
                     "{} lists {name}, which it does not have",
                     table.name()
                 );
+            }
+        }
+    }
+
+    #[test]
+    fn added_columns_come_last_and_may_be_null() {
+        for table in Table::ALL {
+            let schema = table.schema();
+            let added = table.added_columns();
+            let last: Vec<&str> = schema.fields()[schema.fields().len() - added.len()..]
+                .iter()
+                .map(|field| field.name().as_str())
+                .collect();
+            assert_eq!(last, added, "{}", table.name());
+            for name in added {
+                let field = schema.field_with_name(name).expect("listed");
+                assert!(field.is_nullable(), "{}.{name}", table.name());
             }
         }
     }

@@ -28,12 +28,16 @@ from opentelemetry.sdk.trace.export import BatchSpanProcessor
 from candor import (
     Adapter,
     AttemptContext,
+    ExportHeartbeat,
     FixedJitter,
     HttpClassifier,
     HttpResponse,
     NotFound,
     RetryPolicy,
 )
+
+EXPORT_INTERVAL_MILLIS = 500
+"""The periodic metric reader's interval, which the export heartbeat reports."""
 
 
 class Response(TypedDict):
@@ -67,9 +71,12 @@ def main() -> int:
     )
     reader = PeriodicExportingMetricReader(
         OTLPMetricExporter(endpoint=spec["endpoint"], insecure=True),
-        export_interval_millis=500,
+        export_interval_millis=EXPORT_INTERVAL_MILLIS,
     )
     meter_provider = MeterProvider(resource=resource, metric_readers=[reader])
+    # candor.adapter.export_interval in every export: the seconds until the next one, and 0 in
+    # the one at shutdown, so that the collector reads this instance as stopped, not silent.
+    heartbeat = ExportHeartbeat(EXPORT_INTERVAL_MILLIS / 1000, meter_provider=meter_provider)
     adapter = Adapter(
         spec["tool"],
         spec["target"],
@@ -94,6 +101,8 @@ def main() -> int:
 
     spans_ok = tracer_provider.force_flush(timeout_millis=20_000)
     metrics_ok = meter_provider.force_flush(timeout_millis=20_000)
+    # The shutdown collects once more: that last export says no export follows.
+    heartbeat.final()
     meter_provider.shutdown()
     tracer_provider.shutdown()
     print(json.dumps({"classes": classes}))

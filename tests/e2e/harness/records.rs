@@ -112,6 +112,7 @@ pub fn realistic_counts(first: u64, last: u64) -> Vec<(String, Vec<u8>)> {
                     temporality: Temporality::Cumulative as i32,
                     received_time_unix_nano: at + 2_000_000,
                     collector_id: "collector-1".into(),
+                    export_interval_ms: Some(60_000),
                 };
                 points.push((target.clone(), count.encode_to_vec()));
             }

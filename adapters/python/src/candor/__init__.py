@@ -62,6 +62,7 @@ from candor.retry import (
     RetryPolicy,
     SeededJitter,
 )
+from candor.telemetry import ExportHeartbeat
 from candor.vocab import (
     AccessFailureKind,
     EvidenceKind,
@@ -101,6 +102,7 @@ __all__ = [
     "Evidence",
     "EvidenceKind",
     "ExceptionClassifier",
+    "ExportHeartbeat",
     "Extent",
     "Failure",
     "FailureKind",

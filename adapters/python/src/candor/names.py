@@ -10,6 +10,8 @@ from typing import Final
 
 __all__ = [
     "ADAPTER_NAME",
+    "EXPORT_INTERVAL_GAUGE",
+    "EXPORT_INTERVAL_GAUGE_UNIT",
     "OUTCOMES_COUNTER",
     "OUTCOMES_COUNTER_UNIT",
     "OUTCOME_EVENT",
@@ -29,6 +31,15 @@ OUTCOMES_COUNTER: Final = "tool.outcomes"
 
 OUTCOMES_COUNTER_UNIT: Final = "{call}"
 """The unit of :data:`OUTCOMES_COUNTER`."""
+
+EXPORT_INTERVAL_GAUGE: Final = "candor.adapter.export_interval"
+"""The gauge an adapter instance sends beside :data:`OUTCOMES_COUNTER` in every metric export,
+without attributes: the seconds until its next export, and 0 in its final export at shutdown
+(the contract's section 10.6). Readers tell an instance that shut down from one that went silent
+by it."""
+
+EXPORT_INTERVAL_GAUGE_UNIT: Final = "s"
+"""The unit of :data:`EXPORT_INTERVAL_GAUGE`."""
 
 UNRECORDED_SPANS_COUNTER: Final = "candor.adapter.unrecorded_spans"
 """Counts failure spans that the host's sampler dropped (the span was not recording)."""

@@ -7,11 +7,16 @@ Success or an Empty costs one counter increment and no span, unless every call w
 traced. ``tool.outcomes`` is an observable counter over per-class totals: each meter provider
 gets one instrument, whose callback reports four totals per tool and target, zeros included.
 Each event is also logged on the ``candor.outcome`` logger.
+
+:class:`ExportHeartbeat` is for a host that sets up its own SDK: the gauge
+``candor.adapter.export_interval``, which tells Candor when the instance's next metric export is
+due, and that none follows after the one at shutdown.
 """
 
 from __future__ import annotations
 
 import logging
+import math
 import threading
 import weakref
 from collections.abc import Iterable, Sequence
@@ -28,7 +33,7 @@ from candor.envelope import AccessFailure, Attempt, Envelope, Partial
 from candor.names import attr
 from candor.vocab import FailureKind, OutcomeClass, RetryAction
 
-__all__ = ["MIRROR_LOGGER", "Telemetry"]
+__all__ = ["MIRROR_LOGGER", "ExportHeartbeat", "Telemetry"]
 
 MIRROR_LOGGER: Final = "candor.outcome"
 """The logger that mirrors each ``tool.outcome`` event for local logs."""
@@ -121,6 +126,69 @@ def _instruments(provider: MeterProvider | None) -> _Instruments:
             instruments = _Instruments(provider.get_meter(names.ADAPTER_NAME, __version__))
             _registry[provider] = instruments
         return instruments
+
+
+class ExportHeartbeat:
+    """The gauge ``candor.adapter.export_interval`` of one meter provider (contract, 10.6).
+
+    A host that sets up its own OpenTelemetry SDK makes one per meter provider, right after
+    building it, with the interval of its periodic metric reader in seconds (the reader's
+    ``export_interval_millis / 1000``). Every metric export then carries the gauge, without
+    attributes, beside ``tool.outcomes``: the seconds until the next export, and 0 once
+    :meth:`final` was called, so that the export at shutdown says that none follows. Without it,
+    Candor cannot tell an instance that shut down from one that went silent, and answers about
+    its targets turn partial after its last export.
+
+    The gauge is registered on the meter of ``meter_provider`` (the global provider when
+    ``None``) under this adapter's instrumentation scope, and lives as long as the provider. The
+    SDK keeps the first instrument of a name: a second heartbeat on the same provider reports
+    nothing, and its :meth:`final` changes nothing.
+
+    Raises :class:`ValueError` unless ``interval_s`` is a finite number of seconds above 0.
+    """
+
+    def __init__(self, interval_s: float, *, meter_provider: MeterProvider | None = None) -> None:
+        if (
+            isinstance(interval_s, bool)
+            or not isinstance(interval_s, int | float)
+            or not (math.isfinite(interval_s) and interval_s > 0)
+        ):
+            raise ValueError(
+                "the export interval must be a finite number of seconds above 0, "
+                f"not {interval_s!r}"
+            )
+        self._interval_s = float(interval_s)
+        # Set once by final(), on the thread that shuts down, and read by the callback on the
+        # reader's thread: an Event is safe to share between them without relying on the GIL.
+        self._final = threading.Event()
+        meter = (
+            metrics.get_meter(names.ADAPTER_NAME, __version__)
+            if meter_provider is None
+            else meter_provider.get_meter(names.ADAPTER_NAME, __version__)
+        )
+        meter.create_observable_gauge(
+            names.EXPORT_INTERVAL_GAUGE,
+            callbacks=[self._observe],
+            unit=names.EXPORT_INTERVAL_GAUGE_UNIT,
+            description="Seconds until this instance's next metric export; 0 in its last",
+        )
+
+    @property
+    def interval_s(self) -> float:
+        """The seconds between two metric exports, as reported until :meth:`final`."""
+        return self._interval_s
+
+    def final(self) -> None:
+        """From now on the gauge reports 0: no export follows the next one.
+
+        Call right before ``meter_provider.shutdown()``: the SDK's shutdown collects once more,
+        and that export then says no export follows. Calling it again changes nothing; calling
+        it without shutting down makes every later export say the instance stopped.
+        """
+        self._final.set()
+
+    def _observe(self, _options: CallbackOptions) -> Iterable[Observation]:
+        return [Observation(0.0 if self._final.is_set() else self._interval_s)]
 
 
 class Telemetry:

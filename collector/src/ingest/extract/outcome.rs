@@ -286,5 +286,7 @@ pub(super) fn outcome_count(
         temporality: temporality.into(),
         received_time_unix_nano: received.time_unix_nano,
         collector_id: received.collector_id.to_owned(),
+        // Set by the caller from the export's gauge, which is not part of the point.
+        export_interval_ms: None,
     })
 }

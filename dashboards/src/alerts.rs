@@ -166,7 +166,11 @@ pub fn conditions(rules: &[Rule], seen: Observation<'_>) -> Vec<Condition> {
             }
             RuleKind::AdapterSilent { after } => {
                 for instance in seen.model.instances() {
-                    if seen.now.saturating_sub(instance.last) < *after {
+                    // One that said it stopped, or that a new instance replaced, is not silent.
+                    if instance.stopped
+                        || instance.replaced
+                        || seen.now.saturating_sub(instance.last) < *after
+                    {
                         continue;
                     }
                     let mut labels = label("service", &instance.service);
@@ -582,13 +586,18 @@ mod tests {
             temporality: Temporality::Delta as i32,
             ..OutcomeCount::default()
         }));
+        apply_at(model, &row, at);
+    }
+
+    /// Applies `row` as a record read at `at`.
+    fn apply_at(model: &mut Model, row: &Row, at: Micros) {
         let meta = Meta {
             partition: 0,
             offset: 0,
             kafka_micros: at,
             arrival: Arrival::OnTime,
         };
-        model.apply(&meta, &row, at);
+        model.apply(&meta, row, at);
     }
 
     #[test]
@@ -726,6 +735,45 @@ mod tests {
         );
         let mut alerts = Alerts::default();
         assert_eq!(alerts.step(&rules, holding, T0 + 2 * MINUTE).len(), 2);
+    }
+
+    #[test]
+    fn an_instance_silent_past_after_holds_and_one_that_said_it_stopped_does_not() {
+        let rules =
+            rules("[[rule]]\nname = \"Silent\"\nkind = \"adapter_silent\"\nafter = \"1m\"\n");
+        let mut model = Model::new(ModelSettings::default());
+        model.hold_from(T0);
+        for (instance, final_interval) in [("cut", 10_000), ("done", 0)] {
+            for (n, interval) in [10_000, 10_000, final_interval].into_iter().enumerate() {
+                let at = T0 + i64::try_from(n).expect("small") * 10 * SECOND;
+                let row = Row::Count(Box::new(OutcomeCount {
+                    point_id: format!("{instance}/{at}"),
+                    service_name: "svc".into(),
+                    service_instance_id: instance.into(),
+                    tool_name: "search".into(),
+                    tool_target: "t".into(),
+                    outcome_class: "success".into(),
+                    start_time_unix_nano: u64::try_from(T0).expect("positive") * 1000,
+                    time_unix_nano: u64::try_from(at).expect("positive") * 1000,
+                    value: 1,
+                    temporality: Temporality::Cumulative as i32,
+                    export_interval_ms: Some(interval),
+                    ..OutcomeCount::default()
+                }));
+                apply_at(&mut model, &row, at);
+            }
+        }
+        let seen = Observation {
+            model: &model,
+            hops: &[],
+            reconcile: &ReconcileState::default(),
+            started: T0,
+            now: T0 + 5 * MINUTE,
+        };
+        let holding = conditions(&rules, seen);
+        let descriptions: Vec<&str> = holding.iter().map(|c| c.description.as_str()).collect();
+        assert_eq!(descriptions.len(), 1, "{descriptions:?}");
+        assert!(descriptions[0].contains("svc / cut"), "{descriptions:?}");
     }
 
     #[test]

@@ -162,8 +162,13 @@ pub struct InstanceSeen {
     /// Its newest point's time.
     #[serde(serialize_with = "candor_query::window::serialize_micros")]
     pub last: Micros,
-    /// The smallest gap seen between two of its export times: its export interval, once known.
+    /// Its export interval: the one its newest export declared (`candor.adapter.export_interval`),
+    /// else the smallest gap seen between two of its export times, once known.
     pub interval_micros: Option<Micros>,
+    /// Its newest export said that it was its last (an export interval of 0): it shut down.
+    pub stopped: bool,
+    /// A new instance of its service started after its newest export: it was replaced.
+    pub replaced: bool,
 }
 
 /// A collector, as its heartbeats show it.
@@ -479,6 +484,9 @@ impl Model {
     fn see_instance(&mut self, count: &OutcomeCount, time: Micros) {
         let service = self.name(&count.service_name);
         let instance = self.name(&count.service_instance_id);
+        let declared = count
+            .export_interval_ms
+            .map(|ms| i64::try_from(ms).unwrap_or(i64::MAX).saturating_mul(1000));
         let seen = self
             .instances
             .entry((Arc::clone(&service), Arc::clone(&instance)))
@@ -488,11 +496,25 @@ impl Model {
                 first: time,
                 last: time,
                 interval_micros: None,
+                stopped: false,
+                replaced: false,
             });
         if time > seen.last {
-            let gap = time - seen.last;
-            seen.interval_micros = Some(seen.interval_micros.map_or(gap, |known| known.min(gap)));
+            // An instance that declares its interval is believed; a final export comes early.
+            if declared.is_none() {
+                let gap = time - seen.last;
+                seen.interval_micros =
+                    Some(seen.interval_micros.map_or(gap, |known| known.min(gap)));
+            }
             seen.last = time;
+            seen.stopped = false;
+        }
+        if time == seen.last {
+            // Several points share an export's time; any of them saying 0 says it for all.
+            seen.stopped |= declared == Some(0);
+            if let Some(interval) = declared.filter(|&interval| interval > 0) {
+                seen.interval_micros = Some(interval);
+            }
         }
         seen.first = seen.first.min(time);
     }
@@ -640,10 +662,20 @@ impl Model {
             .map(|(key, total)| (self.failure_keys.key(*key), *total))
     }
 
-    /// Every adapter instance seen, by service then instance.
+    /// Every adapter instance seen, by service then instance, each marked replaced when a new
+    /// instance of its service started after its newest export.
     pub fn instances(&self) -> Vec<InstanceSeen> {
         let mut all: Vec<InstanceSeen> = self.instances.values().cloned().collect();
         all.sort_by(|a, b| (&a.service, &a.instance).cmp(&(&b.service, &b.instance)));
+        let firsts: Vec<(Arc<str>, Arc<str>, Micros)> = all
+            .iter()
+            .map(|seen| (seen.service.clone(), seen.instance.clone(), seen.first))
+            .collect();
+        for seen in &mut all {
+            seen.replaced = firsts.iter().any(|(service, instance, first)| {
+                *service == seen.service && *instance != seen.instance && *first > seen.last
+            });
+        }
         all
     }
 
@@ -876,5 +908,43 @@ mod tests {
         assert_eq!(seen.len(), 1);
         assert_eq!(seen[0].interval_micros, Some(MINUTE));
         assert_eq!(seen[0].last, T0 + 130 * SECOND);
+    }
+
+    #[test]
+    fn instances_believe_their_declared_interval_and_say_when_they_stopped() {
+        let mut m = model();
+        let ok = OutcomeClass::Success;
+        for (i, (at, declared)) in [(10, 30_000), (20, 30_000), (25, 0)]
+            .into_iter()
+            .enumerate()
+        {
+            let mut count = point(
+                "d",
+                ok,
+                T0,
+                T0 + at * SECOND,
+                u64::try_from(i).expect("small"),
+            );
+            if let Row::Count(count) = &mut count {
+                count.export_interval_ms = Some(declared);
+            }
+            apply(&mut m, count, T0 + at * SECOND);
+            let seen = &m.instances()[0];
+            assert_eq!(seen.interval_micros, Some(30 * SECOND), "at {at} s");
+            assert_eq!(seen.stopped, declared == 0, "at {at} s");
+        }
+        // A later instance of the same service replaces it.
+        let mut later = point("d", ok, T0, T0 + 40 * SECOND, 0);
+        if let Row::Count(count) = &mut later {
+            count.service_instance_id = "d-2".into();
+        }
+        apply(&mut m, later, T0 + 40 * SECOND);
+        let seen = m.instances();
+        assert_eq!(seen.len(), 2);
+        let replaced: Vec<(&str, bool)> = seen
+            .iter()
+            .map(|seen| (&*seen.instance, seen.replaced))
+            .collect();
+        assert_eq!(replaced, [("d-2", false), ("i-1", true)]);
     }
 }

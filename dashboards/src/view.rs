@@ -8,8 +8,8 @@ use candor_query::rates::{ClassCounts, Spike, SpikeRule, spikes};
 use candor_query::window::{Micros, serialize_micros};
 use serde::Serialize;
 
-use crate::alerts::Alert;
-use crate::health::{Freshness, Hop, HopName, PanelCoverage};
+use crate::alerts::{Alert, humanize};
+use crate::health::{Freshness, Hop, HopName, PanelCoverage, when};
 use crate::model::{Applied, CollectorSeen, FailureBreakdown, GroupBy, InstanceSeen};
 use crate::reconcile::ReconcileState;
 use crate::rules::RuleKind;
@@ -50,7 +50,8 @@ pub struct InstanceRow {
     /// What was seen.
     #[serde(flatten)]
     pub seen: InstanceSeen,
-    /// No counter point for three of its intervals (or the silence threshold).
+    /// No counter point for three of its intervals (or the silence threshold), and it neither
+    /// said it stopped nor was replaced: its calls since are unknown.
     pub silent: bool,
 }
 
@@ -199,7 +200,7 @@ pub fn overview(shared: &Shared, now: Micros, range: Micros) -> Overview {
         .iter()
         .filter(|hop| matches!(hop.hop, HopName::Collector | HopName::Kafka))
         .collect();
-    let coverage = PanelCoverage::of(&stream_hops, model.holds_from(now), since, now);
+    let mut coverage = PanelCoverage::of(&stream_hops, model.holds_from(now), since, now);
     let until = now + 1;
     let by_target = rows(model.counts_by(GroupBy::Target, since, until));
     let by_tool = rows(model.counts_by(GroupBy::Tool, since, until));
@@ -220,19 +221,8 @@ pub fn overview(shared: &Shared, now: Micros, range: Micros) -> Overview {
             _ => None,
         })
         .unwrap_or(10 * 60_000_000);
-    let instances = model
-        .instances()
-        .into_iter()
-        .map(|seen| {
-            let threshold = seen.interval_micros.map_or(silent_after, |interval| {
-                interval.saturating_mul(3).min(silent_after)
-            });
-            InstanceRow {
-                silent: now.saturating_sub(seen.last) > threshold,
-                seen,
-            }
-        })
-        .collect();
+    let instances = instance_rows(model.instances(), now, silent_after);
+    coverage.gaps.extend(silent_instance_gaps(&instances));
     let failures = model.failures(since, until);
     let collectors = model.collectors().cloned().collect();
     let applied = model.applied();
@@ -259,5 +249,102 @@ pub fn overview(shared: &Shared, now: Micros, range: Micros) -> Overview {
         applied,
         rejected,
         has_receivers: shared.has_receivers,
+    }
+}
+
+/// Each instance, silent when it sent no counter point for three of its intervals (at most
+/// `silent_after`) and neither said it stopped nor was replaced.
+fn instance_rows(seen: Vec<InstanceSeen>, now: Micros, silent_after: Micros) -> Vec<InstanceRow> {
+    seen.into_iter()
+        .map(|seen| {
+            let threshold = seen.interval_micros.map_or(silent_after, |interval| {
+                interval.saturating_mul(3).min(silent_after)
+            });
+            InstanceRow {
+                silent: !seen.stopped
+                    && !seen.replaced
+                    && now.saturating_sub(seen.last) > threshold,
+                seen,
+            }
+        })
+        .collect()
+}
+
+/// What the stream panels miss because of silent instances: their calls since their last
+/// export, each instance named.
+fn silent_instance_gaps(rows: &[InstanceRow]) -> Vec<String> {
+    rows.iter()
+        .filter(|row| row.silent)
+        .map(|row| {
+            format!(
+                "adapter instance {} of service {} has sent no counter point since {}{}: its \
+                 calls since are unknown",
+                row.seen.instance,
+                row.seen.service,
+                when(row.seen.last),
+                row.seen
+                    .interval_micros
+                    .map(|every| format!(" (it exported every {})", humanize(every)))
+                    .unwrap_or_default()
+            )
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use super::*;
+    use crate::model::{MINUTE, SECOND};
+
+    const NOW: Micros = 1_700_000_000 * SECOND;
+
+    fn seen(instance: &str, last: Micros, stopped: bool, replaced: bool) -> InstanceSeen {
+        InstanceSeen {
+            service: Arc::from("shop"),
+            instance: Arc::from(instance),
+            first: NOW - 30 * MINUTE,
+            last,
+            interval_micros: Some(10 * SECOND),
+            stopped,
+            replaced,
+        }
+    }
+
+    #[test]
+    fn a_silent_instance_is_a_named_gap_and_a_stopped_or_replaced_one_is_not() {
+        let rows = instance_rows(
+            vec![
+                seen("live", NOW - 5 * SECOND, false, false),
+                seen("cut", NOW - 2 * MINUTE, false, false),
+                seen("done", NOW - 2 * MINUTE, true, false),
+                seen("old", NOW - 2 * MINUTE, false, true),
+            ],
+            NOW,
+            10 * MINUTE,
+        );
+        let silent: Vec<&str> = rows
+            .iter()
+            .filter(|row| row.silent)
+            .map(|row| &*row.seen.instance)
+            .collect();
+        assert_eq!(silent, ["cut"]);
+        let gaps = silent_instance_gaps(&rows);
+        assert_eq!(gaps.len(), 1, "{gaps:?}");
+        assert!(
+            gaps[0].starts_with("adapter instance cut of service shop has sent no counter point"),
+            "{gaps:?}"
+        );
+        // A gap makes every stream panel's zero unconfirmed.
+        let mut coverage = PanelCoverage {
+            freshness: Freshness::Live,
+            from: Some(NOW - 5 * MINUTE),
+            until: Some(NOW),
+            gaps: Vec::new(),
+        };
+        assert!(coverage.zero_is_confirmed());
+        coverage.gaps.extend(gaps);
+        assert!(!coverage.zero_is_confirmed());
     }
 }

@@ -75,7 +75,7 @@ pub struct Filters {
 
 impl Filters {
     /// The filters as one predicate; `None` without any.
-    fn expr(&self) -> Option<Expr> {
+    pub(crate) fn expr(&self) -> Option<Expr> {
         [
             (column::SERVICE_NAME, &self.service),
             (column::TOOL_NAME, &self.tool),

@@ -25,6 +25,11 @@
 //! pipeline was not running yet or retention removed its records. A question without a window
 //! claims nothing about a stretch, so none of this applies to it.
 //!
+//! The heartbeats prove the pipeline, not the adapters in front of it. Each adapter instance's
+//! periodic counter export is its own heartbeat: an instance a question concerns that sent no
+//! counter point for more than three of its usual export intervals inside the window, while the
+//! pipeline was live, makes the answer partial and is named ([`instance_silences`]).
+//!
 //! The heartbeats and the events are separate tables committed by the same compactor flush; with
 //! several compactor members owning different partitions, a table's heartbeats can be ahead of a
 //! lagging member's partitions (read the tail with `--live` to close that gap).
@@ -138,6 +143,24 @@ pub struct Heartbeat {
     pub from_tail: bool,
 }
 
+/// An adapter instance that sent no counter point for longer than its own exports promise: the
+/// calls it made then are unknown.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct InstanceSilence {
+    /// `service.name`.
+    pub service: String,
+    /// `service.instance.id`.
+    pub instance: String,
+    /// Its last counter point before the silence.
+    #[serde(serialize_with = "crate::window::serialize_micros")]
+    pub from: Micros,
+    /// Its next counter point, or how far the answer looked.
+    #[serde(serialize_with = "crate::window::serialize_micros")]
+    pub to: Micros,
+    /// How often it exported before, in microseconds (the median spacing of its points).
+    pub every: Micros,
+}
+
 /// What an answer covered.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct Coverage {
@@ -153,6 +176,8 @@ pub struct Coverage {
     /// The start of the window before its first heartbeat, `(from, to)`, when no heartbeat
     /// precedes the window: the whole window when none was read in it either.
     pub before_first_heartbeat: Option<(Micros, Micros)>,
+    /// Adapter instances that went silent inside the window while the pipeline was live.
+    pub silent_instances: Vec<InstanceSilence>,
     /// Anything else the reader should know (series without a baseline, ignored points, …).
     pub notes: Vec<String>,
     /// What the question could not check with the data read (a reconciliation with no closed
@@ -188,6 +213,7 @@ impl Coverage {
             sources,
             silences: Vec::new(),
             before_first_heartbeat: None,
+            silent_instances: Vec::new(),
             notes: Vec::new(),
             unchecked: Vec::new(),
             failure: None,
@@ -214,6 +240,7 @@ impl Coverage {
         } else if needed().any(SourceReport::is_short)
             || self.reaches_past_data()
             || !self.silences.is_empty()
+            || !self.silent_instances.is_empty()
             || self.before_first_heartbeat.is_some()
             || !self.unchecked.is_empty()
         {
@@ -267,6 +294,17 @@ impl Coverage {
                 rfc3339(*to)
             ));
         }
+        for silence in &self.silent_instances {
+            gaps.push(format!(
+                "adapter instance {} of service {} sent no counter point between {} and {} (it \
+                 exported every {:.1} s before): its calls then are unknown",
+                silence.instance,
+                silence.service,
+                rfc3339(silence.from),
+                rfc3339(silence.to),
+                silence.every as f64 / 1e6
+            ));
+        }
         // Without any heartbeat, the line below already says that nothing is known.
         if let (Some((from, to)), Some(_)) = (self.before_first_heartbeat, self.covered_until) {
             gaps.push(format!(
@@ -308,6 +346,120 @@ pub fn silences(heartbeats: &[(Micros, Micros)], window: Window) -> Vec<(Micros,
                 .then(|| (at.max(window.since), next.min(window.until)))
         })
         .collect()
+}
+
+/// How far before a window counter points are read to know which adapter instances were
+/// reporting when it began.
+pub const INSTANCE_LOOKBACK: Micros = 3_600_000_000;
+
+/// One export of an adapter instance, as its counter points show it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Export {
+    /// `service.name`.
+    pub service: String,
+    /// `service.instance.id`.
+    pub instance: String,
+    /// The points' time.
+    pub at: Micros,
+    /// The export heartbeat it carried (`candor.adapter.export_interval`), in microseconds: 0
+    /// when it was the instance's final export; `None` when the instance does not send it.
+    pub interval: Option<Micros>,
+    /// Whether any of its points is about what the question asks (its service, tool, target).
+    pub concerned: bool,
+}
+
+/// The adapter instances silent inside `window` up to `known_until` (how far the pipeline is
+/// known to have carried data), from `exports` read from [`INSTANCE_LOOKBACK`] before the window
+/// to its end, in any order. Only instances with an export the question concerns are judged;
+/// each is judged by all its exports.
+///
+/// An instance's interval is the one its newest export declared (the contract's export
+/// heartbeat), else the median spacing of its exports (an instance with one export and no
+/// declaration is not judged). It is silent where two exports are further apart than three
+/// intervals, and after its last export when that lies more than three intervals before
+/// `known_until`, unless that export said it was the final one. An instance that does not say
+/// so may have been replaced: a new instance of its service that started after its last export
+/// ends the silence at its first export.
+pub fn instance_silences(
+    exports: &[Export],
+    window: Window,
+    known_until: Micros,
+) -> Vec<InstanceSilence> {
+    use std::collections::BTreeMap;
+    /// `(time, declared interval)` of each of an instance's exports, and whether any concerns
+    /// the question.
+    type Exports = (Vec<(Micros, Option<Micros>)>, bool);
+    let mut instances: BTreeMap<(&str, &str), Exports> = BTreeMap::new();
+    for export in exports {
+        let entry = instances
+            .entry((export.service.as_str(), export.instance.as_str()))
+            .or_default();
+        entry.0.push((export.at, export.interval));
+        entry.1 |= export.concerned;
+    }
+    for (list, _) in instances.values_mut() {
+        // The smallest declaration of a time first, so that a final export's 0 wins its time.
+        list.sort_unstable_by_key(|&(at, interval)| (at, interval.map_or(Micros::MAX, |i| i)));
+        list.dedup_by_key(|(at, _)| *at);
+    }
+    let known_until = known_until.min(window.until);
+    let mut silent = Vec::new();
+    for (&(service, instance), (list, concerned)) in &instances {
+        if !concerned {
+            continue;
+        }
+        let declared = list
+            .iter()
+            .rev()
+            .find_map(|&(_, interval)| interval.filter(|&i| i > 0));
+        let every = match declared {
+            Some(every) => every,
+            None => {
+                let mut gaps: Vec<Micros> =
+                    list.windows(2).map(|pair| pair[1].0 - pair[0].0).collect();
+                if gaps.is_empty() {
+                    continue;
+                }
+                gaps.sort_unstable();
+                gaps[gaps.len() / 2]
+            }
+        }
+        .max(1);
+        let limit = every.saturating_mul(3);
+        let mut push = |from: Micros, to: Micros| {
+            let (from, to) = (from.max(window.since), to.min(known_until));
+            if from < to {
+                silent.push(InstanceSilence {
+                    service: service.to_owned(),
+                    instance: instance.to_owned(),
+                    from,
+                    to,
+                    every,
+                });
+            }
+        };
+        for pair in list.windows(2) {
+            let stopped = pair[0].1 == Some(0);
+            if !stopped && pair[1].0 - pair[0].0 > limit {
+                push(pair[0].0, pair[1].0);
+            }
+        }
+        let (last, last_interval) = list[list.len() - 1];
+        if last_interval == Some(0) {
+            continue;
+        }
+        let replaced_at = instances
+            .iter()
+            .filter(|&(&(other_service, other), _)| other_service == service && other != instance)
+            .map(|(_, (other_list, _))| other_list[0].0)
+            .filter(|&first| first > last)
+            .min();
+        let until = replaced_at.map_or(known_until, |at| at.min(known_until));
+        if until.saturating_sub(last) > limit {
+            push(last, until);
+        }
+    }
+    silent
 }
 
 /// The start of `window` that no heartbeat vouches for: from its start to its first heartbeat,
@@ -526,5 +678,190 @@ mod tests {
         assert_eq!(sql.class(1), OutcomeClass::Partial);
         let live = Coverage::new(None, vec![read(0)], beat(NOW - 5 * SECOND, true), NOW);
         assert_eq!(live.class(1), OutcomeClass::Success);
+    }
+
+    /// Exports at `times` (seconds) without an export heartbeat, concerning the question.
+    fn points(service: &str, instance: &str, times: &[Micros]) -> Vec<Export> {
+        declaring(service, instance, times, None)
+    }
+
+    /// Exports at `times` (seconds), each declaring `interval` (seconds).
+    fn declaring(
+        service: &str,
+        instance: &str,
+        times: &[Micros],
+        interval: Option<Micros>,
+    ) -> Vec<Export> {
+        times
+            .iter()
+            .map(|&at| Export {
+                service: service.to_owned(),
+                instance: instance.to_owned(),
+                at: at * SECOND,
+                interval: interval.map(|seconds| seconds * SECOND),
+                concerned: true,
+            })
+            .collect()
+    }
+
+    #[test]
+    fn a_declared_interval_is_believed_over_the_spacing() {
+        // Four quick exports that declare 10 s: at 20 s the instance is not late yet.
+        let quick = declaring("shop", "a", &[0, 1, 2, 3], Some(10));
+        assert!(instance_silences(&quick, span(0, 60), 20 * SECOND).is_empty());
+        let silent = instance_silences(&quick, span(0, 60), 40 * SECOND);
+        assert_eq!(silent.len(), 1);
+        assert_eq!((silent[0].from, silent[0].every), (3 * SECOND, 10 * SECOND));
+        // Without the declaration the spacing (1 s) is all there is.
+        let undeclared = points("shop", "a", &[0, 1, 2, 3]);
+        assert_eq!(
+            instance_silences(&undeclared, span(0, 60), 20 * SECOND).len(),
+            1
+        );
+    }
+
+    #[test]
+    fn an_instance_whose_last_export_said_final_is_stopped_not_silent() {
+        let mut exports = declaring("shop", "a", &[0, 10, 20, 30], Some(10));
+        exports.extend(declaring("shop", "a", &[35], Some(0)));
+        assert!(instance_silences(&exports, span(0, 600), 600 * SECOND).is_empty());
+        // Started again under the same id later: the stopped stretch is not a silence, and
+        // a silence after its new last export is.
+        exports.extend(declaring("shop", "a", &[300, 310, 320], Some(10)));
+        let silent = instance_silences(&exports, span(0, 600), 600 * SECOND);
+        assert_eq!(
+            silent
+                .iter()
+                .map(|s| (s.from / SECOND, s.to / SECOND))
+                .collect::<Vec<_>>(),
+            vec![(320, 600)]
+        );
+    }
+
+    #[test]
+    fn only_instances_the_question_concerns_are_judged() {
+        let mut exports = points("shop", "a", &[0, 10, 20, 30]);
+        for export in &mut exports {
+            export.concerned = false;
+        }
+        assert!(instance_silences(&exports, span(0, 200), 200 * SECOND).is_empty());
+        // One concerned point makes the whole instance judged, by all its exports.
+        exports[0].concerned = true;
+        assert_eq!(
+            instance_silences(&exports, span(0, 200), 200 * SECOND).len(),
+            1
+        );
+    }
+
+    fn span(since: Micros, until: Micros) -> Window {
+        Window {
+            since: since * SECOND,
+            until: until * SECOND,
+        }
+    }
+
+    #[test]
+    fn an_instance_that_stops_reporting_is_silent_from_its_last_point_to_what_is_known() {
+        // Every 10 s until 100 s, then nothing; the pipeline is known up to 200 s.
+        let beats: Vec<Micros> = (0..=10).map(|n| n * 10).collect();
+        let silent = instance_silences(&points("shop", "a", &beats), span(50, 300), 200 * SECOND);
+        assert_eq!(
+            silent,
+            vec![InstanceSilence {
+                service: "shop".into(),
+                instance: "a".into(),
+                from: 100 * SECOND,
+                to: 200 * SECOND,
+                every: 10 * SECOND,
+            }]
+        );
+        // Within three intervals of its last point it is not silent yet.
+        assert!(
+            instance_silences(&points("shop", "a", &beats), span(50, 300), 130 * SECOND).is_empty()
+        );
+    }
+
+    #[test]
+    fn a_gap_between_points_inside_the_window_is_a_silence_and_one_outside_is_not() {
+        let beats = [0, 10, 20, 30, 90, 100, 110, 120];
+        let all = points("shop", "a", &beats);
+        let silent = instance_silences(&all, span(0, 120), 120 * SECOND);
+        assert_eq!(
+            silent
+                .iter()
+                .map(|s| (s.from / SECOND, s.to / SECOND))
+                .collect::<Vec<_>>(),
+            vec![(30, 90)]
+        );
+        assert!(instance_silences(&all, span(95, 120), 120 * SECOND).is_empty());
+    }
+
+    #[test]
+    fn a_new_instance_of_the_service_ends_the_silence_of_the_one_it_replaced() {
+        let mut all = points("shop", "old", &[0, 10, 20, 30]);
+        all.extend(points("shop", "new", &[40, 50, 60, 70, 80]));
+        assert!(instance_silences(&all, span(0, 80), 80 * SECOND).is_empty());
+        // A replacement that came late leaves the stretch before it unknown.
+        let mut all = points("shop", "old", &[0, 10, 20, 30]);
+        all.extend(points("shop", "new", &[100, 110, 120, 130]));
+        let silent = instance_silences(&all, span(0, 130), 130 * SECOND);
+        assert_eq!(
+            silent
+                .iter()
+                .map(|s| (s.instance.as_str(), s.from / SECOND, s.to / SECOND))
+                .collect::<Vec<_>>(),
+            vec![("old", 30, 100)]
+        );
+        // A sibling that was already running does not end it.
+        let mut all = points("shop", "cut", &[0, 10, 20, 30]);
+        all.extend(points(
+            "shop",
+            "sibling",
+            &[0, 10, 20, 30, 40, 50, 60, 70, 80],
+        ));
+        let silent = instance_silences(&all, span(0, 80), 80 * SECOND);
+        assert_eq!(silent.len(), 1);
+        assert_eq!(silent[0].instance, "cut");
+    }
+
+    #[test]
+    fn an_instance_with_one_point_has_no_interval_and_is_not_judged() {
+        assert!(
+            instance_silences(&points("shop", "a", &[5]), span(0, 3600), 3600 * SECOND).is_empty()
+        );
+    }
+
+    #[test]
+    fn a_silent_instance_makes_the_answer_partial_and_is_named() {
+        let mut coverage = Coverage::new(
+            window(NOW),
+            vec![SourceReport::read(
+                "table outcome_counts",
+                None,
+                Some(1),
+                String::new(),
+            )],
+            Some(Heartbeat {
+                at: NOW,
+                interval: SECOND,
+                from_tail: false,
+            }),
+            NOW,
+        );
+        assert_eq!(coverage.class(0), OutcomeClass::Empty);
+        coverage.silent_instances.push(InstanceSilence {
+            service: "shop".into(),
+            instance: "shop-7".into(),
+            from: NOW - 60 * SECOND,
+            to: NOW,
+            every: 10 * SECOND,
+        });
+        assert_eq!(coverage.class(0), OutcomeClass::Partial);
+        assert!(
+            coverage
+                .gaps()
+                .iter()
+                .any(|gap| gap.contains("adapter instance shop-7 of service shop"))
+        );
     }
 }

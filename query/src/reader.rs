@@ -19,8 +19,10 @@ use deltalake::datafusion::error::DataFusionError;
 use deltalake::datafusion::prelude::{DataFrame, SessionConfig, SessionContext, col, lit};
 use deltalake::datafusion::scalar::ScalarValue;
 
+use crate::commands::Filters;
 use crate::coverage::{
-    Coverage, Heartbeat, SourceReport, SourceState, before_first_heartbeat, silences,
+    Coverage, Export, Heartbeat, INSTANCE_LOOKBACK, SourceReport, SourceState,
+    before_first_heartbeat, instance_silences, silences,
 };
 use crate::store::{FileSpan, OpenTable, Provider, StoreError, TableRoot, spanning};
 use crate::tail::{TailSettings, TopicTail};
@@ -227,6 +229,110 @@ impl Reader {
             }
         }
         coverage
+    }
+
+    /// Adds to `coverage` the adapter instances that went silent inside its window while the
+    /// pipeline was live ([`instance_silences`]), among those with a counter point matching
+    /// `filters` (every instance without filters). Without a window there is no stretch to
+    /// judge.
+    pub async fn add_instance_silences(&self, coverage: &mut Coverage, filters: Option<&Filters>) {
+        let Some(window) = coverage.window else {
+            return;
+        };
+        let known_until = coverage.covered_until.unwrap_or(self.now).min(self.now);
+        match self.exports(window, filters).await {
+            Ok(exports) => {
+                coverage.silent_instances = instance_silences(&exports, window, known_until);
+            }
+            Err(err) => coverage.notes.push(format!(
+                "the counter points could not be read, so adapter instances that went silent \
+                 were not looked for: {err}"
+            )),
+        }
+    }
+
+    /// The adapter instances' exports from [`INSTANCE_LOOKBACK`] before `window` to its end: one
+    /// per instance and point time, with the smallest export interval its points carried (a
+    /// final export's 0 wins) and whether any of them matches `filters`.
+    async fn exports(
+        &self,
+        window: Window,
+        filters: Option<&Filters>,
+    ) -> Result<Vec<Export>, DataFusionError> {
+        use deltalake::arrow::array::{BooleanArray, Int64Array, StringArray};
+        use deltalake::arrow::datatypes::{DataType, TimeUnit};
+        use deltalake::datafusion::functions_aggregate::expr_fn::{bool_or, min};
+        const INTERVAL: &str = "interval";
+        const CONCERNED: &str = "concerned";
+        let at = |micros| ScalarValue::TimestampMicrosecond(Some(micros), Some("UTC".into()));
+        let time = col(column::TIME);
+        let since = window.since.saturating_sub(INSTANCE_LOOKBACK);
+        let frame = self
+            .window_frame(Table::OutcomeCounts, since, window.until)
+            .await?
+            .filter(
+                time.clone()
+                    .gt_eq(lit(at(since)))
+                    .and(time.clone().lt(lit(at(window.until)))),
+            )?;
+        // A table written before the column was added, and not opened by a compactor since,
+        // has no export intervals.
+        let interval = if frame
+            .schema()
+            .has_column_with_unqualified_name(column::EXPORT_INTERVAL_MS)
+        {
+            col(column::EXPORT_INTERVAL_MS)
+        } else {
+            lit(ScalarValue::Int64(None))
+        };
+        let concerned = filters.and_then(Filters::expr).unwrap_or_else(|| lit(true));
+        let batches = frame
+            .aggregate(
+                vec![
+                    col(column::SERVICE_NAME),
+                    col(column::SERVICE_INSTANCE_ID),
+                    time,
+                ],
+                vec![
+                    min(interval).alias(INTERVAL),
+                    bool_or(concerned).alias(CONCERNED),
+                ],
+            )?
+            .collect()
+            .await?;
+        let unexpected =
+            || DataFusionError::Internal("unexpected counter point column types".into());
+        let mut exports = Vec::new();
+        for batch in &batches {
+            let services = cast(batch.column(0), &DataType::Utf8)?;
+            let instances = cast(batch.column(1), &DataType::Utf8)?;
+            let times = cast(
+                batch.column(2),
+                &DataType::Timestamp(TimeUnit::Microsecond, None),
+            )?;
+            let intervals = cast(batch.column(3), &DataType::Int64)?;
+            let concerned = cast(batch.column(4), &DataType::Boolean)?;
+            let (Some(services), Some(instances), Some(times), Some(intervals), Some(concerned)) = (
+                services.as_any().downcast_ref::<StringArray>(),
+                instances.as_any().downcast_ref::<StringArray>(),
+                times.as_any().downcast_ref::<TimestampMicrosecondArray>(),
+                intervals.as_any().downcast_ref::<Int64Array>(),
+                concerned.as_any().downcast_ref::<BooleanArray>(),
+            ) else {
+                return Err(unexpected());
+            };
+            for row in 0..batch.num_rows() {
+                exports.push(Export {
+                    service: services.value(row).to_owned(),
+                    instance: instances.value(row).to_owned(),
+                    at: times.value(row),
+                    interval: (!intervals.is_null(row))
+                        .then(|| intervals.value(row).saturating_mul(1000)),
+                    concerned: !concerned.is_null(row) && concerned.value(row),
+                });
+            }
+        }
+        Ok(exports)
     }
 
     /// `(time, interval)` of every heartbeat from a little before `window` to its end, by time.

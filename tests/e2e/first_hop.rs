@@ -2,10 +2,13 @@
 //! collector is killed (SIGKILL) and started again where the adapter sends, or the broker is
 //! frozen (SIGSTOP) for longer than the collector's delivery timeout: the batches the collector
 //! could not take are sent again, and afterwards every closed counter window reconciles and the
-//! table holds every event exactly once.
+//! table holds every event exactly once. An adapter cut off from the collector (a proxy between
+//! them, cut) turns answers about its targets partial, naming it, until its held batches arrive;
+//! one that shut down is not silent.
 
 use std::collections::BTreeSet;
 use std::path::Path;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime};
 
 use candor_adapter::otlp::{self, OtlpConfig, OtlpGuard, ResendConfig};
@@ -13,7 +16,7 @@ use candor_adapter::testing::ScriptedTool;
 use candor_adapter::{Adapter, HttpClassifier};
 use candor_e2e::collector::{Collector, Options};
 use candor_e2e::compactor::{self, Compactor, read_table};
-use candor_e2e::query::candor;
+use candor_e2e::query::{Answer, candor};
 use candor_e2e::tansu::Tansu;
 use candor_e2e::{free_port, rfc3339, tempdir, wait_for};
 use candor_schema::OutcomeClass;
@@ -203,5 +206,191 @@ async fn a_broker_frozen_past_the_delivery_timeout_under_traffic_loses_no_event(
     let until = SystemTime::now();
     collector.heartbeat_after_now().await;
     assert_every_event_once_and_reconciled(&root, &tansu.bootstrap, (since, until), events).await;
+    let _ = std::fs::remove_dir_all(&root);
+}
+
+/// Makes `calls` successful calls 50 ms apart.
+async fn succeed(adapter: &Adapter<HttpClassifier>, calls: usize) {
+    for _ in 0..calls {
+        let tool = ScriptedTool::returning(script(0));
+        let class = adapter.call(|ctx| tool.attempt(ctx)).await.class();
+        assert_eq!(class, OutcomeClass::Success);
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+/// A TCP proxy on a loopback port to `upstream`, which the test can cut (every open connection
+/// closed, new ones refused) and restore on the same port.
+struct Proxy {
+    address: std::net::SocketAddr,
+    upstream: String,
+    endpoint: String,
+    accepting: Option<tokio::task::JoinHandle<()>>,
+    connections: Arc<Mutex<Vec<tokio::task::JoinHandle<()>>>>,
+}
+
+impl Proxy {
+    async fn start(upstream: &str) -> Self {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let address = listener.local_addr().unwrap();
+        let mut proxy = Self {
+            address,
+            upstream: upstream.trim_start_matches("http://").to_owned(),
+            endpoint: format!("http://{address}"),
+            accepting: None,
+            connections: Arc::new(Mutex::new(Vec::new())),
+        };
+        proxy.serve(listener);
+        proxy
+    }
+
+    fn serve(&mut self, listener: tokio::net::TcpListener) {
+        let upstream = self.upstream.clone();
+        let open = self.connections.clone();
+        self.accepting = Some(tokio::spawn(async move {
+            while let Ok((mut inbound, _)) = listener.accept().await {
+                let upstream = upstream.clone();
+                open.lock().unwrap().push(tokio::spawn(async move {
+                    if let Ok(mut outbound) = tokio::net::TcpStream::connect(&upstream).await {
+                        let _ = tokio::io::copy_bidirectional(&mut inbound, &mut outbound).await;
+                    }
+                }));
+            }
+        }));
+    }
+
+    /// Closes the listener and every connection through it.
+    async fn cut(&mut self) {
+        if let Some(accepting) = self.accepting.take() {
+            accepting.abort();
+            let _ = accepting.await;
+        }
+        let connections: Vec<_> = self.connections.lock().unwrap().drain(..).collect();
+        for connection in connections {
+            connection.abort();
+            let _ = connection.await;
+        }
+    }
+
+    /// Listens on the same port again.
+    async fn restore(&mut self) {
+        let listener = tokio::net::TcpListener::bind(self.address)
+            .await
+            .unwrap_or_else(|err| panic!("binding {} again: {err}", self.address));
+        self.serve(listener);
+    }
+}
+
+fn incident(root: &Path, bootstrap: &str, target: &str, since: SystemTime) -> Answer {
+    let args = [
+        "incident",
+        "--target",
+        target,
+        "--since",
+        &rfc3339(since),
+        "--kafka",
+        bootstrap,
+        "--live",
+    ]
+    .map(str::to_owned);
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    candor(root, &args)
+}
+
+fn telemetry_as(endpoint: &str, service: &str, instance: &str) -> OtlpGuard {
+    let mut config = OtlpConfig::new(endpoint, service);
+    config.service_instance_id = Some(instance.into());
+    config.metric_interval = Duration::from_millis(500);
+    config.span_interval = Duration::from_millis(100);
+    config.resend = ResendConfig {
+        initial_backoff: Duration::from_millis(50),
+        max_backoff: Duration::from_millis(500),
+        ..ResendConfig::default()
+    };
+    otlp::providers(config).unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_adapter_cut_off_from_the_collector_makes_answers_about_its_targets_partial() {
+    const CUT: &str = "http://inventory.test/v1/cut-off";
+    const DONE: &str = "http://billing.test/v1/shut-down";
+    let tansu = Tansu::start().await;
+    let collector = Collector::start(&tansu.bootstrap, Options::default()).await;
+    let root = tempdir("first-hop-cut");
+    let _compactor = Compactor::start(&tansu.bootstrap, &root, compactor::Options::default()).await;
+    let since = collector.covered_since().await;
+    let mut proxy = Proxy::start(&collector.grpc_endpoint).await;
+    let cut_guard = telemetry_as(&proxy.endpoint, "checkout", "checkout-cut");
+    let cut_adapter = adapter(CUT, &cut_guard, &cut_guard);
+    let done_guard = telemetry_as(&collector.grpc_endpoint, "billing", "billing-done");
+    let done_adapter = adapter(DONE, &done_guard, &done_guard);
+
+    // Both report, and only succeed; then one shuts down, saying so in its last export.
+    succeed(&done_adapter, 20).await;
+    succeed(&cut_adapter, 20).await;
+    tokio::task::spawn_blocking(move || done_guard.shutdown())
+        .await
+        .unwrap()
+        .expect("the shut-down instance sent everything");
+    collector.heartbeat_after_now().await;
+    let before = incident(&root, &tansu.bootstrap, CUT, since);
+    assert_eq!(
+        (before.code, before.class().as_str()),
+        (1, "empty"),
+        "{}\n{}",
+        before.stdout,
+        before.stderr
+    );
+
+    // Cut off: its calls go on for 3 s, six export intervals, and none reaches the collector.
+    proxy.cut().await;
+    succeed(&cut_adapter, 60).await;
+    collector.heartbeat_after_now().await;
+    let after = incident(&root, &tansu.bootstrap, CUT, since);
+    assert_eq!(
+        (after.code, after.class().as_str()),
+        (3, "partial"),
+        "a `No failures` while the adapter is cut off:\n{}\n{}",
+        after.stdout,
+        after.stderr
+    );
+    let silent = after.json()["coverage"]["silent_instances"].clone();
+    assert_eq!(silent[0]["instance"], "checkout-cut", "{silent:#}");
+    assert_eq!(silent[0]["service"], "checkout", "{silent:#}");
+    assert_eq!(silent.as_array().map(Vec::len), Some(1), "{silent:#}");
+
+    // The instance that shut down has not exported for as long, and is not silent.
+    let stopped = incident(&root, &tansu.bootstrap, DONE, since);
+    assert_eq!(
+        (stopped.code, stopped.class().as_str()),
+        (1, "empty"),
+        "{}\n{}",
+        stopped.stdout,
+        stopped.stderr
+    );
+    let intervals: BTreeSet<Option<u64>> = read_table(&root, table::OUTCOME_COUNTS)
+        .iter()
+        .filter(|row| row["tool_target"] == DONE)
+        .map(|row| row["export_interval_ms"].as_u64())
+        .collect();
+    assert_eq!(
+        intervals,
+        BTreeSet::from([Some(0), Some(500)]),
+        "the shut-down instance's exports said 500 ms, and 0 in the last"
+    );
+
+    // Connected again: the batches it held arrive, and fill the stretch in.
+    proxy.restore().await;
+    wait_for(
+        "the held batches to fill the silence in",
+        Duration::from_secs(60),
+        || async {
+            collector.heartbeat_after_now().await;
+            let answer = incident(&root, &tansu.bootstrap, CUT, since);
+            (answer.class() == "empty").then_some(())
+        },
+    )
+    .await;
+    drop(cut_guard);
     let _ = std::fs::remove_dir_all(&root);
 }

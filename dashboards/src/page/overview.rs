@@ -263,7 +263,15 @@ fn instances_table(rows: &[InstanceRow]) -> Markup {
                     td { (when(row.seen.last)) }
                     td { (row.seen.interval_micros.map_or_else(|| "unknown".into(), humanize)) }
                     td {
-                        @if row.silent { b { "SILENT" } } @else { "reporting" }
+                        @if row.silent {
+                            b { "SILENT" }
+                        } @else if row.seen.stopped {
+                            "stopped"
+                        } @else if row.seen.replaced {
+                            "replaced"
+                        } @else {
+                            "reporting"
+                        }
                     }
                 }
             }

@@ -409,12 +409,30 @@ impl Question {
                     }),
                 )
             }
-            Self::Incident { window, .. } => (vec![Table::OutcomeEvents], Some(*window)),
+            // The counter points say which adapter instances went silent in the window.
+            Self::Incident { window, .. } => (
+                vec![Table::OutcomeEvents, Table::OutcomeCounts],
+                Some(*window),
+            ),
             Self::Trace { window, .. } => (vec![Table::OutcomeEvents], *window),
             Self::Reconcile(query) => (
                 vec![Table::OutcomeEvents, Table::OutcomeCounts],
                 Some(query.window),
             ),
+        }
+    }
+
+    /// The instances whose silence the answer must account for: those whose counter points
+    /// match these filters (every instance for SQL); `None` for a trace, which is about one
+    /// trace's records wherever they came from.
+    fn instances(&self) -> Option<Option<&Filters>> {
+        match self {
+            Self::Sql { .. } => Some(None),
+            Self::Rates(query) => Some(Some(&query.filters)),
+            Self::Spikes(query) => Some(Some(&query.filters)),
+            Self::Incident { filters, .. } => Some(Some(filters)),
+            Self::Reconcile(query) => Some(Some(&query.filters)),
+            Self::Trace { .. } => None,
         }
     }
 
@@ -543,6 +561,9 @@ async fn answer(global: Global, command: Command) -> Result<(Report, Format), Us
     })
     .await;
     let mut coverage = reader.coverage(window).await;
+    if let Some(filters) = question.instances() {
+        reader.add_instance_silences(&mut coverage, filters).await;
+    }
     let name = question.name();
     let nothing = question.nothing();
     let answered = match question {

@@ -135,6 +135,10 @@ impl std::fmt::Debug for Spool {
     }
 }
 
+/// The memory the store keeps pages in (redb's default is 1 GiB). Appends go to the end and the
+/// drainer reads from the front, so a small cache holds what both touch.
+const CACHE_BYTES: usize = 64 * 1024 * 1024;
+
 impl Spool {
     /// Opens (or creates) the spool in `settings.dir` and reads how much it holds: records a
     /// previous run spooled and did not drain are drained by this one.
@@ -145,7 +149,10 @@ impl Spool {
             reason,
         };
         std::fs::create_dir_all(&settings.dir).map_err(|err| store_error(err.to_string()))?;
-        let db = Database::create(&path).map_err(|err| store_error(err.to_string()))?;
+        let db = redb::Builder::new()
+            .set_cache_size(CACHE_BYTES)
+            .create(&path)
+            .map_err(|err| store_error(err.to_string()))?;
         let (level, next_seq) = read_level(&db).map_err(store_error)?;
         let (writer, appends) = channel();
         let spool = Arc::new(Self {

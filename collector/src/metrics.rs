@@ -54,6 +54,8 @@ pub mod names {
             "Spans ignored for carrying no outcome event.";
         IGNORED_METRICS_TOTAL = "candor_collector_ignored_metrics_total",
             "Metrics ignored for not being the outcome counter.";
+        IGNORED_LOG_RECORDS_TOTAL = "candor_collector_ignored_log_records_total",
+            "Log records ignored for not being an outcome event.";
         REDACTED_VALUES_TOTAL = "candor_collector_redacted_values_total",
             "Values a credential was removed from before anything was recorded (targets, texts, copies of refused input).";
         RECORDS_PRODUCED_TOTAL = "candor_collector_records_produced_total",
@@ -215,6 +217,7 @@ pub struct CollectorMetrics {
     counts_accepted: Counter,
     ignored_spans: Counter,
     ignored_metrics: Counter,
+    ignored_log_records: Counter,
     redacted_values: Counter,
     heartbeats_sent: Counter,
     heartbeat_failures: Counter,
@@ -260,6 +263,7 @@ impl Default for CollectorMetrics {
             counts_accepted: m.counter(names::COUNTS_ACCEPTED_TOTAL),
             ignored_spans: m.counter(names::IGNORED_SPANS_TOTAL),
             ignored_metrics: m.counter(names::IGNORED_METRICS_TOTAL),
+            ignored_log_records: m.counter(names::IGNORED_LOG_RECORDS_TOTAL),
             redacted_values: m.counter(names::REDACTED_VALUES_TOTAL),
             heartbeats_sent: m.counter(names::HEARTBEATS_SENT_TOTAL),
             heartbeat_failures: m.counter(names::HEARTBEAT_FAILURES_TOTAL),
@@ -347,6 +351,10 @@ impl CollectorMetrics {
     /// Counts metrics skipped for not being the outcome counter.
     pub fn ignored_metrics(&self, n: u64) {
         self.ignored_metrics.inc_by(n);
+    }
+    /// Counts log records skipped for not being an outcome event.
+    pub fn ignored_log_records(&self, n: u64) {
+        self.ignored_log_records.inc_by(n);
     }
     /// Counts values a credential was removed from.
     pub fn redacted_values(&self, n: u64) {

@@ -1,4 +1,5 @@
-//! The official OpenTelemetry Python SDK as a client, over gRPC and over HTTP/protobuf.
+//! The official OpenTelemetry Python SDK as a client, over gRPC and over HTTP/protobuf: span
+//! events, log-based events (a log record named `tool.outcome`, OTEP 4430) and counter points.
 
 use std::time::Duration;
 
@@ -31,6 +32,14 @@ fn spec(protocol: &str, endpoint: &str) -> Value {
                 attr::RETRY_MAX_ATTEMPTS: 2, attr::HTTP_STATUS_CODE: 429, attr::ERROR_TYPE: "429",
             },
         ],
+        "log_events": [
+            {
+                attr::OUTCOME_CLASS: "partial", attr::TOOL_NAME: "lookup-log", attr::TOOL_TARGET: target,
+                attr::FAILURE_KIND: "size_cap", attr::RETRY_ACTION: "accept_partial", attr::RETRY_ATTEMPT: 1,
+                attr::RETRY_MAX_ATTEMPTS: 2, attr::PARTIAL_RETURNED: 50, attr::COVERAGE: "the first 50",
+                attr::DROPPED: "the rest",
+            },
+        ],
         "counter": names::OUTCOMES_COUNTER,
         "unit": names::OUTCOMES_COUNTER_UNIT,
         "points": [
@@ -54,14 +63,29 @@ async fn python_records_match(protocol: &str) {
     let spec = spec(protocol, &endpoint);
     let sent = send_with_python(&spec).await;
 
-    let mut events: Vec<OutcomeEvent> = decode_all(&read_topic(
+    let (mut events, logged): (Vec<OutcomeEvent>, Vec<OutcomeEvent>) = decode_all(&read_topic(
         &tansu.bootstrap,
         topic::OUTCOME_EVENTS,
-        2,
+        3,
         Duration::from_secs(30),
-    ));
+    ))
+    .into_iter()
+    .partition(|event: &OutcomeEvent| event.tool_name != "lookup-log");
     events.sort_by_key(|e| e.retry_attempt);
     assert_eq!(events.len(), 2, "{events:#?}");
+    // The log-based event, recorded inside the same span, lands as the span events do.
+    assert_eq!(logged.len(), 1, "{logged:#?}");
+    let log = &logged[0];
+    let want = &spec["log_events"][0];
+    assert_eq!(log.trace_id, sent["trace_id"].as_str().unwrap());
+    assert_eq!(log.span_id, sent["span_id"].as_str().unwrap());
+    assert_eq!(log.service_name, "python-svc");
+    assert_eq!(log.outcome_class, want[attr::OUTCOME_CLASS]);
+    assert_eq!(log.failure_kind, want[attr::FAILURE_KIND]);
+    assert_eq!(log.retry_action, want[attr::RETRY_ACTION]);
+    assert_eq!(log.partial_returned, want[attr::PARTIAL_RETURNED].as_u64());
+    assert_eq!(log.coverage.as_deref(), want[attr::COVERAGE].as_str());
+    assert_eq!(log.dropped.as_deref(), want[attr::DROPPED].as_str());
     for (event, want) in events.iter().zip(spec["events"].as_array().unwrap()) {
         assert_eq!(event.trace_id, sent["trace_id"].as_str().unwrap());
         assert_eq!(event.span_id, sent["span_id"].as_str().unwrap());

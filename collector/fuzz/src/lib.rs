@@ -220,7 +220,7 @@ pub fn check_traces(request: &ExportTraceServiceRequest) {
             names::OUTCOME_EVENT
         );
         assert_eq!(
-            out.ignored_spans, counts.spans_without_one,
+            out.ignored, counts.spans_without_one,
             "spans without an outcome event are counted as ignored"
         );
         check_rejections(&out.rejections, Signal::Traces, &limits);

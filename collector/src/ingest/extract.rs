@@ -16,6 +16,7 @@ use std::collections::BTreeMap;
 
 use candor_records::proto::{OutcomeCount, RECORD_SCHEMA_VERSION, Rejected, Temporality};
 use candor_schema::names::{self, resource};
+use opentelemetry_proto::tonic::collector::logs::v1::ExportLogsServiceRequest;
 use opentelemetry_proto::tonic::collector::metrics::v1::ExportMetricsServiceRequest;
 use opentelemetry_proto::tonic::collector::trace::v1::ExportTraceServiceRequest;
 use opentelemetry_proto::tonic::common::v1::any_value;
@@ -23,7 +24,6 @@ use opentelemetry_proto::tonic::metrics::v1::{
     AggregationTemporality, Metric, NumberDataPoint, ResourceMetrics, metric, number_data_point,
 };
 use opentelemetry_proto::tonic::resource::v1::Resource;
-use opentelemetry_proto::tonic::trace::v1::span;
 use serde::Serialize;
 use sha2::{Digest, Sha256};
 
@@ -34,7 +34,7 @@ mod attributes;
 mod outcome;
 mod redaction;
 
-use outcome::{outcome_count, outcome_event};
+use outcome::{EventInput, outcome_count, outcome_event};
 pub use redaction::{redact_bytes, redact_count, redact_event};
 use redaction::{redact_json, scrub};
 
@@ -83,14 +83,17 @@ pub enum Signal {
     Traces,
     /// Metric data points.
     Metrics,
+    /// Log records.
+    Logs,
 }
 
 impl Signal {
-    /// `traces` or `metrics`.
+    /// `traces`, `metrics` or `logs`.
     pub const fn as_str(self) -> &'static str {
         match self {
             Signal::Traces => "traces",
             Signal::Metrics => "metrics",
+            Signal::Logs => "logs",
         }
     }
 }
@@ -200,20 +203,26 @@ pub fn rejected_count(rejections: &[Rejection]) -> u64 {
     rejections.iter().map(|r| r.count).sum()
 }
 
-/// What a trace export request held.
+/// What a trace or logs export request held.
 #[derive(Debug, Clone, Default, PartialEq)]
-pub struct TracesExtract<'a> {
+pub struct EventsExtract<'a> {
     /// One record per valid `tool.outcome` event.
     pub events: Vec<OutcomeEventRef<'a>>,
     /// One per refused `tool.outcome` event.
     pub rejections: Vec<Rejection>,
-    /// Spans that carried no `tool.outcome` event.
-    pub ignored_spans: u64,
+    /// Spans that carried no `tool.outcome` event, or log records that are not one.
+    pub ignored: u64,
     /// `tool.outcome` events seen, valid or not.
     pub outcome_events_seen: u64,
     /// Values a credential was removed from (in records and in rejections' copies).
     pub redacted: u64,
 }
+
+/// What a trace export request held.
+pub type TracesExtract<'a> = EventsExtract<'a>;
+
+/// What a logs export request held.
+pub type LogsExtract<'a> = EventsExtract<'a>;
 
 /// What a metrics export request held.
 #[derive(Debug, Clone, Default, PartialEq)]
@@ -279,12 +288,7 @@ pub fn extract_traces<'a>(
     request: &'a ExportTraceServiceRequest,
     received: &Received<'a>,
 ) -> TracesExtract<'a> {
-    let limits = received.limits;
-    let mut out = TracesExtract::default();
-    let mut overflow: Option<(Service<'_>, &span::Event)> = None;
-    // Reused by every event's id.
-    let mut scratch = Vec::new();
-    let mut overflowed = 0u64;
+    let mut events = EventCollector::new(Signal::Traces, received);
     for resource_spans in &request.resource_spans {
         let service = service_of(resource_spans.resource.as_ref());
         for scope_spans in &resource_spans.scope_spans {
@@ -296,61 +300,113 @@ pub fn extract_traces<'a>(
                     .filter(|e| e.name == names::OUTCOME_EVENT)
                 {
                     carried = true;
-                    out.outcome_events_seen += 1;
-                    if out.outcome_events_seen > limits.max_events_per_request as u64 {
-                        // One rejection for all of them, keeping a copy of the first.
-                        if overflow.is_none() {
-                            overflow = Some((service.clone(), event));
-                        }
-                        overflowed += 1;
-                        continue;
-                    }
-                    match outcome_event(
-                        &span.trace_id,
-                        &span.span_id,
-                        event,
-                        &service,
-                        received,
-                        &mut scratch,
-                    ) {
-                        Ok(mut record) => {
-                            out.redacted += redact_event(&mut record);
-                            out.events.push(record);
-                        }
-                        Err(refusal) => out.rejections.push(rejection(
-                            refusal,
-                            Signal::Traces,
-                            &service,
-                            event,
-                            limits,
-                            &mut out.redacted,
-                        )),
-                    }
+                    let input = EventInput::span_event(&span.trace_id, &span.span_id, event);
+                    events.offer(&service, input, event);
                 }
                 if !carried {
-                    out.ignored_spans += 1;
+                    events.out.ignored += 1;
                 }
             }
         }
     }
-    if let Some((service, event)) = overflow {
-        let detail = format!(
-            "{overflowed} tool.outcome event(s) past the limit of {} per request",
-            limits.max_events_per_request
-        );
-        let refusal = refuse(RejectReason::TooManyEvents, detail);
-        let mut summary = rejection(
-            refusal,
-            Signal::Traces,
-            &service,
-            event,
-            limits,
-            &mut out.redacted,
-        );
-        summary.count = overflowed;
-        out.rejections.push(summary);
+    events.finish()
+}
+
+/// Extracts the `tool.outcome` events of a logs export request: the log records whose event name
+/// is `tool.outcome` (the log-based form of the event, OTEP 4430), each checked exactly as the
+/// span event is and given the id the same event would have as a span event. Every other log
+/// record is ignored and counted.
+pub fn extract_logs<'a>(
+    request: &'a ExportLogsServiceRequest,
+    received: &Received<'a>,
+) -> LogsExtract<'a> {
+    let mut events = EventCollector::new(Signal::Logs, received);
+    for resource_logs in &request.resource_logs {
+        let service = service_of(resource_logs.resource.as_ref());
+        for scope_logs in &resource_logs.scope_logs {
+            for record in &scope_logs.log_records {
+                if record.event_name == names::OUTCOME_EVENT {
+                    events.offer(&service, EventInput::log_record(record), record);
+                } else {
+                    events.out.ignored += 1;
+                }
+            }
+        }
     }
-    out
+    events.finish()
+}
+
+/// The events of one request as they are offered, each a record or a rejection (with a copy of
+/// `T`, what it came in), up to `limits.max_events_per_request`; those past it share one
+/// rejection that keeps a copy of the first.
+struct EventCollector<'a, 'r, T> {
+    signal: Signal,
+    received: &'r Received<'a>,
+    out: EventsExtract<'a>,
+    overflow: Option<(Service<'a>, &'a T)>,
+    overflowed: u64,
+    /// Reused by every event's id.
+    scratch: Vec<u8>,
+}
+
+impl<'a, 'r, T: Serialize> EventCollector<'a, 'r, T> {
+    fn new(signal: Signal, received: &'r Received<'a>) -> Self {
+        Self {
+            signal,
+            received,
+            out: EventsExtract::default(),
+            overflow: None,
+            overflowed: 0,
+            scratch: Vec::new(),
+        }
+    }
+
+    fn offer(&mut self, service: &Service<'a>, input: EventInput<'a>, copy: &'a T) {
+        let limits = self.received.limits;
+        self.out.outcome_events_seen += 1;
+        if self.out.outcome_events_seen > limits.max_events_per_request as u64 {
+            if self.overflow.is_none() {
+                self.overflow = Some((service.clone(), copy));
+            }
+            self.overflowed += 1;
+            return;
+        }
+        match outcome_event(input, service, self.received, &mut self.scratch) {
+            Ok(mut record) => {
+                self.out.redacted += redact_event(&mut record);
+                self.out.events.push(record);
+            }
+            Err(refusal) => self.out.rejections.push(rejection(
+                refusal,
+                self.signal,
+                service,
+                copy,
+                limits,
+                &mut self.out.redacted,
+            )),
+        }
+    }
+
+    fn finish(mut self) -> EventsExtract<'a> {
+        let limits = self.received.limits;
+        if let Some((service, copy)) = self.overflow {
+            let detail = format!(
+                "{} tool.outcome event(s) past the limit of {} per request",
+                self.overflowed, limits.max_events_per_request
+            );
+            let mut summary = rejection(
+                refuse(RejectReason::TooManyEvents, detail),
+                self.signal,
+                &service,
+                copy,
+                limits,
+                &mut self.out.redacted,
+            );
+            summary.count = self.overflowed;
+            self.out.rejections.push(summary);
+        }
+        self.out
+    }
 }
 
 /// Extracts the `tool.outcomes` data points of a metrics export request.

@@ -11,10 +11,11 @@ use candor_records::proto::{OutcomeEvent, RECORD_SCHEMA_VERSION};
 use candor_schema::names::attr;
 use candor_schema::{OutcomeClass, RetryAction};
 use opentelemetry_proto::tonic::common::v1::{AnyValue, KeyValue};
+use opentelemetry_proto::tonic::logs::v1::LogRecord;
 use opentelemetry_proto::tonic::metrics::v1::{
     Gauge, Metric, ResourceMetrics, ScopeMetrics, Sum, number_data_point,
 };
-use opentelemetry_proto::tonic::trace::v1::{ResourceSpans, ScopeSpans, Span};
+use opentelemetry_proto::tonic::trace::v1::{ResourceSpans, ScopeSpans, Span, span};
 use proptest::prelude::*;
 use prost::Message as _;
 
@@ -179,21 +180,24 @@ struct Traces {
 
 fn extracted(request: &ExportTraceServiceRequest, received: &Received<'_>) -> Traces {
     let out = extract_traces(request, received);
-    let events = out
-        .events
+    Traces {
+        events: decoded(&out.events),
+        rejections: out.rejections,
+        ignored_spans: out.ignored,
+        outcome_events_seen: out.outcome_events_seen,
+        redacted: out.redacted,
+    }
+}
+
+/// The records of `events` as the encoder writes them, decoded again.
+fn decoded(events: &[OutcomeEventRef<'_>]) -> Vec<OutcomeEvent> {
+    events
         .iter()
         .map(|event| {
             let record = crate::sink::kafka::encode::outcome_event(event);
             OutcomeEvent::decode(record.payload.as_slice()).unwrap()
         })
-        .collect();
-    Traces {
-        events,
-        rejections: out.rejections,
-        ignored_spans: out.ignored_spans,
-        outcome_events_seen: out.outcome_events_seen,
-        redacted: out.redacted,
-    }
+        .collect()
 }
 
 fn traces(request: &ExportTraceServiceRequest) -> Traces {
@@ -1312,4 +1316,101 @@ fn a_bad_export_interval_is_refused_and_its_export_points_are_kept_without_one()
             "{case}"
         );
     }
+}
+
+// ---- logs --------------------------------------------------------------------------------------
+
+fn log_of(event: &span::Event, trace_id: &[u8], span_id: &[u8]) -> LogRecord {
+    LogRecord {
+        time_unix_nano: event.time_unix_nano,
+        observed_time_unix_nano: event.time_unix_nano + 1_000,
+        event_name: event.name.clone(),
+        attributes: event.attributes.clone(),
+        trace_id: trace_id.to_vec(),
+        span_id: span_id.to_vec(),
+        ..Default::default()
+    }
+}
+
+fn logs_request(records: Vec<LogRecord>) -> ExportLogsServiceRequest {
+    use opentelemetry_proto::tonic::logs::v1::{ResourceLogs, ScopeLogs};
+    ExportLogsServiceRequest {
+        resource_logs: vec![ResourceLogs {
+            resource: Some(service_resource()),
+            scope_logs: vec![ScopeLogs {
+                log_records: records,
+                ..Default::default()
+            }],
+            ..Default::default()
+        }],
+    }
+}
+
+/// The events of a logs request decoded from the encoder's bytes, its rejections, and how many
+/// outcome events and other records it held.
+fn log_events(request: &ExportLogsServiceRequest) -> (Vec<OutcomeEvent>, Vec<Rejection>, u64, u64) {
+    let limits = Limits::default();
+    let out = extract_logs(request, &received(&limits));
+    let events = decoded(&out.events);
+    (events, out.rejections, out.outcome_events_seen, out.ignored)
+}
+
+#[test]
+fn a_log_based_outcome_event_is_the_same_record_as_the_span_event() {
+    let spans = request(vec![good_event()]);
+    let from_span = extracted(&spans, &received(&Limits::default()));
+    let logs = logs_request(vec![log_of(&good_event(), &TRACE_ID, &SPAN_ID)]);
+    let (from_log, rejections, seen, ignored) = log_events(&logs);
+    assert!(rejections.is_empty(), "{rejections:?}");
+    assert_eq!(
+        from_log, from_span.events,
+        "field for field, the id included"
+    );
+    assert_eq!((seen, ignored), (1, 0));
+}
+
+#[test]
+fn a_log_based_event_without_a_time_takes_the_observed_time() {
+    let mut record = log_of(&good_event(), &TRACE_ID, &SPAN_ID);
+    record.time_unix_nano = 0;
+    let observed = record.observed_time_unix_nano;
+    let (events, rejections, _, _) = log_events(&logs_request(vec![record]));
+    assert!(rejections.is_empty(), "{rejections:?}");
+    assert_eq!(events[0].event_time_unix_nano, observed);
+}
+
+#[test]
+fn other_log_records_are_ignored_and_a_bad_log_based_event_is_rejected_as_a_log() {
+    let plain = LogRecord {
+        time_unix_nano: EVENT_TIME,
+        body: Some(AnyValue {
+            value: Some(any_value::Value::StringValue("hello".into())),
+        }),
+        ..Default::default()
+    };
+    let outside_a_span = log_of(&good_event(), &[], &[]);
+    let unknown_class = log_of(
+        &event_with(with_str(
+            good_event_attributes(),
+            attr::OUTCOME_CLASS,
+            "maybe",
+        )),
+        &TRACE_ID,
+        &SPAN_ID,
+    );
+    let (events, rejections, seen, ignored) =
+        log_events(&logs_request(vec![plain, outside_a_span, unknown_class]));
+    assert!(events.is_empty());
+    assert_eq!((seen, ignored), (2, 1));
+    let reasons: Vec<(RejectReason, Signal)> = rejections
+        .iter()
+        .map(|rejection| (rejection.reason, rejection.signal))
+        .collect();
+    assert_eq!(
+        reasons,
+        [
+            (RejectReason::InvalidTraceId, Signal::Logs),
+            (RejectReason::UnknownClass, Signal::Logs)
+        ]
+    );
 }

@@ -1,6 +1,6 @@
 //! The OTLP/gRPC receiver (port 4317 by default).
 //!
-//! The two export services are served with a codec that hands the message over as bytes, so
+//! The three export services (traces, metrics, logs) are served with a codec that hands the message over as bytes, so
 //! that the collector decodes it itself: a message that cannot be decoded (invalid protobuf,
 //! invalid UTF-8 in a string) is kept in the rejected topic and counted before the client is
 //! told, as on OTLP/HTTP. The bearer token is checked by an interceptor before anything is read.
@@ -9,6 +9,9 @@ use std::marker::PhantomData;
 use std::sync::Arc;
 
 use bytes::{Buf as _, BufMut as _, Bytes};
+use opentelemetry_proto::tonic::collector::logs::v1::{
+    ExportLogsPartialSuccess, ExportLogsServiceRequest, ExportLogsServiceResponse,
+};
 use opentelemetry_proto::tonic::collector::metrics::v1::{
     ExportMetricsPartialSuccess, ExportMetricsServiceRequest, ExportMetricsServiceResponse,
 };
@@ -123,6 +126,34 @@ impl Export for Metrics {
     }
 }
 
+/// `opentelemetry.proto.collector.logs.v1.LogsService`: the log-based form of `tool.outcome`.
+pub struct Logs;
+
+impl Export for Logs {
+    const NAME: &'static str = "opentelemetry.proto.collector.logs.v1.LogsService";
+    const PATH: &'static str = "/opentelemetry.proto.collector.logs.v1.LogsService/Export";
+
+    fn handle(ingest: Arc<Ingest>, message: Bytes) -> BoxFuture<Bytes, Status> {
+        Box::pin(async move {
+            let export = async {
+                let request: ExportLogsServiceRequest =
+                    decode(&ingest, Signal::Logs, &message).await?;
+                ingest.export_logs(request).await
+            };
+            let ack = ingest.answered("logs", "grpc", export).await?;
+            let response = ExportLogsServiceResponse {
+                partial_success: Acknowledged::refused(ack).map(|(rejected, message)| {
+                    ExportLogsPartialSuccess {
+                        rejected_log_records: rejected,
+                        error_message: message,
+                    }
+                }),
+            };
+            Ok(Bytes::from(response.encode_to_vec()))
+        })
+    }
+}
+
 /// Decodes a message off the reactor; one that cannot be decoded is kept in the rejected topic
 /// first.
 async fn decode<T: Message + Default + DeserializeOwned + Send + 'static>(
@@ -171,33 +202,38 @@ impl<E: Export> NamedService for ExportService<E> {
     const NAME: &'static str = E::NAME;
 }
 
-/// The two services, with authentication, gzip and the size cap (applied after decompression).
+/// One export service behind the interceptor.
+type Served<E> = InterceptedService<ExportService<E>, AuthInterceptor>;
+
+/// The three services, with authentication, gzip and the size cap (applied after
+/// decompression).
 pub fn services(
     ingest: Arc<Ingest>,
     auth: BearerAuth,
     max_request_bytes: usize,
-) -> (
-    InterceptedService<ExportService<Traces>, AuthInterceptor>,
-    InterceptedService<ExportService<Metrics>, AuthInterceptor>,
-) {
+) -> (Served<Traces>, Served<Metrics>, Served<Logs>) {
     let interceptor = AuthInterceptor {
         auth,
         ingest: ingest.clone(),
     };
-    let traces = ExportService {
-        ingest: ingest.clone(),
-        max_request_bytes,
-        export: PhantomData,
-    };
-    let metrics = ExportService {
+    (
+        served(ingest.clone(), max_request_bytes, interceptor.clone()),
+        served(ingest.clone(), max_request_bytes, interceptor.clone()),
+        served(ingest, max_request_bytes, interceptor),
+    )
+}
+
+fn served<E: Export>(
+    ingest: Arc<Ingest>,
+    max_request_bytes: usize,
+    interceptor: AuthInterceptor,
+) -> Served<E> {
+    let service = ExportService {
         ingest,
         max_request_bytes,
         export: PhantomData,
     };
-    (
-        InterceptedService::new(traces, interceptor.clone()),
-        InterceptedService::new(metrics, interceptor),
-    )
+    InterceptedService::new(service, interceptor)
 }
 
 impl<E: Export, B> Service<http::Request<B>> for ExportService<E>

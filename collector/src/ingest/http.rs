@@ -1,5 +1,5 @@
-//! The OTLP/HTTP receiver (port 4318 by default): `/v1/traces` and `/v1/metrics`, protobuf or
-//! JSON, optionally gzip-compressed.
+//! The OTLP/HTTP receiver (port 4318 by default): `/v1/traces`, `/v1/metrics` and `/v1/logs`
+//! (the log-based form of `tool.outcome`), protobuf or JSON, optionally gzip-compressed.
 
 use std::sync::Arc;
 
@@ -11,6 +11,9 @@ use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
 use axum::routing::post;
 use http_body_util::BodyExt as _;
+use opentelemetry_proto::tonic::collector::logs::v1::{
+    ExportLogsPartialSuccess, ExportLogsServiceResponse,
+};
 use opentelemetry_proto::tonic::collector::metrics::v1::{
     ExportMetricsPartialSuccess, ExportMetricsServiceResponse,
 };
@@ -45,6 +48,7 @@ pub fn router(ingest: Arc<Ingest>, auth: BearerAuth, max_request_bytes: usize) -
     Router::new()
         .route("/v1/traces", post(traces))
         .route("/v1/metrics", post(metrics))
+        .route("/v1/logs", post(logs))
         .layer(middleware::from_fn_with_state(state.clone(), authenticate))
         // The body is read by the handlers, up to the cap, so that a refusal is counted.
         .layer(DefaultBodyLimit::disable())
@@ -265,6 +269,33 @@ async fn metrics(State(state): State<HttpState>, headers: HeaderMap, body: Body)
                 partial_success: ack.refused().map(|(rejected, message)| {
                     ExportMetricsPartialSuccess {
                         rejected_data_points: rejected,
+                        error_message: message,
+                    }
+                }),
+            },
+        ),
+        (encoding, Err(error)) => error_response(error, encoding.ok()),
+        (Err(error), Ok(_)) => error_response(error, None),
+    }
+}
+
+async fn logs(State(state): State<HttpState>, headers: HeaderMap, body: Body) -> Response {
+    let encoding = encoding_of(&headers);
+    let export = async {
+        let body = read_body(&state, body).await?;
+        let request = read(&state, Signal::Logs, &headers, body).await?;
+        state.ingest.export_logs(request).await
+    };
+    match (
+        encoding,
+        state.ingest.answered("logs", "http", export).await,
+    ) {
+        (Ok(encoding), Ok(ack)) => encode(
+            encoding,
+            &ExportLogsServiceResponse {
+                partial_success: ack.refused().map(|(rejected, message)| {
+                    ExportLogsPartialSuccess {
+                        rejected_log_records: rejected,
                         error_message: message,
                     }
                 }),

@@ -4,6 +4,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant, SystemTime};
 
+use opentelemetry_proto::tonic::collector::logs::v1::ExportLogsServiceRequest;
 use opentelemetry_proto::tonic::collector::metrics::v1::ExportMetricsServiceRequest;
 use opentelemetry_proto::tonic::collector::trace::v1::ExportTraceServiceRequest;
 
@@ -185,19 +186,19 @@ impl Ingest {
         request: ExportTraceServiceRequest,
     ) -> Result<Acknowledged, ServiceError> {
         let (extracted, received_at) = self
-            .extract(move |received| {
-                let out = extract::extract_traces(&request, received);
-                Extracted {
-                    records: out.events.iter().map(encode::outcome_event).collect(),
-                    rejections: out.rejections,
-                    seen: out.outcome_events_seen,
-                    ignored: out.ignored_spans,
-                    redacted: out.redacted,
-                }
-            })
+            .extract(move |received| events(extract::extract_traces(&request, received)))
             .await?;
-        self.metrics.events_received(extracted.seen);
         self.metrics.ignored_spans(extracted.ignored);
+        self.deliver_events(extracted, received_at).await
+    }
+
+    /// Delivers the extracted `tool.outcome` events of one request, counting them.
+    async fn deliver_events(
+        &self,
+        extracted: Extracted,
+        received_at: u64,
+    ) -> Result<Acknowledged, ServiceError> {
+        self.metrics.events_received(extracted.seen);
         self.metrics.redacted_values(extracted.redacted);
         let accepted = extracted.records.len() as u64;
         self.deliver_all(extracted.records, &extracted.rejections, received_at)
@@ -208,6 +209,19 @@ impl Ingest {
             .accepted_events
             .fetch_add(accepted, Ordering::Relaxed);
         Ok(self.acknowledge(&extracted.rejections, "tool.outcome event(s)"))
+    }
+
+    /// Extracts the log-based `tool.outcome` events of a logs export and delivers them (and the
+    /// rejections) to Kafka, exactly as the span events of a trace export.
+    pub async fn export_logs(
+        &self,
+        request: ExportLogsServiceRequest,
+    ) -> Result<Acknowledged, ServiceError> {
+        let (extracted, received_at) = self
+            .extract(move |received| events(extract::extract_logs(&request, received)))
+            .await?;
+        self.metrics.ignored_log_records(extracted.ignored);
+        self.deliver_events(extracted, received_at).await
     }
 
     /// Extracts the `tool.outcomes` points of a metrics export and delivers them (and the
@@ -389,6 +403,17 @@ impl Ingest {
         self.metrics
             .rejected(&extract::count_by_reason(rejections), &message);
         Acknowledged { rejected, message }
+    }
+}
+
+/// The records of a trace or logs extract, encoded, with its counts.
+fn events(out: extract::EventsExtract<'_>) -> Extracted {
+    Extracted {
+        records: out.events.iter().map(encode::outcome_event).collect(),
+        rejections: out.rejections,
+        seen: out.outcome_events_seen,
+        ignored: out.ignored,
+        redacted: out.redacted,
     }
 }
 

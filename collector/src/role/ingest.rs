@@ -281,13 +281,14 @@ impl Collector {
         let ready = Arc::new(AtomicBool::new(false));
         let max_request_bytes = config.otlp.max_request_bytes.get();
 
-        let (traces, metrics_service) =
+        let (traces, metrics_service, logs) =
             grpc::services(ingest.clone(), auth.clone(), max_request_bytes);
         let grpc_server = tokio::spawn({
             let stopped = stopped.clone();
             async move {
                 grpc.add_service(traces)
                     .add_service(metrics_service)
+                    .add_service(logs)
                     .serve_with_incoming_shutdown(
                         tonic::transport::server::TcpIncoming::from(grpc_listener),
                         wait(stopped),

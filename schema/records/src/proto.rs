@@ -110,7 +110,7 @@ record! {
         reason: string = 2,
         /// What exactly was wrong, e.g. the attribute and (a bounded copy of) its value.
         detail: string = 3,
-        /// `traces` or `metrics`.
+        /// `traces`, `metrics` or `logs`.
         signal: string = 4,
         /// The sender's `service.name`, when known.
         service_name: string = 5,

@@ -108,7 +108,7 @@ pub mod column {
     pub const REASON: &str = "reason";
     /// What exactly was wrong.
     pub const DETAIL: &str = "detail";
-    /// `traces` or `metrics` for the collector's rejections; empty for the compactor's.
+    /// `traces`, `metrics` or `logs` for the collector's rejections; empty for the compactor's.
     pub const SIGNAL: &str = "signal";
     /// A bounded copy of the refused input.
     pub const INPUT: &str = "input";

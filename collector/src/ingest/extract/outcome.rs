@@ -6,7 +6,8 @@ use std::borrow::Cow;
 use candor_records::proto::{OutcomeCount, RECORD_SCHEMA_VERSION, Temporality};
 use candor_schema::names::{self, attr};
 use candor_schema::{AccessFailureKind, OutcomeClass, PartialKind, RetryAction};
-use opentelemetry_proto::tonic::common::v1::any_value;
+use opentelemetry_proto::tonic::common::v1::{KeyValue, any_value};
+use opentelemetry_proto::tonic::logs::v1::LogRecord;
 use opentelemetry_proto::tonic::metrics::v1::{NumberDataPoint, number_data_point};
 use opentelemetry_proto::tonic::trace::v1::span;
 use prost::Message as _;
@@ -15,14 +16,59 @@ use sha2::{Digest, Sha256};
 use super::attributes::{Attributes, Key};
 use super::{OutcomeEventRef, Received, Refusal, RejectReason, Service, content_id, refuse};
 
+/// A `tool.outcome` event as it came: a span event with its span's ids, or a log record whose
+/// event name is `tool.outcome` with the ids of the span it was recorded in.
+#[derive(Clone, Copy)]
+pub(super) struct EventInput<'a> {
+    pub trace_id: &'a [u8],
+    pub span_id: &'a [u8],
+    /// The event's name (`tool.outcome`).
+    pub name: &'a str,
+    pub time_unix_nano: u64,
+    pub dropped_attributes_count: u32,
+    pub attributes: &'a [KeyValue],
+}
+
+impl<'a> EventInput<'a> {
+    /// A span event of the span with these ids.
+    pub fn span_event(trace_id: &'a [u8], span_id: &'a [u8], event: &'a span::Event) -> Self {
+        Self {
+            trace_id,
+            span_id,
+            name: &event.name,
+            time_unix_nano: event.time_unix_nano,
+            dropped_attributes_count: event.dropped_attributes_count,
+            attributes: &event.attributes,
+        }
+    }
+
+    /// A log record with an event name. Its time is when the event happened, else when it was
+    /// observed (the log data model makes the first optional).
+    pub fn log_record(record: &'a LogRecord) -> Self {
+        Self {
+            trace_id: &record.trace_id,
+            span_id: &record.span_id,
+            name: &record.event_name,
+            time_unix_nano: if record.time_unix_nano != 0 {
+                record.time_unix_nano
+            } else {
+                record.observed_time_unix_nano
+            },
+            dropped_attributes_count: record.dropped_attributes_count,
+            attributes: &record.attributes,
+        }
+    }
+}
+
 pub(super) fn outcome_event<'a>(
-    trace_id: &'a [u8],
-    span_id: &'a [u8],
-    event: &'a span::Event,
+    event: EventInput<'a>,
     service: &Service<'a>,
     received: &Received<'a>,
     scratch: &mut Vec<u8>,
 ) -> Result<OutcomeEventRef<'a>, Refusal> {
+    let EventInput {
+        trace_id, span_id, ..
+    } = event;
     let trace: [u8; 16] = match trace_id.try_into() {
         Ok(id) if id != [0; 16] => id,
         _ => {
@@ -44,7 +90,7 @@ pub(super) fn outcome_event<'a>(
     if event.time_unix_nano == 0 {
         return Err(refuse(RejectReason::MissingTime, "the event has no time"));
     }
-    let attributes = Attributes::read(&event.attributes, received.limits)?;
+    let attributes = Attributes::read(event.attributes, received.limits)?;
     let class_text = attributes.required_string(Key::OutcomeClass)?;
     let class: OutcomeClass = class_text.parse().map_err(|err| {
         refuse(
@@ -114,7 +160,7 @@ pub(super) fn outcome_event<'a>(
     let tool_target = attributes.required_string(Key::ToolTarget)?;
     let text = |key| attributes.string(key).map(|value| value.map(Cow::Borrowed));
     Ok(OutcomeEventRef {
-        event_id: event_id(service, trace_id, span_id, event, scratch),
+        event_id: event_id(service, event, scratch),
         trace_id: trace,
         span_id: span,
         event_time_unix_nano: event.time_unix_nano,
@@ -147,26 +193,24 @@ pub(super) fn outcome_event<'a>(
 /// An event's id: the SHA-256 of its service, span and content, cut to 128 bits. The content is
 /// written out field by field into `scratch` (a buffer reused from event to event), each
 /// variable part after its length, so that two different events never hash alike while the
-/// same event always does, whether it came as protobuf or JSON and however often a client
-/// retried it.
+/// same event always does, whether it came as protobuf or JSON, as a span event or as a log
+/// record, and however often a client retried it.
 pub(super) fn event_id(
     service: &Service<'_>,
-    trace_id: &[u8],
-    span_id: &[u8],
-    event: &span::Event,
+    event: EventInput<'_>,
     scratch: &mut Vec<u8>,
 ) -> [u8; 16] {
     scratch.clear();
     let mut feed = Feed(scratch);
     feed.bytes(service.name.as_bytes());
     feed.bytes(service.instance.as_bytes());
-    feed.bytes(trace_id);
-    feed.bytes(span_id);
+    feed.bytes(event.trace_id);
+    feed.bytes(event.span_id);
     feed.bytes(event.name.as_bytes());
     feed.varint(event.time_unix_nano);
     feed.varint(u64::from(event.dropped_attributes_count));
     feed.varint(event.attributes.len() as u64);
-    for kv in &event.attributes {
+    for kv in event.attributes {
         feed.bytes(kv.key.as_bytes());
         feed.value(kv.value.as_ref().and_then(|v| v.value.as_ref()));
     }

@@ -31,6 +31,7 @@ pub use super::event::OutcomeEventRef;
 use super::event::hex;
 
 mod attributes;
+pub mod failure_type;
 mod outcome;
 mod redaction;
 

@@ -142,6 +142,7 @@ fn main() {
                     received_time_unix_nano: nanos(at),
                     collector_id: "bench".into(),
                     export_interval_ms: None,
+                    source: None,
                 };
                 offset += 1;
                 batch.push(record(

@@ -62,8 +62,13 @@ pub struct ListedFile {
 /// partition values as columns.
 #[derive(Debug)]
 pub struct TableFiles {
-    /// What a question sees: the file columns, then the partition columns.
+    /// What a question sees: the table's columns in the table's order.
     schema: SchemaRef,
+    /// What the scan reads: the file columns, then the partition columns (DataFusion's order),
+    /// which the statistics follow.
+    scan_schema: SchemaRef,
+    /// For each column of `schema`, its position in `scan_schema`.
+    order: Vec<usize>,
     /// The columns the files hold.
     file_schema: SchemaRef,
     /// The columns the log's partition values give.
@@ -114,7 +119,9 @@ impl TableFiles {
         listed: Vec<ListedFile>,
     ) -> Result<Self, FilesError> {
         // A column added to a table after its first version follows its partition columns in
-        // the table's schema; a question sees the partition columns last.
+        // the table's schema, while the scan reads the partition columns last; a question sees
+        // the table's order.
+        let table_schema = Arc::clone(&schema);
         let partition_fields = partition_columns
             .iter()
             .map(|name| {
@@ -138,6 +145,17 @@ impl TableFiles {
                 .chain(partition_fields.iter().cloned())
                 .collect::<Vec<_>>(),
         ));
+        let order = table_schema
+            .fields()
+            .iter()
+            .map(|field| {
+                // `schema` holds every column of the table: the partition columns, and the rest
+                // as the files hold them.
+                schema
+                    .index_of(field.name())
+                    .expect("every table column is in the scan's schema")
+            })
+            .collect();
         let store = ObjectStoreUrl::parse(format!(
             "{}://{}",
             table_url.scheme(),
@@ -224,7 +242,9 @@ impl TableFiles {
             files.push(partitioned);
         }
         Ok(Self {
-            schema,
+            schema: table_schema,
+            scan_schema: schema,
+            order,
             file_schema,
             partition_fields,
             store,
@@ -252,6 +272,8 @@ impl TableFiles {
             .collect();
         Self {
             schema: Arc::clone(&self.schema),
+            scan_schema: Arc::clone(&self.scan_schema),
+            order: self.order.clone(),
             file_schema: Arc::clone(&self.file_schema),
             partition_fields: self.partition_fields.clone(),
             store: self.store.clone(),
@@ -274,15 +296,15 @@ impl TableFiles {
         let Some(filter) = conjunction(filters.iter().cloned()) else {
             return Ok(all);
         };
-        let schema = Arc::clone(&self.schema).to_dfschema()?;
+        let schema = Arc::clone(&self.scan_schema).to_dfschema()?;
         let physical = state.create_physical_expr(filter, &schema)?;
         match PruningPredicateBuilder::new()
-            .with_file_schema(Arc::clone(&self.schema))
+            .with_file_schema(Arc::clone(&self.scan_schema))
             .build(physical)
         {
             Some(predicate) => predicate.prune(&PrunableStatistics::new(
                 self.statistics.clone(),
-                Arc::clone(&self.schema),
+                Arc::clone(&self.scan_schema),
             )),
             None => Ok(all),
         }
@@ -363,7 +385,11 @@ impl TableProvider for TableFiles {
             .collect();
         let config = FileScanConfigBuilder::new(self.store.clone(), Arc::new(source))
             .with_file_groups(groups)
-            .with_projection_indices(projection.cloned())?
+            // The table's columns, as asked for, from the scan's order.
+            .with_projection_indices(Some(projection.map_or_else(
+                || self.order.clone(),
+                |asked| asked.iter().map(|&index| self.order[index]).collect(),
+            )))?
             .with_limit(limit)
             .build();
         Ok(DataSourceExec::from_data_source(config))

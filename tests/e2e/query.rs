@@ -86,6 +86,7 @@ impl Series<'_> {
             received_time_unix_nano: u64::try_from(time).unwrap(),
             collector_id: "golden".into(),
             export_interval_ms: None,
+            source: None,
         }
     }
 }

@@ -757,6 +757,7 @@ mod tests {
                 time_unix_nano: 1_700_000_000_000_000_000,
                 temporality: 2,
                 export_interval_ms: interval,
+                source: interval.map(|_| "adapter".to_owned()),
                 ..Default::default()
             };
             (meta, Row::Count(Box::new(count)))
@@ -840,9 +841,10 @@ mod tests {
                 .expect("register");
             let batches = context
                 .sql(&format!(
-                    "SELECT {}, {} FROM counts ORDER BY {}",
+                    "SELECT {}, {}, {} FROM counts ORDER BY {}",
                     column::POINT_ID,
                     column::EXPORT_INTERVAL_MS,
+                    column::SOURCE,
                     column::POINT_ID
                 ))
                 .await
@@ -863,21 +865,34 @@ mod tests {
                     .as_any()
                     .downcast_ref::<Int64Array>()
                     .expect("intervals");
+                let sources = deltalake::arrow::compute::cast(
+                    batch.column(2),
+                    &deltalake::arrow::datatypes::DataType::Utf8,
+                )
+                .expect("text");
+                let sources = sources
+                    .as_any()
+                    .downcast_ref::<StringArray>()
+                    .expect("sources");
                 for i in 0..batch.num_rows() {
                     let interval = (!intervals.is_null(i)).then(|| intervals.value(i));
-                    values.push((ids.value(i).to_owned(), interval));
+                    let source = (!sources.is_null(i)).then(|| sources.value(i).to_owned());
+                    values.push((ids.value(i).to_owned(), interval, source));
                 }
             }
             (fields, values)
         });
         assert_eq!(
-            fields.last().map(String::as_str),
-            Some(column::EXPORT_INTERVAL_MS),
+            fields[fields.len() - 2..],
+            [column::EXPORT_INTERVAL_MS, column::SOURCE],
             "{fields:?}"
         );
         assert_eq!(
             values,
-            [("new".to_owned(), Some(10_000)), ("old".to_owned(), None)]
+            [
+                ("new".to_owned(), Some(10_000), Some("adapter".to_owned())),
+                ("old".to_owned(), None, None)
+            ]
         );
         std::fs::remove_dir_all(&root).expect("clean up");
     }

@@ -3,6 +3,7 @@
 
 use std::borrow::Cow;
 
+use candor_records::proto::OutcomeSource;
 use candor_records::proto::{EventFields, OutcomeEvent, RECORD_SCHEMA_VERSION};
 use candor_records::record::wire::WireText;
 use candor_schema::{FailureKind, OutcomeClass, RetryAction};
@@ -60,6 +61,8 @@ pub struct OutcomeEventRef<'a> {
     pub received_time_unix_nano: u64,
     /// The collector's id.
     pub collector_id: &'a str,
+    /// Where the outcome came from.
+    pub source: OutcomeSource,
 }
 
 impl From<&OutcomeEventRef<'_>> for OutcomeEvent {
@@ -109,6 +112,7 @@ impl OutcomeEventRef<'_> {
             authority: optional(&self.authority),
             received_time_unix_nano: self.received_time_unix_nano,
             collector_id: text(self.collector_id),
+            source: Some(text(self.source.as_str())),
         }
     }
 }
@@ -203,6 +207,7 @@ pub(crate) mod tests {
             authority: texts.map(Cow::Borrowed),
             received_time_unix_nano: 1_800_000_000_200_000_000,
             collector_id: "c-1",
+            source: OutcomeSource::Adapter,
         }
     }
 

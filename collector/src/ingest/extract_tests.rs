@@ -336,6 +336,7 @@ fn a_good_access_failure_event_becomes_one_complete_record() {
         authority: Some("svc".to_owned()),
         received_time_unix_nano: RECEIVED_TIME,
         collector_id: COLLECTOR.to_owned(),
+        source: Some("adapter".to_owned()),
     };
     assert_eq!(record, &expected, "good access_failure: every field");
     assert_eq!(

@@ -65,6 +65,10 @@ record! {
         received_time_unix_nano: fixed64 = 23 => RECEIVED_TIME as Time,
         /// The collector that received it.
         collector_id: string = 24 => COLLECTOR_ID as Text,
+        /// Where the outcome came from ([`OutcomeSource`]): `adapter` for an adapter's
+        /// own event; absent in records written before sources were told apart, all of which
+        /// are an adapter's.
+        source: string optional = 25 => SOURCE as OptText,
     }
 }
 
@@ -100,6 +104,8 @@ record! {
         /// the time until its next export, 0 when this was its final export at shutdown;
         /// absent when the sender does not send the gauge.
         export_interval_ms: uint64 optional = 14 => EXPORT_INTERVAL_MS as OptLong,
+        /// Where the count came from ([`OutcomeSource`]), as on `OutcomeEvent.source`.
+        source: string optional = 15 => SOURCE as OptText,
     }
 }
 
@@ -145,6 +151,43 @@ record! {
         accepted_counts: uint64 = 7 => ACCEPTED_COUNTS as Long,
         /// Events and points refused since the previous heartbeat.
         rejected: uint64 = 8 => REJECTED_RECORDS as Long,
+    }
+}
+
+/// Where an outcome came from: an adapter's own declaration, or a call derived from the
+/// telemetry a fleet already emits (issue-level detail in ARCHITECTURE.md).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum OutcomeSource {
+    /// A `tool.outcome` event or a `tool.outcomes` point an adapter sent.
+    Adapter,
+    /// A GenAI `execute_tool` span.
+    Genai,
+    /// An MCP `tools/call` span.
+    Mcp,
+    /// An HTTP client span.
+    Http,
+}
+
+impl OutcomeSource {
+    /// Every source.
+    pub const ALL: &'static [OutcomeSource] = &[Self::Adapter, Self::Genai, Self::Mcp, Self::Http];
+
+    /// The stored spelling.
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            Self::Adapter => "adapter",
+            Self::Genai => "genai",
+            Self::Mcp => "mcp",
+            Self::Http => "http",
+        }
+    }
+
+    /// The source spelled by `bytes`, if any.
+    pub fn from_bytes(bytes: &[u8]) -> Option<Self> {
+        Self::ALL
+            .iter()
+            .copied()
+            .find(|source| source.as_str().as_bytes() == bytes)
     }
 }
 

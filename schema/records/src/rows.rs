@@ -11,7 +11,7 @@ use std::sync::Arc;
 
 use crate::proto::{
     CountColumns, CountFields, EventColumns, Heartbeat, HeartbeatColumns, HeartbeatFields,
-    OutcomeCount, Rejected, Temporality,
+    OutcomeCount, OutcomeSource, Rejected, Temporality,
 };
 use crate::record::columns::{micros, timestamps};
 use crate::tables::{Arrival, RejectedSource, Table};
@@ -305,6 +305,9 @@ fn check(row: &Row) -> Result<(), Refusal> {
             if count.point_id.is_empty() {
                 return Err(refuse("missing_id", "point_id is empty"));
             }
+            if let Some(source) = &count.source {
+                source_of(source.as_bytes())?;
+            }
         }
         Row::Heartbeat(beat) => {
             version(beat.schema_version)?;
@@ -321,6 +324,16 @@ fn check(row: &Row) -> Result<(), Refusal> {
         Row::Event(_) | Row::Rejected(_) => {}
     }
     Ok(())
+}
+
+/// A row's `source`, which must be one of [`OutcomeSource`]'s.
+fn source_of(bytes: &[u8]) -> Result<OutcomeSource, Refusal> {
+    OutcomeSource::from_bytes(bytes).ok_or_else(|| {
+        refuse(
+            "unknown_source",
+            format!("source {:?}", String::from_utf8_lossy(bytes)),
+        )
+    })
 }
 
 fn vocab<T: std::str::FromStr>(reason: &'static str, value: &str) -> Result<(), Refusal>
@@ -601,6 +614,38 @@ mod tests {
             assert_eq!(rejected.input, payload);
             assert_eq!(rejected.source, RejectedSource::Compactor);
         }
+        // A source outside the closed set, on an event and on a count.
+        let unknown_source = OutcomeEvent {
+            source: Some("rumour".into()),
+            ..event("t", "partial")
+        };
+        let (_, row) = decode(
+            &record(Table::OutcomeEvents, unknown_source.encode_to_vec()),
+            &BOUNDS,
+            "k",
+        );
+        assert!(
+            matches!(&row, Row::Rejected(r) if r.reason == "unknown_source"),
+            "{row:?}"
+        );
+        let count = OutcomeCount {
+            point_id: "p".into(),
+            outcome_class: "success".into(),
+            temporality: Temporality::Cumulative as i32,
+            time_unix_nano: u64::try_from(NOW_MS).unwrap() * 1_000_000,
+            source: Some("rumour".into()),
+            schema_version: 1,
+            ..Default::default()
+        };
+        let (_, row) = decode(
+            &record(Table::OutcomeCounts, count.encode_to_vec()),
+            &BOUNDS,
+            "k",
+        );
+        assert!(
+            matches!(&row, Row::Rejected(r) if r.reason == "unknown_source"),
+            "{row:?}"
+        );
         let no_value = SourceRecord {
             payload: None,
             ..record(Table::Heartbeats, vec![])

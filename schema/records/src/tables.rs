@@ -102,7 +102,10 @@ pub mod column {
     pub const VALUE: &str = "value";
     /// `delta`, `cumulative` or `unspecified`, as sent.
     pub const TEMPORALITY: &str = "temporality";
-    /// Who refused the input: `collector` or `compactor` ([`super::RejectedSource`]).
+    /// In `rejected`, who refused the input: `collector` or `compactor`
+    /// ([`super::RejectedSource`]). In `outcome_events` and `outcome_counts`, where the outcome
+    /// came from ([`crate::proto::OutcomeSource`]); null in rows written before sources were told
+    /// apart, all of which are an adapter's.
     pub const SOURCE: &str = "source";
     /// The rejection reason.
     pub const REASON: &str = "reason";
@@ -293,8 +296,9 @@ impl Table {
     /// the compactor evolved. Each is nullable: the rows written before it was added have none.
     pub fn added_columns(self) -> &'static [&'static str] {
         match self {
-            Self::OutcomeCounts => &[column::EXPORT_INTERVAL_MS],
-            Self::OutcomeEvents | Self::Rejected | Self::Heartbeats => &[],
+            Self::OutcomeEvents => &[column::SOURCE],
+            Self::OutcomeCounts => &[column::EXPORT_INTERVAL_MS, column::SOURCE],
+            Self::Rejected | Self::Heartbeats => &[],
         }
     }
 

@@ -23,6 +23,7 @@ pub fn mix(x: u64) -> u64 {
 /// one does.
 pub fn realistic_event(n: u64, slot_nanos: u64, step: u64) -> (String, Vec<u8>) {
     use candor_records::proto::OutcomeEvent;
+    use candor_records::proto::OutcomeSource;
     use prost::Message as _;
     let (call, attempt) = (n / 3, n % 3);
     let target = format!("https://api-{}.internal/v1/search", call % 50);
@@ -68,6 +69,7 @@ pub fn realistic_event(n: u64, slot_nanos: u64, step: u64) -> (String, Vec<u8>) 
         authority: None,
         received_time_unix_nano: event_nanos + 1_000_000 + mix(n ^ 0x7e7e) % 49_000_000,
         collector_id: "collector-1".into(),
+        source: Some(OutcomeSource::Adapter.as_str().into()),
     };
     (target, event.encode_to_vec())
 }
@@ -75,6 +77,7 @@ pub fn realistic_event(n: u64, slot_nanos: u64, step: u64) -> (String, Vec<u8>) 
 /// The counter points of `--counts`: for each of the 50 targets and each class, one cumulative
 /// point a minute from `first` to `last` (nanoseconds), the counter started at `first`.
 pub fn realistic_counts(first: u64, last: u64) -> Vec<(String, Vec<u8>)> {
+    use candor_records::proto::OutcomeSource;
     use candor_records::proto::{OutcomeCount, Temporality};
     use prost::Message as _;
     let minute = 60_000_000_000u64;
@@ -113,6 +116,7 @@ pub fn realistic_counts(first: u64, last: u64) -> Vec<(String, Vec<u8>)> {
                     received_time_unix_nano: at + 2_000_000,
                     collector_id: "collector-1".into(),
                     export_interval_ms: Some(60_000),
+                    source: Some(OutcomeSource::Adapter.as_str().into()),
                 };
                 points.push((target.clone(), count.encode_to_vec()));
             }

@@ -3,6 +3,7 @@
 
 use std::borrow::Cow;
 
+use candor_records::proto::OutcomeSource;
 use candor_records::proto::{OutcomeCount, RECORD_SCHEMA_VERSION, Temporality};
 use candor_schema::names::{self, attr};
 use candor_schema::{AccessFailureKind, OutcomeClass, PartialKind, RetryAction};
@@ -187,6 +188,7 @@ pub(super) fn outcome_event<'a>(
         authority: text(Key::Authority)?,
         received_time_unix_nano: received.time_unix_nano,
         collector_id: received.collector_id,
+        source: OutcomeSource::Adapter,
     })
 }
 
@@ -332,5 +334,6 @@ pub(super) fn outcome_count(
         collector_id: received.collector_id.to_owned(),
         // Set by the caller from the export's gauge, which is not part of the point.
         export_interval_ms: None,
+        source: Some(OutcomeSource::Adapter.as_str().to_owned()),
     })
 }

@@ -13,7 +13,7 @@ use std::ops::Range;
 
 use prost::Message as _;
 
-use super::{Refusal, long, micros, refuse, version};
+use super::{Refusal, long, micros, refuse, source_of, version};
 use crate::proto::OutcomeEvent;
 use candor_schema::vocab::{FailureKind, OutcomeClass, RetryAction, UnknownValue};
 
@@ -79,6 +79,9 @@ impl<T: AsRef<[u8]>> EventFields<T> {
         }
         if self.event_id.as_ref().is_empty() {
             return Err(refuse("missing_id", "event_id is empty"));
+        }
+        if let Some(source) = &self.source {
+            source_of(source.as_ref())?;
         }
         Ok(())
     }
@@ -233,6 +236,7 @@ mod tests {
                 proptest::option::of(texts()),
                 numbers(),
                 texts(),
+                proptest::option::of(texts()),
             ),
         )
             .prop_map(|(a, b, c, d, e)| OutcomeEvent {
@@ -260,6 +264,7 @@ mod tests {
                 authority: e.2,
                 received_time_unix_nano: e.3,
                 collector_id: e.4,
+                source: e.5,
             })
     }
 
@@ -340,6 +345,7 @@ mod tests {
                     retry_backoff_ms: first.retry_backoff_ms.map(|ms| ms >> 1),
                     partial_returned: first.partial_returned.map(|n| n >> 1),
                     partial_expected: first.partial_expected.map(|n| n >> 1),
+                    source: first.source.as_ref().map(|_| "adapter".to_owned()),
                     ..first
                 }
             } else {

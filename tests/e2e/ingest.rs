@@ -258,35 +258,45 @@ async fn invalid_events_are_rejected_by_name_and_kept_while_valid_ones_go_throug
         .await;
     assert_eq!(unknown, Some(1.0));
 
-    // What a person runs to look at the topic.
-    let output = tokio::process::Command::new(candor_e2e::target_dir().join("candor-collector"))
-        .args([
-            "read",
-            "--topic",
-            topic::REJECTED,
-            "--kafka-brokers",
-            &tansu.bootstrap,
-            "--idle",
-            "1s",
-        ])
-        .output()
-        .await
-        .unwrap();
-    assert!(
-        output.status.success(),
-        "{}",
-        String::from_utf8_lossy(&output.stderr)
-    );
-    let lines: Vec<serde_json::Value> = String::from_utf8(output.stdout)
-        .unwrap()
-        .lines()
-        .map(|line| serde_json::from_str(line).unwrap())
-        .collect();
-    let mut reasons: Vec<&str> = lines
-        .iter()
-        .map(|l| l["record"]["reason"].as_str().unwrap())
-        .collect();
-    reasons.sort();
+    // What a person runs to look at the topic. It stops after a second without a record, which
+    // a loaded machine can spend joining the topic before the first one: run it until it has
+    // read both.
+    let reasons = candor_e2e::wait_for(
+        "`candor-collector read` to print both rejections",
+        Duration::from_secs(60),
+        || async {
+            let output =
+                tokio::process::Command::new(candor_e2e::target_dir().join("candor-collector"))
+                    .args([
+                        "read",
+                        "--topic",
+                        topic::REJECTED,
+                        "--kafka-brokers",
+                        &tansu.bootstrap,
+                        "--idle",
+                        "1s",
+                    ])
+                    .output()
+                    .await
+                    .unwrap();
+            assert!(
+                output.status.success(),
+                "{}",
+                String::from_utf8_lossy(&output.stderr)
+            );
+            let mut reasons: Vec<String> = String::from_utf8(output.stdout)
+                .unwrap()
+                .lines()
+                .map(|line| {
+                    let line: serde_json::Value = serde_json::from_str(line).unwrap();
+                    line["record"]["reason"].as_str().unwrap().to_owned()
+                })
+                .collect();
+            reasons.sort();
+            (reasons.len() >= 2).then_some(reasons)
+        },
+    )
+    .await;
     assert_eq!(reasons, ["unknown_class", "value_too_long"]);
 }
 

@@ -545,6 +545,10 @@ impl Model {
     pub fn prune(&mut self, now: Micros) {
         let start = self.history_start(now);
         self.buckets = self.buckets.split_off(&start);
+        // An instance whose last point left the history is no longer judged, as its calls no
+        // longer are; otherwise one that died without a replacement would mark every panel
+        // partial for as long as the dashboards run.
+        self.instances.retain(|_, seen| seen.last >= start);
     }
 
     /// Calls and terminal failure events per call label set over `[since, until)`, summed by
@@ -946,5 +950,8 @@ mod tests {
             .map(|seen| (&*seen.instance, seen.replaced))
             .collect();
         assert_eq!(replaced, [("d-2", false), ("i-1", true)]);
+        // Once their last points leave the history, they are no longer judged.
+        m.prune(T0 + 7 * 60 * MINUTE);
+        assert!(m.instances().is_empty());
     }
 }

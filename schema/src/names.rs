@@ -65,6 +65,73 @@ pub mod resource {
     pub const SERVICE_INSTANCE_ID: &str = "service.instance.id";
 }
 
+/// OpenTelemetry's standard span attributes and values the collector derives outcomes from, for
+/// the calls that standard GenAI, MCP and HTTP client instrumentation traces (the contract's
+/// section 10.7). They are OpenTelemetry's names, not Candor's; they are spelled here so that
+/// the collector, its tests and its configuration's defaults share one spelling.
+pub mod semconv {
+    /// The GenAI operation: `execute_tool` on a tool call's span.
+    pub const GEN_AI_OPERATION_NAME: &str = "gen_ai.operation.name";
+    /// The value of [`GEN_AI_OPERATION_NAME`] on a tool call.
+    pub const EXECUTE_TOOL: &str = "execute_tool";
+    /// The tool's name, on GenAI and MCP spans.
+    pub const GEN_AI_TOOL_NAME: &str = "gen_ai.tool.name";
+    /// One tool call's id, shared by the GenAI and MCP spans of that call.
+    pub const GEN_AI_TOOL_CALL_ID: &str = "gen_ai.tool.call.id";
+    /// The MCP method: `tools/call` on a tool call's span.
+    pub const MCP_METHOD_NAME: &str = "mcp.method.name";
+    /// The value of [`MCP_METHOD_NAME`] on a tool call.
+    pub const MCP_TOOLS_CALL: &str = "tools/call";
+    /// A non-standard spelling of the tool's name some MCP instrumentations use.
+    pub const MCP_TOOL_NAME: &str = "mcp.tool.name";
+    /// A JSON-RPC error code, on an MCP span whose response was an error.
+    pub const RPC_RESPONSE_STATUS_CODE: &str = "rpc.response.status_code";
+    /// The HTTP method (stable name).
+    pub const HTTP_REQUEST_METHOD: &str = "http.request.method";
+    /// The HTTP method (the name older instrumentations still emit by default).
+    pub const HTTP_METHOD: &str = "http.method";
+    /// The HTTP status (the name older instrumentations emit; the stable one is
+    /// [`super::attr::HTTP_STATUS_CODE`]).
+    pub const HTTP_STATUS_CODE_OLD: &str = "http.status_code";
+    /// How often the request was sent again.
+    pub const HTTP_REQUEST_RESEND_COUNT: &str = "http.request.resend_count";
+    /// The request's full URL (stable name).
+    pub const URL_FULL: &str = "url.full";
+    /// The request's full URL (older name).
+    pub const HTTP_URL: &str = "http.url";
+    /// The URL's scheme.
+    pub const URL_SCHEME: &str = "url.scheme";
+    /// The low-cardinality route of the URL, e.g. `/users/{id}`.
+    pub const URL_TEMPLATE: &str = "url.template";
+    /// The server's host name or address.
+    pub const SERVER_ADDRESS: &str = "server.address";
+    /// The server's port.
+    pub const SERVER_PORT: &str = "server.port";
+    /// The transport, e.g. `pipe` for an MCP server on standard input and output.
+    pub const NETWORK_TRANSPORT: &str = "network.transport";
+    /// The span event that records an exception.
+    pub const EXCEPTION_EVENT: &str = "exception";
+    /// The exception's type, on [`EXCEPTION_EVENT`].
+    pub const EXCEPTION_TYPE: &str = "exception.type";
+
+    /// The names above that no other vocabulary spells as an ordinary word, for the check that
+    /// no other place spells them.
+    pub const ALL: &[&str] = &[
+        GEN_AI_OPERATION_NAME,
+        GEN_AI_TOOL_NAME,
+        GEN_AI_TOOL_CALL_ID,
+        MCP_METHOD_NAME,
+        MCP_TOOL_NAME,
+        RPC_RESPONSE_STATUS_CODE,
+        HTTP_REQUEST_METHOD,
+        HTTP_STATUS_CODE_OLD,
+        HTTP_REQUEST_RESEND_COUNT,
+        URL_TEMPLATE,
+        NETWORK_TRANSPORT,
+        EXCEPTION_TYPE,
+    ];
+}
+
 /// Kafka topics of the pipeline.
 pub mod topic {
     /// One record per `tool.outcome` event, keyed by target.

@@ -179,6 +179,14 @@ vocabulary! {
         MidStream => "mid_stream",
         /// The call's overall deadline ran out.
         Deadline => "deadline",
+        /// The host name could not be resolved.
+        Dns => "dns",
+        /// The TLS handshake or the server's certificate failed.
+        Tls => "tls",
+        /// The tool ran and reported an error in its result (an MCP result with `isError`).
+        ToolError => "tool_error",
+        /// An error no rule knows: `error_type` keeps what was sent.
+        Unknown => "unknown",
     }
 }
 
@@ -201,6 +209,14 @@ vocabulary! {
         Protocol => "protocol",
         /// The call's overall deadline ran out before any answer.
         Deadline => "deadline",
+        /// The host name could not be resolved.
+        Dns => "dns",
+        /// The TLS handshake or the server's certificate failed.
+        Tls => "tls",
+        /// The tool ran and reported an error in its result (an MCP result with `isError`).
+        ToolError => "tool_error",
+        /// An error no rule knows: `error_type` keeps what was sent.
+        Unknown => "unknown",
     }
 }
 
@@ -231,6 +247,10 @@ impl From<AccessFailureKind> for FailureKind {
             AccessFailureKind::ClientError => FailureKind::ClientError,
             AccessFailureKind::Protocol => FailureKind::Protocol,
             AccessFailureKind::Deadline => FailureKind::Deadline,
+            AccessFailureKind::Dns => FailureKind::Dns,
+            AccessFailureKind::Tls => FailureKind::Tls,
+            AccessFailureKind::ToolError => FailureKind::ToolError,
+            AccessFailureKind::Unknown => FailureKind::Unknown,
         }
     }
 }

@@ -191,6 +191,61 @@ impl OutcomeSource {
     }
 }
 
+impl OutcomeSource {
+    /// Whether the source is derived from standard telemetry rather than declared by an adapter.
+    pub const fn is_derived(self) -> bool {
+        !matches!(self, Self::Adapter)
+    }
+}
+
+/// What a point of `outcome_counts` counts: one of the contract's four classes, or, for a
+/// derived source, a call whose class its span cannot tell.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum CountClass {
+    /// One of the contract's classes. A derived source counts only `access_failure` this way.
+    Outcome(candor_schema::OutcomeClass),
+    /// A derived call without error: contact was made, and whether the answer was whole, empty
+    /// or cut off, its span cannot say. Never a success.
+    Unverified,
+    /// A derived call its caller cancelled: not a failure of the tool.
+    Cancelled,
+}
+
+impl CountClass {
+    /// The stored spelling.
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            Self::Outcome(class) => class.as_str(),
+            Self::Unverified => "unverified",
+            Self::Cancelled => "cancelled",
+        }
+    }
+
+    /// The class spelled `text` on a point of `source` (`None`: a point written before sources
+    /// were told apart, an adapter's), or why it cannot be one.
+    pub fn parse(text: &str, source: Option<OutcomeSource>) -> Result<Self, String> {
+        let derived = source.is_some_and(OutcomeSource::is_derived);
+        let source_name = source.unwrap_or(OutcomeSource::Adapter).as_str();
+        let class = match text {
+            "unverified" => Self::Unverified,
+            "cancelled" => Self::Cancelled,
+            _ => Self::Outcome(text.parse().map_err(|err| format!("{err}"))?),
+        };
+        let allowed = match class {
+            Self::Outcome(candor_schema::OutcomeClass::AccessFailure) => true,
+            Self::Outcome(_) => !derived,
+            Self::Unverified | Self::Cancelled => derived,
+        };
+        if allowed {
+            Ok(class)
+        } else {
+            Err(format!(
+                "class {text:?} is not counted for source {source_name}"
+            ))
+        }
+    }
+}
+
 /// How a count data point aggregates over time, as sent.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, ::prost::Enumeration)]
 #[repr(i32)]

@@ -10,8 +10,8 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 use crate::proto::{
-    CountColumns, CountFields, EventColumns, Heartbeat, HeartbeatColumns, HeartbeatFields,
-    OutcomeCount, OutcomeSource, Rejected, Temporality,
+    CountClass, CountColumns, CountFields, EventColumns, Heartbeat, HeartbeatColumns,
+    HeartbeatFields, OutcomeCount, OutcomeSource, Rejected, Temporality,
 };
 use crate::record::columns::{micros, timestamps};
 use crate::tables::{Arrival, RejectedSource, Table};
@@ -20,7 +20,6 @@ use arrow_array::{
     StringArray,
 };
 use arrow_schema::ArrowError;
-use candor_schema::vocab::OutcomeClass;
 use prost::Message as _;
 
 mod event;
@@ -296,7 +295,13 @@ fn check(row: &Row) -> Result<(), Refusal> {
     match row {
         Row::Count(count) => {
             version(count.schema_version)?;
-            vocab::<OutcomeClass>("unknown_class", &count.outcome_class)?;
+            let source = count
+                .source
+                .as_ref()
+                .map(|source| source_of(source.as_bytes()))
+                .transpose()?;
+            CountClass::parse(&count.outcome_class, source)
+                .map_err(|detail| refuse("unknown_class", detail))?;
             long("value", count.value)?;
             if Temporality::try_from(count.temporality).is_err() {
                 let detail = format!("temporality {}", count.temporality);
@@ -304,9 +309,6 @@ fn check(row: &Row) -> Result<(), Refusal> {
             }
             if count.point_id.is_empty() {
                 return Err(refuse("missing_id", "point_id is empty"));
-            }
-            if let Some(source) = &count.source {
-                source_of(source.as_bytes())?;
             }
         }
         Row::Heartbeat(beat) => {
@@ -334,16 +336,6 @@ fn source_of(bytes: &[u8]) -> Result<OutcomeSource, Refusal> {
             format!("source {:?}", String::from_utf8_lossy(bytes)),
         )
     })
-}
-
-fn vocab<T: std::str::FromStr>(reason: &'static str, value: &str) -> Result<(), Refusal>
-where
-    T::Err: std::fmt::Display,
-{
-    value
-        .parse::<T>()
-        .map(drop)
-        .map_err(|err| refuse(reason, err.to_string()))
 }
 
 /// The UTC day of a time in microseconds, as days since the epoch (the `date` column).
@@ -652,6 +644,87 @@ mod tests {
         };
         let (_, row) = decode(&no_value, &BOUNDS, "k");
         assert!(matches!(row, Row::Rejected(r) if r.reason == "no_payload"));
+    }
+
+    /// A derived source counts `access_failure`, `unverified` and `cancelled`, and never a
+    /// class its span cannot tell (`success`, `empty`, `partial`); an adapter counts the
+    /// contract's four classes and nothing else. A derived event is an `access_failure`, whose
+    /// retry action may be empty.
+    #[test]
+    fn derived_rows_hold_only_what_a_span_can_tell() {
+        let count = |class: &str, source: Option<&str>| {
+            let count = OutcomeCount {
+                point_id: "p".into(),
+                outcome_class: class.into(),
+                temporality: Temporality::Delta as i32,
+                time_unix_nano: u64::try_from(NOW_MS).unwrap() * 1_000_000,
+                source: source.map(str::to_owned),
+                schema_version: 1,
+                ..Default::default()
+            };
+            let (_, row) = decode(
+                &record(Table::OutcomeCounts, count.encode_to_vec()),
+                &BOUNDS,
+                "k",
+            );
+            match row {
+                Row::Count(_) => None,
+                Row::Rejected(rejected) => Some(rejected.reason),
+                other => panic!("{other:?}"),
+            }
+        };
+        for class in ["access_failure", "unverified", "cancelled"] {
+            for source in ["genai", "mcp", "http"] {
+                assert_eq!(count(class, Some(source)), None, "{class} {source}");
+            }
+        }
+        for class in ["success", "empty", "partial", "maybe"] {
+            assert_eq!(
+                count(class, Some("http")).as_deref(),
+                Some("unknown_class"),
+                "{class}"
+            );
+        }
+        for source in [None, Some("adapter")] {
+            assert_eq!(count("success", source), None);
+            assert_eq!(
+                count("unverified", source).as_deref(),
+                Some("unknown_class")
+            );
+            assert_eq!(count("cancelled", source).as_deref(), Some("unknown_class"));
+        }
+        let event = |class: &str, action: &str, source: &str| {
+            let event = OutcomeEvent {
+                retry_action: action.into(),
+                failure_kind: "timeout".into(),
+                source: Some(source.into()),
+                ..event("t", class)
+            };
+            let (_, row) = decode(
+                &record(Table::OutcomeEvents, event.encode_to_vec()),
+                &BOUNDS,
+                "k",
+            );
+            match row {
+                Row::Event(_) => None,
+                Row::Rejected(rejected) => Some(rejected.reason),
+                other => panic!("{other:?}"),
+            }
+        };
+        assert_eq!(event("access_failure", "", "genai"), None);
+        assert_eq!(event("access_failure", "exhausted", "http"), None);
+        assert_eq!(
+            event("partial", "", "mcp").as_deref(),
+            Some("unknown_class")
+        );
+        assert_eq!(
+            event("access_failure", "", "adapter").as_deref(),
+            Some("unknown_action")
+        );
+        assert_eq!(
+            event("access_failure", "maybe", "http").as_deref(),
+            Some("unknown_action")
+        );
     }
 
     #[test]

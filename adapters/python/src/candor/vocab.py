@@ -115,6 +115,14 @@ class FailureKind(Vocabulary):
     """The answer broke off while it was being received."""
     DEADLINE = "deadline"
     """The call's overall deadline ran out."""
+    DNS = "dns"
+    """The host name could not be resolved."""
+    TLS = "tls"
+    """The TLS handshake or the server's certificate failed."""
+    TOOL_ERROR = "tool_error"
+    """The tool ran and reported an error in its result (an MCP result with ``isError``)."""
+    UNKNOWN = "unknown"
+    """An error no rule knows: ``error_type`` keeps what was sent."""
 
 
 class AccessFailureKind(Vocabulary):
@@ -136,6 +144,14 @@ class AccessFailureKind(Vocabulary):
     """The response could not be understood."""
     DEADLINE = "deadline"
     """The call's overall deadline ran out before any answer."""
+    DNS = "dns"
+    """The host name could not be resolved."""
+    TLS = "tls"
+    """The TLS handshake or the server's certificate failed."""
+    TOOL_ERROR = "tool_error"
+    """The tool ran and reported an error in its result (an MCP result with ``isError``)."""
+    UNKNOWN = "unknown"
+    """An error no rule knows: ``error_type`` keeps what was sent."""
 
     @property
     def failure_kind(self) -> FailureKind:

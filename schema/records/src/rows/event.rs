@@ -14,7 +14,7 @@ use std::ops::Range;
 use prost::Message as _;
 
 use super::{Refusal, long, micros, refuse, source_of, version};
-use crate::proto::OutcomeEvent;
+use crate::proto::{OutcomeEvent, OutcomeSource};
 use candor_schema::vocab::{FailureKind, OutcomeClass, RetryAction, UnknownValue};
 
 pub use crate::proto::EventFields;
@@ -61,9 +61,28 @@ impl<T: AsRef<[u8]>> EventFields<T> {
     fn check(&self) -> Result<(), Refusal> {
         version(self.schema_version)?;
         let unknown = |reason| move |err: UnknownValue| refuse(reason, err.to_string());
-        OutcomeClass::from_bytes(self.outcome_class.as_ref()).map_err(unknown("unknown_class"))?;
+        let class = OutcomeClass::from_bytes(self.outcome_class.as_ref())
+            .map_err(unknown("unknown_class"))?;
         FailureKind::from_bytes(self.failure_kind.as_ref()).map_err(unknown("unknown_kind"))?;
-        RetryAction::from_bytes(self.retry_action.as_ref()).map_err(unknown("unknown_action"))?;
+        let source = match &self.source {
+            Some(source) => source_of(source.as_ref())?,
+            None => OutcomeSource::Adapter,
+        };
+        // A derived call is an event only when it failed, and no span says how it was retried:
+        // its action is empty.
+        if source.is_derived() {
+            if class != OutcomeClass::AccessFailure {
+                let detail = format!("a {} event of class {class}", source.as_str());
+                return Err(refuse("unknown_class", detail));
+            }
+            if !self.retry_action.as_ref().is_empty() {
+                RetryAction::from_bytes(self.retry_action.as_ref())
+                    .map_err(unknown("unknown_action"))?;
+            }
+        } else {
+            RetryAction::from_bytes(self.retry_action.as_ref())
+                .map_err(unknown("unknown_action"))?;
+        }
         for (field, value) in [
             ("retry_backoff_ms", self.retry_backoff_ms),
             ("partial_returned", self.partial_returned),
@@ -79,9 +98,6 @@ impl<T: AsRef<[u8]>> EventFields<T> {
         }
         if self.event_id.as_ref().is_empty() {
             return Err(refuse("missing_id", "event_id is empty"));
-        }
-        if let Some(source) = &self.source {
-            source_of(source.as_ref())?;
         }
         Ok(())
     }

@@ -22,6 +22,7 @@ use candor_service::config::{
 };
 use serde::Deserialize;
 
+pub use crate::ingest::extract::derived::DerivedConfig;
 pub use crate::spool::SpoolSettings;
 
 /// The error type and rules every service shares ([`candor_service::config`]), named from here too.
@@ -58,6 +59,13 @@ pub use candor_service::config::{BrokerAddr, ConfigError, parse_duration};
 /// | `spool.dir` | unset: no spool | a local directory where records Kafka cannot take yet are kept (fsynced) before the request is acknowledged, and drained to Kafka in order when it returns |
 /// | `spool.max_bytes` | `1073741824` (1 GiB) | most bytes of records spooled; past it, requests are answered "retry later" (UNAVAILABLE / 503) |
 /// | `spool.max_age` | `"24h"` | oldest a spooled record may grow; an older one is dropped unsent, counted and logged |
+/// | `derived.genai` | `true` | count the calls of GenAI `execute_tool` spans (contract section 10.7) |
+/// | `derived.mcp` | `true` | count the calls of MCP `tools/call` spans |
+/// | `derived.http` | `true` | count the calls of HTTP client spans |
+/// | `derived.tool_name_attributes` | `gen_ai.tool.name`, then `mcp.tool.name` | span attributes that name a GenAI or MCP call's tool, the first present winning |
+/// | `derived.tool_call_id_attributes` | `gen_ai.tool.call.id` | span attributes that identify one tool call across its GenAI and MCP spans |
+/// | `derived.max_targets_per_service` | `500` | most distinct derived targets kept per service; later ones are recorded as `other` and counted |
+/// | `derived.max_targets` | `200000` | most distinct derived targets kept over all services, which bounds the memory of the cap |
 ///
 /// Durations are numbers with units, added up: `250ms`, `5s`, `2m`, `1h 30m`, `2d` (see
 /// [`parse_duration`]).
@@ -88,6 +96,8 @@ pub struct RawConfig {
     pub metrics: RawMetrics,
     /// The `[spool]` section.
     pub spool: RawSpool,
+    /// The `[derived]` section.
+    pub derived: RawDerived,
 }
 
 /// `[otlp]` as written; keys and defaults in the table on [`RawConfig`].
@@ -245,6 +255,8 @@ pub struct Config {
     pub metrics: MetricsConfig,
     /// `[spool]`: `None` when `spool.dir` is unset.
     pub spool: Option<SpoolSettings>,
+    /// `[derived]`.
+    pub derived: DerivedConfig,
 }
 
 /// Validated `[otlp]`.
@@ -358,6 +370,75 @@ impl RawSpool {
     }
 }
 
+/// `[derived]` as written; keys and defaults in the table on [`RawConfig`].
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct RawDerived {
+    /// `derived.genai`.
+    pub genai: bool,
+    /// `derived.mcp`.
+    pub mcp: bool,
+    /// `derived.http`.
+    pub http: bool,
+    /// `derived.tool_name_attributes`.
+    pub tool_name_attributes: Vec<String>,
+    /// `derived.tool_call_id_attributes`.
+    pub tool_call_id_attributes: Vec<String>,
+    /// `derived.max_targets_per_service`.
+    pub max_targets_per_service: i64,
+    /// `derived.max_targets`.
+    pub max_targets: i64,
+}
+
+impl Default for RawDerived {
+    fn default() -> Self {
+        let config = DerivedConfig::default();
+        Self {
+            genai: config.genai,
+            mcp: config.mcp,
+            http: config.http,
+            tool_name_attributes: config.tool_name_attributes,
+            tool_call_id_attributes: config.tool_call_id_attributes,
+            max_targets_per_service: config.max_targets_per_service as i64,
+            max_targets: config.max_targets as i64,
+        }
+    }
+}
+
+impl RawDerived {
+    fn validate(self) -> Result<DerivedConfig, ConfigError> {
+        let count = |key: &str, value: i64| {
+            usize::try_from(value)
+                .ok()
+                .filter(|&n| n > 0)
+                .ok_or_else(|| invalid(key, value, "must be at least 1"))
+        };
+        for (key, names) in [
+            ("derived.tool_name_attributes", &self.tool_name_attributes),
+            (
+                "derived.tool_call_id_attributes",
+                &self.tool_call_id_attributes,
+            ),
+        ] {
+            if let Some(blank) = names.iter().find(|name| name.trim().is_empty()) {
+                return Err(invalid(key, blank, "names must not be blank"));
+            }
+        }
+        Ok(DerivedConfig {
+            genai: self.genai,
+            mcp: self.mcp,
+            http: self.http,
+            tool_name_attributes: self.tool_name_attributes,
+            tool_call_id_attributes: self.tool_call_id_attributes,
+            max_targets_per_service: count(
+                "derived.max_targets_per_service",
+                self.max_targets_per_service,
+            )?,
+            max_targets: count("derived.max_targets", self.max_targets)?,
+        })
+    }
+}
+
 /// Validated `[heartbeat]`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct HeartbeatConfig {
@@ -444,6 +525,7 @@ impl RawConfig {
                 addr: socket_addr("metrics.addr", &self.metrics.addr)?,
             },
             spool: self.spool.validate()?,
+            derived: self.derived.validate()?,
         })
     }
 }

@@ -56,6 +56,12 @@ pub mod names {
             "Metrics ignored for not being the outcome counter.";
         IGNORED_LOG_RECORDS_TOTAL = "candor_collector_ignored_log_records_total",
             "Log records ignored for not being an outcome event.";
+        DERIVED_CALLS_TOTAL = "candor_collector_derived_calls_total",
+            "Calls derived from standard spans (GenAI execute_tool, MCP tools/call, HTTP client), by source and class. A derived call without error is unverified, never a success: a derived failure rate is a lower bound.";
+        DERIVED_JOINED_TOTAL = "candor_collector_derived_joined_total",
+            "Derived spans counted as part of another span's call, by what counted it: adapter (an adapter declared the call) or derived (a GenAI or MCP span of the same call).";
+        DERIVED_TARGETS_FOLDED_TOTAL = "candor_collector_derived_targets_folded_total",
+            "Derived calls recorded with the target \"other\": their service had reached its cap of distinct derived targets.";
         REDACTED_VALUES_TOTAL = "candor_collector_redacted_values_total",
             "Values a credential was removed from before anything was recorded (targets, texts, copies of refused input).";
         RECORDS_PRODUCED_TOTAL = "candor_collector_records_produced_total",
@@ -117,6 +123,12 @@ pub mod names {
         pub const ERROR: &str = "error";
         /// See [`super::spool_action`].
         pub const ACTION: &str = "action";
+        /// Where a derived call came from: `genai`, `mcp` or `http`.
+        pub const SOURCE: &str = "source";
+        /// A derived call's class: `access_failure`, `unverified` or `cancelled`.
+        pub const CLASS: &str = "class";
+        /// What counted a joined span: `adapter` or `derived`.
+        pub const INTO: &str = "into";
     }
 
     /// Values of the `action` label of the spool's record counter.
@@ -218,6 +230,9 @@ pub struct CollectorMetrics {
     ignored_spans: Counter,
     ignored_metrics: Counter,
     ignored_log_records: Counter,
+    derived_calls: Family<Counter>,
+    derived_joined: Family<Counter>,
+    derived_targets_folded: Counter,
     redacted_values: Counter,
     heartbeats_sent: Counter,
     heartbeat_failures: Counter,
@@ -264,6 +279,9 @@ impl Default for CollectorMetrics {
             ignored_spans: m.counter(names::IGNORED_SPANS_TOTAL),
             ignored_metrics: m.counter(names::IGNORED_METRICS_TOTAL),
             ignored_log_records: m.counter(names::IGNORED_LOG_RECORDS_TOTAL),
+            derived_calls: m.counters(names::DERIVED_CALLS_TOTAL, &[label::SOURCE, label::CLASS]),
+            derived_joined: m.counters(names::DERIVED_JOINED_TOTAL, &[label::INTO]),
+            derived_targets_folded: m.counter(names::DERIVED_TARGETS_FOLDED_TOTAL),
             redacted_values: m.counter(names::REDACTED_VALUES_TOTAL),
             heartbeats_sent: m.counter(names::HEARTBEATS_SENT_TOTAL),
             heartbeat_failures: m.counter(names::HEARTBEAT_FAILURES_TOTAL),
@@ -355,6 +373,25 @@ impl CollectorMetrics {
     /// Counts log records skipped for not being an outcome event.
     pub fn ignored_log_records(&self, n: u64) {
         self.ignored_log_records.inc_by(n);
+    }
+    /// Counts what derivation made of one request's standard spans.
+    pub fn derived(&self, stats: &crate::ingest::extract::derived::DerivedStats) {
+        for (source, class, n) in &stats.calls {
+            self.derived_calls
+                .with(&[source.as_str(), class.as_str()])
+                .inc_by(*n);
+        }
+        if stats.joined_into_adapter > 0 {
+            self.derived_joined
+                .with(&["adapter"])
+                .inc_by(stats.joined_into_adapter);
+        }
+        if stats.joined_into_derived > 0 {
+            self.derived_joined
+                .with(&["derived"])
+                .inc_by(stats.joined_into_derived);
+        }
+        self.derived_targets_folded.inc_by(stats.folded_targets);
     }
     /// Counts values a credential was removed from.
     pub fn redacted_values(&self, n: u64) {

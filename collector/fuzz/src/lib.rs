@@ -10,10 +10,13 @@
 use std::io::Read as _;
 
 use candor_collector::ingest::decode::{self, Encoding, GunzipError};
+use candor_collector::ingest::extract::derived::Derivation;
 use candor_collector::ingest::extract::{
     self, Limits, MetricsExtract, Received, RejectReason, Rejection, Signal, TracesExtract,
 };
-use candor_records::proto::{OutcomeCount, OutcomeEvent, RECORD_SCHEMA_VERSION, Temporality};
+use candor_records::proto::{
+    CountClass, OutcomeCount, OutcomeEvent, OutcomeSource, RECORD_SCHEMA_VERSION, Temporality,
+};
 use candor_records::rows::{self, MAX_REJECTED_COPY_BYTES, Row, SourceRecord, TimeBounds};
 use candor_records::tables::{RejectedSource, Table};
 use candor_schema::names;
@@ -67,8 +70,12 @@ fn received(limits: &Limits) -> Received<'_> {
         collector_id: COLLECTOR_ID,
         time_unix_nano: RECEIVED_TIME_UNIX_NANO,
         limits,
+        derivation: &DERIVATION,
     }
 }
+
+/// The collector's default derivation of calls from standard spans.
+static DERIVATION: std::sync::LazyLock<Derivation> = std::sync::LazyLock::new(Derivation::default);
 
 // ---- the targets ------------------------------------------------------------------------------
 
@@ -213,16 +220,45 @@ pub fn check_traces(request: &ExportTraceServiceRequest) {
             "every {} event is seen",
             names::OUTCOME_EVENT
         );
+        let declared = out
+            .events
+            .iter()
+            .filter(|event| !event.source.is_derived())
+            .count() as u64;
+        let derived = &out.derived;
         assert_eq!(
-            out.events.len() as u64 + extract::rejected_count(&out.rejections),
+            declared + extract::rejected_count(&out.rejections) - derived.refused,
             out.outcome_events_seen,
             "records plus rejections account for every {} event",
             names::OUTCOME_EVENT
         );
         assert_eq!(
-            out.ignored, counts.spans_without_one,
-            "spans without an outcome event are counted as ignored"
+            out.ignored + derived.spans,
+            counts.spans_without_one,
+            "spans without an outcome event are derived calls or counted as ignored"
         );
+        let calls: u64 = derived.calls.iter().map(|(_, _, n)| n).sum();
+        assert_eq!(
+            calls + derived.joined_into_adapter + derived.joined_into_derived + derived.refused,
+            derived.spans,
+            "every derived span is counted, joined or refused"
+        );
+        let counted: u64 = out.counts.iter().map(|count| count.value).sum();
+        assert_eq!(counted, calls, "the points count every derived call");
+        let failed: u64 = derived
+            .calls
+            .iter()
+            .filter(|(_, class, _)| *class == CountClass::Outcome(OutcomeClass::AccessFailure))
+            .map(|(_, _, n)| n)
+            .sum();
+        assert_eq!(
+            out.events.len() as u64 - declared,
+            failed,
+            "one event per failed derived call"
+        );
+        for count in &out.counts {
+            check_count(count, &limits);
+        }
         check_rejections(&out.rejections, Signal::Traces, &limits);
         let overflow = out
             .outcome_events_seen
@@ -283,13 +319,28 @@ fn check_event(event: &OutcomeEvent, limits: &Limits) {
         event.outcome_class
     );
     assert!(event.failure_kind.parse::<FailureKind>().is_ok(), "kind");
-    assert!(event.retry_action.parse::<RetryAction>().is_ok(), "action");
-    assert!(
-        1 <= event.retry_attempt && event.retry_attempt <= event.retry_max_attempts,
-        "attempt {} of {}",
-        event.retry_attempt,
-        event.retry_max_attempts
-    );
+    let source = event
+        .source
+        .as_deref()
+        .and_then(|s| OutcomeSource::from_bytes(s.as_bytes()));
+    assert!(source.is_some(), "source {:?}", event.source);
+    if source.is_some_and(OutcomeSource::is_derived) {
+        // A derived call: a failure whose span says nothing of its retries.
+        assert!(
+            matches!(class, Ok(OutcomeClass::AccessFailure)),
+            "a derived event's class"
+        );
+        assert!(event.retry_action.is_empty(), "a derived event's action");
+        assert!(event.retry_attempt >= 1, "attempt {}", event.retry_attempt);
+    } else {
+        assert!(event.retry_action.parse::<RetryAction>().is_ok(), "action");
+        assert!(
+            1 <= event.retry_attempt && event.retry_attempt <= event.retry_max_attempts,
+            "attempt {} of {}",
+            event.retry_attempt,
+            event.retry_max_attempts
+        );
+    }
     for value in [&event.tool_name, &event.tool_target] {
         assert!(
             value.len() <= limits.max_value_bytes,
@@ -395,7 +446,17 @@ fn check_count(count: &OutcomeCount, limits: &Limits) {
     );
     assert!(is_hex(&count.point_id, 32), "point_id {:?}", count.point_id);
     assert_ne!(count.time_unix_nano, 0, "a point without a time");
-    assert!(count.outcome_class.parse::<OutcomeClass>().is_ok(), "class");
+    let source = count
+        .source
+        .as_deref()
+        .and_then(|s| OutcomeSource::from_bytes(s.as_bytes()));
+    assert!(source.is_some(), "source {:?}", count.source);
+    assert!(
+        CountClass::parse(&count.outcome_class, source).is_ok(),
+        "class {:?} of source {:?}",
+        count.outcome_class,
+        count.source
+    );
     assert!(
         count.temporality == Temporality::Delta as i32
             || count.temporality == Temporality::Cumulative as i32,

@@ -35,8 +35,8 @@ pub struct OutcomeEventRef<'a> {
     pub tool_target: Cow<'a, str>,
     /// `tool.failure.kind`.
     pub failure_kind: FailureKind,
-    /// `tool.retry.action`.
-    pub retry_action: RetryAction,
+    /// `tool.retry.action`; `None` for a derived call, whose span does not say.
+    pub retry_action: Option<RetryAction>,
     /// `tool.retry.attempt`.
     pub retry_attempt: u32,
     /// `tool.retry.max_attempts`.
@@ -99,7 +99,7 @@ impl OutcomeEventRef<'_> {
             tool_name: text(self.tool_name),
             tool_target: text(&self.tool_target),
             failure_kind: text(self.failure_kind.as_str()),
-            retry_action: text(self.retry_action.as_str()),
+            retry_action: text(self.retry_action.map_or("", RetryAction::as_str)),
             retry_attempt: self.retry_attempt,
             retry_max_attempts: self.retry_max_attempts,
             retry_backoff_ms: self.retry_backoff_ms,
@@ -194,7 +194,7 @@ pub(crate) mod tests {
             tool_name: "search",
             tool_target: Cow::Borrowed(target),
             failure_kind: FailureKind::TruncationMarker,
-            retry_action: RetryAction::AcceptPartial,
+            retry_action: Some(RetryAction::AcceptPartial),
             retry_attempt: 1,
             retry_max_attempts: 3,
             retry_backoff_ms: numbers,
@@ -241,7 +241,7 @@ pub(crate) mod tests {
             if access_failure {
                 event.outcome_class = OutcomeClass::AccessFailure;
                 event.failure_kind = FailureKind::Timeout;
-                event.retry_action = RetryAction::Retry;
+                event.retry_action = Some(RetryAction::Retry);
             }
             let payload = event.encode();
             prop_assert_eq!(payload.len(), event.fields().encoded_len());

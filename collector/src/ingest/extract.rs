@@ -31,10 +31,12 @@ pub use super::event::OutcomeEventRef;
 use super::event::hex;
 
 mod attributes;
+pub mod derived;
 pub mod failure_type;
 mod outcome;
 mod redaction;
 
+use derived::{Candidate, Derivation, DerivedStats};
 use outcome::{EventInput, outcome_count, outcome_event};
 pub use redaction::{redact_bytes, redact_count, redact_event};
 use redaction::{redact_json, scrub};
@@ -75,6 +77,8 @@ pub struct Received<'a> {
     pub time_unix_nano: u64,
     /// The bounds to apply.
     pub limits: &'a Limits,
+    /// How calls are derived from standard spans.
+    pub derivation: &'a Derivation,
 }
 
 /// Which OTLP signal a rejection came from.
@@ -207,12 +211,18 @@ pub fn rejected_count(rejections: &[Rejection]) -> u64 {
 /// What a trace or logs export request held.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct EventsExtract<'a> {
-    /// One record per valid `tool.outcome` event.
+    /// One record per valid `tool.outcome` event, and one per failed call derived from a
+    /// standard span.
     pub events: Vec<OutcomeEventRef<'a>>,
-    /// One per refused `tool.outcome` event.
+    /// The count points of the calls derived from standard spans.
+    pub counts: Vec<OutcomeCount>,
+    /// One per refused `tool.outcome` event or derived span.
     pub rejections: Vec<Rejection>,
-    /// Spans that carried no `tool.outcome` event, or log records that are not one.
+    /// Spans that carried no `tool.outcome` event and are no call of a derived source, or log
+    /// records that are not a `tool.outcome` event.
     pub ignored: u64,
+    /// What derivation made of the request's standard spans.
+    pub derived: DerivedStats,
     /// `tool.outcome` events seen, valid or not.
     pub outcome_events_seen: u64,
     /// Values a credential was removed from (in records and in rejections' copies).
@@ -284,12 +294,16 @@ fn service_of(resource: Option<&Resource>) -> Service<'_> {
     service
 }
 
-/// Extracts the `tool.outcome` events of a trace export request.
+/// Extracts the `tool.outcome` events of a trace export request, and the calls of the standard
+/// spans it carries ([`derived`]).
 pub fn extract_traces<'a>(
     request: &'a ExportTraceServiceRequest,
     received: &Received<'a>,
 ) -> TracesExtract<'a> {
     let mut events = EventCollector::new(Signal::Traces, received);
+    let mut services = Vec::with_capacity(request.resource_spans.len());
+    let mut candidates: Vec<Candidate<'a>> = Vec::new();
+    let mut adapter_spans = Vec::new();
     for resource_spans in &request.resource_spans {
         let service = service_of(resource_spans.resource.as_ref());
         for scope_spans in &resource_spans.scope_spans {
@@ -304,11 +318,62 @@ pub fn extract_traces<'a>(
                     let input = EventInput::span_event(&span.trace_id, &span.span_id, event);
                     events.offer(&service, input, event);
                 }
-                if !carried {
+                if carried || span.name == names::TOOL_CALL_SPAN {
+                    // An adapter's call: its own events and counter declare it.
+                    adapter_spans.push((span.trace_id.as_slice(), span.span_id.as_slice()));
+                    if !carried {
+                        events.out.ignored += 1;
+                    }
+                } else if let Some(source) = received.derivation.recognise(span) {
+                    candidates.push(Candidate {
+                        service: services.len(),
+                        span,
+                        source,
+                    });
+                } else {
                     events.out.ignored += 1;
                 }
             }
         }
+        services.push(service);
+    }
+    if !candidates.is_empty() {
+        let all_spans = || {
+            request
+                .resource_spans
+                .iter()
+                .flat_map(|r| &r.scope_spans)
+                .flat_map(|s| &s.spans)
+                .collect()
+        };
+        let derived = derived::derive(
+            &candidates,
+            &adapter_spans,
+            all_spans,
+            &services,
+            received,
+            received.derivation,
+        );
+        for (refusal, service, span) in derived.refusals {
+            let rejection = rejection(
+                refusal,
+                Signal::Traces,
+                &services[service],
+                span,
+                received.limits,
+                &mut events.out.redacted,
+            );
+            events.out.rejections.push(rejection);
+        }
+        for mut event in derived.events {
+            events.out.redacted += redact_event(&mut event);
+            events.out.events.push(event);
+        }
+        for mut count in derived.counts {
+            events.out.redacted += redact_count(&mut count);
+            events.out.counts.push(count);
+        }
+        events.out.derived = derived.stats;
     }
     events.finish()
 }
@@ -680,3 +745,7 @@ pub fn summarize(rejections: &[Rejection], what: &str) -> String {
 #[cfg(test)]
 #[path = "extract_tests.rs"]
 mod tests;
+
+#[cfg(test)]
+#[path = "extract/derived_tests.rs"]
+mod derived_tests;

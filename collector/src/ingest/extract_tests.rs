@@ -164,8 +164,12 @@ fn received(limits: &Limits) -> Received<'_> {
         collector_id: COLLECTOR,
         time_unix_nano: RECEIVED_TIME,
         limits,
+        derivation: &DERIVATION,
     }
 }
+
+/// The default derivation, shared by the tests that do not look at its target cap.
+static DERIVATION: std::sync::LazyLock<Derivation> = std::sync::LazyLock::new(Derivation::default);
 
 /// What a test looks at: an extract whose events are the records Kafka receives, decoded from
 /// the encoder's bytes, so that every extraction test checks the encoding as well.
@@ -408,6 +412,7 @@ fn event_id_is_deterministic_from_the_content() {
         collector_id: "c-2",
         time_unix_nano: RECEIVED_TIME + 5,
         limits: &limits,
+        derivation: &DERIVATION,
     };
     let retried = only_event_id(
         &request(vec![good_event()]),

@@ -8,6 +8,7 @@ use opentelemetry_proto::tonic::collector::logs::v1::ExportLogsServiceRequest;
 use opentelemetry_proto::tonic::collector::metrics::v1::ExportMetricsServiceRequest;
 use opentelemetry_proto::tonic::collector::trace::v1::ExportTraceServiceRequest;
 
+use super::extract::derived::{Derivation, DerivedStats};
 use super::extract::{self, Limits, Received, Rejection};
 use crate::error::{ErrorCode, ServiceError};
 use crate::metrics::CollectorMetrics;
@@ -39,6 +40,10 @@ impl Acknowledged {
 /// request itself is dropped.
 struct Extracted {
     records: Vec<KafkaRecord>,
+    /// Of `records`, the count points of derived calls.
+    derived_counts: u64,
+    /// What derivation made of the request's standard spans.
+    derived: DerivedStats,
     rejections: Vec<Rejection>,
     /// Events or points seen, valid or not.
     seen: u64,
@@ -70,6 +75,7 @@ pub struct Ingest {
     retry_after: Duration,
     since_heartbeat: SinceHeartbeat,
     spool: Option<Arc<Spool>>,
+    derivation: Arc<Derivation>,
 }
 
 /// Where a request's records went.
@@ -100,7 +106,14 @@ impl Ingest {
             retry_after,
             since_heartbeat: SinceHeartbeat::default(),
             spool: None,
+            derivation: Arc::default(),
         }
+    }
+
+    /// Derives calls from standard spans as `derivation` says (by default from every source).
+    pub fn with_derivation(mut self, derivation: Derivation) -> Self {
+        self.derivation = Arc::new(derivation);
+        self
     }
 
     /// Keeps what Kafka cannot take yet in `spool` and acknowledges it once it is durable there.
@@ -200,14 +213,20 @@ impl Ingest {
     ) -> Result<Acknowledged, ServiceError> {
         self.metrics.events_received(extracted.seen);
         self.metrics.redacted_values(extracted.redacted);
-        let accepted = extracted.records.len() as u64;
+        let derived_counts = extracted.derived_counts;
+        let accepted = extracted.records.len() as u64 - derived_counts;
         self.deliver_all(extracted.records, &extracted.rejections, received_at)
             .await?;
         self.metrics.events_accepted(accepted);
+        // Counted once Kafka holds them, so that a request answered "retry" counts once.
+        self.metrics.derived(&extracted.derived);
         let counts = &self.since_heartbeat;
         counts
             .accepted_events
             .fetch_add(accepted, Ordering::Relaxed);
+        counts
+            .accepted_counts
+            .fetch_add(derived_counts, Ordering::Relaxed);
         Ok(self.acknowledge(&extracted.rejections, "tool.outcome event(s)"))
     }
 
@@ -235,6 +254,8 @@ impl Ingest {
                 let out = extract::extract_metrics(&request, received);
                 Extracted {
                     records: out.counts.iter().map(encode::outcome_count).collect(),
+                    derived_counts: 0,
+                    derived: DerivedStats::default(),
                     rejections: out.rejections,
                     seen: out.points_seen,
                     ignored: out.ignored_metrics,
@@ -265,11 +286,13 @@ impl Ingest {
         let received_at = unix_nanos(SystemTime::now());
         let limits = self.limits;
         let collector_id = self.collector_id.clone();
+        let derivation = Arc::clone(&self.derivation);
         let extracted = tokio::task::spawn_blocking(move || {
             let received = Received {
                 collector_id: &collector_id,
                 time_unix_nano: received_at,
                 limits: &limits,
+                derivation: &derivation,
             };
             extract(&received)
         })
@@ -408,8 +431,12 @@ impl Ingest {
 
 /// The records of a trace or logs extract, encoded, with its counts.
 fn events(out: extract::EventsExtract<'_>) -> Extracted {
+    let mut records: Vec<KafkaRecord> = out.events.iter().map(encode::outcome_event).collect();
+    records.extend(out.counts.iter().map(encode::outcome_count));
     Extracted {
-        records: out.events.iter().map(encode::outcome_event).collect(),
+        records,
+        derived_counts: out.counts.len() as u64,
+        derived: out.derived,
         rejections: out.rejections,
         seen: out.outcome_events_seen,
         ignored: out.ignored,

@@ -12,6 +12,7 @@ use anyhow::{Context as _, bail};
 use candor_collector::config::{Config, RawConfig};
 use candor_collector::ingest::auth::BearerAuth;
 use candor_collector::ingest::extract::Limits;
+use candor_collector::ingest::extract::derived::Derivation;
 use candor_collector::ingest::service::{Delivered, Ingest, unix_nanos};
 use candor_collector::ingest::{grpc, http};
 use candor_collector::metrics::CollectorMetrics;
@@ -213,7 +214,8 @@ async fn build(config: Config) -> anyhow::Result<Collector> {
         collector_id.clone(),
         RETRY_AFTER,
         config.otlp.max_in_flight_requests.get(),
-    );
+    )
+    .with_derivation(Derivation::new(config.derived.clone()));
     if let Some(settings) = &config.spool {
         let spool = Spool::open(settings).context("spool.dir")?;
         let level = spool.level();

@@ -13,13 +13,14 @@ use std::error::Error;
 use std::io::Write as _;
 use std::path::{Path, PathBuf};
 
+use candor_collector::ingest::extract::derived::Derivation;
 use candor_collector::ingest::extract::{self, Limits, Received};
 use candor_collector_fuzz as checks;
 use candor_records::proto::{
     Heartbeat, OutcomeCount, OutcomeEvent, RECORD_SCHEMA_VERSION, Rejected,
 };
 use candor_records::tables::Table;
-use candor_schema::names::{self, attr, resource};
+use candor_schema::names::{self, attr, resource, semconv};
 use candor_schema::{AccessFailureKind, OutcomeClass, PartialKind, RetryAction};
 use opentelemetry_proto::tonic::collector::metrics::v1::ExportMetricsServiceRequest;
 use opentelemetry_proto::tonic::collector::trace::v1::ExportTraceServiceRequest;
@@ -29,7 +30,9 @@ use opentelemetry_proto::tonic::metrics::v1::{
     ScopeMetrics, Sum, metric, number_data_point,
 };
 use opentelemetry_proto::tonic::resource::v1::Resource;
-use opentelemetry_proto::tonic::trace::v1::{ResourceSpans, ScopeSpans, Span, span};
+use opentelemetry_proto::tonic::trace::v1::{
+    ResourceSpans, ScopeSpans, Span, Status, span, status,
+};
 use prost::Message as _;
 
 type Result<T> = std::result::Result<T, Box<dyn Error>>;
@@ -642,6 +645,88 @@ fn points_to_patch() -> ExportMetricsServiceRequest {
 
 // ---- the corpora ------------------------------------------------------------------------------
 
+/// Standard spans of every derived source, nested as real emitters nest them: an adapter's call
+/// with an HTTP span under it, a GenAI tool span with an MCP span and an HTTP span under it, a
+/// cancelled sibling, a failed HTTP span with a credential in its URL.
+fn derived_spans() -> ExportTraceServiceRequest {
+    let derived = |id: u8, parent: u8, kind: span::SpanKind, name: &str, attributes| Span {
+        parent_span_id: if parent == 0 {
+            Vec::new()
+        } else {
+            vec![parent; 8]
+        },
+        name: name.to_owned(),
+        kind: kind as i32,
+        attributes,
+        ..tool_span(id, Vec::new())
+    };
+    let failed = |mut span: Span, exception: &str| {
+        span.status = Some(Status {
+            code: status::StatusCode::Error as i32,
+            ..Default::default()
+        });
+        span.events.push(span::Event {
+            name: semconv::EXCEPTION_EVENT.to_owned(),
+            time_unix_nano: EVENT_TIME,
+            attributes: vec![text(semconv::EXCEPTION_TYPE, exception)],
+            ..Default::default()
+        });
+        span
+    };
+    let internal = span::SpanKind::Internal;
+    let client = span::SpanKind::Client;
+    let adapter = tool_span(1, Vec::new());
+    let under_adapter = derived(2, 1, client, "GET", vec![text(semconv::HTTP_METHOD, "GET")]);
+    let genai = derived(
+        3,
+        0,
+        internal,
+        "execute_tool fetch",
+        vec![
+            text(semconv::GEN_AI_OPERATION_NAME, semconv::EXECUTE_TOOL),
+            text(semconv::GEN_AI_TOOL_NAME, "fetch"),
+            text(semconv::GEN_AI_TOOL_CALL_ID, "call-1"),
+        ],
+    );
+    let mcp = derived(
+        4,
+        3,
+        client,
+        "MCP send tools/call fetch",
+        vec![
+            text(semconv::MCP_METHOD_NAME, semconv::MCP_TOOLS_CALL),
+            text(attr::ERROR_TYPE, "tool_error"),
+            int(semconv::RPC_RESPONSE_STATUS_CODE, -32603),
+        ],
+    );
+    let request = failed(
+        derived(
+            5,
+            3,
+            client,
+            "GET",
+            vec![
+                text(semconv::HTTP_REQUEST_METHOD, "GET"),
+                text(
+                    semconv::URL_FULL,
+                    "https://u:secret@api.test:8443/v1/x?token=t",
+                ),
+                text(semconv::URL_TEMPLATE, "/v1/{id}"),
+                int(attr::HTTP_STATUS_CODE, 503),
+            ],
+        ),
+        "httpx.HTTPStatusError",
+    );
+    let cancelled = failed(
+        derived(6, 0, internal, "execute_tool slow", Vec::new()),
+        "asyncio.exceptions.CancelledError",
+    );
+    traces_of(vec![(
+        Some(service("agent")),
+        vec![adapter, under_adapter, genai, mcp, request, cancelled],
+    )])
+}
+
 fn otlp_traces(root: &Path) -> Result<usize> {
     let mut corpus = Corpus::open(root, "otlp_traces", checks::otlp_traces)?;
     let seeds = [
@@ -653,6 +738,7 @@ fn otlp_traces(root: &Path) -> Result<usize> {
         ("wrong-types", wrong_types()),
         ("bad-ids-and-times", bad_ids()),
         ("many-events", many_events()),
+        ("derived-spans", derived_spans()),
     ];
     for (name, request) in seeds {
         corpus.add(name, &request.encode_to_vec())?;
@@ -761,6 +847,7 @@ fn kafka_record(root: &Path) -> Result<usize> {
         collector_id: checks::COLLECTOR_ID,
         time_unix_nano: checks::RECEIVED_TIME_UNIX_NANO,
         limits: &limits,
+        derivation: &Derivation::default(),
     };
     let request = every_class();
     let traces = extract::extract_traces(&request, &received);

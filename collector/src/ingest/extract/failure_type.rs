@@ -25,67 +25,8 @@
 //!
 //! Timeouts are matched before connections, so `ConnectTimeout` is a timeout.
 
-/// The kind of a derived failure: the contract's access-failure kinds, and the kinds only
-/// standard telemetry can tell apart.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub enum DerivedKind {
-    /// No answer within the time allowed.
-    Timeout,
-    /// The caller was refused for too many requests.
-    RateLimited,
-    /// The caller was not authenticated or not allowed.
-    Auth,
-    /// The host name could not be resolved.
-    Dns,
-    /// The connection could not be made, or was refused or reset.
-    Connect,
-    /// The TLS handshake or the certificate failed.
-    Tls,
-    /// The server failed (HTTP 5xx, a JSON-RPC internal or server error).
-    ServerError,
-    /// The request was refused as wrong (HTTP 4xx, a JSON-RPC invalid request).
-    ClientError,
-    /// The answer could not be parsed.
-    Protocol,
-    /// The tool ran and reported an error in its result (MCP `isError`).
-    ToolError,
-    /// An identifier no rule knows; its text is kept.
-    Unknown,
-}
-
-impl DerivedKind {
-    /// Every kind.
-    pub const ALL: &'static [DerivedKind] = &[
-        Self::Timeout,
-        Self::RateLimited,
-        Self::Auth,
-        Self::Dns,
-        Self::Connect,
-        Self::Tls,
-        Self::ServerError,
-        Self::ClientError,
-        Self::Protocol,
-        Self::ToolError,
-        Self::Unknown,
-    ];
-
-    /// The stored spelling.
-    pub const fn as_str(self) -> &'static str {
-        match self {
-            Self::Timeout => "timeout",
-            Self::RateLimited => "rate_limited",
-            Self::Auth => "auth",
-            Self::Dns => "dns",
-            Self::Connect => "connect",
-            Self::Tls => "tls",
-            Self::ServerError => "server_error",
-            Self::ClientError => "client_error",
-            Self::Protocol => "protocol",
-            Self::ToolError => "tool_error",
-            Self::Unknown => "unknown",
-        }
-    }
-}
+/// A derived failure's kind: one of the contract's access failure kinds.
+pub use candor_schema::AccessFailureKind as DerivedKind;
 
 /// What a span says of its call's error, as standard telemetry records it.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -405,12 +346,5 @@ mod tests {
             }),
             DerivedOutcome::Contact
         );
-    }
-
-    #[test]
-    fn every_kind_has_its_own_spelling() {
-        let spellings: std::collections::BTreeSet<&str> =
-            DerivedKind::ALL.iter().map(|kind| kind.as_str()).collect();
-        assert_eq!(spellings.len(), DerivedKind::ALL.len());
     }
 }

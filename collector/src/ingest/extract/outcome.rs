@@ -171,7 +171,7 @@ pub(super) fn outcome_event<'a>(
         tool_name,
         tool_target: Cow::Borrowed(tool_target),
         failure_kind: kind,
-        retry_action: action,
+        retry_action: Some(action),
         retry_attempt: attempt,
         retry_max_attempts: max_attempts,
         retry_backoff_ms: backoff,

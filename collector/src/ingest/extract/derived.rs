@@ -1,0 +1,803 @@
+//! Outcomes derived from the spans that standard instrumentation already emits (the contract's
+//! section 10.7): GenAI `execute_tool` spans, MCP `tools/call` spans and HTTP client spans.
+//!
+//! Such a span carries no Candor class. A span with `error.type`, or with status ERROR, is a
+//! failed call ([`super::failure_type::classify`]), stored as an `access_failure` event of its source;
+//! a span without error says only that contact was made, so it is counted as `unverified`,
+//! never as a success. Every recognised call is counted in a delta point of `outcome_counts`
+//! per service, instance, source, tool, target, class and minute, which gives a derived group
+//! a denominator without a counter.
+//!
+//! **One call counted once**, decided here, within one request:
+//! - a derived span under an adapter's `tool.call` span (or the adapter's span itself) is the
+//!   adapter's call: its declaration wins and the derived span is not counted;
+//! - GenAI and MCP spans of one call (nested, or sharing `gen_ai.tool.call.id` in one trace)
+//!   count once, as the outermost of them, failed when any of them failed;
+//! - an HTTP span under a GenAI or MCP span is a request the tool made, and counts on its own.
+//!
+//! Spans of one call that travel in different requests are not joined (see ARCHITECTURE.md).
+
+use std::borrow::Cow;
+use std::collections::{HashMap, HashSet};
+use std::sync::Mutex;
+
+use candor_records::proto::{
+    CountClass, OutcomeCount, OutcomeSource, RECORD_SCHEMA_VERSION, Temporality,
+};
+use candor_schema::names::{self, attr, semconv};
+use candor_schema::{FailureKind, OutcomeClass};
+use opentelemetry_proto::tonic::common::v1::{KeyValue, any_value};
+use opentelemetry_proto::tonic::trace::v1::{Span, span, status};
+use sha2::{Digest, Sha256};
+
+use super::failure_type::{DerivedOutcome, SpanError, classify};
+use super::{
+    OutcomeEventRef, Received, Refusal, RejectReason, Service, bounded, content_id, refuse,
+};
+
+/// What a target past a service's cap is recorded as.
+pub const OTHER_TARGET: &str = "other";
+
+/// How the collector derives outcomes from standard spans.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DerivedConfig {
+    /// Derive from GenAI `execute_tool` spans.
+    pub genai: bool,
+    /// Derive from MCP `tools/call` spans.
+    pub mcp: bool,
+    /// Derive from HTTP client spans.
+    pub http: bool,
+    /// The attributes that name a GenAI or MCP span's tool, the first present winning.
+    pub tool_name_attributes: Vec<String>,
+    /// The attributes that identify one tool call across its GenAI and MCP spans.
+    pub tool_call_id_attributes: Vec<String>,
+    /// The most distinct derived targets kept per service; later ones are recorded as
+    /// [`OTHER_TARGET`] and counted.
+    pub max_targets_per_service: usize,
+    /// The most distinct derived targets kept over all services, which bounds the memory the
+    /// cap needs.
+    pub max_targets: usize,
+}
+
+impl Default for DerivedConfig {
+    fn default() -> Self {
+        Self {
+            genai: true,
+            mcp: true,
+            http: true,
+            tool_name_attributes: vec![
+                semconv::GEN_AI_TOOL_NAME.to_owned(),
+                semconv::MCP_TOOL_NAME.to_owned(),
+            ],
+            tool_call_id_attributes: vec![semconv::GEN_AI_TOOL_CALL_ID.to_owned()],
+            max_targets_per_service: 500,
+            max_targets: 200_000,
+        }
+    }
+}
+
+/// The derivation: its configuration, and the derived targets each service has been seen with
+/// (the one state extraction keeps between requests).
+#[derive(Debug, Default)]
+pub struct Derivation {
+    config: DerivedConfig,
+    targets: Mutex<TargetBook>,
+}
+
+#[derive(Debug, Default)]
+struct TargetBook {
+    by_service: HashMap<String, HashSet<String>>,
+    total: usize,
+}
+
+impl Derivation {
+    /// A derivation configured by `config`.
+    pub fn new(config: DerivedConfig) -> Self {
+        Self {
+            config,
+            targets: Mutex::default(),
+        }
+    }
+
+    /// Its configuration.
+    pub fn config(&self) -> &DerivedConfig {
+        &self.config
+    }
+
+    /// Which source a span is a call of, if any: a cheap look at its kind, name and a few
+    /// attributes, done for every span that carries no `tool.outcome` event.
+    pub(super) fn recognise(&self, span: &Span) -> Option<OutcomeSource> {
+        let config = &self.config;
+        let mut genai = false;
+        let mut mcp = false;
+        let mut http = false;
+        for kv in &span.attributes {
+            match kv.key.as_str() {
+                semconv::GEN_AI_OPERATION_NAME => {
+                    genai = string(kv) == Some(semconv::EXECUTE_TOOL);
+                }
+                semconv::MCP_METHOD_NAME => {
+                    mcp = string(kv) == Some(semconv::MCP_TOOLS_CALL);
+                }
+                semconv::HTTP_REQUEST_METHOD | semconv::HTTP_METHOD => http = true,
+                _ => {}
+            }
+        }
+        if !genai {
+            genai = span
+                .name
+                .strip_prefix(semconv::EXECUTE_TOOL)
+                .is_some_and(|rest| rest.starts_with(' '));
+        }
+        if mcp {
+            config.mcp.then_some(OutcomeSource::Mcp)
+        } else if genai {
+            config.genai.then_some(OutcomeSource::Genai)
+        } else if http && span.kind == span::SpanKind::Client as i32 {
+            config.http.then_some(OutcomeSource::Http)
+        } else {
+            None
+        }
+    }
+}
+
+/// A span recognised as a derived call, waiting for the request's other spans.
+pub(super) struct Candidate<'a> {
+    /// Its resource's index in the request's list of services.
+    pub service: usize,
+    pub span: &'a Span,
+    pub source: OutcomeSource,
+}
+
+/// A span's place in its trace: (trace id, span id).
+pub(super) type SpanKey<'a> = (&'a [u8], &'a [u8]);
+
+/// What derivation made of one request.
+#[derive(Debug, Default, Clone, PartialEq)]
+pub struct DerivedStats {
+    /// Spans recognised as calls of a derived source: each is counted, joined into another
+    /// span's call, or refused.
+    pub spans: u64,
+    /// Calls refused, one rejection each (with the spans joined into them).
+    pub refused: u64,
+    /// Calls counted, by source and class.
+    pub calls: Vec<(OutcomeSource, CountClass, u64)>,
+    /// Derived spans not counted because an adapter's span declared their call.
+    pub joined_into_adapter: u64,
+    /// GenAI or MCP spans counted as part of another span of the same call.
+    pub joined_into_derived: u64,
+    /// Calls whose target was folded into [`OTHER_TARGET`] by the per-service cap.
+    pub folded_targets: u64,
+}
+
+/// The calls of one request's candidates: failure events, count points, refusals.
+pub(super) struct Derived<'a> {
+    pub events: Vec<OutcomeEventRef<'a>>,
+    pub counts: Vec<OutcomeCount>,
+    pub refusals: Vec<(Refusal, usize, &'a Span)>,
+    pub stats: DerivedStats,
+}
+
+/// Derives the calls of `candidates`; `adapter_spans` are the request's spans that an adapter
+/// declared (its `tool.call` spans), and `all_spans` every span of the request, for the joins.
+pub(super) fn derive<'a>(
+    candidates: &[Candidate<'a>],
+    adapter_spans: &[SpanKey<'a>],
+    all_spans: impl Fn() -> Vec<&'a Span>,
+    services: &[Service<'a>],
+    received: &Received<'a>,
+    derivation: &Derivation,
+) -> Derived<'a> {
+    let mut out = Derived {
+        events: Vec::new(),
+        counts: Vec::new(),
+        refusals: Vec::new(),
+        stats: DerivedStats::default(),
+    };
+    // Where each candidate's call is counted: itself, or the candidate that stands for the
+    // call (`None`: an adapter's span does).
+    out.stats.spans = candidates.len() as u64;
+    let mut stands_for: Vec<Option<usize>> = (0..candidates.len()).map(Some).collect();
+    if !adapter_spans.is_empty() || candidates.len() > 1 {
+        let adapter_spans: HashSet<SpanKey<'a>> = adapter_spans.iter().copied().collect();
+        join(
+            candidates,
+            &adapter_spans,
+            &all_spans(),
+            derivation,
+            &mut stands_for,
+        );
+    }
+    let mut members: Vec<Vec<usize>> = vec![Vec::new(); candidates.len()];
+    for (index, call) in stands_for.iter().enumerate() {
+        match call {
+            None => out.stats.joined_into_adapter += 1,
+            Some(call) => {
+                if *call != index {
+                    out.stats.joined_into_derived += 1;
+                }
+                members[*call].push(index);
+            }
+        }
+    }
+    let mut points: HashMap<PointKey, Point> = HashMap::new();
+    let mut book = derivation
+        .targets
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    for (index, call_members) in members.iter().enumerate() {
+        if call_members.is_empty() {
+            continue;
+        }
+        let candidate = &candidates[index];
+        let service = &services[candidate.service];
+        let call = match describe(candidate, derivation.config(), received) {
+            Ok(call) => call,
+            Err(refusal) => {
+                out.stats.refused += 1;
+                out.refusals
+                    .push((refusal, candidate.service, candidate.span));
+                continue;
+            }
+        };
+        // The outermost span names the call; the first failed span (the call's own, else the
+        // innermost failure, which says most) says how it ended.
+        let ending = std::iter::once(index)
+            .chain(call_members.iter().copied().filter(|m| *m != index))
+            .map(|member| (member, classify(span_error(candidates[member].span))))
+            .find(|(_, outcome)| !matches!(outcome, DerivedOutcome::Contact))
+            .unwrap_or((index, DerivedOutcome::Contact));
+        let target = book.admit(&service.name, call.target, derivation.config());
+        if target.folded {
+            out.stats.folded_targets += 1;
+        }
+        let class = match &ending.1 {
+            DerivedOutcome::Contact => CountClass::Unverified,
+            DerivedOutcome::Cancelled { .. } => CountClass::Cancelled,
+            DerivedOutcome::Failure { kind, error_type } => {
+                let failed = candidates[ending.0].span;
+                let facts = Facts::read(failed, derivation.config());
+                out.events.push(OutcomeEventRef {
+                    event_id: event_id(service, candidate.source, candidate.span),
+                    trace_id: call.trace_id,
+                    span_id: call.span_id,
+                    event_time_unix_nano: call.time_unix_nano,
+                    service_name: service.name.clone(),
+                    service_instance_id: service.instance.clone(),
+                    outcome_class: OutcomeClass::AccessFailure,
+                    tool_name: call.tool_name,
+                    tool_target: Cow::Owned(target.name.clone()),
+                    failure_kind: FailureKind::from(*kind),
+                    retry_action: None,
+                    retry_attempt: facts.attempt(),
+                    retry_max_attempts: 0,
+                    retry_backoff_ms: None,
+                    http_status_code: facts
+                        .http_status
+                        .and_then(|status| u16::try_from(status).ok())
+                        .map(u32::from),
+                    error_type: Some(Cow::Owned(
+                        bounded(error_type, received.limits.max_value_bytes).into_owned(),
+                    )),
+                    partial_returned: None,
+                    partial_expected: None,
+                    coverage: None,
+                    dropped: None,
+                    authority: None,
+                    received_time_unix_nano: received.time_unix_nano,
+                    collector_id: received.collector_id,
+                    source: candidate.source,
+                });
+                CountClass::Outcome(OutcomeClass::AccessFailure)
+            }
+        };
+        let key = PointKey {
+            service: candidate.service,
+            source: candidate.source,
+            tool: call.tool_name,
+            target: target.name,
+            class,
+            minute: call.time_unix_nano / NANOS_PER_MINUTE,
+        };
+        let point = points.entry(key).or_insert_with(|| Point {
+            start: call.time_unix_nano,
+            time: call.time_unix_nano,
+            value: 0,
+            ids: Sha256::new(),
+        });
+        point.start = point.start.min(call.time_unix_nano);
+        point.time = point.time.max(call.time_unix_nano);
+        point.value += 1;
+        point.ids.update(call.trace_id);
+        point.ids.update(call.span_id);
+    }
+    drop(book);
+    let mut calls: HashMap<(OutcomeSource, CountClass), u64> = HashMap::new();
+    for (key, point) in points {
+        *calls.entry((key.source, key.class)).or_default() += point.value;
+        let service = &services[key.service];
+        let ids = point.ids.finalize();
+        out.counts.push(OutcomeCount {
+            schema_version: RECORD_SCHEMA_VERSION,
+            point_id: content_id(&[
+                service.name.as_bytes(),
+                service.instance.as_bytes(),
+                key.source.as_str().as_bytes(),
+                key.class.as_str().as_bytes(),
+                &ids,
+            ]),
+            service_name: service.name.clone().into_owned(),
+            service_instance_id: service.instance.clone().into_owned(),
+            tool_name: key.tool.to_owned(),
+            tool_target: key.target,
+            outcome_class: key.class.as_str().to_owned(),
+            start_time_unix_nano: point.start,
+            time_unix_nano: point.time,
+            value: point.value,
+            temporality: Temporality::Delta.into(),
+            received_time_unix_nano: received.time_unix_nano,
+            collector_id: received.collector_id.to_owned(),
+            export_interval_ms: None,
+            source: Some(key.source.as_str().to_owned()),
+        });
+    }
+    // The points of one request in a stable order, so that a retried request is the same.
+    out.counts.sort_by(|a, b| a.point_id.cmp(&b.point_id));
+    let mut calls: Vec<_> = calls
+        .into_iter()
+        .map(|((source, class), n)| (source, class, n))
+        .collect();
+    calls.sort_unstable();
+    out.stats.calls = calls;
+    out
+}
+
+const NANOS_PER_MINUTE: u64 = 60_000_000_000;
+
+#[derive(PartialEq, Eq, Hash)]
+struct PointKey<'a> {
+    service: usize,
+    source: OutcomeSource,
+    tool: &'a str,
+    target: String,
+    class: CountClass,
+    minute: u64,
+}
+
+struct Point {
+    start: u64,
+    time: u64,
+    value: u64,
+    /// The calls' span ids, in request order: the point's identity.
+    ids: Sha256,
+}
+
+/// Decides which candidates' calls another span stands for (see the module's rules).
+fn join<'a>(
+    candidates: &[Candidate<'a>],
+    adapter_spans: &HashSet<SpanKey<'a>>,
+    all_spans: &[&'a Span],
+    derivation: &Derivation,
+    stands_for: &mut [Option<usize>],
+) {
+    let parents: HashMap<SpanKey<'a>, &'a [u8]> = all_spans
+        .iter()
+        .filter(|span| !span.parent_span_id.is_empty())
+        .map(|span| {
+            (
+                (span.trace_id.as_slice(), span.span_id.as_slice()),
+                span.parent_span_id.as_slice(),
+            )
+        })
+        .collect();
+    let candidate_at: HashMap<SpanKey<'a>, usize> = candidates
+        .iter()
+        .enumerate()
+        .map(|(index, c)| {
+            (
+                (c.span.trace_id.as_slice(), c.span.span_id.as_slice()),
+                index,
+            )
+        })
+        .collect();
+    let tool_call = |source: OutcomeSource| source != OutcomeSource::Http;
+    for (index, candidate) in candidates.iter().enumerate() {
+        let trace = candidate.span.trace_id.as_slice();
+        let mut at = candidate.span.span_id.as_slice();
+        // A cycle or a very deep trace stops the walk: the bound is far past real nesting.
+        for _ in 0..MAX_ANCESTORS {
+            let Some(parent) = parents.get(&(trace, at)) else {
+                break;
+            };
+            at = parent;
+            if adapter_spans.contains(&(trace, at)) {
+                stands_for[index] = None;
+                break;
+            }
+            if let Some(outer) = candidate_at.get(&(trace, at))
+                && tool_call(candidate.source)
+                && tool_call(candidates[*outer].source)
+            {
+                stands_for[index] = Some(*outer);
+            }
+        }
+    }
+    // Spans of one call that are not nested but share a tool call id: the first stands for it.
+    let ids = &derivation.config().tool_call_id_attributes;
+    let mut first_with_id: HashMap<(&[u8], &str), usize> = HashMap::new();
+    for (index, candidate) in candidates.iter().enumerate() {
+        let Some(call) = stands_for[index] else {
+            continue;
+        };
+        if !tool_call(candidate.source) {
+            continue;
+        }
+        let Some(id) = first_string(&candidate.span.attributes, ids) else {
+            continue;
+        };
+        let first = *first_with_id
+            .entry((candidate.span.trace_id.as_slice(), id))
+            .or_insert(call);
+        if first != call {
+            // Everything counted as `call` is now counted as `first`.
+            for slot in stands_for.iter_mut() {
+                if *slot == Some(call) {
+                    *slot = Some(first);
+                }
+            }
+        }
+    }
+}
+
+/// How far up a trace the join looks for the span that declared a call.
+const MAX_ANCESTORS: usize = 128;
+
+/// What names a derived call: its ids, time, tool and target.
+struct Call<'a> {
+    trace_id: [u8; 16],
+    span_id: [u8; 8],
+    time_unix_nano: u64,
+    tool_name: &'a str,
+    target: String,
+}
+
+fn describe<'a>(
+    candidate: &Candidate<'a>,
+    config: &DerivedConfig,
+    received: &Received<'_>,
+) -> Result<Call<'a>, Refusal> {
+    let span = candidate.span;
+    let trace_id: [u8; 16] = match span.trace_id.as_slice().try_into() {
+        Ok(id) if id != [0; 16] => id,
+        _ => {
+            return Err(refuse(
+                RejectReason::InvalidTraceId,
+                format!("trace id of {} bytes", span.trace_id.len()),
+            ));
+        }
+    };
+    let span_id: [u8; 8] = match span.span_id.as_slice().try_into() {
+        Ok(id) if id != [0; 8] => id,
+        _ => {
+            return Err(refuse(
+                RejectReason::InvalidSpanId,
+                format!("span id of {} bytes", span.span_id.len()),
+            ));
+        }
+    };
+    let time_unix_nano = if span.end_time_unix_nano != 0 {
+        span.end_time_unix_nano
+    } else {
+        span.start_time_unix_nano
+    };
+    if time_unix_nano == 0 {
+        return Err(refuse(RejectReason::MissingTime, "the span has no time"));
+    }
+    let limit = received.limits.max_value_bytes;
+    let facts = Facts::read(span, config);
+    let (tool_name, target) = match candidate.source {
+        OutcomeSource::Http => (http_method(facts.http_method), http_target(&facts)),
+        source => {
+            let tool = facts
+                .tool_name
+                .or_else(|| tool_in_span_name(&span.name, source))
+                .unwrap_or("unknown");
+            let target = match (facts.server_address, facts.server_port) {
+                (Some(host), Some(port)) => format!("{host}:{port}"),
+                (Some(host), None) => host.to_owned(),
+                (None, _) => match facts.network_transport {
+                    Some("pipe") => "stdio".to_owned(),
+                    Some(transport) => transport.to_owned(),
+                    None => tool.to_owned(),
+                },
+            };
+            (tool, target)
+        }
+    };
+    for (what, text) in [("tool name", tool_name), ("target", target.as_str())] {
+        if text.len() > limit {
+            return Err(refuse(
+                RejectReason::ValueTooLong,
+                format!("the {what} is {} bytes; the limit is {limit}", text.len()),
+            ));
+        }
+    }
+    Ok(Call {
+        trace_id,
+        span_id,
+        time_unix_nano,
+        tool_name,
+        target,
+    })
+}
+
+/// The tool named in a span's name: `execute_tool {name}`, `tools/call {name}` or
+/// `MCP send tools/call {name}`.
+fn tool_in_span_name(name: &str, source: OutcomeSource) -> Option<&str> {
+    let marker = match source {
+        OutcomeSource::Mcp => semconv::MCP_TOOLS_CALL,
+        _ => semconv::EXECUTE_TOOL,
+    };
+    let (_, rest) = name.split_once(marker)?;
+    let tool = rest.trim();
+    (!tool.is_empty()).then_some(tool)
+}
+
+/// The standard attributes of a recognised span, read in one pass.
+#[derive(Default)]
+struct Facts<'a> {
+    tool_name: Option<&'a str>,
+    error_type: Option<&'a str>,
+    http_method: Option<&'a str>,
+    http_status: Option<i64>,
+    rpc_status: Option<i64>,
+    resend_count: Option<i64>,
+    url: Option<&'a str>,
+    url_scheme: Option<&'a str>,
+    url_template: Option<&'a str>,
+    server_address: Option<&'a str>,
+    server_port: Option<i64>,
+    network_transport: Option<&'a str>,
+}
+
+impl<'a> Facts<'a> {
+    fn read(span: &'a Span, config: &DerivedConfig) -> Self {
+        let mut facts = Facts::default();
+        let mut tool_rank = usize::MAX;
+        for kv in &span.attributes {
+            let key = kv.key.as_str();
+            match key {
+                attr::ERROR_TYPE => facts.error_type = string(kv),
+                semconv::HTTP_REQUEST_METHOD => facts.http_method = string(kv),
+                semconv::HTTP_METHOD => facts.http_method = facts.http_method.or(string(kv)),
+                attr::HTTP_STATUS_CODE => facts.http_status = integer(kv),
+                semconv::HTTP_STATUS_CODE_OLD => {
+                    facts.http_status = facts.http_status.or(integer(kv));
+                }
+                semconv::RPC_RESPONSE_STATUS_CODE => facts.rpc_status = integer(kv),
+                semconv::HTTP_REQUEST_RESEND_COUNT => facts.resend_count = integer(kv),
+                semconv::URL_FULL => facts.url = string(kv),
+                semconv::HTTP_URL => facts.url = facts.url.or(string(kv)),
+                semconv::URL_SCHEME => facts.url_scheme = string(kv),
+                semconv::URL_TEMPLATE => facts.url_template = string(kv),
+                semconv::SERVER_ADDRESS => facts.server_address = string(kv),
+                semconv::SERVER_PORT => facts.server_port = integer(kv),
+                semconv::NETWORK_TRANSPORT => facts.network_transport = string(kv),
+                _ => {
+                    if let Some(rank) = config.tool_name_attributes.iter().position(|k| k == key)
+                        && rank < tool_rank
+                        && let Some(name) = string(kv).filter(|name| !name.is_empty())
+                    {
+                        tool_rank = rank;
+                        facts.tool_name = Some(name);
+                    }
+                }
+            }
+        }
+        facts
+    }
+
+    /// The attempt this span was: 1 plus how often the request was sent again.
+    fn attempt(&self) -> u32 {
+        self.resend_count
+            .and_then(|n| u32::try_from(n).ok())
+            .map_or(1, |n| n.saturating_add(1))
+    }
+}
+
+/// What a span says of its error.
+fn span_error(span: &Span) -> SpanError<'_> {
+    let mut error = SpanError {
+        status_error: span
+            .status
+            .as_ref()
+            .is_some_and(|s| s.code == status::StatusCode::Error as i32),
+        exception_type: span
+            .events
+            .iter()
+            .filter(|event| event.name == semconv::EXCEPTION_EVENT)
+            .find_map(|event| {
+                event
+                    .attributes
+                    .iter()
+                    .find(|kv| kv.key == semconv::EXCEPTION_TYPE)
+                    .and_then(string)
+            }),
+        ..SpanError::default()
+    };
+    for kv in &span.attributes {
+        match kv.key.as_str() {
+            attr::ERROR_TYPE => error.error_type = string(kv),
+            attr::HTTP_STATUS_CODE => error.http_status = integer(kv),
+            semconv::HTTP_STATUS_CODE_OLD => error.http_status = error.http_status.or(integer(kv)),
+            semconv::RPC_RESPONSE_STATUS_CODE => error.rpc_status = integer(kv),
+            _ => {}
+        }
+    }
+    error
+}
+
+/// The HTTP methods kept as they are; any other is `_OTHER`, as the HTTP conventions say, so
+/// that a client sending arbitrary methods cannot make new tools.
+const HTTP_METHODS: [&str; 9] = [
+    "GET", "HEAD", "POST", "PUT", "DELETE", "CONNECT", "OPTIONS", "TRACE", "PATCH",
+];
+
+fn http_method(method: Option<&str>) -> &'static str {
+    method
+        .and_then(|method| {
+            HTTP_METHODS
+                .iter()
+                .find(|known| known.eq_ignore_ascii_case(method))
+        })
+        .copied()
+        .unwrap_or("_OTHER")
+}
+
+/// An HTTP call's target: scheme, host and port, and the URL template when the span has one.
+/// Never the path itself, the query string or the user information: they are high-cardinality
+/// and may hold secrets.
+fn http_target(facts: &Facts<'_>) -> String {
+    let parsed = facts.url.map(split_url).unwrap_or_default();
+    let scheme = facts
+        .url_scheme
+        .or(parsed.scheme)
+        .unwrap_or("http")
+        .to_ascii_lowercase();
+    let host = facts
+        .server_address
+        .or(parsed.host)
+        .unwrap_or("unknown")
+        .to_ascii_lowercase();
+    let port = facts
+        .server_port
+        .map(|port| port.to_string())
+        .or_else(|| parsed.port.map(str::to_owned))
+        .unwrap_or_else(|| {
+            match scheme.as_str() {
+                "https" => "443",
+                _ => "80",
+            }
+            .to_owned()
+        });
+    let mut target = format!("{scheme}://{host}:{port}");
+    if let Some(template) = facts.url_template.filter(|t| t.starts_with('/')) {
+        target.push_str(template.split(['?', '#']).next().unwrap_or_default());
+    }
+    target
+}
+
+#[derive(Default)]
+struct UrlParts<'a> {
+    scheme: Option<&'a str>,
+    host: Option<&'a str>,
+    port: Option<&'a str>,
+}
+
+/// The scheme, host and port of a URL, without the user information.
+fn split_url(url: &str) -> UrlParts<'_> {
+    let Some((scheme, rest)) = url.split_once("://") else {
+        return UrlParts::default();
+    };
+    let authority = rest.split(['/', '?', '#']).next().unwrap_or_default();
+    let host_port = authority.rsplit_once('@').map_or(authority, |(_, hp)| hp);
+    let (host, port) = if let Some(v6) = host_port.strip_prefix('[') {
+        match v6.split_once(']') {
+            Some((host, rest)) => (host, rest.strip_prefix(':')),
+            None => (v6, None),
+        }
+    } else {
+        match host_port.rsplit_once(':') {
+            Some((host, port)) if port.bytes().all(|b| b.is_ascii_digit()) => (host, Some(port)),
+            _ => (host_port, None),
+        }
+    };
+    UrlParts {
+        scheme: Some(scheme).filter(|s| !s.is_empty()),
+        host: Some(host).filter(|h| !h.is_empty()),
+        port: port.filter(|p| !p.is_empty()),
+    }
+}
+
+impl TargetBook {
+    /// `target` when the service may keep it (it has it already, or is under its cap), else
+    /// [`OTHER_TARGET`].
+    fn admit(&mut self, service: &str, target: String, config: &DerivedConfig) -> Admitted {
+        if let Some(known) = self.by_service.get(service)
+            && known.contains(&target)
+        {
+            return Admitted {
+                name: target,
+                folded: false,
+            };
+        }
+        let seen = self.by_service.get(service).map_or(0, HashSet::len);
+        if seen >= config.max_targets_per_service || self.total >= config.max_targets {
+            return Admitted {
+                name: OTHER_TARGET.to_owned(),
+                folded: true,
+            };
+        }
+        self.total += 1;
+        self.by_service
+            .entry(service.to_owned())
+            .or_default()
+            .insert(target.clone());
+        Admitted {
+            name: target,
+            folded: false,
+        }
+    }
+}
+
+struct Admitted {
+    name: String,
+    folded: bool,
+}
+
+/// A derived event's id: from its service, source and span, so that the same span sent again
+/// gets the same id.
+fn event_id(service: &Service<'_>, source: OutcomeSource, span: &Span) -> [u8; 16] {
+    let mut hasher = Sha256::new();
+    for part in [
+        service.name.as_bytes(),
+        service.instance.as_bytes(),
+        source.as_str().as_bytes(),
+        names::OUTCOME_EVENT.as_bytes(),
+        &span.trace_id,
+        &span.span_id,
+    ] {
+        hasher.update((part.len() as u64).to_be_bytes());
+        hasher.update(part);
+    }
+    let mut id = [0u8; 16];
+    id.copy_from_slice(&hasher.finalize()[..16]);
+    id
+}
+
+fn string(kv: &KeyValue) -> Option<&str> {
+    match kv.value.as_ref()?.value.as_ref()? {
+        any_value::Value::StringValue(text) => Some(text),
+        _ => None,
+    }
+}
+
+/// An integer attribute, also when sent as a decimal string (some emitters do).
+fn integer(kv: &KeyValue) -> Option<i64> {
+    match kv.value.as_ref()?.value.as_ref()? {
+        any_value::Value::IntValue(n) => Some(*n),
+        any_value::Value::StringValue(text) => text.trim().parse().ok(),
+        _ => None,
+    }
+}
+
+/// The first of `keys` that `attributes` hold as a non-empty string.
+fn first_string<'a>(attributes: &'a [KeyValue], keys: &[String]) -> Option<&'a str> {
+    keys.iter().find_map(|key| {
+        attributes
+            .iter()
+            .find(|kv| kv.key == *key)
+            .and_then(string)
+            .filter(|value| !value.is_empty())
+    })
+}

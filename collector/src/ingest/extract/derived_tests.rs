@@ -1,0 +1,689 @@
+//! Calls derived from standard spans: recognition, classification, targets, joins, the cap.
+
+use candor_records::proto::{CountClass, OutcomeEvent, OutcomeSource};
+use candor_schema::names::{attr, resource, semconv};
+use candor_schema::{FailureKind, OutcomeClass};
+use opentelemetry_proto::tonic::collector::trace::v1::ExportTraceServiceRequest;
+use opentelemetry_proto::tonic::common::v1::{AnyValue, KeyValue, any_value};
+use opentelemetry_proto::tonic::resource::v1::Resource;
+use opentelemetry_proto::tonic::trace::v1::{
+    ResourceSpans, ScopeSpans, Span, Status, span, status,
+};
+
+use super::derived::{DerivedConfig, OTHER_TARGET};
+use super::*;
+
+const TRACE: [u8; 16] = [7; 16];
+const END: u64 = 1_800_000_000_000_000_000;
+
+fn text(key: &str, value: &str) -> KeyValue {
+    KeyValue {
+        key: key.to_owned(),
+        value: Some(AnyValue {
+            value: Some(any_value::Value::StringValue(value.to_owned())),
+        }),
+        ..Default::default()
+    }
+}
+
+fn int(key: &str, value: i64) -> KeyValue {
+    KeyValue {
+        key: key.to_owned(),
+        value: Some(AnyValue {
+            value: Some(any_value::Value::IntValue(value)),
+        }),
+        ..Default::default()
+    }
+}
+
+/// A span `id` (its last byte), under `parent` (0: a root), of `kind`.
+fn span(id: u8, parent: u8, name: &str, kind: span::SpanKind, attributes: Vec<KeyValue>) -> Span {
+    Span {
+        trace_id: TRACE.to_vec(),
+        span_id: vec![0, 0, 0, 0, 0, 0, 0, id],
+        parent_span_id: if parent == 0 {
+            Vec::new()
+        } else {
+            vec![0, 0, 0, 0, 0, 0, 0, parent]
+        },
+        name: name.to_owned(),
+        kind: kind as i32,
+        start_time_unix_nano: END - 1_000_000,
+        end_time_unix_nano: END,
+        attributes,
+        ..Default::default()
+    }
+}
+
+fn failed(mut span: Span, exception_type: Option<&str>) -> Span {
+    span.status = Some(Status {
+        code: status::StatusCode::Error as i32,
+        ..Default::default()
+    });
+    if let Some(exception_type) = exception_type {
+        span.events.push(span::Event {
+            name: semconv::EXCEPTION_EVENT.to_owned(),
+            time_unix_nano: END,
+            attributes: vec![text(semconv::EXCEPTION_TYPE, exception_type)],
+            ..Default::default()
+        });
+    }
+    span
+}
+
+fn genai(id: u8, parent: u8, tool: &str) -> Span {
+    span(
+        id,
+        parent,
+        &format!("{} {tool}", semconv::EXECUTE_TOOL),
+        span::SpanKind::Internal,
+        vec![
+            text(semconv::GEN_AI_OPERATION_NAME, semconv::EXECUTE_TOOL),
+            text(semconv::GEN_AI_TOOL_NAME, tool),
+        ],
+    )
+}
+
+fn mcp(id: u8, parent: u8, attributes: Vec<KeyValue>) -> Span {
+    let mut all = vec![text(semconv::MCP_METHOD_NAME, semconv::MCP_TOOLS_CALL)];
+    all.extend(attributes);
+    span(id, parent, "tools/call", span::SpanKind::Client, all)
+}
+
+fn http(id: u8, parent: u8, attributes: Vec<KeyValue>) -> Span {
+    span(id, parent, "GET", span::SpanKind::Client, attributes)
+}
+
+fn request(spans: Vec<Span>) -> ExportTraceServiceRequest {
+    ExportTraceServiceRequest {
+        resource_spans: vec![ResourceSpans {
+            resource: Some(Resource {
+                attributes: vec![
+                    text(resource::SERVICE_NAME, "agent"),
+                    text(resource::SERVICE_INSTANCE_ID, "i-1"),
+                ],
+                ..Default::default()
+            }),
+            scope_spans: vec![ScopeSpans {
+                spans,
+                ..Default::default()
+            }],
+            ..Default::default()
+        }],
+    }
+}
+
+/// What a test reads: the failure events and the counts, as records.
+struct Seen {
+    events: Vec<OutcomeEvent>,
+    /// (source, tool, target, class, value), sorted.
+    counts: Vec<(String, String, String, String, u64)>,
+    point_ids: Vec<String>,
+    rejections: Vec<Rejection>,
+    ignored: u64,
+    stats: derived::DerivedStats,
+}
+
+fn extract_with(spans: Vec<Span>, derivation: &Derivation) -> Seen {
+    let limits = Limits::default();
+    let request = request(spans);
+    let received = Received {
+        collector_id: "c-1",
+        time_unix_nano: END + 5,
+        limits: &limits,
+        derivation,
+    };
+    let out = extract_traces(&request, &received);
+    let mut counts: Vec<_> = out
+        .counts
+        .iter()
+        .map(|c| {
+            (
+                c.source.clone().unwrap_or_default(),
+                c.tool_name.clone(),
+                c.tool_target.clone(),
+                c.outcome_class.clone(),
+                c.value,
+            )
+        })
+        .collect();
+    counts.sort();
+    Seen {
+        events: out.events.iter().map(OutcomeEvent::from).collect(),
+        counts,
+        point_ids: out.counts.iter().map(|c| c.point_id.clone()).collect(),
+        rejections: out.rejections,
+        ignored: out.ignored,
+        stats: out.derived,
+    }
+}
+
+fn extract(spans: Vec<Span>) -> Seen {
+    extract_with(spans, &Derivation::default())
+}
+
+fn count(
+    source: &str,
+    tool: &str,
+    target: &str,
+    class: &str,
+    n: u64,
+) -> (String, String, String, String, u64) {
+    (source.into(), tool.into(), target.into(), class.into(), n)
+}
+
+#[test]
+fn a_genai_tool_span_without_error_is_counted_as_unverified_never_as_success() {
+    let seen = extract(vec![genai(1, 0, "search")]);
+    assert!(seen.events.is_empty());
+    assert_eq!(
+        seen.counts,
+        [count("genai", "search", "search", "unverified", 1)]
+    );
+    assert_eq!(seen.ignored, 0);
+    assert_eq!(
+        seen.stats.calls,
+        [(OutcomeSource::Genai, CountClass::Unverified, 1)]
+    );
+}
+
+#[test]
+fn a_failed_genai_tool_span_is_an_access_failure_typed_by_its_exception() {
+    let seen = extract(vec![failed(
+        genai(1, 0, "search"),
+        Some("builtins.ConnectionError"),
+    )]);
+    assert_eq!(
+        seen.counts,
+        [count("genai", "search", "search", "access_failure", 1)]
+    );
+    let [event] = seen.events.as_slice() else {
+        panic!("{:?}", seen.events);
+    };
+    assert_eq!(event.outcome_class, OutcomeClass::AccessFailure.as_str());
+    assert_eq!(event.failure_kind, FailureKind::Connect.as_str());
+    assert_eq!(
+        event.error_type.as_deref(),
+        Some("builtins.ConnectionError")
+    );
+    assert_eq!(event.source.as_deref(), Some("genai"));
+    assert_eq!(
+        event.retry_action, "",
+        "a span does not say how it was retried"
+    );
+    assert_eq!(event.service_name, "agent");
+    assert_eq!(event.span_id, "0000000000000001");
+    assert_eq!(event.event_time_unix_nano, END);
+}
+
+#[test]
+fn an_older_emitter_is_recognised_by_its_span_name() {
+    let old = span(
+        1,
+        0,
+        "execute_tool lookup",
+        span::SpanKind::Internal,
+        vec![],
+    );
+    let seen = extract(vec![old]);
+    assert_eq!(
+        seen.counts,
+        [count("genai", "lookup", "lookup", "unverified", 1)]
+    );
+    let unrelated = span(1, 0, "execute_toolbox", span::SpanKind::Internal, vec![]);
+    assert_eq!(extract(vec![unrelated]).ignored, 1);
+}
+
+#[test]
+fn a_sibling_its_caller_cancelled_is_not_a_failure() {
+    let seen = extract(vec![
+        failed(
+            genai(1, 0, "slow"),
+            Some("asyncio.exceptions.CancelledError"),
+        ),
+        failed(genai(2, 0, "broken"), Some("ValueError")),
+    ]);
+    assert_eq!(
+        seen.counts,
+        [
+            count("genai", "broken", "broken", "access_failure", 1),
+            count("genai", "slow", "slow", "cancelled", 1),
+        ]
+    );
+    assert_eq!(seen.events.len(), 1);
+    assert_eq!(seen.events[0].tool_name, "broken");
+    assert_eq!(seen.events[0].failure_kind, FailureKind::Unknown.as_str());
+    assert_eq!(seen.events[0].error_type.as_deref(), Some("ValueError"));
+}
+
+#[test]
+fn an_mcp_tool_error_names_its_server_and_takes_the_alias_for_its_tool() {
+    let seen = extract(vec![mcp(
+        1,
+        0,
+        vec![
+            text(semconv::MCP_TOOL_NAME, "fetch"),
+            text(semconv::SERVER_ADDRESS, "tools.internal"),
+            int(semconv::SERVER_PORT, 8443),
+            text(attr::ERROR_TYPE, "tool_error"),
+        ],
+    )]);
+    assert_eq!(
+        seen.counts,
+        [count(
+            "mcp",
+            "fetch",
+            "tools.internal:8443",
+            "access_failure",
+            1
+        )]
+    );
+    assert_eq!(seen.events[0].failure_kind, FailureKind::ToolError.as_str());
+}
+
+#[test]
+fn an_mcp_call_over_stdio_with_a_json_rpc_error_is_a_client_error() {
+    let mut span = failed(
+        mcp(
+            1,
+            0,
+            vec![
+                text(semconv::NETWORK_TRANSPORT, "pipe"),
+                int(semconv::RPC_RESPONSE_STATUS_CODE, -32602),
+            ],
+        ),
+        None,
+    );
+    span.name = "MCP send tools/call add".to_owned();
+    let seen = extract(vec![span]);
+    assert_eq!(
+        seen.counts,
+        [count("mcp", "add", "stdio", "access_failure", 1)]
+    );
+    assert_eq!(
+        seen.events[0].failure_kind,
+        FailureKind::ClientError.as_str()
+    );
+    assert_eq!(seen.events[0].error_type.as_deref(), Some("-32602"));
+}
+
+#[test]
+fn other_mcp_methods_are_not_tool_calls() {
+    let list = span(
+        1,
+        0,
+        "tools/list",
+        span::SpanKind::Client,
+        vec![text(semconv::MCP_METHOD_NAME, "tools/list")],
+    );
+    let seen = extract(vec![list]);
+    assert!(seen.counts.is_empty());
+    assert_eq!(seen.ignored, 1);
+}
+
+#[test]
+fn an_http_target_keeps_scheme_host_and_port_and_never_the_path_query_or_credentials() {
+    let seen = extract(vec![failed(
+        http(
+            1,
+            0,
+            vec![
+                text(semconv::HTTP_METHOD, "get"),
+                text(
+                    semconv::HTTP_URL,
+                    "https://user:hunter2@API.example.com/v1/users/42?token=abc#frag",
+                ),
+                int(semconv::HTTP_STATUS_CODE_OLD, 500),
+            ],
+        ),
+        None,
+    )]);
+    assert_eq!(
+        seen.counts,
+        [count(
+            "http",
+            "GET",
+            "https://api.example.com:443",
+            "access_failure",
+            1
+        )]
+    );
+    let event = &seen.events[0];
+    assert_eq!(event.http_status_code, Some(500));
+    assert_eq!(event.failure_kind, FailureKind::ServerError.as_str());
+    assert_eq!(event.error_type.as_deref(), Some("500"));
+    let stored = format!("{event:?}");
+    for secret in ["hunter2", "token=abc", "/users/42"] {
+        assert!(!stored.contains(secret), "{secret} in {stored}");
+    }
+}
+
+#[test]
+fn stable_http_names_take_the_url_template_and_the_server_attributes() {
+    let seen = extract(vec![http(
+        1,
+        0,
+        vec![
+            text(semconv::HTTP_REQUEST_METHOD, "PATCH"),
+            text(semconv::URL_FULL, "http://[::1]:8080/orders/7"),
+            text(semconv::URL_TEMPLATE, "/orders/{id}"),
+            int(attr::HTTP_STATUS_CODE, 204),
+        ],
+    )]);
+    assert_eq!(
+        seen.counts,
+        [count(
+            "http",
+            "PATCH",
+            "http://::1:8080/orders/{id}",
+            "unverified",
+            1
+        )]
+    );
+}
+
+#[test]
+fn an_unknown_http_method_cannot_make_new_tools() {
+    let seen = extract(vec![http(
+        1,
+        0,
+        vec![
+            text(semconv::HTTP_REQUEST_METHOD, "PURGE-EVERYTHING-NOW"),
+            text(semconv::SERVER_ADDRESS, "cache"),
+            int(semconv::SERVER_PORT, 80),
+        ],
+    )]);
+    assert_eq!(
+        seen.counts,
+        [count("http", "_OTHER", "http://cache:80", "unverified", 1)]
+    );
+}
+
+#[test]
+fn only_client_spans_are_http_calls() {
+    let mut server = http(1, 0, vec![text(semconv::HTTP_REQUEST_METHOD, "GET")]);
+    server.kind = span::SpanKind::Server as i32;
+    let seen = extract(vec![server]);
+    assert!(seen.counts.is_empty());
+    assert_eq!(seen.ignored, 1);
+}
+
+#[test]
+fn a_connection_refused_before_any_status_is_a_connect_failure() {
+    let seen = extract(vec![failed(
+        http(
+            1,
+            0,
+            vec![
+                text(semconv::HTTP_METHOD, "GET"),
+                text(semconv::HTTP_URL, "http://127.0.0.1:9/"),
+            ],
+        ),
+        Some("httpx.ConnectError"),
+    )]);
+    assert_eq!(
+        seen.counts,
+        [count(
+            "http",
+            "GET",
+            "http://127.0.0.1:9",
+            "access_failure",
+            1
+        )]
+    );
+    assert_eq!(seen.events[0].failure_kind, FailureKind::Connect.as_str());
+    assert_eq!(seen.events[0].http_status_code, None);
+}
+
+#[test]
+fn a_call_an_adapter_declared_is_the_adapters_even_two_levels_down() {
+    let adapter = span(
+        1,
+        0,
+        names::TOOL_CALL_SPAN,
+        span::SpanKind::Internal,
+        vec![],
+    );
+    let between = span(2, 1, "retry loop", span::SpanKind::Internal, vec![]);
+    let request = failed(
+        http(
+            3,
+            2,
+            vec![
+                text(semconv::HTTP_METHOD, "GET"),
+                text(semconv::HTTP_URL, "http://a/"),
+            ],
+        ),
+        None,
+    );
+    let seen = extract(vec![request, between, adapter]);
+    assert!(seen.counts.is_empty(), "{:?}", seen.counts);
+    assert!(seen.events.is_empty());
+    assert_eq!(seen.stats.joined_into_adapter, 1);
+    // The adapter's span and the span between are not calls of any source.
+    assert_eq!(seen.ignored, 2);
+}
+
+#[test]
+fn the_genai_and_mcp_spans_of_one_call_count_once_failed_when_either_failed() {
+    let outer = genai(1, 0, "fetch");
+    let inner = mcp(2, 1, vec![text(attr::ERROR_TYPE, "tool_error")]);
+    let seen = extract(vec![inner, outer]);
+    assert_eq!(
+        seen.counts,
+        [count("genai", "fetch", "fetch", "access_failure", 1)]
+    );
+    assert_eq!(seen.events.len(), 1);
+    assert_eq!(seen.events[0].failure_kind, FailureKind::ToolError.as_str());
+    assert_eq!(
+        seen.events[0].span_id, "0000000000000001",
+        "the call's own span"
+    );
+    assert_eq!(seen.stats.joined_into_derived, 1);
+}
+
+#[test]
+fn spans_sharing_a_tool_call_id_count_once_even_when_not_nested() {
+    let mut first = genai(1, 0, "fetch");
+    first
+        .attributes
+        .push(text(semconv::GEN_AI_TOOL_CALL_ID, "call_9"));
+    let second = mcp(2, 0, vec![text(semconv::GEN_AI_TOOL_CALL_ID, "call_9")]);
+    let mut other = genai(3, 0, "fetch");
+    other
+        .attributes
+        .push(text(semconv::GEN_AI_TOOL_CALL_ID, "call_10"));
+    let seen = extract(vec![first, second, other]);
+    assert_eq!(
+        seen.counts,
+        [count("genai", "fetch", "fetch", "unverified", 2)]
+    );
+    assert_eq!(seen.stats.joined_into_derived, 1);
+}
+
+#[test]
+fn a_request_a_tool_made_counts_on_its_own() {
+    let tool = failed(genai(1, 0, "weather"), Some("httpx.HTTPStatusError"));
+    let request = failed(
+        http(
+            2,
+            1,
+            vec![
+                text(semconv::HTTP_METHOD, "GET"),
+                text(semconv::HTTP_URL, "https://weather.example/today"),
+                int(semconv::HTTP_STATUS_CODE_OLD, 401),
+            ],
+        ),
+        None,
+    );
+    let seen = extract(vec![request, tool]);
+    assert_eq!(
+        seen.counts,
+        [
+            count("genai", "weather", "weather", "access_failure", 1),
+            count(
+                "http",
+                "GET",
+                "https://weather.example:443",
+                "access_failure",
+                1
+            ),
+        ]
+    );
+    let kinds: Vec<&str> = seen
+        .events
+        .iter()
+        .map(|e| e.failure_kind.as_str())
+        .collect();
+    assert!(kinds.contains(&"auth"), "{kinds:?}");
+}
+
+#[test]
+fn a_source_turned_off_is_ignored() {
+    let derivation = Derivation::new(DerivedConfig {
+        http: false,
+        ..DerivedConfig::default()
+    });
+    let seen = extract_with(
+        vec![
+            http(1, 0, vec![text(semconv::HTTP_METHOD, "GET")]),
+            genai(2, 0, "search"),
+        ],
+        &derivation,
+    );
+    assert_eq!(
+        seen.counts,
+        [count("genai", "search", "search", "unverified", 1)]
+    );
+    assert_eq!(seen.ignored, 1);
+}
+
+#[test]
+fn a_configured_alias_names_the_tool() {
+    let derivation = Derivation::new(DerivedConfig {
+        tool_name_attributes: vec!["vendor.tool".to_owned()],
+        ..DerivedConfig::default()
+    });
+    let mut span = mcp(1, 0, vec![text("vendor.tool", "grep")]);
+    span.name = "call".to_owned();
+    let seen = extract_with(vec![span], &derivation);
+    assert_eq!(seen.counts, [count("mcp", "grep", "grep", "unverified", 1)]);
+}
+
+#[test]
+fn targets_past_a_services_cap_are_folded_into_other_and_counted() {
+    let derivation = Derivation::new(DerivedConfig {
+        max_targets_per_service: 2,
+        ..DerivedConfig::default()
+    });
+    let calls = |hosts: &[&str]| {
+        hosts
+            .iter()
+            .enumerate()
+            .map(|(i, host)| {
+                http(
+                    u8::try_from(i + 1).unwrap(),
+                    0,
+                    vec![
+                        text(semconv::HTTP_METHOD, "GET"),
+                        text(semconv::HTTP_URL, &format!("http://{host}/")),
+                    ],
+                )
+            })
+            .collect::<Vec<_>>()
+    };
+    let first = extract_with(calls(&["a", "b", "c"]), &derivation);
+    assert_eq!(
+        first.counts,
+        [
+            count("http", "GET", "http://a:80", "unverified", 1),
+            count("http", "GET", "http://b:80", "unverified", 1),
+            count("http", "GET", OTHER_TARGET, "unverified", 1),
+        ]
+    );
+    assert_eq!(first.stats.folded_targets, 1);
+    // The cap holds across requests; a target already kept stays kept.
+    let second = extract_with(calls(&["d", "a"]), &derivation);
+    assert_eq!(
+        second.counts,
+        [
+            count("http", "GET", "http://a:80", "unverified", 1),
+            count("http", "GET", OTHER_TARGET, "unverified", 1),
+        ]
+    );
+}
+
+#[test]
+fn a_request_sent_again_gets_the_same_ids_and_other_calls_get_others() {
+    let spans = || {
+        vec![
+            genai(1, 0, "search"),
+            genai(2, 0, "search"),
+            failed(genai(3, 0, "search"), Some("TimeoutError")),
+        ]
+    };
+    let once = extract(spans());
+    let again = extract(spans());
+    assert_eq!(once.point_ids, again.point_ids);
+    assert_eq!(once.events[0].event_id, again.events[0].event_id);
+    assert_eq!(
+        once.counts,
+        [
+            count("genai", "search", "search", "access_failure", 1),
+            count("genai", "search", "search", "unverified", 2),
+        ]
+    );
+    let fewer = extract(vec![genai(1, 0, "search")]);
+    assert!(!once.point_ids.contains(&fewer.point_ids[0]));
+}
+
+#[test]
+fn calls_of_different_minutes_are_different_points() {
+    let mut later = genai(2, 0, "search");
+    later.end_time_unix_nano += 61_000_000_000;
+    let seen = extract(vec![genai(1, 0, "search"), later]);
+    assert_eq!(seen.point_ids.len(), 2);
+}
+
+#[test]
+fn a_derived_span_without_valid_ids_or_time_is_refused_with_its_reason() {
+    let mut no_trace = genai(1, 0, "search");
+    no_trace.trace_id = vec![0; 16];
+    let mut no_time = genai(2, 0, "search");
+    no_time.start_time_unix_nano = 0;
+    no_time.end_time_unix_nano = 0;
+    let seen = extract(vec![no_trace, no_time]);
+    let reasons: Vec<RejectReason> = seen.rejections.iter().map(|r| r.reason).collect();
+    assert_eq!(
+        reasons,
+        [RejectReason::InvalidTraceId, RejectReason::MissingTime]
+    );
+    assert!(seen.rejections.iter().all(|r| r.signal == Signal::Traces));
+    assert!(seen.counts.is_empty());
+}
+
+#[test]
+fn a_hostile_tool_name_is_refused_and_a_hostile_target_is_only_text() {
+    let huge = "x".repeat(Limits::default().max_value_bytes + 1);
+    let seen = extract(vec![genai(1, 0, &huge)]);
+    assert_eq!(seen.rejections[0].reason, RejectReason::ValueTooLong);
+    assert!(seen.rejections[0].input.len() <= Limits::default().max_rejected_copy_bytes);
+    let seen = extract(vec![mcp(
+        1,
+        0,
+        vec![
+            text(semconv::GEN_AI_TOOL_NAME, "../../etc/passwd"),
+            text(semconv::SERVER_ADDRESS, "host\n\u{0}name"),
+        ],
+    )]);
+    assert_eq!(
+        seen.counts,
+        [count(
+            "mcp",
+            "../../etc/passwd",
+            "host\n\u{0}name",
+            "unverified",
+            1
+        )]
+    );
+}

@@ -7,7 +7,7 @@
 
 use std::collections::BTreeMap;
 
-use candor_query::rates::{SpikeRule, spikes};
+use candor_query::rates::{ClassCounts, SpikeRule, spikes};
 use candor_query::window::{Micros, serialize_micros, serialize_opt_micros};
 use serde::Serialize;
 
@@ -15,6 +15,11 @@ use crate::health::{Freshness, Hop, when};
 use crate::model::Model;
 use crate::reconcile::ReconcileState;
 use crate::rules::{Rule, RuleKind};
+
+/// Said of a rate over calls derived from standard spans, whose span cannot show a partial
+/// answer (the contract's section 10.7).
+const LOWER_BOUND: &str = " (derived from standard spans: a lower bound, since a call without \
+                           error may still have been partial)";
 
 /// How long a resolved alert stays listed.
 pub const KEEP_RESOLVED: Micros = 60 * 60 * 1_000_000;
@@ -82,13 +87,18 @@ pub fn conditions(rules: &[Rule], seen: Observation<'_>) -> Vec<Condition> {
                         || "no AccessFailure in the baseline".to_owned(),
                         |rate| format!("{:.1} % in the baseline", rate * 100.0),
                     );
+                    let derived = recent
+                        .get(&spike.target)
+                        .is_some_and(ClassCounts::lower_bound);
                     hold(
                         label("target", &spike.target),
                         format!(
-                            "{} AccessFailures of {} calls ({:.1} %) in the window, {baseline_text}",
+                            "{} AccessFailures of {} calls ({:.1} %) in the window, \
+                             {baseline_text}{}",
                             spike.window_failures,
                             spike.window_calls,
-                            spike.window_rate * 100.0
+                            spike.window_rate * 100.0,
+                            if derived { LOWER_BOUND } else { "" }
                         ),
                     );
                 }
@@ -103,6 +113,7 @@ pub fn conditions(rules: &[Rule], seen: Observation<'_>) -> Vec<Condition> {
                 let until = model.bucket_of(seen.now) + model.settings().step;
                 let budget = 1.0 - objective;
                 let mut burning: BTreeMap<String, Vec<String>> = BTreeMap::new();
+                let mut lower_bound: std::collections::BTreeSet<String> = Default::default();
                 for pair in windows {
                     let long = model.counts_by(*group_by, until - pair.long, until);
                     let short = model.counts_by(*group_by, until - pair.short, until);
@@ -122,6 +133,9 @@ pub fn conditions(rules: &[Rule], seen: Observation<'_>) -> Vec<Condition> {
                         });
                         let limit = pair.factor * budget;
                         if long_rate >= limit && short_rate >= limit {
+                            if counts.calls.lower_bound() {
+                                lower_bound.insert(group.clone());
+                            }
                             burning.entry(group.clone()).or_default().push(format!(
                                 "{:.1} % over {} and {:.1} % over {} (limit {:.1} %)",
                                 long_rate * 100.0,
@@ -139,9 +153,14 @@ pub fn conditions(rules: &[Rule], seen: Observation<'_>) -> Vec<Condition> {
                     crate::model::GroupBy::Service => "service",
                 };
                 for (group, reasons) in burning {
+                    let bound = if lower_bound.contains(&group) {
+                        LOWER_BOUND
+                    } else {
+                        ""
+                    };
                     hold(
                         label(name, &group),
-                        format!("silent-failure rate {}", reasons.join("; ")),
+                        format!("silent-failure rate {}{bound}", reasons.join("; ")),
                     );
                 }
             }

@@ -11,6 +11,7 @@
 use std::collections::BTreeMap;
 
 use candor_query::window::Micros;
+use candor_records::proto::CountClass;
 use candor_schema::OutcomeClass;
 use candor_service::metrics::{Labels, Snapshot, labels};
 
@@ -22,9 +23,9 @@ use crate::state::{Shared, lock};
 pub mod names {
     candor_service::metric_names! {
         TOOL_OUTCOMES_TOTAL = "candor_tool_outcomes_total",
-            "Tool calls per outcome class, from the adapters' tool.outcomes counters, since this process started.";
+            "Tool calls per outcome class and source, since this process started: source adapter from the adapters' tool.outcomes counters (success, empty, partial, access_failure); genai, mcp or http derived by the collector from standard spans (access_failure, unverified, cancelled), whose silent-failure rate is a lower bound.";
         FAILURE_EVENTS_TOTAL = "candor_failure_events_total",
-            "tool.outcome failure events by kind and retry action, since this process started.";
+            "Failure events by kind, retry action and source, since this process started (a derived failure's action is empty).";
         ADAPTER_LAST_SEEN = "candor_adapter_last_seen_timestamp_seconds",
             "Time of the newest counter point from each adapter instance.";
         DUPLICATES_TOTAL = "candor_dashboards_duplicates_total",
@@ -77,27 +78,29 @@ pub fn render(shared: &Shared, now: Micros) -> String {
         let model = lock(&shared.model);
         // Every class of every call series seen, zeros included: `rate()` needs a counter's
         // sample before its first increase, or that increase is lost.
-        let mut totals: BTreeMap<_, [u64; 4]> = BTreeMap::new();
+        // Every class a call's source counts has a series from its first point, zeros included,
+        // so that a rate over it reads 0 rather than nothing.
+        let mut totals: BTreeMap<_, BTreeMap<CountClass, u64>> = BTreeMap::new();
         for (call, class, total) in model.outcome_totals() {
-            let slot = OutcomeClass::ALL
-                .iter()
-                .position(|c| *c == class)
-                .unwrap_or(0);
-            totals.entry(call).or_default()[slot] += total;
+            let classes = totals.entry(call).or_insert_with(|| {
+                classes_of(call)
+                    .into_iter()
+                    .map(|class| (class, 0))
+                    .collect()
+            });
+            *classes.entry(class).or_default() += total;
         }
         let outcomes = totals.into_iter().flat_map(|(call, by_class)| {
-            OutcomeClass::ALL
-                .iter()
-                .zip(by_class)
-                .map(move |(class, total)| {
-                    let series = labels(&[
-                        ("service", &call.service),
-                        ("tool", &call.tool),
-                        ("target", &call.target),
-                        ("class", class.as_str()),
-                    ]);
-                    (series, total)
-                })
+            by_class.into_iter().map(move |(class, total)| {
+                let series = labels(&[
+                    ("service", &call.service),
+                    ("tool", &call.tool),
+                    ("target", &call.target),
+                    ("class", class.as_str()),
+                    ("source", &call.source),
+                ]);
+                (series, total)
+            })
         });
         out.counters(names::TOOL_OUTCOMES_TOTAL, outcomes);
         let failures = model.failure_totals().map(|(key, total)| {
@@ -108,6 +111,7 @@ pub fn render(shared: &Shared, now: Micros) -> String {
                 ("class", key.class.as_str()),
                 ("kind", &key.kind),
                 ("action", &key.action),
+                ("source", &key.call.source),
             ]);
             (series, total)
         });
@@ -237,6 +241,24 @@ fn reconcile_metrics(out: &mut Snapshot, state: &ReconcileState, started: Micros
         .map(|(gap, count)| (labels(&[("gap", gap)]), whole(count)))
     });
     out.gauges(names::RECONCILE_EVENTS, events);
+}
+
+/// The classes a call's source counts: the contract's four for an adapter's, and what a span can
+/// tell for a derived source's.
+fn classes_of(call: &crate::model::CallKey) -> Vec<CountClass> {
+    if call.derived() {
+        vec![
+            CountClass::Outcome(OutcomeClass::AccessFailure),
+            CountClass::Unverified,
+            CountClass::Cancelled,
+        ]
+    } else {
+        OutcomeClass::ALL
+            .iter()
+            .copied()
+            .map(CountClass::Outcome)
+            .collect()
+    }
 }
 
 fn seconds(at: Micros) -> f64 {

@@ -19,7 +19,7 @@ use std::sync::Arc;
 
 use candor_query::rates::{ClassCounts, cumulative_increase, id_key, key};
 use candor_query::window::Micros;
-use candor_records::proto::{Heartbeat, OutcomeCount, Temporality};
+use candor_records::proto::{CountClass, Heartbeat, OutcomeCount, OutcomeSource, Temporality};
 use candor_records::rows::{EventView, Meta, Row};
 use candor_schema::OutcomeClass;
 use serde::Serialize;
@@ -54,12 +54,22 @@ impl Default for ModelSettings {
 /// The labels calls are grouped by.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
 pub struct CallKey {
-    /// `service.name` of the adapter's process.
+    /// `service.name` of the calling process.
     pub service: Arc<str>,
     /// The tool called.
     pub tool: Arc<str>,
     /// The target it was called on.
     pub target: Arc<str>,
+    /// Where the calls were recorded: `adapter` (declared), or the derived source (`genai`,
+    /// `mcp`, `http`) whose standard spans the collector counted (the contract's section 10.7).
+    pub source: Arc<str>,
+}
+
+impl CallKey {
+    /// Whether the calls were derived from standard spans: their rate is a lower bound.
+    pub fn derived(&self) -> bool {
+        &*self.source != OutcomeSource::Adapter.as_str()
+    }
 }
 
 /// The labels failure events are grouped by.
@@ -89,11 +99,18 @@ pub enum GroupBy {
 }
 
 impl GroupBy {
-    fn of(self, key: &CallKey) -> &Arc<str> {
-        match self {
+    /// The group `key` belongs to: its label's value, and for derived calls their source in
+    /// brackets, so that derived and declared calls are never one group.
+    pub fn of(self, key: &CallKey) -> String {
+        let value = match self {
             Self::Target => &key.target,
             Self::Tool => &key.tool,
             Self::Service => &key.service,
+        };
+        if key.derived() {
+            format!("{value} [{}]", key.source)
+        } else {
+            value.to_string()
         }
     }
 }
@@ -264,7 +281,7 @@ pub struct Model {
     /// The call id of each failure id.
     failure_call: Vec<u32>,
     series: HashMap<u128, SeriesState>,
-    outcome_totals: HashMap<(u32, OutcomeClass), u64>,
+    outcome_totals: HashMap<(u32, CountClass), u64>,
     failure_totals: HashMap<u32, u64>,
     event_ids: RecentIds,
     point_ids: RecentIds,
@@ -274,9 +291,10 @@ pub struct Model {
     applied: Applied,
 }
 
-/// Whether an event's retry action ends its call.
+/// Whether an event's retry action ends its call. A derived call's failure has no action (its
+/// span does not say how it was retried) and is the end of its call.
 pub fn is_terminal(action: &str) -> bool {
-    matches!(action, "exhausted" | "permanent" | "accept_partial")
+    matches!(action, "exhausted" | "permanent" | "accept_partial" | "")
 }
 
 impl Model {
@@ -371,11 +389,12 @@ impl Model {
         Some(self.bucket_of(at))
     }
 
-    fn call_key(&mut self, service: &str, tool: &str, target: &str) -> CallKey {
+    fn call_key(&mut self, service: &str, tool: &str, target: &str, source: &str) -> CallKey {
         CallKey {
             service: self.name(service),
             tool: self.name(tool),
             target: self.name(target),
+            source: self.name(source),
         }
     }
 
@@ -392,8 +411,14 @@ impl Model {
             // The decoder admits only the contract's classes; nothing else reaches here.
             return;
         };
+        let source = event.source.unwrap_or(OutcomeSource::Adapter.as_str());
         let failure = FailureKey {
-            call: self.call_key(event.service_name, event.tool_name, event.tool_target),
+            call: self.call_key(
+                event.service_name,
+                event.tool_name,
+                event.tool_target,
+                source,
+            ),
             class,
             kind: self.name(event.failure_kind),
             action: self.name(event.retry_action),
@@ -426,13 +451,26 @@ impl Model {
             self.applied.duplicates += 1;
             return;
         }
-        let Ok(class) = count.outcome_class.parse::<OutcomeClass>() else {
+        let source = count
+            .source
+            .as_deref()
+            .map_or(Some(OutcomeSource::Adapter), |name| {
+                OutcomeSource::from_bytes(name.as_bytes())
+            });
+        let Some(source) = source else {
+            // The decoder admits only the closed set of sources; nothing else reaches here.
+            return;
+        };
+        let Ok(class) = CountClass::parse(&count.outcome_class, Some(source)) else {
             return;
         };
         let time = i64::try_from(count.time_unix_nano / 1000).unwrap_or(i64::MAX);
         let start = i64::try_from(count.start_time_unix_nano / 1000).unwrap_or(i64::MAX);
         let value = i64::try_from(count.value).unwrap_or(i64::MAX);
-        self.see_instance(count, time);
+        // Only an adapter exports on a schedule; a derived point comes when spans do.
+        if !source.is_derived() {
+            self.see_instance(count, time);
+        }
         let increase = if count.temporality == Temporality::Cumulative as i32 {
             let series = key(&[
                 &count.service_name,
@@ -464,7 +502,12 @@ impl Model {
         } else {
             u64::try_from(value).unwrap_or(0)
         };
-        let call = self.call_key(&count.service_name, &count.tool_name, &count.tool_target);
+        let call = self.call_key(
+            &count.service_name,
+            &count.tool_name,
+            &count.tool_target,
+            source.as_str(),
+        );
         let call = self.calls.id(call);
         *self.outcome_totals.entry((call, class)).or_default() += increase;
         if let Some(bucket) = self.place(time, now) {
@@ -584,9 +627,7 @@ impl Model {
     ) -> BTreeMap<String, GroupCounts> {
         let mut out: BTreeMap<String, GroupCounts> = BTreeMap::new();
         for (call, counts) in self.sum_by_call(since, until) {
-            let entry = out
-                .entry(group.of(self.calls.key(call)).to_string())
-                .or_default();
+            let entry = out.entry(group.of(self.calls.key(call))).or_default();
             merge(&mut entry.calls, &counts.calls);
             entry.terminal_events += counts.terminal_events;
         }
@@ -608,7 +649,7 @@ impl Model {
         for (&at, bucket) in self.buckets.range(since..until) {
             for (&call, counts) in &bucket.calls {
                 let name = member.entry(call).or_insert_with(|| {
-                    let name = group.of(self.calls.key(call)).to_string();
+                    let name = group.of(self.calls.key(call));
                     only.is_none_or(|only| only.contains(&name)).then_some(name)
                 });
                 if let Some(name) = name {
@@ -644,7 +685,7 @@ impl Model {
             *out.by_action.entry(key.action.to_string()).or_default() += events;
             if is_terminal(&key.action) {
                 *out.by_target
-                    .entry(key.call.target.to_string())
+                    .entry(GroupBy::Target.of(&key.call))
                     .or_default() += events;
             }
         }
@@ -653,7 +694,7 @@ impl Model {
 
     /// Calls per service, tool, target and class since the process started: the
     /// `candor_tool_outcomes_total` counters.
-    pub fn outcome_totals(&self) -> impl Iterator<Item = (&CallKey, OutcomeClass, u64)> {
+    pub fn outcome_totals(&self) -> impl Iterator<Item = (&CallKey, CountClass, u64)> {
         self.outcome_totals
             .iter()
             .map(|((call, class), total)| (self.calls.key(*call), *class, *total))
@@ -699,12 +740,14 @@ impl Model {
     }
 }
 
-fn add(counts: &mut ClassCounts, class: OutcomeClass, increase: u64) {
+fn add(counts: &mut ClassCounts, class: CountClass, increase: u64) {
     let slot = match class {
-        OutcomeClass::Success => &mut counts.success,
-        OutcomeClass::Empty => &mut counts.empty,
-        OutcomeClass::Partial => &mut counts.partial,
-        OutcomeClass::AccessFailure => &mut counts.access_failure,
+        CountClass::Outcome(OutcomeClass::Success) => &mut counts.success,
+        CountClass::Outcome(OutcomeClass::Empty) => &mut counts.empty,
+        CountClass::Outcome(OutcomeClass::Partial) => &mut counts.partial,
+        CountClass::Outcome(OutcomeClass::AccessFailure) => &mut counts.access_failure,
+        CountClass::Unverified => &mut counts.unverified,
+        CountClass::Cancelled => &mut counts.cancelled,
     };
     *slot = slot.saturating_add(increase);
 }
@@ -714,6 +757,8 @@ fn merge(into: &mut ClassCounts, from: &ClassCounts) {
     into.empty += from.empty;
     into.partial += from.partial;
     into.access_failure += from.access_failure;
+    into.unverified += from.unverified;
+    into.cancelled += from.cancelled;
 }
 
 #[cfg(test)]
@@ -808,6 +853,75 @@ mod tests {
         assert_eq!(m.applied().baselines, 1);
         let totals: u64 = m.outcome_totals().map(|(_, _, total)| total).sum();
         assert_eq!(totals, 5);
+    }
+
+    /// Calls derived from standard spans are their own groups, apart from what an adapter
+    /// declared for the same target, counted as unverified (never success), and say nothing of
+    /// an adapter instance's exports.
+    #[test]
+    fn derived_calls_are_groups_of_their_own_and_no_instance_exports() {
+        let mut m = model();
+        apply(
+            &mut m,
+            point("a", OutcomeClass::Success, T0, T0 + 10 * SECOND, 3),
+            T0 + 10 * SECOND,
+        );
+        let derived = |class: &str, value: u64, id: &str| {
+            Row::Count(Box::new(OutcomeCount {
+                point_id: id.into(),
+                service_name: "svc".into(),
+                service_instance_id: "i-2".into(),
+                tool_name: "GET".into(),
+                tool_target: "a".into(),
+                outcome_class: class.into(),
+                start_time_unix_nano: nanos(T0 + 20 * SECOND),
+                time_unix_nano: nanos(T0 + 20 * SECOND),
+                value,
+                temporality: Temporality::Delta as i32,
+                source: Some("http".into()),
+                ..OutcomeCount::default()
+            }))
+        };
+        apply(&mut m, derived("unverified", 4, "d1"), T0 + 20 * SECOND);
+        apply(&mut m, derived("access_failure", 1, "d2"), T0 + 20 * SECOND);
+        // A class a span cannot tell is refused on a derived point.
+        apply(&mut m, derived("success", 9, "d3"), T0 + 20 * SECOND);
+        let mut failed = OutcomeEvent {
+            event_id: "e1".into(),
+            service_name: "svc".into(),
+            tool_name: "GET".into(),
+            tool_target: "a".into(),
+            outcome_class: "access_failure".into(),
+            failure_kind: "server_error".into(),
+            event_time_unix_nano: nanos(T0 + 20 * SECOND),
+            ..OutcomeEvent::default()
+        };
+        failed.source = Some("http".into());
+        apply(
+            &mut m,
+            Row::Event(Event::from_record(&failed)),
+            T0 + 20 * SECOND,
+        );
+        let groups = m.counts_by(GroupBy::Target, T0, T0 + 10 * MINUTE);
+        assert_eq!(groups["a"].calls.success, 3);
+        assert!(!groups["a"].calls.lower_bound());
+        let http = &groups["a [http]"];
+        assert_eq!(
+            (
+                http.calls.unverified,
+                http.calls.access_failure,
+                http.calls.success
+            ),
+            (4, 1, 0)
+        );
+        assert!(http.calls.lower_bound());
+        assert_eq!(http.terminal_events, 1, "a derived failure ends its call");
+        let instances: Vec<String> = m
+            .instances()
+            .iter()
+            .map(|seen| seen.instance.to_string())
+            .collect();
+        assert_eq!(instances, ["i-1"], "a derived point is no export");
     }
 
     #[test]

@@ -29,6 +29,9 @@ pub struct GroupRow {
     pub counts: ClassCounts,
     /// (partial + access_failure) / calls; `None` without calls.
     pub silent_failure_rate: Option<f64>,
+    /// Whether the rate is only a lower bound: some calls were derived from standard spans
+    /// without error, and any of them may have been partial.
+    pub lower_bound: bool,
     /// Failure events that ended a call.
     pub terminal_events: u64,
 }
@@ -107,6 +110,7 @@ fn rows(counts: BTreeMap<String, crate::model::GroupCounts>) -> Vec<GroupRow> {
         .into_iter()
         .map(|(group, counts)| GroupRow {
             silent_failure_rate: rate(&counts.calls),
+            lower_bound: counts.calls.lower_bound(),
             counts: counts.calls,
             terminal_events: counts.terminal_events,
             group,

@@ -105,6 +105,7 @@ async fn main() -> anyhow::Result<()> {
         step: None,
         lookback: Duration::from_secs(900),
         filters: Filters::default(),
+        merge_sources: false,
     };
     let id = commands::trace_id(&args.trace_id)?;
     let from = TimeArg::parse(&args.incident_from)?.resolve(now());

@@ -14,11 +14,14 @@
 //!
 //! The silent-failure rate of a bucket is (access_failure + partial) / all calls. When a group has
 //! failure events but no counter points, the denominator is missing: the rate is not computed,
-//! and that is said, never shown as 0 %.
+//! and that is said, never shown as 0 %. Calls derived from standard spans (the contract's
+//! section 10.7) count as `unverified` when their span shows no error, which could have been a
+//! partial answer: a rate over them is a lower bound ([`ClassCounts::lower_bound`]).
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 
+use candor_records::proto::CountClass;
 use candor_schema::OutcomeClass;
 use serde::Serialize;
 
@@ -33,7 +36,7 @@ pub struct Point {
     /// The group the series belongs to (its target, tool or service).
     pub group: Arc<str>,
     /// The class it counts.
-    pub class: OutcomeClass,
+    pub class: CountClass,
     /// Cumulative (true) or delta (false).
     pub cumulative: bool,
     /// When the counter (cumulative) or the interval (delta) started.
@@ -240,12 +243,21 @@ pub struct ClassCounts {
     pub partial: u64,
     /// AccessFailure calls.
     pub access_failure: u64,
+    /// Derived calls without error: success, empty or partial, which their span cannot tell.
+    pub unverified: u64,
+    /// Derived calls their caller cancelled.
+    pub cancelled: u64,
 }
 
 impl ClassCounts {
     /// All calls.
     pub fn calls(&self) -> u64 {
-        self.success + self.empty + self.partial + self.access_failure
+        self.success
+            + self.empty
+            + self.partial
+            + self.access_failure
+            + self.unverified
+            + self.cancelled
     }
 
     /// Calls that did not get a whole answer: access_failure + partial.
@@ -253,12 +265,20 @@ impl ClassCounts {
         self.partial + self.access_failure
     }
 
-    fn add(&mut self, class: OutcomeClass, increase: u64) {
+    /// Whether the silent-failure rate is only a lower bound: some calls are unverified, and
+    /// any of them may have been partial.
+    pub fn lower_bound(&self) -> bool {
+        self.unverified > 0
+    }
+
+    fn add(&mut self, class: CountClass, increase: u64) {
         let slot = match class {
-            OutcomeClass::Success => &mut self.success,
-            OutcomeClass::Empty => &mut self.empty,
-            OutcomeClass::Partial => &mut self.partial,
-            OutcomeClass::AccessFailure => &mut self.access_failure,
+            CountClass::Outcome(OutcomeClass::Success) => &mut self.success,
+            CountClass::Outcome(OutcomeClass::Empty) => &mut self.empty,
+            CountClass::Outcome(OutcomeClass::Partial) => &mut self.partial,
+            CountClass::Outcome(OutcomeClass::AccessFailure) => &mut self.access_failure,
+            CountClass::Unverified => &mut self.unverified,
+            CountClass::Cancelled => &mut self.cancelled,
         };
         *slot = slot.saturating_add(increase);
     }
@@ -544,7 +564,7 @@ mod tests {
         Point {
             series: key(&[series, class.as_str()]),
             group: Arc::from(series),
-            class,
+            class: CountClass::Outcome(class),
             cumulative: true,
             start,
             time,

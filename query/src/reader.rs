@@ -9,6 +9,7 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
+use candor_records::proto::OutcomeSource;
 use candor_records::rows::{self, Meta, Row};
 use candor_records::tables::{Table, column};
 use deltalake::arrow::array::{Array as _, RecordBatch, TimestampMicrosecondArray};
@@ -276,6 +277,22 @@ impl Reader {
                     .gt_eq(lit(at(since)))
                     .and(time.clone().lt(lit(at(window.until)))),
             )?;
+        // Only an adapter exports: the points of derived calls come when spans do, so their
+        // spacing says nothing of an instance's exports.
+        let frame = if frame
+            .schema()
+            .has_column_with_unqualified_name(column::SOURCE)
+        {
+            let source = col(column::SOURCE);
+            frame.filter(
+                source
+                    .clone()
+                    .is_null()
+                    .or(source.eq(lit(OutcomeSource::Adapter.as_str()))),
+            )?
+        } else {
+            frame
+        };
         // A table written before the column was added, and not opened by a compactor since,
         // has no export intervals.
         let interval = if frame

@@ -208,7 +208,7 @@ async fn adapter_traffic_shows_fires_a_spike_and_every_stopped_hop_turns_stale()
         overview["coverage"]
     );
     let metric = format!(
-        "candor_tool_outcomes_total{{service=\"e2e-shop\",tool=\"search\",target=\"{FAILING_TARGET}\",class=\"access_failure\"}}"
+        "candor_tool_outcomes_total{{service=\"e2e-shop\",tool=\"search\",target=\"{FAILING_TARGET}\",class=\"access_failure\",source=\"adapter\"}}"
     );
     assert_eq!(dashboards.sample(&metric).await, Some(8.0));
     // The terminal events arrive with the spans.

@@ -5,6 +5,7 @@
 
 mod compact;
 mod dashboards;
+mod derived;
 mod faults;
 mod first_hop;
 mod foreign_clients;

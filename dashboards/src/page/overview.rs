@@ -57,6 +57,11 @@ fn nav(range: Micros) -> Markup {
     }
 }
 
+/// What a rate marked `≥` means.
+const LOWER_BOUND_TITLE: &str = "a lower bound: the group counts calls derived from standard \
+                                 spans (GenAI, MCP, HTTP client), and a call without error may \
+                                 still have been partial";
+
 /// The forensic page's address for `target` over the last `range`.
 fn events_link(target: &str, range: Micros) -> String {
     format!(
@@ -73,7 +78,8 @@ fn group_table(rows: &[GroupRow], what: &str, range: Micros, link: bool) -> Mark
         table class="groups" {
             tr {
                 th { (what) } th { "calls" } th { "success" } th { "empty" } th { "partial" }
-                th { "access_failure" } th { "silent-failure rate" } th { "terminal events" }
+                th { "access_failure" } th { "unverified" } th { "cancelled" }
+                th { "silent-failure rate" } th { "terminal events" }
             }
             @for row in rows.iter().take(TOP_ROWS) {
                 @let c = &row.counts;
@@ -90,7 +96,14 @@ fn group_table(rows: &[GroupRow], what: &str, range: Micros, link: bool) -> Mark
                     td class="n" data-col="empty" { (c.empty) }
                     td class="n" data-col="partial" { (c.partial) }
                     td class="n" data-col="access_failure" { (c.access_failure) }
-                    td class="n" data-col="rate" { (percent(row.silent_failure_rate)) }
+                    td class="n" data-col="unverified" { (c.unverified) }
+                    td class="n" data-col="cancelled" { (c.cancelled) }
+                    td class="n" data-col="rate" {
+                        @if row.lower_bound {
+                            span title=(LOWER_BOUND_TITLE) { "≥ " }
+                        }
+                        (percent(row.silent_failure_rate))
+                    }
                     td class="n" data-col="terminal" { (row.terminal_events) }
                 }
             }

@@ -29,6 +29,7 @@ fn row(group: &str, counts: ClassCounts, terminal_events: u64) -> GroupRow {
     GroupRow {
         group: group.into(),
         silent_failure_rate: crate::view::rate(&counts),
+        lower_bound: counts.lower_bound(),
         counts,
         terminal_events,
     }
@@ -61,6 +62,7 @@ fn full_overview() -> Overview {
         empty: 1,
         partial: 2,
         access_failure: 0,
+        ..ClassCounts::default()
     };
     let mut reconcile = ReconcileState::default();
     reconcile.record(Run::new(
@@ -427,7 +429,8 @@ fn the_overview_carries_what_the_browser_checks_read() {
         "<section id=\"panel-instances\" class=\"panel live\" data-state=\"live\">",
         "<td class=\"n\" data-col=\"calls\">23</td><td class=\"n\" data-col=\"success\">20</td>\
          <td class=\"n\" data-col=\"empty\">1</td><td class=\"n\" data-col=\"partial\">2</td>\
-         <td class=\"n\" data-col=\"access_failure\">0</td><td class=\"n\" data-col=\"rate\">8.7 %</td>\
+         <td class=\"n\" data-col=\"access_failure\">0</td><td class=\"n\" data-col=\"unverified\">0</td>\
+         <td class=\"n\" data-col=\"cancelled\">0</td><td class=\"n\" data-col=\"rate\">8.7 %</td>\
          <td class=\"n\" data-col=\"terminal\">0</td></tr>",
         "<tr class=\"alert\" data-alert=\"CandorWatchdog\" data-state=\"firing\" data-delivery=\"undelivered\">",
         "<td><span class=\"undelivered\">UNDELIVERED</span> at 2023-11-14 22:12:00Z: connect to ",

@@ -142,6 +142,10 @@ enum Command {
         /// How far before the window to look for a counter's baseline point.
         #[arg(long, default_value = "15m")]
         lookback: String,
+        /// Count what adapters declared and what was derived from standard spans (GenAI, MCP,
+        /// HTTP client) together, instead of in rows of their own.
+        #[arg(long)]
+        merge_sources: bool,
     },
     /// Targets whose AccessFailure rate in the recent window exceeds their baseline.
     Spikes {
@@ -165,6 +169,9 @@ enum Command {
         lookback: String,
         #[command(flatten)]
         filters: FilterArgs,
+        /// Count what adapters declared and what was derived from standard spans together.
+        #[arg(long)]
+        merge_sources: bool,
     },
     /// Every failure event of a target in a window, in order, with retry outcomes.
     Incident {
@@ -301,12 +308,14 @@ impl Question {
                 by,
                 step,
                 lookback,
+                merge_sources,
             } => Self::Rates(RatesQuery {
                 window: window_of(&window, now)?,
                 by,
                 step: step.map(|raw| duration("--step", &raw)).transpose()?,
                 lookback: duration("--lookback", &lookback)?,
                 filters: filters(filter_args),
+                merge_sources,
             }),
             Command::Spikes {
                 window,
@@ -316,6 +325,7 @@ impl Question {
                 until,
                 lookback,
                 filters: filter_args,
+                merge_sources,
             } => {
                 if !(factor.is_finite() && factor > 0.0) {
                     return Err(Usage(format!(
@@ -330,6 +340,7 @@ impl Question {
                     rule: SpikeRule { factor, min_events },
                     lookback: duration("--lookback", &lookback)?,
                     filters: filters(filter_args),
+                    merge_sources,
                 })
             }
             Command::Incident {

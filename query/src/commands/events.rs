@@ -3,6 +3,7 @@
 
 use std::collections::BTreeMap;
 
+use candor_records::proto::OutcomeSource;
 use candor_records::tables::{Table, column};
 use deltalake::datafusion::prelude::{Expr, col, lit};
 use serde_json::Value;
@@ -20,6 +21,7 @@ const EVENT_COLUMNS: &[&str] = &[
     column::SERVICE_INSTANCE_ID,
     column::TOOL_NAME,
     column::TOOL_TARGET,
+    column::SOURCE,
     column::OUTCOME_CLASS,
     column::FAILURE_KIND,
     column::RETRY_ACTION,
@@ -55,11 +57,21 @@ async fn events(reader: &Reader, filter: Expr) -> Result<EventsAnswer, CommandEr
             col(column::KAFKA_PARTITION).sort(true, false),
             col(column::KAFKA_OFFSET).sort(true, false),
         ])
-        .map_err(read)?
+        .map_err(read)?;
+    // A table written before the source column was added has only an adapter's events.
+    let has_source = frame
+        .schema()
+        .has_column_with_unqualified_name(column::SOURCE);
+    let frame = frame
         .select(
             EVENT_COLUMNS
                 .iter()
-                .map(|name| col(*name))
+                .map(|name| match *name {
+                    column::SOURCE if !has_source => {
+                        lit(OutcomeSource::Adapter.as_str()).alias(column::SOURCE)
+                    }
+                    name => col(name),
+                })
                 .collect::<Vec<Expr>>(),
         )
         .map_err(read)?;
@@ -74,10 +86,11 @@ async fn events(reader: &Reader, filter: Expr) -> Result<EventsAnswer, CommandEr
     Ok(EventsAnswer { rows, summary })
 }
 
-/// Retry outcomes (exhausted, permanent, accepted partial, retried attempts) and services of
-/// event rows.
+/// Retry outcomes (exhausted, permanent, accepted partial, retried attempts), failures derived
+/// from standard spans, and services of event rows.
 pub fn summarize(rows: &Rows) -> Vec<String> {
     let mut actions: BTreeMap<String, u64> = BTreeMap::new();
+    let mut derived: BTreeMap<String, u64> = BTreeMap::new();
     let mut services: BTreeMap<String, u64> = BTreeMap::new();
     for row in &rows.rows {
         let text = |name: &str| {
@@ -86,7 +99,12 @@ pub fn summarize(rows: &Rows) -> Vec<String> {
                 .unwrap_or("")
                 .to_owned()
         };
-        *actions.entry(text(column::RETRY_ACTION)).or_default() += 1;
+        let source = text(column::SOURCE);
+        if source.is_empty() || source == OutcomeSource::Adapter.as_str() {
+            *actions.entry(text(column::RETRY_ACTION)).or_default() += 1;
+        } else {
+            *derived.entry(source).or_default() += 1;
+        }
         *services.entry(text(column::SERVICE_NAME)).or_default() += 1;
     }
     if rows.rows.is_empty() {
@@ -97,17 +115,26 @@ pub fn summarize(rows: &Rows) -> Vec<String> {
         .iter()
         .map(|(name, events)| format!("{name} ({events})"))
         .collect();
-    vec![
-        format!(
-            "calls that ended failed: {} exhausted (ran out of retries), {} permanent (not \
-             retryable), {} partial answers accepted; {} attempt(s) were retried",
-            get("exhausted"),
-            get("permanent"),
-            get("accept_partial"),
-            get("retry")
-        ),
-        format!("services involved: {}", services.join(", ")),
-    ]
+    let mut summary = vec![format!(
+        "calls that ended failed: {} exhausted (ran out of retries), {} permanent (not \
+         retryable), {} partial answers accepted; {} attempt(s) were retried",
+        get("exhausted"),
+        get("permanent"),
+        get("accept_partial"),
+        get("retry")
+    )];
+    if !derived.is_empty() {
+        let sources: Vec<String> = derived
+            .iter()
+            .map(|(source, n)| format!("{n} {source}"))
+            .collect();
+        summary.push(format!(
+            "failures derived from standard spans, whose retries are not known: {}",
+            sources.join(", ")
+        ));
+    }
+    summary.push(format!("services involved: {}", services.join(", ")));
+    summary
 }
 
 /// `candor incident`: every event of one target in the window.

@@ -1,19 +1,26 @@
 //! `rates` and `spikes`: the silent-failure rate of each group over a window, from the counter
 //! and the terminal failure events.
+//!
+//! A group is also told apart by its source: what adapters declared (`adapter`) and what was
+//! derived from standard spans (`genai`, `mcp`, `http`) are separate rows, unless the question
+//! merges them (its source is then `all`). Internally a group's key is its source's label, a NUL
+//! and its value ([`group_key`]); the label has no NUL, so the key splits back unambiguously.
 
 use std::collections::BTreeMap;
 use std::time::Duration;
 
+use candor_records::proto::{CountClass, OutcomeSource};
 use candor_records::tables::{Table, column};
 use candor_schema::{OutcomeClass, RetryAction};
 use deltalake::arrow::array::{
-    Int64Array, MAX_INLINE_VIEW_LEN, RecordBatch, StringViewArray, make_view,
+    Array as _, Int64Array, MAX_INLINE_VIEW_LEN, RecordBatch, StringViewArray, make_view,
 };
 use deltalake::arrow::datatypes::DataType;
 use deltalake::datafusion::common::runtime::SpawnedTask;
 use deltalake::datafusion::error::DataFusionError;
 use deltalake::datafusion::logical_expr::cast as cast_expr;
 use deltalake::datafusion::prelude::{DataFrame, Expr, col, lit};
+use deltalake::datafusion::scalar::ScalarValue;
 use serde_json::Value;
 
 use crate::answer::Rows;
@@ -36,6 +43,8 @@ pub struct RatesQuery {
     pub lookback: Duration,
     /// Filters.
     pub filters: Filters,
+    /// Count declared and derived calls of a group together.
+    pub merge_sources: bool,
 }
 
 /// Rates and their notes.
@@ -46,14 +55,55 @@ pub struct RatesAnswer {
     pub notes: Vec<String>,
 }
 
-/// Counter points of `[since, until)` (the window and its lookback), grouped by `by`, and the
-/// number of points with unspecified temporality inside `window`, which are left out.
+/// The label of a group's source in its key and in answers: `all` when sources are merged.
+fn source_label(source: OutcomeSource, merge: bool) -> &'static str {
+    if merge { MERGED } else { source.as_str() }
+}
+
+/// The source label of merged groups.
+const MERGED: &str = "all";
+
+/// The key of a group: its source's label, a NUL, its value.
+pub(crate) fn group_key(label: &str, value: &str) -> String {
+    format!("{label}\u{0}{value}")
+}
+
+/// A group key's (source label, value).
+pub(crate) fn split_group(key: &str) -> (&str, &str) {
+    key.split_once('\u{0}').unwrap_or(("", key))
+}
+
+/// The source a row names: `adapter` for a row written before sources were told apart (empty or
+/// null); `None` for a name outside the closed set, which readers refuse before it is stored.
+fn source_named(name: &str) -> Option<OutcomeSource> {
+    if name.is_empty() {
+        return Some(OutcomeSource::Adapter);
+    }
+    OutcomeSource::from_bytes(name.as_bytes())
+}
+
+/// The `source` column, or nulls for a table written before it was added.
+fn source_column(frame: &DataFrame) -> Expr {
+    if frame
+        .schema()
+        .has_column_with_unqualified_name(column::SOURCE)
+    {
+        col(column::SOURCE)
+    } else {
+        lit(ScalarValue::Utf8(None)).alias(column::SOURCE)
+    }
+}
+
+/// Counter points of `[since, until)` (the window and its lookback), grouped by `by` (and by
+/// source unless `merge`), and the number of points with unspecified temporality inside
+/// `window`, which are left out.
 async fn points(
     reader: &Reader,
     since: Micros,
     window: Window,
     by: GroupBy,
     filters: &Filters,
+    merge: bool,
 ) -> Result<(Vec<Point>, u64), CommandError> {
     let frame = reader
         .context
@@ -74,8 +124,16 @@ async fn points(
         column::TOOL_TARGET,
         column::OUTCOME_CLASS,
         column::TEMPORALITY,
+        column::SOURCE,
     ];
-    let mut columns: Vec<Expr> = series.iter().map(|name| col(*name)).collect();
+    let source = source_column(&frame);
+    let mut columns: Vec<Expr> = series
+        .iter()
+        .map(|name| match *name {
+            column::SOURCE => source.clone(),
+            name => col(name),
+        })
+        .collect();
     columns.extend([
         cast_expr(col(column::START_TIME), DataType::Int64).alias(column::START_TIME),
         cast_expr(col(column::TIME), DataType::Int64).alias(column::TIME),
@@ -92,7 +150,7 @@ async fn points(
     enum Series {
         Counted {
             group: std::sync::Arc<str>,
-            class: OutcomeClass,
+            class: CountClass,
             cumulative: bool,
         },
         UnspecifiedTemporality,
@@ -123,17 +181,23 @@ async fn points(
         let value = ints(batch, column::VALUE)?;
         for row in 0..batch.num_rows() {
             // Copies of a point (from the tail and the table) are counted once by `increases`.
-            let parts: [&str; 6] = std::array::from_fn(|part| series_text[part].value(row));
+            let parts: [&str; 7] = std::array::from_fn(|part| series_text[part].value(row));
             let (number, found) = known.intern(&parts, || {
-                let [_, _, _, _, class, temporality] = parts;
+                let [_, _, _, _, class, temporality, source] = parts;
                 let cumulative = match temporality {
                     "cumulative" => true,
                     "delta" => false,
                     _ => return Series::UnspecifiedTemporality,
                 };
-                match class.parse::<OutcomeClass>() {
+                let Some(source) = source_named(source) else {
+                    return Series::UnknownClass;
+                };
+                match CountClass::parse(class, Some(source)) {
                     Ok(class) => Series::Counted {
-                        group: std::sync::Arc::from(parts[group_part]),
+                        group: std::sync::Arc::from(group_key(
+                            source_label(source, merge),
+                            parts[group_part],
+                        )),
                         class,
                         cumulative,
                     },
@@ -162,7 +226,15 @@ async fn points(
                         unspecified += 1;
                     }
                 }
-                Series::UnknownClass => {}
+                // Readers refuse such a point before it is stored; one that got past them
+                // anyway is counted with the unspecified ones rather than dropped unsaid.
+                Series::UnknownClass => {
+                    if window.contains(time.value(row))
+                        && unspecified_ids.insert(rates::id_key(id.value(row)))
+                    {
+                        unspecified += 1;
+                    }
+                }
             }
         }
     }
@@ -177,9 +249,10 @@ async fn failure_events(
     by: GroupBy,
     filters: &Filters,
     class: Option<OutcomeClass>,
+    merge: bool,
 ) -> Result<BTreeMap<(String, Micros), u64>, CommandError> {
     let frame = failure_events_frame(reader, buckets, by, filters, class).await?;
-    count_failure_events(frame, buckets).await
+    count_failure_events(frame, buckets, merge).await
 }
 
 /// The rows [`failure_events`] counts from: the group and the retry action of each failure
@@ -219,6 +292,7 @@ async fn failure_events_frame(
     let mut columns = vec![
         col(by.column()).alias("group"),
         col(column::RETRY_ACTION).alias("action"),
+        source_column(&frame).alias("source"),
     ];
     if buckets.step.is_some() || !whole {
         columns.push(cast_expr(col(column::EVENT_TIME), DataType::Int64).alias("time"));
@@ -238,17 +312,21 @@ async fn failure_events_frame(
 /// Counted here rather than by a DataFusion aggregate, which hashed every row's group: the
 /// files keep rows sorted by target, so each row mostly continues the run of the one before it
 /// and costs a comparison of two views (see [`FailureRows::same_group`]).
+///
+/// The rows of each source are counted apart (unless `merge`), and the keys are
+/// [`group_key`]s. A batch of an adapter's rows only, the usual case, is counted in one pass.
 async fn count_failure_events(
     frame: DataFrame,
     buckets: Buckets,
+    merge: bool,
 ) -> Result<BTreeMap<(String, Micros), u64>, CommandError> {
     use futures_util::StreamExt as _;
     let mut stream = frame.execute_stream().await.map_err(read)?;
-    let mut counts = rates::GroupCounts::default();
+    let mut counts: [rates::GroupCounts; OutcomeSource::ALL.len()] = Default::default();
     let retry = make_view(RetryAction::Retry.as_str().as_bytes(), 0, 0);
     while let Some(batch) = stream.next().await {
         let batch = batch.map_err(read)?;
-        let rows = FailureRows {
+        let mut rows = FailureRows {
             group: views(&batch, "group")?,
             action: views(&batch, "action")?,
             retry,
@@ -257,10 +335,41 @@ async fn count_failure_events(
                 Err(_) => None,
             },
             buckets,
+            source: views(&batch, "source")?,
+            only: None,
         };
-        counts.add_runs(batch.num_rows(), &rows);
+        let present = if merge {
+            vec![OutcomeSource::Adapter]
+        } else {
+            rows.sources()
+        };
+        if let [one] = present.as_slice() {
+            counts[source_index(*one)].add_runs(batch.num_rows(), &rows);
+            continue;
+        }
+        for source in present {
+            rows.only = Some(source);
+            counts[source_index(source)].add_runs(batch.num_rows(), &rows);
+        }
     }
-    Ok(counts.into_map())
+    let mut all = BTreeMap::new();
+    for (source, counts) in OutcomeSource::ALL.iter().zip(counts) {
+        let label = source_label(*source, merge);
+        all.extend(
+            counts
+                .into_map()
+                .into_iter()
+                .map(|((group, at), n)| ((group_key(label, &group), at), n)),
+        );
+    }
+    Ok(all)
+}
+
+fn source_index(source: OutcomeSource) -> usize {
+    OutcomeSource::ALL
+        .iter()
+        .position(|s| *s == source)
+        .unwrap_or(0)
 }
 
 /// One batch of [`failure_events_frame`], as [`rates::GroupCounts`] counts it. Both text columns
@@ -273,6 +382,39 @@ struct FailureRows {
     /// Event times, when the buckets have a step or the frame holds rows outside them.
     time: Option<Int64Array>,
     buckets: Buckets,
+    /// Each row's source (null or `adapter`: an adapter's).
+    source: StringViewArray,
+    /// Count only the rows of this source; `None`: every row.
+    only: Option<OutcomeSource>,
+}
+
+impl FailureRows {
+    /// A row's source; an unknown name (which readers refuse before it is stored) counts as
+    /// derived over HTTP rather than as declared, so that it never raises a declared rate.
+    fn source(&self, row: usize) -> OutcomeSource {
+        if self.source.is_null(row) {
+            return OutcomeSource::Adapter;
+        }
+        source_named(self.source.value(row)).unwrap_or(OutcomeSource::Http)
+    }
+
+    /// The sources of the batch's rows, in [`OutcomeSource::ALL`]'s order. Rows of one
+    /// source mostly share one view, so most rows cost a comparison with the one before.
+    fn sources(&self) -> Vec<OutcomeSource> {
+        let mut seen = [false; OutcomeSource::ALL.len()];
+        let views = self.source.views();
+        for row in 0..self.source.len() {
+            if row > 0 && views[row] == views[row - 1] && !self.source.is_null(row) {
+                continue;
+            }
+            seen[source_index(self.source(row))] = true;
+        }
+        OutcomeSource::ALL
+            .iter()
+            .zip(seen)
+            .filter_map(|(source, seen)| seen.then_some(*source))
+            .collect()
+    }
 }
 
 // `retry` fits in a view, so its view alone decides whether a row holds it.
@@ -283,6 +425,7 @@ impl rates::RunRows for FailureRows {
         // An inline view is the text's length and bytes, padded with zeros (as the Arrow format
         // requires): the view equals `retry`'s exactly when the text is `retry`.
         self.action.views()[row] != self.retry
+            && self.only.is_none_or(|only| self.source(row) == only)
     }
 
     /// Two equal views are equal texts: a short text is inline in its view, and a long one's
@@ -320,15 +463,17 @@ pub async fn rates(reader: &Reader, query: &RatesQuery) -> Result<RatesAnswer, C
     // The failure events are counted on a task of their own while this one reads the counter
     // points: the two reads share nothing, and each leaves a core idle part of the time. The
     // task is aborted if this answer is dropped before it finishes.
+    let merge = query.merge_sources;
     let events_frame =
         failure_events_frame(reader, buckets, query.by, &query.filters, None).await?;
-    let events_task = SpawnedTask::spawn(count_failure_events(events_frame, buckets));
+    let events_task = SpawnedTask::spawn(count_failure_events(events_frame, buckets, merge));
     let (points, unspecified) = points(
         reader,
         lookback_since,
         query.window,
         query.by,
         &query.filters,
+        merge,
     )
     .await?;
     let increases = rates::increases(&points, buckets);
@@ -340,6 +485,7 @@ pub async fn rates(reader: &Reader, query: &RatesQuery) -> Result<RatesAnswer, C
     let found = rates::rate_rows(&increases, &events, buckets);
     let mut rows = Rows::new(&[
         query.by.label(),
+        "source",
         "bucket_start",
         "bucket_end",
         "calls",
@@ -347,12 +493,17 @@ pub async fn rates(reader: &Reader, query: &RatesQuery) -> Result<RatesAnswer, C
         "empty",
         "partial",
         "access_failure",
+        "unverified",
+        "cancelled",
         "silent_failure_rate",
+        "rate_bound",
         "denominator",
         "failure_events",
     ]);
     let mut missing = 0usize;
+    let mut lower_bounds = 0usize;
     for row in &found {
+        let (label, group) = split_group(&row.group);
         let counts = |pick: fn(&ClassCounts) -> u64| {
             row.counts
                 .map_or(Value::Null, |counts| Value::from(pick(&counts)))
@@ -361,8 +512,13 @@ pub async fn rates(reader: &Reader, query: &RatesQuery) -> Result<RatesAnswer, C
         if denominator == rates::Denominator::Missing {
             missing += 1;
         }
+        let bound = rate_bound(row.counts.as_ref(), row.rate().is_some());
+        if bound == Some(LOWER_BOUND) {
+            lower_bounds += 1;
+        }
         rows.push(vec![
-            Value::from(row.group.clone()),
+            Value::from(group),
+            Value::from(label),
             Value::from(rfc3339(row.bucket_start)),
             Value::from(rfc3339(row.bucket_end)),
             counts(ClassCounts::calls),
@@ -370,12 +526,18 @@ pub async fn rates(reader: &Reader, query: &RatesQuery) -> Result<RatesAnswer, C
             counts(|c| c.empty),
             counts(|c| c.partial),
             counts(|c| c.access_failure),
+            counts(|c| c.unverified),
+            counts(|c| c.cancelled),
             row.rate().map_or(Value::Null, Value::from),
+            bound.map_or(Value::Null, Value::from),
             serde_json::to_value(denominator).unwrap_or(Value::Null),
             Value::from(row.failure_events),
         ]);
     }
     let mut notes = Vec::new();
+    if lower_bounds > 0 {
+        notes.push(lower_bound_note(lower_bounds));
+    }
     if missing > 0 {
         notes.push(format!(
             "{missing} row(s) have failure events but no call counts (denominator missing): their \
@@ -400,6 +562,29 @@ pub async fn rates(reader: &Reader, query: &RatesQuery) -> Result<RatesAnswer, C
     Ok(RatesAnswer { rows, notes })
 }
 
+/// What a rate is: `exact`, or a `lower_bound` when some of its calls are unverified (derived
+/// calls without error, any of which may have been partial); `None` without a rate.
+fn rate_bound(counts: Option<&ClassCounts>, rated: bool) -> Option<&'static str> {
+    let counts = counts.filter(|_| rated)?;
+    Some(if counts.lower_bound() {
+        LOWER_BOUND
+    } else {
+        EXACT
+    })
+}
+
+const LOWER_BOUND: &str = "lower_bound";
+const EXACT: &str = "exact";
+
+fn lower_bound_note(rows: usize) -> String {
+    format!(
+        "{rows} row(s) count calls derived from standard spans (GenAI, MCP, HTTP client): a call \
+         without error is unverified, since its span cannot tell a whole answer from an empty or \
+         a partial one, so their rate is a lower bound (rate_bound = lower_bound); only an \
+         adapter declares partial answers"
+    )
+}
+
 /// The parameters of `spikes`.
 #[derive(Debug, Clone)]
 pub struct SpikesQuery {
@@ -415,6 +600,8 @@ pub struct SpikesQuery {
     pub lookback: Duration,
     /// Filters.
     pub filters: Filters,
+    /// Count declared and derived calls of a target together.
+    pub merge_sources: bool,
 }
 
 /// `candor spikes`: the window covered is baseline + window.
@@ -426,12 +613,14 @@ pub async fn spikes(reader: &Reader, query: &SpikesQuery) -> Result<RatesAnswer,
         until: query.until,
     };
     let lookback_since = baseline_start.saturating_sub(micros_of(query.lookback));
+    let merge = query.merge_sources;
     let (points, _) = points(
         reader,
         lookback_since,
         whole,
         GroupBy::Target,
         &query.filters,
+        merge,
     )
     .await?;
     let mut without_baseline = 0;
@@ -464,11 +653,14 @@ pub async fn spikes(reader: &Reader, query: &SpikesQuery) -> Result<RatesAnswer,
         .iter()
         .filter_map(|spike| {
             let first = *first_point.get(spike.target.as_str())?;
-            (first > baseline_start).then(|| format!("{} (from {})", spike.target, rfc3339(first)))
+            let (label, target) = split_group(&spike.target);
+            (first > baseline_start)
+                .then(|| format!("{target} [{label}] (from {})", rfc3339(first)))
         })
         .collect();
     let mut rows = Rows::new(&[
         "target",
+        "source",
         "window_access_failures",
         "window_calls",
         "window_rate",
@@ -477,9 +669,18 @@ pub async fn spikes(reader: &Reader, query: &SpikesQuery) -> Result<RatesAnswer,
         "baseline_rate",
         "factor",
     ]);
+    let mut lower_bounds = 0usize;
     for spike in &found {
+        let (label, target) = split_group(&spike.target);
+        if recent
+            .get(&spike.target)
+            .is_some_and(ClassCounts::lower_bound)
+        {
+            lower_bounds += 1;
+        }
         rows.push(vec![
-            Value::from(spike.target.clone()),
+            Value::from(target),
+            Value::from(label),
             Value::from(spike.window_failures),
             Value::from(spike.window_calls),
             Value::from(spike.window_rate),
@@ -502,13 +703,16 @@ pub async fn spikes(reader: &Reader, query: &SpikesQuery) -> Result<RatesAnswer,
         GroupBy::Target,
         &query.filters,
         Some(OutcomeClass::AccessFailure),
+        merge,
     )
     .await?;
     let mut uncounted = Vec::new();
-    for ((target, _), failures) in events {
-        if failures >= query.rule.min_events && !recent.contains_key(&target) {
+    for ((key, _), failures) in events {
+        if failures >= query.rule.min_events && !recent.contains_key(&key) {
+            let (label, target) = split_group(&key);
             rows.push(vec![
-                Value::from(target.clone()),
+                Value::from(target),
+                Value::from(label),
                 Value::from(failures),
                 Value::Null,
                 Value::Null,
@@ -517,10 +721,13 @@ pub async fn spikes(reader: &Reader, query: &SpikesQuery) -> Result<RatesAnswer,
                 Value::Null,
                 Value::from("unknown: no call counts"),
             ]);
-            uncounted.push(target);
+            uncounted.push(format!("{target} [{label}]"));
         }
     }
     let mut notes = Vec::new();
+    if lower_bounds > 0 {
+        notes.push(lower_bound_note(lower_bounds));
+    }
     if !uncounted.is_empty() {
         notes.push(format!(
             "{} target(s) had at least {} terminal AccessFailure events in the window but no call \
@@ -593,6 +800,8 @@ mod tests {
             retry: make_view(RetryAction::Retry.as_str().as_bytes(), 0, 0),
             time: None,
             buckets,
+            source: view_array(&["", "", "", "", "", ""]),
+            only: None,
         };
         let counted: Vec<bool> = (0..6).map(|row| rows.counted(row)).collect();
         assert_eq!(counted, [true, false, true, false, true, true]);

@@ -4,6 +4,7 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
+use candor_records::proto::OutcomeSource;
 use candor_records::tables::{Table, column};
 use candor_schema::{OutcomeClass, RetryAction};
 use deltalake::arrow::array::RecordBatch;
@@ -73,18 +74,31 @@ fn reconciled_classes() -> Expr {
     )
 }
 
-/// `columns` of the rows of `table` that match `predicate`.
+/// `columns` of an adapter's rows of `table` that match `predicate`. Only an adapter records a
+/// failed call twice (a counter and an event); a derived call's count and event are written
+/// together by the collector, from one span, and have nothing to reconcile.
 async fn select(
     reader: &Reader,
     table: Table,
     predicate: Expr,
     columns: Vec<Expr>,
 ) -> Result<Vec<RecordBatch>, CommandError> {
-    reader
-        .context
-        .table(table.name())
-        .await
-        .map_err(read)?
+    let frame = reader.context.table(table.name()).await.map_err(read)?;
+    let predicate = if frame
+        .schema()
+        .has_column_with_unqualified_name(column::SOURCE)
+    {
+        let source = col(column::SOURCE);
+        predicate.and(
+            source
+                .clone()
+                .is_null()
+                .or(source.eq(lit(OutcomeSource::Adapter.as_str()))),
+        )
+    } else {
+        predicate
+    };
+    frame
         .filter(predicate)
         .map_err(read)?
         .select(columns)

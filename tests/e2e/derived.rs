@@ -1,0 +1,162 @@
+//! Calls derived from the telemetry real emitters already send (the contract's section 10.7):
+//! a pydantic-ai agent's GenAI `execute_tool` spans, `opentelemetry-instrumentation-httpx`'s
+//! HTTP client spans and the `mcp` SDK's `tools/call` spans, through the collector and the
+//! compactor to `candor rates` and `candor incident`.
+
+use std::collections::BTreeMap;
+use std::time::{Duration, SystemTime};
+
+use candor_e2e::collector::{Collector, Options};
+use candor_e2e::compactor::{self, Compactor};
+use candor_e2e::query::candor;
+use candor_e2e::tansu::Tansu;
+use candor_e2e::{rfc3339, run_python_client, tempdir, wait_for};
+use candor_schema::names::resource;
+use serde_json::{Value, json};
+
+/// One row of `candor rates`: (target, source) → (unverified, access_failure, cancelled,
+/// success + empty + partial).
+type Counted = BTreeMap<(String, String), [u64; 4]>;
+
+fn counted(rows: &[Value]) -> Counted {
+    rows.iter()
+        .map(|row| {
+            let n = |class: &str| row[class].as_u64().unwrap_or(0);
+            (
+                (
+                    row["target"].as_str().unwrap().to_owned(),
+                    row["source"].as_str().unwrap().to_owned(),
+                ),
+                [
+                    n("unverified"),
+                    n("access_failure"),
+                    n("cancelled"),
+                    n("success") + n("empty") + n("partial"),
+                ],
+            )
+        })
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn standard_tool_spans_of_real_emitters_count_with_their_failures_and_never_as_success() {
+    let tansu = Tansu::start().await;
+    let collector = Collector::start(&tansu.bootstrap, Options::default()).await;
+    let root = tempdir("derived");
+    let _compactor = Compactor::start(&tansu.bootstrap, &root, compactor::Options::default()).await;
+    let since = rfc3339(collector.covered_since().await);
+    let spec = json!({
+        "endpoint": collector.grpc_endpoint,
+        "resource": { resource::SERVICE_NAME: "agent-py", resource::SERVICE_INSTANCE_ID: "agent-1" },
+    });
+    let printed = run_python_client("derived_emitters.py", &spec, Duration::from_secs(120)).await;
+    let until = rfc3339(SystemTime::now());
+    collector.heartbeat_after_now().await;
+
+    let server = format!("http://127.0.0.1:{}", printed["http_port"]);
+    let closed = format!("http://127.0.0.1:{}", printed["closed_port"]);
+    let row = |target: &str, source: &str, counts: [u64; 4]| {
+        ((target.to_owned(), source.to_owned()), counts)
+    };
+    let expected: Counted = [
+        // The agent's tools: `lookup` raised, `slow` was cancelled by it, `fetch` answered
+        // three times and raised once, on the closed port.
+        row("lookup", "genai", [0, 1, 0, 0]),
+        row("slow", "genai", [0, 0, 1, 0]),
+        row("fetch", "genai", [3, 1, 0, 0]),
+        // The requests `fetch` made: 200 is only contact; 401 and 500 failed.
+        row(&server, "http", [1, 2, 0, 0]),
+        row(&closed, "http", [0, 1, 0, 0]),
+        // The MCP server's tools: `search` returned `isError: true`.
+        row("add", "mcp", [1, 0, 0, 0]),
+        row("search", "mcp", [0, 1, 0, 0]),
+    ]
+    .into_iter()
+    .collect();
+    let answer = wait_for(
+        "every derived call in `candor rates`, over a covered window",
+        Duration::from_secs(90),
+        || async {
+            let answer = candor(
+                &root,
+                &["rates", "--since", &since, "--until", &until, "--no-live"],
+            );
+            (answer.class() == "success" && counted(&answer.rows()) == expected).then_some(answer)
+        },
+    )
+    .await;
+    for row in answer.rows() {
+        assert_eq!(
+            row["success"], 0,
+            "a derived call is never a success: {row:#}"
+        );
+        let lower = row["unverified"].as_u64().unwrap() > 0;
+        let bound = if lower { "lower_bound" } else { "exact" };
+        assert_eq!(row["rate_bound"], bound, "{row:#}");
+    }
+    let notes = answer.json()["coverage"]["notes"].to_string();
+    assert!(notes.contains("lower bound"), "{notes}");
+
+    let incident = |target: &str| {
+        let answer = candor(
+            &root,
+            &[
+                "incident",
+                "--target",
+                target,
+                "--since",
+                &since,
+                "--until",
+                &until,
+                "--no-live",
+            ],
+        );
+        assert!(answer.stderr.is_empty(), "{}", answer.stderr);
+        answer
+    };
+    let requests = incident(&server);
+    assert_eq!(requests.class(), "success");
+    let mut failures: Vec<(String, u64, String)> = requests
+        .rows()
+        .iter()
+        .map(|event| {
+            assert_eq!(event["source"], "http");
+            assert_eq!(event["outcome_class"], "access_failure");
+            assert_eq!(event["retry_action"], "");
+            assert_eq!(event["service_name"], "agent-py");
+            (
+                event["failure_kind"].as_str().unwrap().to_owned(),
+                event["http_status_code"].as_u64().unwrap(),
+                event["error_type"].as_str().unwrap().to_owned(),
+            )
+        })
+        .collect();
+    failures.sort();
+    assert_eq!(
+        failures,
+        [
+            ("auth".to_owned(), 401, "401".to_owned()),
+            ("server_error".to_owned(), 500, "500".to_owned()),
+        ]
+    );
+    let summary = requests.json()["summary"].to_string();
+    assert!(summary.contains("derived from standard spans"), "{summary}");
+
+    let kind_of = |target: &str| {
+        let answer = incident(target);
+        assert_eq!(answer.class(), "success");
+        let rows = answer.rows();
+        assert_eq!(rows.len(), 1, "{rows:#?}");
+        (
+            rows[0]["source"].as_str().unwrap().to_owned(),
+            rows[0]["failure_kind"].as_str().unwrap().to_owned(),
+        )
+    };
+    assert_eq!(kind_of("lookup"), ("genai".into(), "connect".into()));
+    assert_eq!(kind_of(&closed), ("http".into(), "connect".into()));
+    assert_eq!(kind_of("search"), ("mcp".into(), "tool_error".into()));
+    // The cancelled sibling is no failure: a confirmed empty answer.
+    let slow = incident("slow");
+    assert!(slow.rows().is_empty(), "{:#?}", slow.rows());
+    assert_eq!(slow.class(), "empty");
+}

@@ -57,8 +57,9 @@ mod metric {
 }
 
 /// The labels the level-1 rules keep (scrape labels such as `job` and `instance` are summed
-/// away).
-const KEPT: [&str; 3] = ["target", "tool", "class"];
+/// away). `source` keeps what adapters declared apart from the calls the collector derived from
+/// standard spans, whose rates are lower bounds.
+const KEPT: [&str; 4] = ["target", "tool", "class", "source"];
 
 /// How long the burn-rate factors assume the error budget lasts (the Google SRE workbook's).
 const SLO_DAYS: f64 = 30.0;
@@ -149,6 +150,11 @@ impl Needs {
         }
         groups
     }
+}
+
+/// The labels a group's series are summed by: its own and `source`.
+fn by(group: GroupBy) -> String {
+    format!("{}, source", label(group))
 }
 
 /// The label a group is read from.
@@ -347,7 +353,7 @@ fn silent_ratios(yaml: &mut Yaml, needs: &Needs) {
         }
         for window in *windows {
             let expr = ratio(
-                label(*group),
+                &by(*group),
                 &calls(*group, *window, &matcher),
                 &calls(*group, *window, ""),
             );
@@ -368,7 +374,7 @@ fn access_ratios(yaml: &mut Yaml, needs: &Needs) {
     let matcher = braces(&access_class());
     let access = |window: Micros, offset: Option<Micros>| {
         let rates = rates_name(window, offset);
-        ratio("target", &format!("{rates}{matcher}"), &rates)
+        ratio(&by(GroupBy::Target), &format!("{rates}{matcher}"), &rates)
     };
     for window in &needs.access {
         record(yaml, &access_name(*window, None), &access(*window, None));
@@ -397,7 +403,7 @@ fn access_ratios(yaml: &mut Yaml, needs: &Needs) {
             ),
         );
         let expr = format!(
-            "sum by (target) (increase({}{matcher}[{}]))",
+            "sum by (target, source) (increase({}{matcher}[{}]))",
             metric::OUTCOMES,
             duration(*window)
         );

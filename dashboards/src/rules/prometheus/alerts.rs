@@ -169,6 +169,12 @@ pub(super) fn group(yaml: &mut Yaml, rules: &[Rule]) {
     }
 }
 
+/// Said in an alert on calls the collector derived from standard spans: a Go template that
+/// prints nothing for an adapter's series (or one without the `source` label).
+const DERIVED: &str = "{{ if and $labels.source (ne $labels.source \"adapter\") }} These calls \
+                       were derived from standard {{ $labels.source }} spans: a call without \
+                       error may still have been partial, so the rate is a lower bound.{{ end }}";
+
 fn spike(
     yaml: &mut Yaml,
     rule: &Rule,
@@ -186,7 +192,7 @@ fn spike(
              Zero baseline: a target with no AccessFailure in the baseline {b} has a baseline of \
              0, so any {w} window that meets the minimum volume is a spike. A target with no calls \
              at all in the baseline {b} (new, or idle) has no baseline sample; it counts as a zero \
-             baseline too (the `or on (target) 0 * ...` term), so the minimum volume alone \
+             baseline too (the `or on (target, source) 0 * ...` term), so the minimum volume alone \
              decides. Without that term, a target that starts failing right after an idle {b} \
              would never fire (a comparison with a missing series yields nothing)."
         ),
@@ -194,14 +200,15 @@ fn spike(
     let recent = access_name(window, None);
     let before = access_name(baseline, Some(window));
     let expr = format!(
-        "(\n    {recent}\n  >= on (target)\n    {f} * (\n        {before}\n      or on (target)\n        \
-         0 * {recent}\n    )\n)\nand on (target)\n  ({} >= {min_events})",
+        "(\n    {recent}\n  >= on (target, source)\n    {f} * (\n        {before}\n      or on (target, source)\n        \
+         0 * {recent}\n    )\n)\nand on (target, source)\n  ({} >= {min_events})",
         increase_name(window)
     );
     let since = duration(INCIDENT_SINCE.max(window));
     let baseline_value = format!(
-        "{{{{ with printf \"{before}{{target=%q}}\" $labels.target | query }}}}{{{{ . | first | \
-         value | humanizePercentage }}}}{{{{ else }}}}no calls, counted as 0{{{{ end }}}}"
+        "{{{{ with printf \"{before}{{target=%q,source=%q}}\" $labels.target $labels.source | query \
+         }}}}{{{{ . | first | value | humanizePercentage }}}}{{{{ else }}}}no calls, counted as \
+         0{{{{ end }}}}"
     );
     let description = format!(
         "{{{{ $value | humanizePercentage }}}} of calls to {{{{ $labels.target }}}} ended in \
@@ -210,7 +217,7 @@ fn spike(
          reported nothing found. Check `candor incident --target '{{{{ $labels.target }}}}' \
          --since {since}` for the failure kinds, status codes and retry actions; then whether \
          the target is down, rate-limiting or refusing our credentials, and what changed just \
-         before."
+         before.{DERIVED}"
     );
     Alert {
         rule,
@@ -232,7 +239,8 @@ fn burn_rate(
     min_calls: u64,
     windows: &[BurnWindow],
 ) {
-    let by = label(group_by);
+    let by = super::by(group_by);
+    let name = label(group_by);
     let budget = 1.0 - objective;
     let limit = |factor: f64| format!("({} * {})", number(factor), number(budget));
     let pairs: Vec<String> = windows
@@ -273,9 +281,9 @@ fn burn_rate(
         GroupBy::Service => "from service",
     };
     let description = format!(
-        "{{{{ $value | humanizePercentage }}}} of calls {whose} {{{{ $labels.{by} }}}} were \
+        "{{{{ $value | humanizePercentage }}}} of calls {whose} {{{{ $labels.{name} }}}} were \
          Partial or AccessFailure over the long window ({} the {} budget) and the short window \
-         ({}) agrees, so it is still happening: {}. {}",
+         ({}) agrees, so it is still happening: {}. {}{DERIVED}",
         either(&longs),
         percent(budget),
         either(&shorts),
@@ -288,7 +296,7 @@ fn burn_rate(
         labels: Vec::new(),
         annotations: text(
             format!(
-                "Silent failures on {{{{ $labels.{by} }}}} are burning the {} SLO's error budget",
+                "Silent failures on {{{{ $labels.{name} }}}} are burning the {} SLO's error budget",
                 percent(objective)
             ),
             description,

@@ -13,8 +13,8 @@ use crate::rules::{BurnWindow, Severity};
 pub(super) fn write(yaml: &mut Yaml, rules: &[Rule]) {
     let inputs = [
         (
-            format!("{}{{service,tool,target,class}}", metric::OUTCOMES),
-            "calls per outcome class",
+            format!("{}{{service,tool,target,class,source}}", metric::OUTCOMES),
+            "calls per outcome class and source",
         ),
         (
             format!("{}{{hop}}", metric::FRESHNESS),

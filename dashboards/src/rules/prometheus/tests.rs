@@ -88,8 +88,8 @@ fn a_changed_threshold_changes_the_generated_rules() {
         (
             "group_by = \"target\"",
             "group_by = \"service\"",
-            "(sum by (target) (target_tool_class:candor_tool_outcomes:rate1h) * 3600 >= 20)",
-            "(sum by (service) (rate(candor_tool_outcomes_total[1h])) * 3600 >= 20)",
+            "(sum by (target, source) (target_tool_class_source:candor_tool_outcomes:rate1h) * 3600 >= 20)",
+            "(sum by (service, source) (rate(candor_tool_outcomes_total[1h])) * 3600 >= 20)",
         ),
         (
             "after = \"5m\"",

@@ -253,9 +253,12 @@ fn derive(c: &mut Criterion) {
     let mut group = c.benchmark_group("derive");
     group.throughput(Throughput::Elements(MIX_SPANS as u64));
     for (name, derivation) in [
-        ("ignoring every span", &off),
         ("deriving the tool spans", &on),
+        ("ignoring every span", &off),
     ] {
+        group.bench_function(format!("extract: {name}"), |b| {
+            b.iter(|| extract_traces(black_box(&request), &received(derivation)))
+        });
         group.bench_function(format!("decode, extract, encode: {name}"), |b| {
             b.iter(|| {
                 let request = decode_request(Encoding::Protobuf, black_box(&body)).unwrap();

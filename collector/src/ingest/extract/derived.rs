@@ -18,7 +18,6 @@
 //! Spans of one call that travel in different requests are not joined (see ARCHITECTURE.md).
 
 use std::borrow::Cow;
-use std::collections::{HashMap, HashSet};
 use std::sync::Mutex;
 
 use candor_records::proto::{
@@ -31,6 +30,11 @@ use opentelemetry_proto::tonic::trace::v1::{Span, span, status};
 use sha2::{Digest, Sha256};
 
 use super::failure_type::{DerivedOutcome, SpanError, classify};
+
+/// Maps and sets keyed by span ids and short texts, hashed with foldhash: the keys come from one
+/// request, and SipHash's resistance to chosen keys would cost a few times more per key here.
+type HashMap<K, V> = std::collections::HashMap<K, V, foldhash::fast::RandomState>;
+type HashSet<K> = std::collections::HashSet<K, foldhash::fast::RandomState>;
 use super::{
     OutcomeEventRef, Received, Refusal, RejectReason, Service, bounded, content_id, refuse,
 };
@@ -108,6 +112,9 @@ impl Derivation {
     /// attributes, done for every span that carries no `tool.outcome` event.
     pub(super) fn recognise(&self, span: &Span) -> Option<OutcomeSource> {
         let config = &self.config;
+        if !(config.genai || config.mcp || config.http) {
+            return None;
+        }
         let mut genai = false;
         let mut mcp = false;
         let mut http = false;
@@ -198,12 +205,17 @@ pub(super) fn derive<'a>(
     // call (`None`: an adapter's span does).
     out.stats.spans = candidates.len() as u64;
     let mut stands_for: Vec<Option<usize>> = (0..candidates.len()).map(Some).collect();
-    if !adapter_spans.is_empty() || candidates.len() > 1 {
+    let joinable = joinable_traces(candidates, adapter_spans);
+    if !joinable.is_empty() {
         let adapter_spans: HashSet<SpanKey<'a>> = adapter_spans.iter().copied().collect();
+        let spans: Vec<&'a Span> = all_spans()
+            .into_iter()
+            .filter(|span| joinable.contains(span.trace_id.as_slice()))
+            .collect();
         join(
             candidates,
             &adapter_spans,
-            &all_spans(),
+            &spans,
             derivation,
             &mut stands_for,
         );
@@ -220,7 +232,7 @@ pub(super) fn derive<'a>(
             }
         }
     }
-    let mut points: HashMap<PointKey, Point> = HashMap::new();
+    let mut points: HashMap<PointKey, Point> = HashMap::default();
     let mut book = derivation
         .targets
         .lock()
@@ -312,7 +324,7 @@ pub(super) fn derive<'a>(
         point.ids.update(call.span_id);
     }
     drop(book);
-    let mut calls: HashMap<(OutcomeSource, CountClass), u64> = HashMap::new();
+    let mut calls: HashMap<(OutcomeSource, CountClass), u64> = HashMap::default();
     for (key, point) in points {
         *calls.entry((key.source, key.class)).or_default() += point.value;
         let service = &services[key.service];
@@ -372,6 +384,34 @@ struct Point {
     ids: Sha256,
 }
 
+/// The traces in which one span's call can be another's: those holding an adapter's span and a
+/// candidate, or two GenAI or MCP candidates. Most requests have none, and skip the join.
+fn joinable_traces<'a>(
+    candidates: &[Candidate<'a>],
+    adapter_spans: &[SpanKey<'a>],
+) -> HashSet<&'a [u8]> {
+    // Per trace: its GenAI and MCP candidates, and whether it has any candidate.
+    let mut traces: HashMap<&'a [u8], (u32, bool)> = HashMap::default();
+    for candidate in candidates {
+        let entry = traces
+            .entry(candidate.span.trace_id.as_slice())
+            .or_default();
+        entry.0 += u32::from(candidate.source != OutcomeSource::Http);
+        entry.1 = true;
+    }
+    let mut joinable: HashSet<&'a [u8]> = traces
+        .iter()
+        .filter(|(_, (tool_calls, _))| *tool_calls >= 2)
+        .map(|(trace, _)| *trace)
+        .collect();
+    for (trace, _) in adapter_spans {
+        if traces.get(trace).is_some_and(|(_, any)| *any) {
+            joinable.insert(trace);
+        }
+    }
+    joinable
+}
+
 /// Decides which candidates' calls another span stands for (see the module's rules).
 fn join<'a>(
     candidates: &[Candidate<'a>],
@@ -424,7 +464,7 @@ fn join<'a>(
     }
     // Spans of one call that are not nested but share a tool call id: the first stands for it.
     let ids = &derivation.config().tool_call_id_attributes;
-    let mut first_with_id: HashMap<(&[u8], &str), usize> = HashMap::new();
+    let mut first_with_id: HashMap<(&[u8], &str), usize> = HashMap::default();
     for (index, candidate) in candidates.iter().enumerate() {
         let Some(call) = stands_for[index] else {
             continue;

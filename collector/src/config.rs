@@ -64,7 +64,7 @@ pub use candor_service::config::{BrokerAddr, ConfigError, parse_duration};
 /// | `derived.http` | `true` | count the calls of HTTP client spans |
 /// | `derived.tool_name_attributes` | `gen_ai.tool.name`, then `mcp.tool.name` | span attributes that name a GenAI or MCP call's tool, the first present winning |
 /// | `derived.tool_call_id_attributes` | `gen_ai.tool.call.id` | span attributes that identify one tool call across its GenAI and MCP spans |
-/// | `derived.max_targets_per_service` | `500` | most distinct derived targets kept per service; later ones are recorded as `other` and counted |
+/// | `derived.max_targets_per_service` | `500` | most distinct derived targets and tools kept per service, counted together; later ones are recorded as `other` and counted |
 /// | `derived.max_targets` | `200000` | most distinct derived targets kept over all services, which bounds the memory of the cap |
 ///
 /// Durations are numbers with units, added up: `250ms`, `5s`, `2m`, `1h 30m`, `2d` (see

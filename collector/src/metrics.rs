@@ -61,7 +61,7 @@ pub mod names {
         DERIVED_JOINED_TOTAL = "candor_collector_derived_joined_total",
             "Derived spans counted as part of another span's call, by what counted it: adapter (an adapter declared the call) or derived (a GenAI or MCP span of the same call).";
         DERIVED_TARGETS_FOLDED_TOTAL = "candor_collector_derived_targets_folded_total",
-            "Derived calls recorded with the target \"other\": their service had reached its cap of distinct derived targets.";
+            "Derived calls recorded with the target or tool \"other\": their service had reached its cap of distinct derived targets and tools.";
         REDACTED_VALUES_TOTAL = "candor_collector_redacted_values_total",
             "Values a credential was removed from before anything was recorded (targets, texts, copies of refused input).";
         RECORDS_PRODUCED_TOTAL = "candor_collector_records_produced_total",

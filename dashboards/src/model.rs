@@ -115,6 +115,21 @@ impl GroupBy {
     }
 }
 
+/// The label value a group name ([`GroupBy::of`]) stands for: a derived group's name without its
+/// ` [source]`.
+pub fn group_value(group: &str) -> &str {
+    OutcomeSource::ALL
+        .iter()
+        .filter(|source| source.is_derived())
+        .find_map(|source| {
+            group
+                .strip_suffix(']')
+                .and_then(|rest| rest.strip_suffix(source.as_str()))
+                .and_then(|rest| rest.strip_suffix(" ["))
+        })
+        .unwrap_or(group)
+}
+
 /// One bucket's counts, keyed by interned ids ([`Ids`]): a week of a thousand targets is
 /// millions of entries, so each holds two small numbers rather than label strings.
 #[derive(Debug, Default)]
@@ -853,6 +868,19 @@ mod tests {
         assert_eq!(m.applied().baselines, 1);
         let totals: u64 = m.outcome_totals().map(|(_, _, total)| total).sum();
         assert_eq!(totals, 5);
+    }
+
+    #[test]
+    fn a_derived_groups_name_links_to_its_targets_value() {
+        assert_eq!(
+            group_value("https://api.test:443 [http]"),
+            "https://api.test:443"
+        );
+        assert_eq!(group_value("search [genai]"), "search");
+        assert_eq!(group_value("search"), "search");
+        // Only a derived source's suffix is one.
+        assert_eq!(group_value("x [adapter]"), "x [adapter]");
+        assert_eq!(group_value("x [other]"), "x [other]");
     }
 
     /// Calls derived from standard spans are their own groups, apart from what an adapter

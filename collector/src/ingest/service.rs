@@ -214,10 +214,14 @@ impl Ingest {
         self.metrics.events_received(extracted.seen);
         self.metrics.redacted_values(extracted.redacted);
         let derived_counts = extracted.derived_counts;
+        // Event records: an adapter's, and one per failed derived call.
         let accepted = extracted.records.len() as u64 - derived_counts;
+        let derived_events = extracted.derived.failed_calls();
         self.deliver_all(extracted.records, &extracted.rejections, received_at)
             .await?;
-        self.metrics.events_accepted(accepted);
+        // Beside `events_received`, which counts an adapter's events only.
+        self.metrics
+            .events_accepted(accepted.saturating_sub(derived_events));
         // Counted once Kafka holds them, so that a request answered "retry" counts once.
         self.metrics.derived(&extracted.derived);
         let counts = &self.since_heartbeat;

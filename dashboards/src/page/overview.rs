@@ -62,11 +62,12 @@ const LOWER_BOUND_TITLE: &str = "a lower bound: the group counts calls derived f
                                  spans (GenAI, MCP, HTTP client), and a call without error may \
                                  still have been partial";
 
-/// The forensic page's address for `target` over the last `range`.
+/// The forensic page's address for `target` over the last `range`. A derived group's name
+/// ([`crate::model::GroupBy::of`]) links to its target's events.
 fn events_link(target: &str, range: Micros) -> String {
     format!(
         "/events?target={}&since={}",
-        query_value(target),
+        query_value(crate::model::group_value(target)),
         humanize(range)
     )
 }

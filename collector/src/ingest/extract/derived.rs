@@ -55,8 +55,8 @@ pub struct DerivedConfig {
     pub tool_name_attributes: Vec<String>,
     /// The attributes that identify one tool call across its GenAI and MCP spans.
     pub tool_call_id_attributes: Vec<String>,
-    /// The most distinct derived targets kept per service; later ones are recorded as
-    /// [`OTHER_TARGET`] and counted.
+    /// The most distinct derived targets and tools kept per service (counted together); a
+    /// later one is recorded as [`OTHER_TARGET`] and counted.
     pub max_targets_per_service: usize,
     /// The most distinct derived targets kept over all services, which bounds the memory the
     /// cap needs.
@@ -90,7 +90,8 @@ pub struct Derivation {
 
 #[derive(Debug, Default)]
 struct TargetBook {
-    by_service: HashMap<String, HashSet<String>>,
+    /// Per service (by hash), the hashes of the targets and tools it keeps.
+    by_service: HashMap<u64, HashSet<u64>>,
     total: usize,
 }
 
@@ -173,8 +174,19 @@ pub struct DerivedStats {
     pub joined_into_adapter: u64,
     /// GenAI or MCP spans counted as part of another span of the same call.
     pub joined_into_derived: u64,
-    /// Calls whose target was folded into [`OTHER_TARGET`] by the per-service cap.
+    /// Calls whose target or tool was folded into [`OTHER_TARGET`] by the cap.
     pub folded_targets: u64,
+}
+
+impl DerivedStats {
+    /// Calls counted as `access_failure`: one event each.
+    pub fn failed_calls(&self) -> u64 {
+        self.calls
+            .iter()
+            .filter(|(_, class, _)| *class == CountClass::Outcome(OutcomeClass::AccessFailure))
+            .map(|(_, _, n)| n)
+            .sum()
+    }
 }
 
 /// The calls of one request's candidates: failure events, count points, refusals.
@@ -204,7 +216,22 @@ pub(super) fn derive<'a>(
     // Where each candidate's call is counted: itself, or the candidate that stands for the
     // call (`None`: an adapter's span does).
     out.stats.spans = candidates.len() as u64;
-    let mut stands_for: Vec<Option<usize>> = (0..candidates.len()).map(Some).collect();
+    // A span sent twice in one request is one call: its copies stand for it.
+    let mut first_copy: HashMap<SpanKey<'a>, usize> = HashMap::default();
+    let copy_of: Vec<Option<usize>> = candidates
+        .iter()
+        .enumerate()
+        .map(|(index, c)| {
+            let key = (c.span.trace_id.as_slice(), c.span.span_id.as_slice());
+            let first = *first_copy.entry(key).or_insert(index);
+            (first != index).then_some(first)
+        })
+        .collect();
+    let mut stands_for: Vec<Option<usize>> = copy_of
+        .iter()
+        .enumerate()
+        .map(|(index, copy)| Some(copy.unwrap_or(index)))
+        .collect();
     let joinable = joinable_traces(candidates, adapter_spans);
     if !joinable.is_empty() {
         let adapter_spans: HashSet<SpanKey<'a>> = adapter_spans.iter().copied().collect();
@@ -214,6 +241,7 @@ pub(super) fn derive<'a>(
             .collect();
         join(
             candidates,
+            &copy_of,
             &adapter_spans,
             &spans,
             derivation,
@@ -252,17 +280,39 @@ pub(super) fn derive<'a>(
                 continue;
             }
         };
-        // The outermost span names the call; the first failed span (the call's own, else the
-        // innermost failure, which says most) says how it ended.
-        let ending = std::iter::once(index)
+        // The outermost span names the call. It failed when any of its spans failed (the
+        // call's own span first, then the others in request order); else it was cancelled
+        // when one of them was; else contact was made.
+        let outcomes: Vec<(usize, DerivedOutcome)> = std::iter::once(index)
             .chain(call_members.iter().copied().filter(|m| *m != index))
             .map(|member| (member, classify(span_error(candidates[member].span))))
-            .find(|(_, outcome)| !matches!(outcome, DerivedOutcome::Contact))
+            .collect();
+        let ending = outcomes
+            .iter()
+            .find(|(_, outcome)| matches!(outcome, DerivedOutcome::Failure { .. }))
+            .or_else(|| {
+                outcomes
+                    .iter()
+                    .find(|(_, outcome)| matches!(outcome, DerivedOutcome::Cancelled { .. }))
+            })
+            .cloned()
             .unwrap_or((index, DerivedOutcome::Contact));
-        let target = book.admit(&service.name, call.target, derivation.config());
-        if target.folded {
+        let config = derivation.config();
+        let keep_target = book.admit(&service.name, Kept::Target, &call.target, config);
+        let keep_tool = book.admit(&service.name, Kept::Tool, call.tool_name, config);
+        if !(keep_target && keep_tool) {
             out.stats.folded_targets += 1;
         }
+        let target = if keep_target {
+            call.target
+        } else {
+            OTHER_TARGET.to_owned()
+        };
+        let tool_name = if keep_tool {
+            call.tool_name
+        } else {
+            OTHER_TARGET
+        };
         let class = match &ending.1 {
             DerivedOutcome::Contact => CountClass::Unverified,
             DerivedOutcome::Cancelled { .. } => CountClass::Cancelled,
@@ -277,8 +327,8 @@ pub(super) fn derive<'a>(
                     service_name: service.name.clone(),
                     service_instance_id: service.instance.clone(),
                     outcome_class: OutcomeClass::AccessFailure,
-                    tool_name: call.tool_name,
-                    tool_target: Cow::Owned(target.name.clone()),
+                    tool_name,
+                    tool_target: Cow::Owned(target.clone()),
                     failure_kind: FailureKind::from(*kind),
                     retry_action: None,
                     retry_attempt: facts.attempt(),
@@ -306,8 +356,8 @@ pub(super) fn derive<'a>(
         let key = PointKey {
             service: candidate.service,
             source: candidate.source,
-            tool: call.tool_name,
-            target: target.name,
+            tool: tool_name,
+            target,
             class,
             minute: call.time_unix_nano / NANOS_PER_MINUTE,
         };
@@ -412,9 +462,15 @@ fn joinable_traces<'a>(
     joinable
 }
 
-/// Decides which candidates' calls another span stands for (see the module's rules).
+/// Decides which candidates' calls another span stands for (see the module's rules). Spans are
+/// gathered into calls with a union-find: a GenAI or MCP span joins its nearest GenAI or MCP
+/// ancestor, spans sharing a tool call id in a trace join each other, a copy joins its first;
+/// a call with any span under an adapter's span is the adapter's. The outermost span (one
+/// without a GenAI or MCP ancestor; a GenAI one before an MCP one, then the first) stands for
+/// its call.
 fn join<'a>(
     candidates: &[Candidate<'a>],
+    copy_of: &[Option<usize>],
     adapter_spans: &HashSet<SpanKey<'a>>,
     all_spans: &[&'a Span],
     derivation: &Derivation,
@@ -430,46 +486,49 @@ fn join<'a>(
             )
         })
         .collect();
-    let candidate_at: HashMap<SpanKey<'a>, usize> = candidates
-        .iter()
-        .enumerate()
-        .map(|(index, c)| {
-            (
-                (c.span.trace_id.as_slice(), c.span.span_id.as_slice()),
-                index,
-            )
-        })
-        .collect();
-    let tool_call = |source: OutcomeSource| source != OutcomeSource::Http;
+    let mut candidate_at: HashMap<SpanKey<'a>, usize> = HashMap::default();
+    for (index, c) in candidates.iter().enumerate() {
+        candidate_at
+            .entry((c.span.trace_id.as_slice(), c.span.span_id.as_slice()))
+            .or_insert(index);
+    }
+    let tool_call = |index: usize| candidates[index].source != OutcomeSource::Http;
+    let mut calls = UnionFind::new(candidates.len());
+    let mut under_adapter = vec![false; candidates.len()];
+    let mut nested = vec![false; candidates.len()];
     for (index, candidate) in candidates.iter().enumerate() {
+        if let Some(first) = copy_of[index] {
+            calls.union(index, first);
+            nested[index] = true;
+            continue;
+        }
         let trace = candidate.span.trace_id.as_slice();
         let mut at = candidate.span.span_id.as_slice();
-        // A cycle or a very deep trace stops the walk: the bound is far past real nesting.
+        // A cycle or a very deep trace stops the walk: the bound is far past real nesting, and
+        // a span past it still joins its call through the spans between.
         for _ in 0..MAX_ANCESTORS {
             let Some(parent) = parents.get(&(trace, at)) else {
                 break;
             };
             at = parent;
             if adapter_spans.contains(&(trace, at)) {
-                stands_for[index] = None;
+                under_adapter[index] = true;
                 break;
             }
-            if let Some(outer) = candidate_at.get(&(trace, at))
-                && tool_call(candidate.source)
-                && tool_call(candidates[*outer].source)
+            if !nested[index]
+                && let Some(&outer) = candidate_at.get(&(trace, at))
+                && tool_call(index)
+                && tool_call(outer)
             {
-                stands_for[index] = Some(*outer);
+                calls.union(index, outer);
+                nested[index] = true;
             }
         }
     }
-    // Spans of one call that are not nested but share a tool call id: the first stands for it.
     let ids = &derivation.config().tool_call_id_attributes;
     let mut first_with_id: HashMap<(&[u8], &str), usize> = HashMap::default();
     for (index, candidate) in candidates.iter().enumerate() {
-        let Some(call) = stands_for[index] else {
-            continue;
-        };
-        if !tool_call(candidate.source) {
+        if copy_of[index].is_some() || !tool_call(index) {
             continue;
         }
         let Some(id) = first_string(&candidate.span.attributes, ids) else {
@@ -477,15 +536,72 @@ fn join<'a>(
         };
         let first = *first_with_id
             .entry((candidate.span.trace_id.as_slice(), id))
-            .or_insert(call);
-        if first != call {
-            // Everything counted as `call` is now counted as `first`.
-            for slot in stands_for.iter_mut() {
-                if *slot == Some(call) {
-                    *slot = Some(first);
-                }
+            .or_insert(index);
+        calls.union(index, first);
+    }
+    // Per call (its union-find root): whether an adapter declared it, and its outermost span.
+    let mut adapters: HashSet<usize> = HashSet::default();
+    let mut outermost: HashMap<usize, usize> = HashMap::default();
+    for index in 0..candidates.len() {
+        let root = calls.find(index);
+        if under_adapter[index] {
+            adapters.insert(root);
+        }
+        if !nested[index] {
+            let best = outermost.entry(root).or_insert(index);
+            let genai = |i: usize| candidates[i].source == OutcomeSource::Genai;
+            if genai(index) && !genai(*best) {
+                *best = index;
             }
         }
+    }
+    for (index, slot) in stands_for.iter_mut().enumerate() {
+        let root = calls.find(index);
+        *slot = if adapters.contains(&root) {
+            None
+        } else {
+            // Every call has a span without an ancestor in it, but for a cycle of parents;
+            // then its root stands for it.
+            Some(outermost.get(&root).copied().unwrap_or(root))
+        };
+    }
+}
+
+/// Disjoint sets of candidates, by index: path halving and union by size keep every operation
+/// near constant time, however the spans of a request are joined.
+struct UnionFind {
+    parent: Vec<usize>,
+    size: Vec<usize>,
+}
+
+impl UnionFind {
+    fn new(n: usize) -> Self {
+        Self {
+            parent: (0..n).collect(),
+            size: vec![1; n],
+        }
+    }
+
+    fn find(&mut self, mut at: usize) -> usize {
+        while self.parent[at] != at {
+            self.parent[at] = self.parent[self.parent[at]];
+            at = self.parent[at];
+        }
+        at
+    }
+
+    fn union(&mut self, a: usize, b: usize) {
+        let (a, b) = (self.find(a), self.find(b));
+        if a == b {
+            return;
+        }
+        let (big, small) = if self.size[a] >= self.size[b] {
+            (a, b)
+        } else {
+            (b, a)
+        };
+        self.parent[small] = big;
+        self.size[big] += self.size[small];
     }
 }
 
@@ -545,11 +661,13 @@ fn describe<'a>(
             let target = match (facts.server_address, facts.server_port) {
                 (Some(host), Some(port)) => format!("{host}:{port}"),
                 (Some(host), None) => host.to_owned(),
-                (None, _) => match facts.network_transport {
-                    Some("pipe") => "stdio".to_owned(),
-                    Some(transport) => transport.to_owned(),
-                    None => tool.to_owned(),
-                },
+                // An MCP server on standard input and output has no address.
+                (None, _)
+                    if source == OutcomeSource::Mcp && facts.network_transport == Some("pipe") =>
+                {
+                    "stdio".to_owned()
+                }
+                (None, _) => tool.to_owned(),
             };
             (tool, target)
         }
@@ -734,65 +852,94 @@ struct UrlParts<'a> {
     port: Option<&'a str>,
 }
 
-/// The scheme, host and port of a URL, without the user information.
+/// The scheme, host and port of a URL, without the user information; nothing of a URL whose
+/// scheme, host or port is not well formed, so that no other part of it can pass for one.
+///
+/// User information may hold any character, a `/`, `?` or `#` that its client failed to encode
+/// included: everything up to the last `@` before the query is taken for it. An `@` in the path
+/// can then make the host wrong (and usually not well formed, so unknown), never a secret part
+/// of the target.
 fn split_url(url: &str) -> UrlParts<'_> {
     let Some((scheme, rest)) = url.split_once("://") else {
         return UrlParts::default();
     };
+    let valid_scheme = scheme
+        .as_bytes()
+        .first()
+        .is_some_and(u8::is_ascii_alphabetic)
+        && scheme
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'+' | b'-' | b'.'));
+    if !valid_scheme {
+        return UrlParts::default();
+    }
+    let before_query = rest.split('?').next().unwrap_or_default();
+    let rest = match before_query.rfind('@') {
+        Some(at) => &rest[at + 1..],
+        None => rest,
+    };
     let authority = rest.split(['/', '?', '#']).next().unwrap_or_default();
-    let host_port = authority.rsplit_once('@').map_or(authority, |(_, hp)| hp);
-    let (host, port) = if let Some(v6) = host_port.strip_prefix('[') {
+    let (host, port) = if let Some(v6) = authority.strip_prefix('[') {
         match v6.split_once(']') {
             Some((host, rest)) => (host, rest.strip_prefix(':')),
-            None => (v6, None),
+            None => return UrlParts::default(),
         }
     } else {
-        match host_port.rsplit_once(':') {
-            Some((host, port)) if port.bytes().all(|b| b.is_ascii_digit()) => (host, Some(port)),
-            _ => (host_port, None),
+        match authority.rsplit_once(':') {
+            Some((host, port)) => (host, Some(port)),
+            None => (authority, None),
         }
     };
-    UrlParts {
-        scheme: Some(scheme).filter(|s| !s.is_empty()),
-        host: Some(host).filter(|h| !h.is_empty()),
-        port: port.filter(|p| !p.is_empty()),
+    let host_ok = !host.is_empty()
+        && host
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'-' | b'_' | b':'));
+    let port_ok =
+        port.is_none_or(|p| (1..=5).contains(&p.len()) && p.bytes().all(|b| b.is_ascii_digit()));
+    if !host_ok || !port_ok || (host.contains(':') && !authority.starts_with('[')) {
+        return UrlParts {
+            scheme: Some(scheme),
+            ..UrlParts::default()
+        };
     }
+    UrlParts {
+        scheme: Some(scheme),
+        host: Some(host),
+        port,
+    }
+}
+
+/// What the cap counts: a service's targets and its tools apart.
+#[derive(Hash)]
+enum Kept {
+    Target,
+    Tool,
 }
 
 impl TargetBook {
-    /// `target` when the service may keep it (it has it already, or is under its cap), else
-    /// [`OTHER_TARGET`].
-    fn admit(&mut self, service: &str, target: String, config: &DerivedConfig) -> Admitted {
-        if let Some(known) = self.by_service.get(service)
-            && known.contains(&target)
+    /// Whether the service may keep `value` as a target or tool: it has it already, or is under
+    /// its cap and the book under its total. Values are kept as 64-bit hashes; two values
+    /// sharing one would only let the second in without counting it.
+    fn admit(&mut self, service: &str, kind: Kept, value: &str, config: &DerivedConfig) -> bool {
+        use std::hash::BuildHasher as _;
+        let hashes = foldhash::fast::FixedState::default();
+        let service = hashes.hash_one(service);
+        let value = hashes.hash_one((kind, value));
+        if self
+            .by_service
+            .get(&service)
+            .is_some_and(|known| known.contains(&value))
         {
-            return Admitted {
-                name: target,
-                folded: false,
-            };
+            return true;
         }
-        let seen = self.by_service.get(service).map_or(0, HashSet::len);
+        let seen = self.by_service.get(&service).map_or(0, HashSet::len);
         if seen >= config.max_targets_per_service || self.total >= config.max_targets {
-            return Admitted {
-                name: OTHER_TARGET.to_owned(),
-                folded: true,
-            };
+            return false;
         }
         self.total += 1;
-        self.by_service
-            .entry(service.to_owned())
-            .or_default()
-            .insert(target.clone());
-        Admitted {
-            name: target,
-            folded: false,
-        }
+        self.by_service.entry(service).or_default().insert(value);
+        true
     }
-}
-
-struct Admitted {
-    name: String,
-    folded: bool,
 }
 
 /// A derived event's id: from its service, source and span, so that the same span sent again

@@ -572,8 +572,9 @@ fn a_configured_alias_names_the_tool() {
 
 #[test]
 fn targets_past_a_services_cap_are_folded_into_other_and_counted() {
+    // Room for two targets and the tool `GET`.
     let derivation = Derivation::new(DerivedConfig {
-        max_targets_per_service: 2,
+        max_targets_per_service: 3,
         ..DerivedConfig::default()
     });
     let calls = |hosts: &[&str]| {
@@ -686,4 +687,112 @@ fn a_hostile_tool_name_is_refused_and_a_hostile_target_is_only_text() {
             1
         )]
     );
+}
+
+#[test]
+fn credentials_and_queries_never_reach_a_target_even_in_malformed_urls() {
+    let target_of = |url: &str| {
+        let seen = extract(vec![http(
+            1,
+            0,
+            vec![
+                text(semconv::HTTP_METHOD, "GET"),
+                text(semconv::HTTP_URL, url),
+            ],
+        )]);
+        seen.counts[0].2.clone()
+    };
+    // A password holding an unencoded `/` or `#`: everything to the last `@` is user info.
+    assert_eq!(
+        target_of("https://alice:pa/ss@h.test/"),
+        "https://h.test:443"
+    );
+    assert_eq!(target_of("https://bob:1234#x@h.test"), "https://h.test:443");
+    // An `@` in the query is not user information.
+    assert_eq!(
+        target_of("https://api.test/x?e=alice@corp.test"),
+        "https://api.test:443"
+    );
+    // Not a URL: no part of it passes for a scheme or a host.
+    assert_eq!(
+        target_of("/reset?email=a@b.test&next=http://h"),
+        "http://unknown:80"
+    );
+    assert_eq!(target_of("https://h.test:12ab/"), "https://unknown:443");
+}
+
+#[test]
+fn spans_of_one_call_are_gathered_however_their_ids_and_nesting_chain() {
+    // A (id x), B (id y), C under B (id x), E (id y): one call, through C.
+    let with_id = |mut span: Span, id: &str| {
+        span.attributes.push(text(semconv::GEN_AI_TOOL_CALL_ID, id));
+        span
+    };
+    let seen = extract(vec![
+        with_id(genai(1, 0, "fetch"), "x"),
+        failed(with_id(genai(2, 0, "fetch"), "y"), Some("TimeoutError")),
+        with_id(mcp(3, 2, vec![]), "x"),
+        with_id(mcp(5, 0, vec![]), "y"),
+    ]);
+    assert_eq!(
+        seen.counts,
+        [count("genai", "fetch", "fetch", "access_failure", 1)]
+    );
+    assert_eq!(seen.events.len(), 1, "one event for the one call");
+    assert_eq!(seen.stats.joined_into_derived, 3);
+}
+
+#[test]
+fn a_failure_anywhere_in_a_call_outweighs_a_cancellation() {
+    let outer = failed(
+        genai(1, 0, "fetch"),
+        Some("asyncio.exceptions.CancelledError"),
+    );
+    let inner = mcp(2, 1, vec![text(attr::ERROR_TYPE, "tool_error")]);
+    let seen = extract(vec![inner, outer]);
+    assert_eq!(
+        seen.counts,
+        [count("genai", "fetch", "fetch", "access_failure", 1)]
+    );
+    assert_eq!(seen.events[0].failure_kind, FailureKind::ToolError.as_str());
+}
+
+#[test]
+fn a_span_sent_twice_in_one_request_is_one_call() {
+    let span = || failed(http(1, 0, vec![text(semconv::HTTP_METHOD, "GET")]), None);
+    let seen = extract(vec![span(), span()]);
+    assert_eq!(
+        seen.counts,
+        [count(
+            "http",
+            "GET",
+            "http://unknown:80",
+            "access_failure",
+            1
+        )]
+    );
+    assert_eq!(seen.events.len(), 1);
+    assert_eq!(seen.stats.joined_into_derived, 1);
+}
+
+#[test]
+fn tool_names_past_a_services_cap_are_folded_too() {
+    let derivation = Derivation::new(DerivedConfig {
+        max_targets_per_service: 3,
+        ..DerivedConfig::default()
+    });
+    // Each call has a new tool, which is also its target: two values per call.
+    let seen = extract_with(
+        vec![genai(1, 0, "a"), genai(2, 0, "b"), genai(3, 0, "c")],
+        &derivation,
+    );
+    assert_eq!(
+        seen.counts,
+        [
+            count("genai", "a", "a", "unverified", 1),
+            count("genai", OTHER_TARGET, "b", "unverified", 1),
+            count("genai", OTHER_TARGET, OTHER_TARGET, "unverified", 1),
+        ]
+    );
+    assert_eq!(seen.stats.folded_targets, 2);
 }

@@ -21,7 +21,7 @@ run_once() {
     tansu_memory "$kafka" "$work/tansu.log" &
     pids+=($!)
     wait_port "$kafka"
-    ingest "$kafka" "$grpc" "$http" "$metrics" "$work/collector.log" &
+    ingest "$kafka" "$grpc" "$http" "$metrics" "$work/collector.log" "${collector_args[@]}" &
     local collector=$!
     pids+=("$collector")
     for _ in $(seq 200); do curl -sf "127.0.0.1:$metrics/readyz" >/dev/null && break; sleep 0.1; done
@@ -64,6 +64,7 @@ run_rotel() {
 # collector delivered 77,000 events/s, limited by the time Kafka takes to acknowledge a request's
 # records (about 25 ms), not by the collector or the broker; 16 keep both busy.
 connections=16
+collector_args=()
 echo "== full speed"
 run_once --connections "$connections" --batch 500 | tee "$work/full.txt"
 full=$(awk '/^accepted_events_per_s/ {print $2}' "$work/full.txt")
@@ -84,3 +85,17 @@ wait 2>/dev/null || true
 
 echo "== rotel, full speed (acks=all, zstd; answers before delivery)"
 run_rotel --connections "$connections" --batch 500
+
+# The realistic mix of the derived sources (80 % ordinary spans, 20 % tool spans), at a fixed
+# rate every run can take: the collector deriving, the collector with every derived source off
+# (today's cost of ignoring spans), and Rotel.
+mix_rate=100000
+echo "== mix of 1,000-span requests at $mix_rate spans/s: deriving"
+run_once --connections "$connections" --batch 1000 --mix --rate "$mix_rate"
+echo "== mix at $mix_rate spans/s: every derived source off"
+printf '[derived]\ngenai = false\nmcp = false\nhttp = false\n' >"$work/derived-off.toml"
+collector_args=(--config "$work/derived-off.toml")
+run_once --connections "$connections" --batch 1000 --mix --rate "$mix_rate"
+collector_args=()
+echo "== rotel, mix at $mix_rate spans/s"
+run_rotel --connections "$connections" --batch 1000 --mix --rate "$mix_rate"

@@ -18,15 +18,9 @@ use candor_collector::ingest::decode::{Encoding, decode_request};
 use candor_collector::ingest::extract::derived::{Derivation, DerivedConfig};
 use candor_collector::ingest::extract::{Limits, Received, extract_traces};
 use candor_collector::sink::kafka::encode;
-use candor_e2e::load::request;
-use candor_schema::names::{attr, resource, semconv};
+use candor_e2e::load::{mix_request, request};
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
 use opentelemetry_proto::tonic::collector::trace::v1::ExportTraceServiceRequest;
-use opentelemetry_proto::tonic::common::v1::{AnyValue, KeyValue, any_value};
-use opentelemetry_proto::tonic::resource::v1::Resource;
-use opentelemetry_proto::tonic::trace::v1::{
-    ResourceSpans, ScopeSpans, Span, Status, span, status,
-};
 use prost::Message as _;
 
 const EVENTS: usize = 500;
@@ -78,151 +72,10 @@ fn stages(c: &mut Criterion) {
     group.finish();
 }
 
-fn text(key: &str, value: &str) -> KeyValue {
-    KeyValue {
-        key: key.to_owned(),
-        value: Some(AnyValue {
-            value: Some(any_value::Value::StringValue(value.to_owned())),
-        }),
-        ..Default::default()
-    }
-}
-
-fn int(key: &str, value: i64) -> KeyValue {
-    KeyValue {
-        key: key.to_owned(),
-        value: Some(AnyValue {
-            value: Some(any_value::Value::IntValue(value)),
-        }),
-        ..Default::default()
-    }
-}
-
-/// Spans of the mix: out of every 10, 8 ordinary (a server span, database calls, internal work)
-/// and 2 tool spans (a GenAI tool call and an HTTP request it made, or an MCP call); one tool
-/// call in ten fails.
-fn mix(spans: usize) -> ExportTraceServiceRequest {
-    let end = 1_800_000_000_000_000_000u64;
-    let mut out = Vec::with_capacity(spans);
-    for n in 0..spans {
-        let trace = (n / 10) as u64 + 1;
-        let id = n as u64 + 1;
-        // The HTTP request is the tool call's child; everything else the server span's.
-        let parent = match n % 10 {
-            0 => 0,
-            9 => n as u64,
-            _ => (n - n % 10) as u64 + 1,
-        };
-        let (name, kind, attributes): (String, span::SpanKind, Vec<KeyValue>) = match n % 10 {
-            0 => (
-                "GET /orders/{id}".into(),
-                span::SpanKind::Server,
-                vec![
-                    text(semconv::HTTP_REQUEST_METHOD, "GET"),
-                    text("http.route", "/orders/{id}"),
-                    int(attr::HTTP_STATUS_CODE, 200),
-                    text("url.path", "/orders/42"),
-                    text("user_agent.original", "python-httpx/0.28"),
-                    text(semconv::SERVER_ADDRESS, "orders.internal"),
-                ],
-            ),
-            1..=5 => (
-                "SELECT orders".into(),
-                span::SpanKind::Client,
-                vec![
-                    text("db.system.name", "postgresql"),
-                    text("db.operation.name", "SELECT"),
-                    text("db.collection.name", "orders"),
-                    text("db.query.text", "SELECT * FROM orders WHERE id = $1"),
-                    text(semconv::SERVER_ADDRESS, "db.internal"),
-                    int(semconv::SERVER_PORT, 5432),
-                ],
-            ),
-            6 | 7 => (
-                "render".into(),
-                span::SpanKind::Internal,
-                vec![text("code.function.name", "render_order"), int("items", 3)],
-            ),
-            8 if n % 20 == 8 => (
-                format!("{} search", semconv::EXECUTE_TOOL),
-                span::SpanKind::Internal,
-                vec![
-                    text(semconv::GEN_AI_OPERATION_NAME, semconv::EXECUTE_TOOL),
-                    text(semconv::GEN_AI_TOOL_NAME, "search"),
-                    text(semconv::GEN_AI_TOOL_CALL_ID, &format!("call_{n}")),
-                    text("gen_ai.tool.type", "function"),
-                ],
-            ),
-            8 => (
-                "tools/call fetch".into(),
-                span::SpanKind::Client,
-                vec![
-                    text(semconv::MCP_METHOD_NAME, semconv::MCP_TOOLS_CALL),
-                    text(semconv::GEN_AI_TOOL_NAME, "fetch"),
-                    text("jsonrpc.request.id", &n.to_string()),
-                    text(semconv::SERVER_ADDRESS, "mcp.internal"),
-                    int(semconv::SERVER_PORT, 8443),
-                ],
-            ),
-            _ => (
-                "GET".into(),
-                span::SpanKind::Client,
-                vec![
-                    text(semconv::HTTP_METHOD, "GET"),
-                    text(
-                        semconv::HTTP_URL,
-                        &format!("https://api.example.com/v1/items/{n}?q=x"),
-                    ),
-                    int(
-                        semconv::HTTP_STATUS_CODE_OLD,
-                        if n % 100 == 9 { 503 } else { 200 },
-                    ),
-                ],
-            ),
-        };
-        let failed = n % 100 == 9 || n % 100 == 28;
-        out.push(Span {
-            trace_id: trace.to_be_bytes().repeat(2),
-            span_id: id.to_be_bytes().to_vec(),
-            parent_span_id: if parent == 0 {
-                Vec::new()
-            } else {
-                parent.to_be_bytes().to_vec()
-            },
-            name,
-            kind: kind as i32,
-            start_time_unix_nano: end - 5_000_000,
-            end_time_unix_nano: end,
-            attributes,
-            status: failed.then(|| Status {
-                code: status::StatusCode::Error as i32,
-                ..Default::default()
-            }),
-            ..Default::default()
-        });
-    }
-    ExportTraceServiceRequest {
-        resource_spans: vec![ResourceSpans {
-            resource: Some(Resource {
-                attributes: vec![
-                    text(resource::SERVICE_NAME, "orders"),
-                    text(resource::SERVICE_INSTANCE_ID, "orders-1"),
-                ],
-                ..Default::default()
-            }),
-            scope_spans: vec![ScopeSpans {
-                spans: out,
-                ..Default::default()
-            }],
-            ..Default::default()
-        }],
-    }
-}
-
 const MIX_SPANS: usize = 1_000;
 
 fn derive(c: &mut Criterion) {
-    let body = mix(MIX_SPANS).encode_to_vec();
+    let body = mix_request(0, MIX_SPANS).encode_to_vec();
     let limits = Limits::default();
     let on = Derivation::default();
     let off = Derivation::new(DerivedConfig {

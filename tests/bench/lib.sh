@@ -44,8 +44,10 @@ tansu_memory() {
 }
 # ingest KAFKA_PORT GRPC_PORT HTTP_PORT METRICS_PORT LOG
 ingest() {
-    exec "$bin/candor-collector" ingest --grpc-addr "127.0.0.1:$2" --http-addr "127.0.0.1:$3" \
-        --metrics-addr "127.0.0.1:$4" --kafka-brokers "127.0.0.1:$1" >"$5" 2>&1
+    local kafka=$1 grpc=$2 http=$3 metrics=$4 log=$5
+    shift 5
+    exec "$bin/candor-collector" ingest --grpc-addr "127.0.0.1:$grpc" --http-addr "127.0.0.1:$http" \
+        --metrics-addr "127.0.0.1:$metrics" --kafka-brokers "127.0.0.1:$kafka" "$@" >"$log" 2>&1
 }
 
 free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }

@@ -5,6 +5,9 @@
 //! events/s, request latency percentiles, and the collector's CPU time and peak RSS (read from
 //! `/proc/PID` when `--collector-pid` is given). With `--kafka-brokers` it checks that the
 //! events topic holds every accepted event (a fresh topic: stored = high watermark − low).
+//! With `--mix`, each request holds `--batch` spans of a realistic mix instead (80 % ordinary
+//! spans, 20 % GenAI, MCP and HTTP client spans, `candor_e2e::load::mix_request`), and the
+//! figures count spans.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -62,6 +65,9 @@ struct Args {
     /// (cumulative, the four classes, one point a minute across the spread).
     #[arg(long)]
     counts: bool,
+    /// Send requests of `--batch` spans of the realistic mix instead of `tool.outcome` events.
+    #[arg(long)]
+    mix: bool,
 }
 
 /// Counts the records of the events topic by reading it from the beginning (Tansu's high
@@ -342,7 +348,11 @@ async fn main() -> anyhow::Result<()> {
     for connection in 0..args.connections {
         let endpoint = args.endpoint.clone();
         let (accepted, refused) = (accepted.clone(), refused.clone());
-        let request = candor_e2e::load::request(connection, args.batch);
+        let request = if args.mix {
+            candor_e2e::load::mix_request(connection, args.batch)
+        } else {
+            candor_e2e::load::request(connection, args.batch)
+        };
         let per_connection_rate = args.rate.map(|r| r as f64 / args.connections as f64);
         let batch = args.batch;
         tasks.push(tokio::spawn(async move {
@@ -384,8 +394,15 @@ async fn main() -> anyhow::Result<()> {
     latencies.sort();
     let accepted = accepted.load(Ordering::Relaxed);
     println!(
-        "connections {} batch {} seconds {:.1}",
-        args.connections, args.batch, elapsed
+        "connections {} batch {} seconds {:.1}{}",
+        args.connections,
+        args.batch,
+        elapsed,
+        if args.mix {
+            " (mix: events are spans)"
+        } else {
+            ""
+        }
     );
     println!(
         "accepted_events {accepted} refused_events {}",
@@ -409,7 +426,7 @@ async fn main() -> anyhow::Result<()> {
         );
         println!("collector_peak_rss_mib {:.1}", peak_kib as f64 / 1024.0);
     }
-    if let Some(brokers) = &args.kafka_brokers {
+    if let Some(brokers) = args.kafka_brokers.as_ref().filter(|_| !args.mix) {
         let stored = count_records(brokers, accepted)?;
         println!("stored_events {stored}");
         if stored < accepted {

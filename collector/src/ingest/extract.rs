@@ -346,6 +346,11 @@ pub fn extract_traces<'a>(
                 .flat_map(|s| &s.spans)
                 .collect()
         };
+        // Failed calls' events share the request's limit with an adapter's events.
+        let room = received
+            .limits
+            .max_events_per_request
+            .saturating_sub(events.out.events.len());
         let derived = derived::derive(
             &candidates,
             &adapter_spans,
@@ -353,7 +358,25 @@ pub fn extract_traces<'a>(
             &services,
             received,
             received.derivation,
+            room,
         );
+        if let Some((service, span)) = derived.first_over_limit {
+            let detail = format!(
+                "{} failed call(s) of standard spans past the limit of {} events per request: \
+                 counted, without an event each",
+                derived.stats.events_over_limit, received.limits.max_events_per_request
+            );
+            let mut summary = rejection(
+                refuse(RejectReason::TooManyEvents, detail),
+                Signal::Traces,
+                &services[service],
+                span,
+                received.limits,
+                &mut events.out.redacted,
+            );
+            summary.count = derived.stats.events_over_limit;
+            events.out.rejections.push(summary);
+        }
         for (refusal, service, span) in derived.refusals {
             let rejection = rejection(
                 refusal,

@@ -216,7 +216,7 @@ impl Ingest {
         let derived_counts = extracted.derived_counts;
         // Event records: an adapter's, and one per failed derived call.
         let accepted = extracted.records.len() as u64 - derived_counts;
-        let derived_events = extracted.derived.failed_calls();
+        let derived_events = extracted.derived.failed_calls() - extracted.derived.events_over_limit;
         self.deliver_all(extracted.records, &extracted.rejections, received_at)
             .await?;
         // Beside `events_received`, which counts an adapter's events only.

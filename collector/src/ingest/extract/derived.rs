@@ -176,10 +176,13 @@ pub struct DerivedStats {
     pub joined_into_derived: u64,
     /// Calls whose target or tool was folded into [`OTHER_TARGET`] by the cap.
     pub folded_targets: u64,
+    /// Failed calls past the request's `max_events_per_request` (with the adapter's events
+    /// before them): counted, but without an event of their own; one rejection stands for them.
+    pub events_over_limit: u64,
 }
 
 impl DerivedStats {
-    /// Calls counted as `access_failure`: one event each.
+    /// Calls counted as `access_failure`: one event each, but for those over the limit.
     pub fn failed_calls(&self) -> u64 {
         self.calls
             .iter()
@@ -194,6 +197,8 @@ pub(super) struct Derived<'a> {
     pub events: Vec<OutcomeEventRef<'a>>,
     pub counts: Vec<OutcomeCount>,
     pub refusals: Vec<(Refusal, usize, &'a Span)>,
+    /// The service and span of the first failed call past the event limit.
+    pub first_over_limit: Option<(usize, &'a Span)>,
     pub stats: DerivedStats,
 }
 
@@ -206,8 +211,10 @@ pub(super) fn derive<'a>(
     services: &[Service<'a>],
     received: &Received<'a>,
     derivation: &Derivation,
+    room_for_events: usize,
 ) -> Derived<'a> {
     let mut out = Derived {
+        first_over_limit: None,
         events: Vec::new(),
         counts: Vec::new(),
         refusals: Vec::new(),
@@ -316,6 +323,12 @@ pub(super) fn derive<'a>(
         let class = match &ending.1 {
             DerivedOutcome::Contact => CountClass::Unverified,
             DerivedOutcome::Cancelled { .. } => CountClass::Cancelled,
+            DerivedOutcome::Failure { .. } if out.events.len() >= room_for_events => {
+                out.stats.events_over_limit += 1;
+                out.first_over_limit
+                    .get_or_insert((candidate.service, candidates[ending.0].span));
+                CountClass::Outcome(OutcomeClass::AccessFailure)
+            }
             DerivedOutcome::Failure { kind, error_type } => {
                 let failed = candidates[ending.0].span;
                 let facts = Facts::read(failed, derivation.config());

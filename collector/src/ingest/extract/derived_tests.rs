@@ -796,3 +796,33 @@ fn tool_names_past_a_services_cap_are_folded_too() {
     );
     assert_eq!(seen.stats.folded_targets, 2);
 }
+
+#[test]
+fn failed_calls_past_the_event_limit_are_counted_with_one_rejection_for_all() {
+    let limits = Limits {
+        max_events_per_request: 1,
+        ..Limits::default()
+    };
+    let request = request(vec![
+        failed(genai(1, 0, "a"), Some("TimeoutError")),
+        failed(genai(2, 0, "a"), Some("TimeoutError")),
+        failed(genai(3, 0, "a"), Some("TimeoutError")),
+    ]);
+    let derivation = Derivation::default();
+    let received = Received {
+        collector_id: "c-1",
+        time_unix_nano: END + 5,
+        limits: &limits,
+        derivation: &derivation,
+    };
+    let out = extract_traces(&request, &received);
+    assert_eq!(out.events.len(), 1);
+    let counted: u64 = out.counts.iter().map(|c| c.value).sum();
+    assert_eq!(counted, 3, "every call is still counted");
+    let [summary] = out.rejections.as_slice() else {
+        panic!("{:?}", out.rejections);
+    };
+    assert_eq!(summary.reason, RejectReason::TooManyEvents);
+    assert_eq!(summary.count, 2);
+    assert_eq!(out.derived.events_over_limit, 2);
+}

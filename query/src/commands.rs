@@ -11,7 +11,7 @@ use deltalake::arrow::compute::cast;
 use deltalake::arrow::datatypes::DataType;
 use deltalake::datafusion::error::DataFusionError;
 use deltalake::datafusion::execution::context::SQLOptions;
-use deltalake::datafusion::prelude::{Expr, col, lit};
+use deltalake::datafusion::prelude::{DataFrame, Expr, col, lit};
 use deltalake::datafusion::scalar::ScalarValue;
 
 use crate::answer::Rows;
@@ -92,6 +92,19 @@ impl Filters {
             Some(filters) => predicate.and(filters),
             None => predicate,
         }
+    }
+}
+
+/// The `source` column, or nulls for a table written before it was added (whose rows are all an
+/// adapter's, as a null source says).
+fn source_column(frame: &DataFrame) -> Expr {
+    if frame
+        .schema()
+        .has_column_with_unqualified_name(column::SOURCE)
+    {
+        col(column::SOURCE)
+    } else {
+        lit(ScalarValue::Utf8(None)).alias(column::SOURCE)
     }
 }
 

@@ -17,7 +17,7 @@ use deltalake::arrow::compute::cast;
 use deltalake::datafusion::catalog::TableProvider;
 use deltalake::datafusion::datasource::MemTable;
 use deltalake::datafusion::error::DataFusionError;
-use deltalake::datafusion::prelude::{DataFrame, SessionConfig, SessionContext, col, lit};
+use deltalake::datafusion::prelude::{DataFrame, Expr, SessionConfig, SessionContext, col, lit};
 use deltalake::datafusion::scalar::ScalarValue;
 
 use crate::commands::Filters;
@@ -279,19 +279,9 @@ impl Reader {
             )?;
         // Only an adapter exports: the points of derived calls come when spans do, so their
         // spacing says nothing of an instance's exports.
-        let frame = if frame
-            .schema()
-            .has_column_with_unqualified_name(column::SOURCE)
-        {
-            let source = col(column::SOURCE);
-            frame.filter(
-                source
-                    .clone()
-                    .is_null()
-                    .or(source.eq(lit(OutcomeSource::Adapter.as_str()))),
-            )?
-        } else {
-            frame
+        let frame = match declared_rows(&frame) {
+            Some(declared) => frame.filter(declared)?,
+            None => frame,
         };
         // A table written before the column was added, and not opened by a compactor since,
         // has no export intervals.
@@ -766,6 +756,22 @@ fn first_micros(batches: &[RecordBatch], column: usize) -> Option<Micros> {
     .ok()?;
     let times = array.as_any().downcast_ref::<TimestampMicrosecondArray>()?;
     times.is_valid(0).then(|| times.value(0))
+}
+
+/// The predicate that keeps an adapter's rows of `frame` (source `adapter`, or null: written
+/// before sources were told apart); `None` when the table has no `source` column, whose rows are
+/// all an adapter's.
+pub(crate) fn declared_rows(frame: &DataFrame) -> Option<Expr> {
+    frame
+        .schema()
+        .has_column_with_unqualified_name(column::SOURCE)
+        .then(|| {
+            let source = col(column::SOURCE);
+            source
+                .clone()
+                .is_null()
+                .or(source.eq(lit(OutcomeSource::Adapter.as_str())))
+        })
 }
 
 /// The name of a table source in a coverage report.

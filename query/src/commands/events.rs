@@ -12,7 +12,7 @@ use crate::answer::Rows;
 use crate::reader::Reader;
 use crate::window::Window;
 
-use super::{CommandError, Filters, in_window, read};
+use super::{CommandError, Filters, in_window, read, source_column};
 
 /// The event columns `incident` and `trace` show, in order.
 const EVENT_COLUMNS: &[&str] = &[
@@ -58,18 +58,13 @@ async fn events(reader: &Reader, filter: Expr) -> Result<EventsAnswer, CommandEr
             col(column::KAFKA_OFFSET).sort(true, false),
         ])
         .map_err(read)?;
-    // A table written before the source column was added has only an adapter's events.
-    let has_source = frame
-        .schema()
-        .has_column_with_unqualified_name(column::SOURCE);
+    let source = source_column(&frame);
     let frame = frame
         .select(
             EVENT_COLUMNS
                 .iter()
                 .map(|name| match *name {
-                    column::SOURCE if !has_source => {
-                        lit(OutcomeSource::Adapter.as_str()).alias(column::SOURCE)
-                    }
+                    column::SOURCE => source.clone(),
                     name => col(name),
                 })
                 .collect::<Vec<Expr>>(),

@@ -20,7 +20,6 @@ use deltalake::datafusion::common::runtime::SpawnedTask;
 use deltalake::datafusion::error::DataFusionError;
 use deltalake::datafusion::logical_expr::cast as cast_expr;
 use deltalake::datafusion::prelude::{DataFrame, Expr, col, lit};
-use deltalake::datafusion::scalar::ScalarValue;
 use serde_json::Value;
 
 use crate::answer::Rows;
@@ -28,7 +27,9 @@ use crate::rates::{self, Buckets, ClassCounts, Point, SpikeRule};
 use crate::reader::Reader;
 use crate::window::{Micros, Window, micros_of, rfc3339};
 
-use super::{CommandError, Filters, GroupBy, Texts, ints, read, texts, views, window_filter};
+use super::{
+    CommandError, Filters, GroupBy, Texts, ints, read, source_column, texts, views, window_filter,
+};
 
 /// The parameters of `rates`.
 #[derive(Debug, Clone)]
@@ -82,21 +83,9 @@ fn source_named(name: &str) -> Option<OutcomeSource> {
     OutcomeSource::from_bytes(name.as_bytes())
 }
 
-/// The `source` column, or nulls for a table written before it was added.
-fn source_column(frame: &DataFrame) -> Expr {
-    if frame
-        .schema()
-        .has_column_with_unqualified_name(column::SOURCE)
-    {
-        col(column::SOURCE)
-    } else {
-        lit(ScalarValue::Utf8(None)).alias(column::SOURCE)
-    }
-}
-
 /// Counter points of `[since, until)` (the window and its lookback), grouped by `by` (and by
-/// source unless `merge`), and the number of points with unspecified temporality inside
-/// `window`, which are left out.
+/// source unless `merge`), and the number of points inside `window` left out: those with
+/// unspecified temporality, or a class or source this reader does not know.
 async fn points(
     reader: &Reader,
     since: Micros,
@@ -556,7 +545,8 @@ pub async fn rates(reader: &Reader, query: &RatesQuery) -> Result<RatesAnswer, C
     }
     if unspecified > 0 {
         notes.push(format!(
-            "{unspecified} counter point(s) with unspecified temporality were left out"
+            "{unspecified} counter point(s) were left out: their temporality is unspecified, or \
+             their class or source is one this reader does not know"
         ));
     }
     Ok(RatesAnswer { rows, notes })

@@ -4,7 +4,6 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use candor_records::proto::OutcomeSource;
 use candor_records::tables::{Table, column};
 use candor_schema::{OutcomeClass, RetryAction};
 use deltalake::arrow::array::RecordBatch;
@@ -84,19 +83,9 @@ async fn select(
     columns: Vec<Expr>,
 ) -> Result<Vec<RecordBatch>, CommandError> {
     let frame = reader.context.table(table.name()).await.map_err(read)?;
-    let predicate = if frame
-        .schema()
-        .has_column_with_unqualified_name(column::SOURCE)
-    {
-        let source = col(column::SOURCE);
-        predicate.and(
-            source
-                .clone()
-                .is_null()
-                .or(source.eq(lit(OutcomeSource::Adapter.as_str()))),
-        )
-    } else {
-        predicate
+    let predicate = match crate::reader::declared_rows(&frame) {
+        Some(declared) => predicate.and(declared),
+        None => predicate,
     };
     frame
         .filter(predicate)

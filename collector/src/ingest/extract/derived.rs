@@ -290,21 +290,24 @@ pub(super) fn derive<'a>(
         // The outermost span names the call. It failed when any of its spans failed (the
         // call's own span first, then the others in request order); else it was cancelled
         // when one of them was; else contact was made.
-        let outcomes: Vec<(usize, DerivedOutcome)> = std::iter::once(index)
+        let config = derivation.config();
+        let outcomes: Vec<(usize, Facts<'a>, DerivedOutcome)> = std::iter::once(index)
             .chain(call_members.iter().copied().filter(|m| *m != index))
-            .map(|member| (member, classify(span_error(candidates[member].span))))
+            .map(|member| {
+                let span = candidates[member].span;
+                let facts = Facts::read(span, config);
+                let outcome = classify(span_error(span, &facts));
+                (member, facts, outcome)
+            })
             .collect();
         let ending = outcomes
             .iter()
-            .find(|(_, outcome)| matches!(outcome, DerivedOutcome::Failure { .. }))
+            .find(|(_, _, outcome)| matches!(outcome, DerivedOutcome::Failure { .. }))
             .or_else(|| {
                 outcomes
                     .iter()
-                    .find(|(_, outcome)| matches!(outcome, DerivedOutcome::Cancelled { .. }))
-            })
-            .cloned()
-            .unwrap_or((index, DerivedOutcome::Contact));
-        let config = derivation.config();
+                    .find(|(_, _, outcome)| matches!(outcome, DerivedOutcome::Cancelled { .. }))
+            });
         let keep_target = book.admit(&service.name, Kept::Target, &call.target, config);
         let keep_tool = book.admit(&service.name, Kept::Tool, call.tool_name, config);
         if !(keep_target && keep_tool) {
@@ -320,18 +323,19 @@ pub(super) fn derive<'a>(
         } else {
             OTHER_TARGET
         };
-        let class = match &ending.1 {
-            DerivedOutcome::Contact => CountClass::Unverified,
-            DerivedOutcome::Cancelled { .. } => CountClass::Cancelled,
-            DerivedOutcome::Failure { .. } if out.events.len() >= room_for_events => {
+        let class = match ending {
+            // Only a failure or a cancellation is looked for: no span of the call had either.
+            None | Some((_, _, DerivedOutcome::Contact)) => CountClass::Unverified,
+            Some((_, _, DerivedOutcome::Cancelled { .. })) => CountClass::Cancelled,
+            Some((member, _, DerivedOutcome::Failure { .. }))
+                if out.events.len() >= room_for_events =>
+            {
                 out.stats.events_over_limit += 1;
                 out.first_over_limit
-                    .get_or_insert((candidate.service, candidates[ending.0].span));
+                    .get_or_insert((candidate.service, candidates[*member].span));
                 CountClass::Outcome(OutcomeClass::AccessFailure)
             }
-            DerivedOutcome::Failure { kind, error_type } => {
-                let failed = candidates[ending.0].span;
-                let facts = Facts::read(failed, derivation.config());
+            Some((_, facts, DerivedOutcome::Failure { kind, error_type })) => {
                 out.events.push(OutcomeEventRef {
                     event_id: event_id(service, candidate.source, candidate.span),
                     trace_id: call.trace_id,
@@ -776,9 +780,11 @@ impl<'a> Facts<'a> {
     }
 }
 
-/// What a span says of its error.
-fn span_error(span: &Span) -> SpanError<'_> {
-    let mut error = SpanError {
+/// What a span says of its error: its status and `exception` event, and the attributes
+/// [`Facts::read`] read.
+fn span_error<'a>(span: &'a Span, facts: &Facts<'a>) -> SpanError<'a> {
+    SpanError {
+        error_type: facts.error_type,
         status_error: span
             .status
             .as_ref()
@@ -794,18 +800,9 @@ fn span_error(span: &Span) -> SpanError<'_> {
                     .find(|kv| kv.key == semconv::EXCEPTION_TYPE)
                     .and_then(string)
             }),
-        ..SpanError::default()
-    };
-    for kv in &span.attributes {
-        match kv.key.as_str() {
-            attr::ERROR_TYPE => error.error_type = string(kv),
-            attr::HTTP_STATUS_CODE => error.http_status = integer(kv),
-            semconv::HTTP_STATUS_CODE_OLD => error.http_status = error.http_status.or(integer(kv)),
-            semconv::RPC_RESPONSE_STATUS_CODE => error.rpc_status = integer(kv),
-            _ => {}
-        }
+        http_status: facts.http_status,
+        rpc_status: facts.rpc_status,
     }
-    error
 }
 
 /// The HTTP methods kept as they are; any other is `_OTHER`, as the HTTP conventions say, so

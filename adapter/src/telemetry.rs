@@ -242,12 +242,30 @@ impl Telemetry {
             attributes.push(KeyValue::new(attr::COVERAGE, truncation.covered.clone()));
             attributes.push(KeyValue::new(attr::DROPPED, truncation.dropped.clone()));
         }
+        if is_terminal(envelope, attempt)
+            && let Some(evidence) = envelope.evidence()
+        {
+            attributes.push(KeyValue::new(attr::EVIDENCE_KIND, evidence.kind.as_str()));
+            attributes.push(KeyValue::new(attr::EVIDENCE_VALUE, evidence.value.clone()));
+        }
         attributes
     }
 }
 
 fn is_eventful(class: OutcomeClass) -> bool {
     matches!(class, OutcomeClass::AccessFailure | OutcomeClass::Partial)
+}
+
+/// Whether `attempt`'s event is the call's terminal event: the envelope's last attempt, with an
+/// action that ends the call (`exhausted`, `permanent` or `accept_partial`, not `retry`).
+fn is_terminal<P>(envelope: &Envelope<P>, attempt: &candor_schema::Attempt) -> bool {
+    attempt
+        .retry_action
+        .is_some_and(|action| action != RetryAction::Retry)
+        && envelope
+            .attempts()
+            .last()
+            .is_some_and(|last| last.number == attempt.number)
 }
 
 /// The classes in the order of [`Telemetry::class_attributes`].

@@ -14,7 +14,7 @@ use candor_adapter::testing::{FakeClock, ScriptedTool};
 use candor_adapter::{Adapter, HttpClassifier, KeepToolFailures, NotFound, RetryPolicy};
 use candor_schema::names::{self, attr};
 use candor_schema::{Authority, OutcomeClass};
-use http::{HeaderMap, StatusCode};
+use http::{HeaderMap, HeaderValue, StatusCode};
 use opentelemetry::KeyValue;
 use opentelemetry::trace::{TraceContextExt, TracerProvider as _};
 use opentelemetry_sdk::metrics::data::{AggregatedMetrics, MetricData};
@@ -118,6 +118,19 @@ fn json(code: u16, body: &str) -> HttpExchange {
     })
 }
 
+/// A JSON response whose `X-Request-Id` header is `id`: the envelope's evidence.
+fn with_request_id(code: u16, id: &str, body: &str) -> HttpExchange {
+    let mut headers = HeaderMap::new();
+    headers.insert("x-request-id", HeaderValue::from_str(id).unwrap());
+    Ok(HttpResponse {
+        status: StatusCode::from_u16(code).unwrap(),
+        headers,
+        body: Bytes::from(body.to_owned()),
+        body_end: BodyEnd::Complete,
+        received_at: std::time::SystemTime::UNIX_EPOCH,
+    })
+}
+
 fn attributes(kvs: &[KeyValue]) -> BTreeMap<String, String> {
     kvs.iter()
         .map(|kv| (kv.key.to_string(), kv.value.to_string()))
@@ -215,6 +228,68 @@ async fn a_partial_emits_one_event_with_what_it_covered_and_dropped() {
     assert_eq!(event[attr::COVERAGE], "items 1-3 of 10");
     assert_eq!(event[attr::DROPPED], "7 item(s)");
     assert!(!event.contains_key(attr::HTTP_STATUS_CODE));
+}
+
+#[tokio::test]
+async fn only_the_terminal_event_carries_the_evidence() {
+    let sdk = Sdk::new(Sampler::AlwaysOn, true);
+    let adapter = sdk.adapter("http://search.test/v1", 2);
+    let last_events = || {
+        let spans = sdk.finished_spans();
+        outcome_events(&spans[spans.len() - 1..])
+    };
+
+    let class = run(
+        &adapter,
+        vec![
+            with_request_id(503, "req-1", ""),
+            with_request_id(503, "req-2", ""),
+        ],
+    )
+    .await;
+    assert_eq!(class, OutcomeClass::AccessFailure);
+    let events = last_events();
+    assert_eq!(events.len(), 2);
+    let (retried, terminal) = (&events[0], &events[1]);
+    assert_eq!(retried[attr::RETRY_ACTION], "retry");
+    assert!(!retried.contains_key(attr::EVIDENCE_KIND), "{retried:?}");
+    assert!(!retried.contains_key(attr::EVIDENCE_VALUE), "{retried:?}");
+    assert_eq!(terminal[attr::RETRY_ACTION], "exhausted");
+    assert_eq!(terminal[attr::EVIDENCE_KIND], "request_id");
+    assert_eq!(terminal[attr::EVIDENCE_VALUE], "req-2");
+
+    // A Partial's event ends the call too.
+    let class = run(
+        &adapter,
+        vec![with_request_id(
+            200,
+            "req-3",
+            r#"{"items":[1,2],"total":5}"#,
+        )],
+    )
+    .await;
+    assert_eq!(class, OutcomeClass::Partial);
+    let events = last_events();
+    assert_eq!(events.len(), 1);
+    assert_eq!(events[0][attr::RETRY_ACTION], "accept_partial");
+    assert_eq!(events[0][attr::EVIDENCE_KIND], "request_id");
+    assert_eq!(events[0][attr::EVIDENCE_VALUE], "req-3");
+
+    // A call that a retry rescued has evidence but no terminal event: its one event has none.
+    let class = run(
+        &adapter,
+        vec![
+            with_request_id(503, "req-4", ""),
+            with_request_id(200, "req-5", r#"{"items":[1]}"#),
+        ],
+    )
+    .await;
+    assert_eq!(class, OutcomeClass::Success);
+    let events = last_events();
+    assert_eq!(events.len(), 1);
+    assert_eq!(events[0][attr::RETRY_ACTION], "retry");
+    assert!(!events[0].contains_key(attr::EVIDENCE_KIND), "{events:?}");
+    assert!(!events[0].contains_key(attr::EVIDENCE_VALUE), "{events:?}");
 }
 
 #[tokio::test]

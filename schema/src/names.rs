@@ -55,6 +55,12 @@ pub mod attr {
     pub const DROPPED: &str = "tool.dropped";
     /// The principal or scope the call ran under (never a secret), when known.
     pub const AUTHORITY: &str = "tool.authority";
+    /// On the event that ends a call, the kind of its envelope's evidence: a member of
+    /// [`crate::EvidenceKind`].
+    pub const EVIDENCE_KIND: &str = "tool.evidence.kind";
+    /// On the event that ends a call, its envelope's evidence itself (a request id, a receipt,
+    /// ...).
+    pub const EVIDENCE_VALUE: &str = "tool.evidence.value";
 }
 
 /// Resource attributes every adapter process carries.
@@ -113,6 +119,14 @@ pub mod semconv {
     pub const EXCEPTION_EVENT: &str = "exception";
     /// The exception's type, on [`EXCEPTION_EVENT`].
     pub const EXCEPTION_TYPE: &str = "exception.type";
+    /// The exception's message, on [`EXCEPTION_EVENT`].
+    pub const EXCEPTION_MESSAGE: &str = "exception.message";
+    /// The `X-Request-Id` response header, as HTTP client instrumentations record a captured
+    /// header (an array of its values).
+    pub const HTTP_RESPONSE_HEADER_X_REQUEST_ID: &str = "http.response.header.x-request-id";
+    /// The same header as instrumentations that follow older conventions name it, with `-`
+    /// written `_` (Python's httpx instrumentation among them).
+    pub const HTTP_RESPONSE_HEADER_X_REQUEST_ID_OLD: &str = "http.response.header.x_request_id";
 
     /// The names above that no other vocabulary spells as an ordinary word, for the check that
     /// no other place spells them.
@@ -129,6 +143,9 @@ pub mod semconv {
         URL_TEMPLATE,
         NETWORK_TRANSPORT,
         EXCEPTION_TYPE,
+        EXCEPTION_MESSAGE,
+        HTTP_RESPONSE_HEADER_X_REQUEST_ID,
+        HTTP_RESPONSE_HEADER_X_REQUEST_ID_OLD,
     ];
 }
 
@@ -179,6 +196,8 @@ pub const ALL: &[&str] = &[
     attr::COVERAGE,
     attr::DROPPED,
     attr::AUTHORITY,
+    attr::EVIDENCE_KIND,
+    attr::EVIDENCE_VALUE,
     resource::SERVICE_NAME,
     resource::SERVICE_INSTANCE_ID,
     topic::OUTCOME_EVENTS,

@@ -276,6 +276,20 @@ pub fn signals() -> Vec<Signal> {
                 "What the answer dropped.",
             ),
             authority.clone(),
+            string(
+                attr::EVIDENCE_KIND,
+                Requirement::ConditionallyRequired(
+                    "on the event that ends a call, when the envelope has evidence",
+                ),
+                spelled(EvidenceKind::ALL.iter().map(|kind| kind.as_str())),
+                "The kind of the evidence that verifies the outcome.",
+            ),
+            string(
+                attr::EVIDENCE_VALUE,
+                Requirement::ConditionallyRequired("with `tool.evidence.kind`"),
+                "the evidence as the envelope holds it; credentials redacted by the receiver",
+                "The evidence itself: a request id, a receipt, a job id or a query.",
+            ),
         ],
     };
     let span = Signal {

@@ -360,6 +360,47 @@ def test_a_partial_event_carries_coverage(telemetry: Telemetry) -> None:
     }
 
 
+def test_only_the_terminal_event_carries_the_evidence(telemetry: Telemetry) -> None:
+    clock = FakeClock(START)
+    adapter = make(telemetry, clock, retry=RetryPolicy(max_attempts=2))
+
+    def answering(*answers: HttpResponse) -> list[dict[str, object]]:
+        """The events of one call that gets ``answers`` in order."""
+        pending = deque(answers)
+        adapter.call(lambda context: pending.popleft())
+        span = telemetry.spans()[-1]
+        return [dict(event.attributes or {}) for event in span.events]
+
+    retried, terminal = answering(
+        HttpResponse(503, {"X-Request-Id": "req-1"}),
+        HttpResponse(503, {"X-Request-Id": "req-2"}),
+    )
+    assert retried["tool.retry.action"] == "retry"
+    assert "tool.evidence.kind" not in retried
+    assert "tool.evidence.value" not in retried
+    assert terminal["tool.retry.action"] == "exhausted"
+    assert terminal["tool.evidence.kind"] == "request_id"
+    assert terminal["tool.evidence.value"] == "req-2"
+    assert list(terminal)[-2:] == ["tool.evidence.kind", "tool.evidence.value"]
+
+    # A Partial's event ends the call too.
+    [partial] = answering(
+        HttpResponse(200, {"X-Request-Id": "req-3", "X-Total-Count": "5"}, b'{"items":[1,2]}')
+    )
+    assert partial["tool.retry.action"] == "accept_partial"
+    assert partial["tool.evidence.kind"] == "request_id"
+    assert partial["tool.evidence.value"] == "req-3"
+
+    # A call that a retry rescued has evidence but no terminal event: its one event has none.
+    [rescued] = answering(
+        HttpResponse(503, {"X-Request-Id": "req-4"}),
+        HttpResponse(200, {"X-Request-Id": "req-5"}, b'{"items":[1]}'),
+    )
+    assert rescued["tool.retry.action"] == "retry"
+    assert "tool.evidence.kind" not in rescued
+    assert "tool.evidence.value" not in rescued
+
+
 def test_a_custom_classifier(telemetry: Telemetry) -> None:
     def classify(rows: list[int] | None) -> Success | Empty | AccessFailure:
         if rows is None:

@@ -82,3 +82,9 @@ class attr:  # noqa: N801 - a namespace of constants, spelled like the Rust modu
     """What the answer dropped, when known."""
     AUTHORITY: Final = "tool.authority"
     """The principal or scope the call ran under (never a secret), when known."""
+    EVIDENCE_KIND: Final = "tool.evidence.kind"
+    """On the event that ends a call, the kind of its envelope's evidence: a member of
+    :class:`candor.EvidenceKind`."""
+    EVIDENCE_VALUE: Final = "tool.evidence.value"
+    """On the event that ends a call, its envelope's evidence itself (a request id, a receipt,
+    ...)."""

@@ -324,7 +324,25 @@ class Telemetry:
                 attributes[attr.PARTIAL_EXPECTED] = _i64(truncation.expected)
             attributes[attr.COVERAGE] = truncation.covered
             attributes[attr.DROPPED] = truncation.dropped
+        evidence = envelope.evidence
+        if evidence is not None and _is_terminal(envelope, attempt):
+            attributes[attr.EVIDENCE_KIND] = str(evidence.kind)
+            attributes[attr.EVIDENCE_VALUE] = evidence.value
         return attributes
+
+
+def _is_terminal(envelope: Envelope, attempt: Attempt) -> bool:
+    """Whether ``attempt``'s event is the call's terminal event.
+
+    That is the envelope's last attempt, with an action that ends the call (``exhausted``,
+    ``permanent`` or ``accept_partial``, not ``retry``).
+    """
+    return (
+        attempt.retry_action is not None
+        and attempt.retry_action is not RetryAction.RETRY
+        and bool(envelope.attempts)
+        and envelope.attempts[-1].number == attempt.number
+    )
 
 
 def _mirror(envelope: Envelope, attempt: Attempt) -> None:

@@ -64,6 +64,7 @@ pub use candor_service::config::{BrokerAddr, ConfigError, parse_duration};
 /// | `derived.http` | `true` | count the calls of HTTP client spans |
 /// | `derived.tool_name_attributes` | `gen_ai.tool.name`, then `mcp.tool.name` | span attributes that name a GenAI or MCP call's tool, the first present winning |
 /// | `derived.tool_call_id_attributes` | `gen_ai.tool.call.id` | span attributes that identify one tool call across its GenAI and MCP spans |
+/// | `derived.request_id_attributes` | `http.response.header.x-request-id`, then `http.response.header.x_request_id` (older conventions) | HTTP span attributes holding the request id its server assigned; a failed call's evidence |
 /// | `derived.max_targets_per_service` | `500` | most distinct derived targets and tools kept per service, counted together; later ones are recorded as `other` and counted |
 /// | `derived.max_targets` | `200000` | most distinct derived targets kept over all services, which bounds the memory of the cap |
 ///
@@ -384,6 +385,8 @@ pub struct RawDerived {
     pub tool_name_attributes: Vec<String>,
     /// `derived.tool_call_id_attributes`.
     pub tool_call_id_attributes: Vec<String>,
+    /// `derived.request_id_attributes`.
+    pub request_id_attributes: Vec<String>,
     /// `derived.max_targets_per_service`.
     pub max_targets_per_service: i64,
     /// `derived.max_targets`.
@@ -399,6 +402,7 @@ impl Default for RawDerived {
             http: config.http,
             tool_name_attributes: config.tool_name_attributes,
             tool_call_id_attributes: config.tool_call_id_attributes,
+            request_id_attributes: config.request_id_attributes,
             max_targets_per_service: config.max_targets_per_service as i64,
             max_targets: config.max_targets as i64,
         }
@@ -419,6 +423,7 @@ impl RawDerived {
                 "derived.tool_call_id_attributes",
                 &self.tool_call_id_attributes,
             ),
+            ("derived.request_id_attributes", &self.request_id_attributes),
         ] {
             if let Some(blank) = names.iter().find(|name| name.trim().is_empty()) {
                 return Err(invalid(key, blank, "names must not be blank"));
@@ -430,6 +435,7 @@ impl RawDerived {
             http: self.http,
             tool_name_attributes: self.tool_name_attributes,
             tool_call_id_attributes: self.tool_call_id_attributes,
+            request_id_attributes: self.request_id_attributes,
             max_targets_per_service: count(
                 "derived.max_targets_per_service",
                 self.max_targets_per_service,

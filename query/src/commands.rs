@@ -98,13 +98,16 @@ impl Filters {
 /// The `source` column, or nulls for a table written before it was added (whose rows are all an
 /// adapter's, as a null source says).
 fn source_column(frame: &DataFrame) -> Expr {
-    if frame
-        .schema()
-        .has_column_with_unqualified_name(column::SOURCE)
-    {
-        col(column::SOURCE)
+    added_text_column(frame, column::SOURCE)
+}
+
+/// A text column of [`candor_records::tables::Table::added_columns`], or nulls under its name
+/// for a table written before it was added, which no compactor of this build has opened yet.
+fn added_text_column(frame: &DataFrame, name: &'static str) -> Expr {
+    if frame.schema().has_column_with_unqualified_name(name) {
+        col(name)
     } else {
-        lit(ScalarValue::Utf8(None)).alias(column::SOURCE)
+        lit(ScalarValue::Utf8(None)).alias(name)
     }
 }
 

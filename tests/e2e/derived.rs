@@ -116,7 +116,7 @@ async fn standard_tool_spans_of_real_emitters_count_with_their_failures_and_neve
     };
     let requests = incident(&server);
     assert_eq!(requests.class(), "success");
-    let mut failures: Vec<(String, u64, String)> = requests
+    let mut failures: Vec<(String, u64, String, Value, Value)> = requests
         .rows()
         .iter()
         .map(|event| {
@@ -128,15 +128,30 @@ async fn standard_tool_spans_of_real_emitters_count_with_their_failures_and_neve
                 event["failure_kind"].as_str().unwrap().to_owned(),
                 event["http_status_code"].as_u64().unwrap(),
                 event["error_type"].as_str().unwrap().to_owned(),
+                event["evidence_kind"].clone(),
+                event["evidence_value"].clone(),
             )
         })
         .collect();
-    failures.sort();
+    failures.sort_by_key(|failure| failure.1);
+    // Each failure keeps the request id its server assigned, captured by the instrumentation.
     assert_eq!(
         failures,
         [
-            ("auth".to_owned(), 401, "401".to_owned()),
-            ("server_error".to_owned(), 500, "500".to_owned()),
+            (
+                "auth".to_owned(),
+                401,
+                "401".to_owned(),
+                json!("request_id"),
+                json!("req-401")
+            ),
+            (
+                "server_error".to_owned(),
+                500,
+                "500".to_owned(),
+                json!("request_id"),
+                json!("req-500")
+            ),
         ]
     );
     let summary = requests.json()["summary"].to_string();
@@ -153,6 +168,21 @@ async fn standard_tool_spans_of_real_emitters_count_with_their_failures_and_neve
         )
     };
     assert_eq!(kind_of("lookup"), ("genai".into(), "connect".into()));
+    // The tool's failure keeps its exception and message and the agent's tool call id.
+    let lookup = incident("lookup").rows().remove(0);
+    assert!(
+        lookup["exception_type"]
+            .as_str()
+            .is_some_and(|t| t.ends_with("ConnectionError")),
+        "{lookup}"
+    );
+    assert!(
+        lookup["error_message"]
+            .as_str()
+            .is_some_and(|m| m.contains("search backend down")),
+        "{lookup}"
+    );
+    assert_eq!(lookup["tool_call_id"], "c-lookup", "{lookup}");
     assert_eq!(kind_of(&closed), ("http".into(), "connect".into()));
     assert_eq!(kind_of("search"), ("mcp".into(), "tool_error".into()));
     // The cancelled sibling is no failure: a confirmed empty answer.

@@ -6,6 +6,7 @@
 mod compact;
 mod dashboards;
 mod derived;
+mod evolution;
 mod faults;
 mod first_hop;
 mod foreign_clients;

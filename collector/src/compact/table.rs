@@ -222,6 +222,58 @@ pub async fn open_or_create(root: &str, table: Table) -> Result<DeltaTable, Tabl
         .map_err(delta)
 }
 
+/// Creates `table` under `root` as a compactor that knew none of [`Table::added_columns`] made
+/// it, holding `rows` (cut to its columns): the shape an upgrade finds, for tests of schema
+/// evolution. The table must not exist yet.
+pub async fn create_before_added_columns(
+    root: &str,
+    table: Table,
+    rows: &[&(Meta, Row)],
+) -> Result<DeltaTable, TableError> {
+    let delta_err = |source| TableError::Delta {
+        table: table.name(),
+        source,
+    };
+    let added = table.added_columns();
+    let kept: Vec<usize> = table
+        .schema()
+        .fields()
+        .iter()
+        .enumerate()
+        .filter(|(_, field)| !added.contains(&field.name().as_str()))
+        .map(|(index, _)| index)
+        .collect();
+    let arrow_err = |source| TableError::Arrow {
+        table: table.name(),
+        source,
+    };
+    let old_schema = table.schema().project(&kept).map_err(arrow_err)?;
+    let old_kernel: StructType = (&old_schema).try_into_kernel().map_err(|err| {
+        delta_err(DeltaTableError::Generic(format!(
+            "the arrow schema has no delta equivalent: {err}"
+        )))
+    })?;
+    let mut delta = deltalake::DeltaTableBuilder::from_url(table_url(root, table)?)
+        .and_then(deltalake::DeltaTableBuilder::build)
+        .map_err(delta_err)?
+        .create()
+        .with_table_name(table.name())
+        .with_columns(old_kernel.fields().cloned())
+        .with_partition_columns([column::DATE])
+        .await
+        .map_err(delta_err)?;
+    let batch = rows::to_batch(table, rows)
+        .and_then(|batch| batch.project(&kept))
+        .map_err(arrow_err)?;
+    let mut writer = RecordBatchWriter::for_table(&delta).map_err(delta_err)?;
+    writer.write(batch).await.map_err(delta_err)?;
+    writer
+        .flush_and_commit(&mut delta)
+        .await
+        .map_err(delta_err)?;
+    Ok(delta)
+}
+
 fn kernel_schema(table: Table) -> Result<StructType, TableError> {
     table
         .schema()
@@ -769,36 +821,10 @@ mod tests {
         let (fields, values) = runtime.block_on(async {
             let root = root.to_str().expect("a UTF-8 path");
             // The table as a compactor that did not know the column made it, with one row.
-            let added = table.added_columns();
-            let stored: Vec<usize> = table
-                .schema()
-                .fields()
-                .iter()
-                .enumerate()
-                .filter(|(_, field)| !added.contains(&field.name().as_str()))
-                .map(|(index, _)| index)
-                .collect();
-            let old_schema = table.schema().project(&stored).expect("projection");
-            let old_kernel: StructType = (&old_schema).try_into_kernel().expect("kernel schema");
-            let url = table_url(root, table).expect("url");
-            let delta = deltalake::DeltaTableBuilder::from_url(url)
-                .and_then(deltalake::DeltaTableBuilder::build)
-                .expect("builder");
-            let mut delta = delta
-                .create()
-                .with_table_name(table.name())
-                .with_columns(old_kernel.fields().cloned())
-                .with_partition_columns([column::DATE])
+            let old_row = row(0, "old", None);
+            create_before_added_columns(root, table, &[&old_row])
                 .await
                 .expect("old table");
-            let old_row = row(0, "old", None);
-            let batch = rows::to_batch(table, &[&old_row])
-                .expect("batch")
-                .project(&stored)
-                .expect("old columns");
-            let mut writer = RecordBatchWriter::for_table(&delta).expect("writer");
-            writer.write(batch).await.expect("write");
-            writer.flush_and_commit(&mut delta).await.expect("commit");
 
             // Opened by this build: the column is added, then a row with it is committed.
             let mut delta = open_or_create(root, table).await.expect("evolved");

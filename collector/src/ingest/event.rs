@@ -6,7 +6,7 @@ use std::borrow::Cow;
 use candor_records::proto::OutcomeSource;
 use candor_records::proto::{EventFields, OutcomeEvent, RECORD_SCHEMA_VERSION};
 use candor_records::record::wire::WireText;
-use candor_schema::{FailureKind, OutcomeClass, RetryAction};
+use candor_schema::{EvidenceKind, FailureKind, OutcomeClass, RetryAction};
 
 /// A valid `tool.outcome` event: the fields of its [`OutcomeEvent`] record, with the texts
 /// borrowed from the request (or owned, where redaction or a bound changed them) and the ids
@@ -63,6 +63,18 @@ pub struct OutcomeEventRef<'a> {
     pub collector_id: &'a str,
     /// Where the outcome came from.
     pub source: OutcomeSource,
+    /// What the failure said, credentials removed and bounded.
+    pub error_message: Option<Cow<'a, str>>,
+    /// A derived call's `exception.type`.
+    pub exception_type: Option<Cow<'a, str>>,
+    /// A derived call's `rpc.response.status_code`, as sent.
+    pub rpc_status_code: Option<Cow<'a, str>>,
+    /// The GenAI tool call's id.
+    pub tool_call_id: Option<Cow<'a, str>>,
+    /// The kind of the evidence of the outcome.
+    pub evidence_kind: Option<EvidenceKind>,
+    /// The evidence itself, credentials removed.
+    pub evidence_value: Option<Cow<'a, str>>,
 }
 
 impl From<&OutcomeEventRef<'_>> for OutcomeEvent {
@@ -113,6 +125,12 @@ impl OutcomeEventRef<'_> {
             received_time_unix_nano: self.received_time_unix_nano,
             collector_id: text(self.collector_id),
             source: Some(text(self.source.as_str())),
+            error_message: optional(&self.error_message),
+            exception_type: optional(&self.exception_type),
+            rpc_status_code: optional(&self.rpc_status_code),
+            tool_call_id: optional(&self.tool_call_id),
+            evidence_kind: self.evidence_kind.map(|kind| text(kind.as_str())),
+            evidence_value: optional(&self.evidence_value),
         }
     }
 }
@@ -208,6 +226,12 @@ pub(crate) mod tests {
             received_time_unix_nano: 1_800_000_000_200_000_000,
             collector_id: "c-1",
             source: OutcomeSource::Adapter,
+            error_message: texts.map(Cow::Borrowed),
+            exception_type: texts.map(Cow::Borrowed),
+            rpc_status_code: texts.map(Cow::Borrowed),
+            tool_call_id: texts.map(Cow::Borrowed),
+            evidence_kind: numbers.map(|_| EvidenceKind::RequestId),
+            evidence_value: texts.map(Cow::Borrowed),
         }
     }
 

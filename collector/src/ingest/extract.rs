@@ -36,7 +36,7 @@ pub mod failure_type;
 mod outcome;
 mod redaction;
 
-use derived::{Candidate, Derivation, DerivedStats};
+use derived::{Candidate, Derivation, DerivedStats, SpanKey};
 use outcome::{EventInput, outcome_count, outcome_event};
 pub use redaction::{redact_bytes, redact_count, redact_event};
 use redaction::{redact_json, scrub};
@@ -315,7 +315,7 @@ pub fn extract_traces<'a>(
                     .filter(|e| e.name == names::OUTCOME_EVENT)
                 {
                     carried = true;
-                    let input = EventInput::span_event(&span.trace_id, &span.span_id, event);
+                    let input = EventInput::span_event(span, event);
                     events.offer(&service, input, event);
                 }
                 if carried || span.name == names::TOOL_CALL_SPAN {
@@ -387,6 +387,16 @@ pub fn extract_traces<'a>(
                 &mut events.out.redacted,
             );
             events.out.rejections.push(rejection);
+        }
+        if !derived.adapter_call_ids.is_empty() {
+            let ids: BTreeMap<SpanKey<'_>, &str> = derived.adapter_call_ids.into_iter().collect();
+            for event in &mut events.out.events {
+                let key = (event.trace_id.as_slice(), event.span_id.as_slice());
+                if let Some(id) = ids.get(&key) {
+                    event.tool_call_id = Some(bounded(id, received.limits.max_value_bytes));
+                    events.out.redacted += redact_event(event);
+                }
+            }
         }
         for mut event in derived.events {
             events.out.redacted += redact_event(&mut event);

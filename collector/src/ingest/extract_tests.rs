@@ -341,6 +341,7 @@ fn a_good_access_failure_event_becomes_one_complete_record() {
         received_time_unix_nano: RECEIVED_TIME,
         collector_id: COLLECTOR.to_owned(),
         source: Some("adapter".to_owned()),
+        ..OutcomeEvent::default()
     };
     assert_eq!(record, &expected, "good access_failure: every field");
     assert_eq!(
@@ -1417,6 +1418,142 @@ fn other_log_records_are_ignored_and_a_bad_log_based_event_is_rejected_as_a_log(
         [
             (RejectReason::InvalidTraceId, Signal::Logs),
             (RejectReason::UnknownClass, Signal::Logs)
+        ]
+    );
+}
+
+// ---- forensic fields ---------------------------------------------------------------------------
+
+/// A call that failed twice: a retried attempt, then the one that ended it, with the evidence
+/// of the last response, on a span whose status is ERROR with the failure's message.
+fn failed_call_span(message: &str) -> Span {
+    let retried = good_event();
+    let ending = event_with(
+        [
+            without(
+                with_str(good_event_attributes(), attr::RETRY_ACTION, "exhausted"),
+                attr::RETRY_BACKOFF_MS,
+            ),
+            vec![
+                kv_str(attr::EVIDENCE_KIND, "request_id"),
+                kv_str(attr::EVIDENCE_VALUE, "req-504"),
+            ],
+        ]
+        .concat(),
+    );
+    let mut span = span_of(&TRACE_ID, &SPAN_ID, vec![retried, ending]);
+    span.status = Some(opentelemetry_proto::tonic::trace::v1::Status {
+        message: message.to_owned(),
+        code: opentelemetry_proto::tonic::trace::v1::status::StatusCode::Error as i32,
+    });
+    span
+}
+
+#[test]
+fn the_event_that_ends_a_failed_call_carries_the_spans_message_redacted_and_the_evidence() {
+    let out = traces(&request_of(
+        Some(service_resource()),
+        vec![failed_call_span(
+            "HTTP 503 upstream said access_token=abc123 try later",
+        )],
+    ));
+    assert!(out.rejections.is_empty(), "{:?}", out.rejections);
+    let [retried, ending] = out.events.as_slice() else {
+        panic!("two events: {:?}", out.events);
+    };
+    assert_eq!(retried.retry_action, "retry");
+    assert_eq!(
+        (
+            &retried.error_message,
+            &retried.evidence_kind,
+            &retried.evidence_value
+        ),
+        (&None, &None, &None),
+        "an attempt that was retried did not end the call"
+    );
+    assert_eq!(
+        ending.error_message.as_deref(),
+        Some("HTTP 503 upstream said access_token=REDACTED try later")
+    );
+    assert_eq!(ending.evidence_kind.as_deref(), Some("request_id"));
+    assert_eq!(ending.evidence_value.as_deref(), Some("req-504"));
+    assert_eq!(
+        (
+            &ending.exception_type,
+            &ending.rpc_status_code,
+            &ending.tool_call_id
+        ),
+        (&None, &None, &None),
+        "an adapter's span says none of these"
+    );
+    assert_eq!(out.redacted, 1);
+}
+
+#[test]
+fn a_message_past_the_value_limit_is_cut_on_a_character_boundary() {
+    let limits = Limits {
+        max_value_bytes: 64,
+        ..Limits::default()
+    };
+    let message = "é".repeat(100);
+    let out = extracted(
+        &request_of(Some(service_resource()), vec![failed_call_span(&message)]),
+        &received(&limits),
+    );
+    assert!(out.rejections.is_empty(), "{:?}", out.rejections);
+    let kept = out.events[1].error_message.as_deref().expect("a message");
+    assert_eq!(kept, format!("{}…", "é".repeat(32)));
+}
+
+#[test]
+fn evidence_of_an_unknown_kind_or_half_of_it_is_refused_with_its_reason() {
+    let with_evidence = |evidence: Vec<KeyValue>| {
+        event_with(
+            [
+                without(
+                    with_str(good_event_attributes(), attr::RETRY_ACTION, "exhausted"),
+                    attr::RETRY_BACKOFF_MS,
+                ),
+                evidence,
+            ]
+            .concat(),
+        )
+    };
+    let unknown = with_evidence(vec![
+        kv_str(attr::EVIDENCE_KIND, "hunch"),
+        kv_str(attr::EVIDENCE_VALUE, "x"),
+    ]);
+    let kind_only = with_evidence(vec![kv_str(attr::EVIDENCE_KIND, "receipt")]);
+    let value_only = with_evidence(vec![kv_str(attr::EVIDENCE_VALUE, "r-1")]);
+    let out = traces(&request(vec![unknown, kind_only, value_only]));
+    assert!(out.events.is_empty(), "{:?}", out.events);
+    let reasons: Vec<RejectReason> = out.rejections.iter().map(|r| r.reason).collect();
+    assert_eq!(
+        reasons,
+        [
+            RejectReason::UnknownKind,
+            RejectReason::MissingAttribute,
+            RejectReason::MissingAttribute
+        ]
+    );
+    let details: Vec<&str> = out.rejections.iter().map(|r| r.detail.as_str()).collect();
+    assert!(
+        details[0].starts_with(attr::EVIDENCE_KIND) && details[0].contains("hunch"),
+        "{details:?}"
+    );
+    assert_eq!(
+        details[1..],
+        [
+            format!(
+                "{} is missing where {} is present",
+                attr::EVIDENCE_VALUE,
+                attr::EVIDENCE_KIND
+            ),
+            format!(
+                "{} is missing where {} is present",
+                attr::EVIDENCE_KIND,
+                attr::EVIDENCE_VALUE
+            ),
         ]
     );
 }

@@ -12,7 +12,7 @@ use crate::answer::Rows;
 use crate::reader::Reader;
 use crate::window::Window;
 
-use super::{CommandError, Filters, in_window, read, source_column};
+use super::{CommandError, Filters, added_text_column, in_window, read};
 
 /// The event columns `incident` and `trace` show, in order.
 const EVENT_COLUMNS: &[&str] = &[
@@ -29,8 +29,14 @@ const EVENT_COLUMNS: &[&str] = &[
     column::RETRY_MAX_ATTEMPTS,
     column::HTTP_STATUS_CODE,
     column::ERROR_TYPE,
+    column::ERROR_MESSAGE,
+    column::EXCEPTION_TYPE,
+    column::RPC_STATUS_CODE,
     column::COVERAGE,
     column::DROPPED,
+    column::EVIDENCE_KIND,
+    column::EVIDENCE_VALUE,
+    column::TOOL_CALL_ID,
     column::TRACE_ID,
     column::SPAN_ID,
     column::EVENT_ID,
@@ -58,18 +64,18 @@ async fn events(reader: &Reader, filter: Expr) -> Result<EventsAnswer, CommandEr
             col(column::KAFKA_OFFSET).sort(true, false),
         ])
         .map_err(read)?;
-    let source = source_column(&frame);
-    let frame = frame
-        .select(
-            EVENT_COLUMNS
-                .iter()
-                .map(|name| match *name {
-                    column::SOURCE => source.clone(),
-                    name => col(name),
-                })
-                .collect::<Vec<Expr>>(),
-        )
-        .map_err(read)?;
+    let added = Table::OutcomeEvents.added_columns();
+    let columns: Vec<Expr> = EVENT_COLUMNS
+        .iter()
+        .map(|&name| {
+            if added.contains(&name) {
+                added_text_column(&frame, name)
+            } else {
+                col(name)
+            }
+        })
+        .collect();
+    let frame = frame.select(columns).map_err(read)?;
     let batches = frame.collect().await.map_err(read)?;
     let rows = Rows::from_batches(&batches).map_err(|err| CommandError::Read(err.into()))?;
     let rows = if rows.columns.is_empty() {

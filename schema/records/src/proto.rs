@@ -69,6 +69,24 @@ record! {
         /// own event; absent in records written before sources were told apart, all of which
         /// are an adapter's.
         source: string optional = 25 => SOURCE as OptText,
+        /// What the failure said, credentials removed and bounded: the status description of
+        /// the span of an adapter's call, on the event that ends it; a derived call's span
+        /// status, else its `exception.message`.
+        error_message: string optional = 26 => ERROR_MESSAGE as OptText,
+        /// `exception.type` of a derived call's `exception` event.
+        exception_type: string optional = 27 => EXCEPTION_TYPE as OptText,
+        /// `rpc.response.status_code` of a derived call's span (a JSON-RPC error code for MCP),
+        /// as sent.
+        rpc_status_code: string optional = 28 => RPC_STATUS_CODE as OptText,
+        /// The tool call's `gen_ai.tool.call.id`: a derived call's own, or, for an adapter's
+        /// call, that of the GenAI or MCP call it ran in.
+        tool_call_id: string optional = 29 => TOOL_CALL_ID as OptText,
+        /// The kind of the evidence of the call's outcome (`tool.evidence.kind`; `request_id`
+        /// for an HTTP span's captured `X-Request-Id`).
+        evidence_kind: string optional = 30 => EVIDENCE_KIND as OptText,
+        /// The evidence itself, credentials removed: e.g. the request id to quote to the
+        /// tool's owner.
+        evidence_value: string optional = 31 => EVIDENCE_VALUE as OptText,
     }
 }
 

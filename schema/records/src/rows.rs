@@ -620,6 +620,21 @@ mod tests {
             matches!(&row, Row::Rejected(r) if r.reason == "unknown_source"),
             "{row:?}"
         );
+        // An evidence kind outside the closed set.
+        let unknown_evidence = OutcomeEvent {
+            evidence_kind: Some("hunch".into()),
+            evidence_value: Some("x".into()),
+            ..event("t", "partial")
+        };
+        let (_, row) = decode(
+            &record(Table::OutcomeEvents, unknown_evidence.encode_to_vec()),
+            &BOUNDS,
+            "k",
+        );
+        assert!(
+            matches!(&row, Row::Rejected(r) if r.reason == "unknown_kind" && r.detail.contains("hunch")),
+            "{row:?}"
+        );
         let count = OutcomeCount {
             point_id: "p".into(),
             outcome_class: "success".into(),

@@ -107,6 +107,18 @@ pub mod column {
     /// came from ([`crate::proto::OutcomeSource`]); null in rows written before sources were told
     /// apart, all of which are an adapter's.
     pub const SOURCE: &str = "source";
+    /// What the failure said, credentials removed ([`crate::proto::OutcomeEvent::error_message`]).
+    pub const ERROR_MESSAGE: &str = "error_message";
+    /// A derived call's `exception.type`.
+    pub const EXCEPTION_TYPE: &str = "exception_type";
+    /// A derived call's `rpc.response.status_code`, as sent.
+    pub const RPC_STATUS_CODE: &str = "rpc_status_code";
+    /// The GenAI tool call's id.
+    pub const TOOL_CALL_ID: &str = "tool_call_id";
+    /// The kind of the evidence of the outcome.
+    pub const EVIDENCE_KIND: &str = "evidence_kind";
+    /// The evidence of the outcome, e.g. a request id.
+    pub const EVIDENCE_VALUE: &str = "evidence_value";
     /// The rejection reason.
     pub const REASON: &str = "reason";
     /// What exactly was wrong.
@@ -240,7 +252,13 @@ impl Table {
     /// not listed here or in [`Table::delta_columns`] has one.
     pub fn plain_columns(self) -> &'static [&'static str] {
         match self {
-            Self::OutcomeEvents => &[column::EVENT_ID, column::TRACE_ID, column::SPAN_ID],
+            Self::OutcomeEvents => &[
+                column::EVENT_ID,
+                column::TRACE_ID,
+                column::SPAN_ID,
+                column::TOOL_CALL_ID,
+                column::EVIDENCE_VALUE,
+            ],
             Self::OutcomeCounts => &[column::POINT_ID],
             Self::Rejected => &[column::INPUT, column::DETAIL],
             Self::Heartbeats => &[],
@@ -296,7 +314,15 @@ impl Table {
     /// the compactor evolved. Each is nullable: the rows written before it was added have none.
     pub fn added_columns(self) -> &'static [&'static str] {
         match self {
-            Self::OutcomeEvents => &[column::SOURCE],
+            Self::OutcomeEvents => &[
+                column::SOURCE,
+                column::ERROR_MESSAGE,
+                column::EXCEPTION_TYPE,
+                column::RPC_STATUS_CODE,
+                column::TOOL_CALL_ID,
+                column::EVIDENCE_KIND,
+                column::EVIDENCE_VALUE,
+            ],
             Self::OutcomeCounts => &[column::EXPORT_INTERVAL_MS, column::SOURCE],
             Self::Rejected | Self::Heartbeats => &[],
         }

@@ -6,8 +6,9 @@ Reads a JSON spec on stdin: ``endpoint`` (the collector's OTLP/gRPC address) and
 - a pydantic-ai agent (``FunctionModel``, offline, ``Agent.instrument_all``) runs two tools in
   parallel, one of which raises ``ConnectionError`` while the other is still running (and is
   cancelled), then a tool that fetches four URLs with ``httpx2``;
-- ``opentelemetry-instrumentation-httpx`` traces those requests, against a local server that
-  answers 200, 401 and 500, and against a closed port;
+- ``opentelemetry-instrumentation-httpx`` traces those requests, capturing the ``X-Request-Id``
+  response header, against a local server that answers 200, 401 and 500 (with the request id
+  ``req-{status}``), and against a closed port;
 - an MCP client and server of the ``mcp`` SDK, in one process, call a tool that answers and
   one that returns ``isError: true``.
 
@@ -19,6 +20,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import os
 import socket
 import sys
 import threading
@@ -46,6 +48,7 @@ class StatusHandler(BaseHTTPRequestHandler):
     def do_GET(self) -> None:
         status = int(self.path.strip("/").split("/")[0])
         self.send_response(status)
+        self.send_header("x-request-id", f"req-{status}")
         self.send_header("content-length", "2")
         self.end_headers()
         self.wfile.write(b"{}")
@@ -153,6 +156,7 @@ def main() -> None:
         BatchSpanProcessor(OTLPSpanExporter(endpoint=spec["endpoint"], insecure=True))
     )
     trace.set_tracer_provider(provider)
+    os.environ["OTEL_INSTRUMENTATION_HTTP_CAPTURE_HEADERS_CLIENT_RESPONSE"] = "x-request-id"
     HTTPX2ClientInstrumentor().instrument()
     Agent.instrument_all()
 

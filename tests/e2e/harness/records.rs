@@ -70,6 +70,17 @@ pub fn realistic_event(n: u64, slot_nanos: u64, step: u64) -> (String, Vec<u8>) 
         received_time_unix_nano: event_nanos + 1_000_000 + mix(n ^ 0x7e7e) % 49_000_000,
         collector_id: "collector-1".into(),
         source: Some(OutcomeSource::Adapter.as_str().into()),
+        // The event that ends a failed call has its message and the response's request id;
+        // half the calls ran in an agent's tool call.
+        error_message: (last && !partial).then(|| match status {
+            Some(code) => format!("HTTP {code} from {target}: upstream unavailable"),
+            None => "timed out after 2000 ms".to_owned(),
+        }),
+        evidence_kind: (last && status.is_some()).then(|| "request_id".to_owned()),
+        evidence_value: (last && status.is_some())
+            .then(|| format!("req-{:012x}", mix(n ^ 0x1111) >> 16)),
+        tool_call_id: (call % 2 == 0).then(|| format!("call_{:016x}", mix(call ^ 0x2222))),
+        ..OutcomeEvent::default()
     };
     (target, event.encode_to_vec())
 }

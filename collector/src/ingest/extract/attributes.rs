@@ -24,11 +24,13 @@ pub(super) enum Key {
     Coverage,
     Dropped,
     Authority,
+    EvidenceKind,
+    EvidenceValue,
 }
 
 impl Key {
     /// Every key, in slot order.
-    const ALL: [Key; 15] = [
+    const ALL: [Key; 17] = [
         Key::OutcomeClass,
         Key::ToolName,
         Key::ToolTarget,
@@ -44,6 +46,8 @@ impl Key {
         Key::Coverage,
         Key::Dropped,
         Key::Authority,
+        Key::EvidenceKind,
+        Key::EvidenceValue,
     ];
 
     /// The attribute's name on the wire.
@@ -65,6 +69,8 @@ impl Key {
             Key::Coverage => attr::COVERAGE,
             Key::Dropped => attr::DROPPED,
             Key::Authority => attr::AUTHORITY,
+            Key::EvidenceKind => attr::EVIDENCE_KIND,
+            Key::EvidenceValue => attr::EVIDENCE_VALUE,
         }
     }
 

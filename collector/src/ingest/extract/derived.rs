@@ -24,12 +24,13 @@ use candor_records::proto::{
     CountClass, OutcomeCount, OutcomeSource, RECORD_SCHEMA_VERSION, Temporality,
 };
 use candor_schema::names::{self, attr, semconv};
-use candor_schema::{FailureKind, OutcomeClass};
+use candor_schema::{EvidenceKind, FailureKind, OutcomeClass};
 use opentelemetry_proto::tonic::common::v1::{KeyValue, any_value};
 use opentelemetry_proto::tonic::trace::v1::{Span, span, status};
 use sha2::{Digest, Sha256};
 
 use super::failure_type::{DerivedOutcome, SpanError, classify};
+use super::outcome::status_message;
 
 /// Maps and sets keyed by span ids and short texts, hashed with foldhash: the keys come from one
 /// request, and SipHash's resistance to chosen keys would cost a few times more per key here.
@@ -55,6 +56,9 @@ pub struct DerivedConfig {
     pub tool_name_attributes: Vec<String>,
     /// The attributes that identify one tool call across its GenAI and MCP spans.
     pub tool_call_id_attributes: Vec<String>,
+    /// The attributes of an HTTP span that hold the request id its server assigned (captured
+    /// response headers), the first present winning: a failed call's evidence.
+    pub request_id_attributes: Vec<String>,
     /// The most distinct derived targets and tools kept per service (counted together); a
     /// later one is recorded as [`OTHER_TARGET`] and counted.
     pub max_targets_per_service: usize,
@@ -74,6 +78,10 @@ impl Default for DerivedConfig {
                 semconv::MCP_TOOL_NAME.to_owned(),
             ],
             tool_call_id_attributes: vec![semconv::GEN_AI_TOOL_CALL_ID.to_owned()],
+            request_id_attributes: vec![
+                semconv::HTTP_RESPONSE_HEADER_X_REQUEST_ID.to_owned(),
+                semconv::HTTP_RESPONSE_HEADER_X_REQUEST_ID_OLD.to_owned(),
+            ],
             max_targets_per_service: 500,
             max_targets: 200_000,
         }
@@ -199,6 +207,9 @@ pub(super) struct Derived<'a> {
     pub refusals: Vec<(Refusal, usize, &'a Span)>,
     /// The service and span of the first failed call past the event limit.
     pub first_over_limit: Option<(usize, &'a Span)>,
+    /// For an adapter's span under a GenAI or MCP span with a tool call id, that id: the
+    /// adapter's events on the span take it.
+    pub adapter_call_ids: Vec<(SpanKey<'a>, &'a str)>,
     pub stats: DerivedStats,
 }
 
@@ -215,6 +226,7 @@ pub(super) fn derive<'a>(
 ) -> Derived<'a> {
     let mut out = Derived {
         first_over_limit: None,
+        adapter_call_ids: Vec::new(),
         events: Vec::new(),
         counts: Vec::new(),
         refusals: Vec::new(),
@@ -246,7 +258,7 @@ pub(super) fn derive<'a>(
             .into_iter()
             .filter(|span| joinable.contains(span.trace_id.as_slice()))
             .collect();
-        join(
+        out.adapter_call_ids = join(
             candidates,
             &copy_of,
             &adapter_spans,
@@ -335,7 +347,23 @@ pub(super) fn derive<'a>(
                     .get_or_insert((candidate.service, candidates[*member].span));
                 CountClass::Outcome(OutcomeClass::AccessFailure)
             }
-            Some((_, facts, DerivedOutcome::Failure { kind, error_type })) => {
+            Some((member, facts, DerivedOutcome::Failure { kind, error_type })) => {
+                let failed = candidates[*member].span;
+                let limit = received.limits.max_value_bytes;
+                let owned = |text: &str| Cow::Owned(bounded(text, limit).into_owned());
+                let exception = exception_of(failed);
+                let tool_call_id = outcomes.iter().find_map(|(member, _, _)| {
+                    first_string(
+                        &candidates[*member].span.attributes,
+                        &config.tool_call_id_attributes,
+                    )
+                });
+                let request_id = outcomes.iter().find_map(|(member, _, _)| {
+                    first_text(
+                        &candidates[*member].span.attributes,
+                        &config.request_id_attributes,
+                    )
+                });
                 out.events.push(OutcomeEventRef {
                     event_id: event_id(service, candidate.source, candidate.span),
                     trace_id: call.trace_id,
@@ -366,6 +394,12 @@ pub(super) fn derive<'a>(
                     received_time_unix_nano: received.time_unix_nano,
                     collector_id: received.collector_id,
                     source: candidate.source,
+                    error_message: status_message(failed).or(exception.message).map(owned),
+                    exception_type: exception.exception_type.map(owned),
+                    rpc_status_code: facts.rpc_status.map(|code| Cow::Owned(code.to_string())),
+                    tool_call_id: tool_call_id.map(owned),
+                    evidence_kind: request_id.map(|_| EvidenceKind::RequestId),
+                    evidence_value: request_id.map(owned),
                 });
                 CountClass::Outcome(OutcomeClass::AccessFailure)
             }
@@ -485,6 +519,9 @@ fn joinable_traces<'a>(
 /// a call with any span under an adapter's span is the adapter's. The outermost span (one
 /// without a GenAI or MCP ancestor; a GenAI one before an MCP one, then the first) stands for
 /// its call.
+///
+/// Returns, for each adapter's span under a GenAI or MCP span that carries a tool call id, the
+/// nearest such id.
 fn join<'a>(
     candidates: &[Candidate<'a>],
     copy_of: &[Option<usize>],
@@ -492,7 +529,7 @@ fn join<'a>(
     all_spans: &[&'a Span],
     derivation: &Derivation,
     stands_for: &mut [Option<usize>],
-) {
+) -> Vec<(SpanKey<'a>, &'a str)> {
     let parents: HashMap<SpanKey<'a>, &'a [u8]> = all_spans
         .iter()
         .filter(|span| !span.parent_span_id.is_empty())
@@ -582,6 +619,25 @@ fn join<'a>(
             Some(outermost.get(&root).copied().unwrap_or(root))
         };
     }
+    let mut adapter_call_ids = Vec::new();
+    for &(trace, span) in adapter_spans {
+        let mut at = span;
+        for _ in 0..MAX_ANCESTORS {
+            let Some(parent) = parents.get(&(trace, at)) else {
+                break;
+            };
+            at = parent;
+            let id = candidate_at
+                .get(&(trace, at))
+                .filter(|&&index| tool_call(index))
+                .and_then(|&index| first_string(&candidates[index].span.attributes, ids));
+            if let Some(id) = id {
+                adapter_call_ids.push(((trace, span), id));
+                break;
+            }
+        }
+    }
+    adapter_call_ids
 }
 
 /// Disjoint sets of candidates, by index: path halving and union by size keep every operation
@@ -789,19 +845,38 @@ fn span_error<'a>(span: &'a Span, facts: &Facts<'a>) -> SpanError<'a> {
             .status
             .as_ref()
             .is_some_and(|s| s.code == status::StatusCode::Error as i32),
-        exception_type: span
-            .events
-            .iter()
-            .filter(|event| event.name == semconv::EXCEPTION_EVENT)
-            .find_map(|event| {
-                event
-                    .attributes
-                    .iter()
-                    .find(|kv| kv.key == semconv::EXCEPTION_TYPE)
-                    .and_then(string)
-            }),
+        exception_type: exception_of(span).exception_type,
         http_status: facts.http_status,
         rpc_status: facts.rpc_status,
+    }
+}
+
+/// What a span's first `exception` event says.
+#[derive(Default)]
+struct Exception<'a> {
+    exception_type: Option<&'a str>,
+    message: Option<&'a str>,
+}
+
+fn exception_of(span: &Span) -> Exception<'_> {
+    let Some(event) = span
+        .events
+        .iter()
+        .find(|event| event.name == semconv::EXCEPTION_EVENT)
+    else {
+        return Exception::default();
+    };
+    let attribute = |key: &str| {
+        event
+            .attributes
+            .iter()
+            .find(|kv| kv.key == key)
+            .and_then(string)
+            .filter(|text| !text.is_empty())
+    };
+    Exception {
+        exception_type: attribute(semconv::EXCEPTION_TYPE),
+        message: attribute(semconv::EXCEPTION_MESSAGE),
     }
 }
 
@@ -986,6 +1061,27 @@ fn integer(kv: &KeyValue) -> Option<i64> {
         any_value::Value::StringValue(text) => text.trim().parse().ok(),
         _ => None,
     }
+}
+
+/// The first of `keys` that `attributes` hold as a non-empty string, or as an array whose first
+/// value is one (how HTTP instrumentations record a captured header).
+fn first_text<'a>(attributes: &'a [KeyValue], keys: &[String]) -> Option<&'a str> {
+    keys.iter().find_map(|key| {
+        let value = attributes
+            .iter()
+            .find(|kv| kv.key == *key)?
+            .value
+            .as_ref()?;
+        let text = match value.value.as_ref()? {
+            any_value::Value::StringValue(text) => text.as_str(),
+            any_value::Value::ArrayValue(array) => match array.values.first()?.value.as_ref()? {
+                any_value::Value::StringValue(text) => text.as_str(),
+                _ => return None,
+            },
+            _ => return None,
+        };
+        (!text.is_empty()).then_some(text)
+    })
 }
 
 /// The first of `keys` that `attributes` hold as a non-empty string.

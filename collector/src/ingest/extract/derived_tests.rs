@@ -826,3 +826,131 @@ fn failed_calls_past_the_event_limit_are_counted_with_one_rejection_for_all() {
     assert_eq!(summary.count, 2);
     assert_eq!(out.derived.events_over_limit, 2);
 }
+
+#[test]
+fn a_failed_call_keeps_its_message_exception_json_rpc_code_call_id_and_request_id() {
+    let mut outer = genai(1, 0, "search");
+    outer
+        .attributes
+        .push(text(semconv::GEN_AI_TOOL_CALL_ID, "call_7"));
+    let mut inner = failed(
+        mcp(2, 1, vec![int(semconv::RPC_RESPONSE_STATUS_CODE, -32602)]),
+        Some("McpError"),
+    );
+    inner.events[0].attributes.push(text(
+        semconv::EXCEPTION_MESSAGE,
+        "invalid params: api_key=s3cr3t",
+    ));
+    let mut request = failed(
+        http(
+            3,
+            0,
+            vec![
+                text(semconv::HTTP_REQUEST_METHOD, "GET"),
+                text(semconv::URL_FULL, "https://api.example/v1"),
+                int(attr::HTTP_STATUS_CODE, 503),
+            ],
+        ),
+        None,
+    );
+    request.status = Some(Status {
+        code: status::StatusCode::Error as i32,
+        message: "upstream unavailable".to_owned(),
+    });
+    request.attributes.push(KeyValue {
+        key: semconv::HTTP_RESPONSE_HEADER_X_REQUEST_ID.to_owned(),
+        value: Some(AnyValue {
+            value: Some(any_value::Value::ArrayValue(
+                opentelemetry_proto::tonic::common::v1::ArrayValue {
+                    values: vec![AnyValue {
+                        value: Some(any_value::Value::StringValue("req-9".to_owned())),
+                    }],
+                },
+            )),
+        }),
+        ..Default::default()
+    });
+    let seen = extract(vec![outer, inner, request]);
+    assert!(seen.rejections.is_empty(), "{:?}", seen.rejections);
+    let by_source = |source: &str| {
+        seen.events
+            .iter()
+            .find(|event| event.source.as_deref() == Some(source))
+            .unwrap_or_else(|| panic!("a {source} event in {:?}", seen.events))
+    };
+    let tool = by_source("genai");
+    assert_eq!(
+        (
+            tool.error_message.as_deref(),
+            tool.exception_type.as_deref(),
+            tool.rpc_status_code.as_deref(),
+            tool.tool_call_id.as_deref(),
+            tool.evidence_kind.as_deref(),
+        ),
+        (
+            Some("invalid params: api_key=REDACTED"),
+            Some("McpError"),
+            Some("-32602"),
+            Some("call_7"),
+            None
+        ),
+        "the MCP span failed; the GenAI span it is joined into names the call and its id"
+    );
+    let http = by_source("http");
+    assert_eq!(
+        (
+            http.error_message.as_deref(),
+            http.exception_type.as_deref(),
+            http.tool_call_id.as_deref(),
+            http.evidence_kind.as_deref(),
+            http.evidence_value.as_deref(),
+        ),
+        (
+            Some("upstream unavailable"),
+            None,
+            None,
+            Some("request_id"),
+            Some("req-9")
+        )
+    );
+}
+
+#[test]
+fn an_adapters_event_takes_the_call_id_of_the_genai_call_it_ran_in() {
+    let mut outer = genai(1, 0, "search");
+    outer
+        .attributes
+        .push(text(semconv::GEN_AI_TOOL_CALL_ID, "call_42"));
+    let between = span(2, 1, "tool body", span::SpanKind::Internal, vec![]);
+    let mut adapter = span(3, 2, names::TOOL_CALL_SPAN, span::SpanKind::Client, vec![]);
+    adapter.events.push(span::Event {
+        name: names::OUTCOME_EVENT.to_owned(),
+        time_unix_nano: END,
+        attributes: vec![
+            text(attr::OUTCOME_CLASS, "access_failure"),
+            text(attr::TOOL_NAME, "search"),
+            text(attr::TOOL_TARGET, "https://search.example/v1"),
+            text(attr::FAILURE_KIND, "server_error"),
+            text(attr::RETRY_ACTION, "permanent"),
+            int(attr::RETRY_ATTEMPT, 1),
+            int(attr::RETRY_MAX_ATTEMPTS, 1),
+        ],
+        ..Default::default()
+    });
+    let elsewhere = span(9, 0, names::TOOL_CALL_SPAN, span::SpanKind::Client, vec![]);
+    let mut unrelated = adapter.clone();
+    unrelated.span_id = elsewhere.span_id.clone();
+    unrelated.parent_span_id = Vec::new();
+    let seen = extract(vec![adapter, between, outer, unrelated]);
+    assert!(seen.rejections.is_empty(), "{:?}", seen.rejections);
+    let ids: Vec<(Option<&str>, Option<&str>)> = seen
+        .events
+        .iter()
+        .map(|event| (event.source.as_deref(), event.tool_call_id.as_deref()))
+        .collect();
+    assert_eq!(
+        ids,
+        [(Some("adapter"), Some("call_42")), (Some("adapter"), None)],
+        "the adapter's span under the GenAI call takes its id; one outside any call has none"
+    );
+}

@@ -6,16 +6,18 @@ use std::borrow::Cow;
 use candor_records::proto::OutcomeSource;
 use candor_records::proto::{OutcomeCount, RECORD_SCHEMA_VERSION, Temporality};
 use candor_schema::names::{self, attr};
-use candor_schema::{AccessFailureKind, OutcomeClass, PartialKind, RetryAction};
+use candor_schema::{AccessFailureKind, EvidenceKind, OutcomeClass, PartialKind, RetryAction};
 use opentelemetry_proto::tonic::common::v1::{KeyValue, any_value};
 use opentelemetry_proto::tonic::logs::v1::LogRecord;
 use opentelemetry_proto::tonic::metrics::v1::{NumberDataPoint, number_data_point};
-use opentelemetry_proto::tonic::trace::v1::span;
+use opentelemetry_proto::tonic::trace::v1::{Span, span, status};
 use prost::Message as _;
 use sha2::{Digest, Sha256};
 
 use super::attributes::{Attributes, Key};
-use super::{OutcomeEventRef, Received, Refusal, RejectReason, Service, content_id, refuse};
+use super::{
+    OutcomeEventRef, Received, Refusal, RejectReason, Service, bounded, content_id, refuse,
+};
 
 /// A `tool.outcome` event as it came: a span event with its span's ids, or a log record whose
 /// event name is `tool.outcome` with the ids of the span it was recorded in.
@@ -28,18 +30,22 @@ pub(super) struct EventInput<'a> {
     pub time_unix_nano: u64,
     pub dropped_attributes_count: u32,
     pub attributes: &'a [KeyValue],
+    /// The description of the span's status, when the event is a span's and its status is
+    /// ERROR: the failure's message, by the contract's rule `TELEMETRY-SPAN`.
+    pub status_message: Option<&'a str>,
 }
 
 impl<'a> EventInput<'a> {
     /// A span event of the span with these ids.
-    pub fn span_event(trace_id: &'a [u8], span_id: &'a [u8], event: &'a span::Event) -> Self {
+    pub fn span_event(span: &'a Span, event: &'a span::Event) -> Self {
         Self {
-            trace_id,
-            span_id,
+            trace_id: &span.trace_id,
+            span_id: &span.span_id,
             name: &event.name,
             time_unix_nano: event.time_unix_nano,
             dropped_attributes_count: event.dropped_attributes_count,
             attributes: &event.attributes,
+            status_message: status_message(span),
         }
     }
 
@@ -57,8 +63,18 @@ impl<'a> EventInput<'a> {
             },
             dropped_attributes_count: record.dropped_attributes_count,
             attributes: &record.attributes,
+            status_message: None,
         }
     }
+}
+
+/// The description of a span's status, when the status is ERROR and has one.
+pub(super) fn status_message(span: &Span) -> Option<&str> {
+    span.status
+        .as_ref()
+        .filter(|status| status.code == status::StatusCode::Error as i32)
+        .map(|status| status.message.as_str())
+        .filter(|message| !message.is_empty())
 }
 
 pub(super) fn outcome_event<'a>(
@@ -160,6 +176,36 @@ pub(super) fn outcome_event<'a>(
     let tool_name = attributes.required_string(Key::ToolName)?;
     let tool_target = attributes.required_string(Key::ToolTarget)?;
     let text = |key| attributes.string(key).map(|value| value.map(Cow::Borrowed));
+    let evidence_kind = attributes
+        .string(Key::EvidenceKind)?
+        .map(|kind| {
+            kind.parse::<EvidenceKind>().map_err(|err| {
+                refuse(
+                    RejectReason::UnknownKind,
+                    format!("{}: {err}", attr::EVIDENCE_KIND),
+                )
+            })
+        })
+        .transpose()?;
+    let evidence_value = attributes.string(Key::EvidenceValue)?;
+    if evidence_kind.is_some() != evidence_value.is_some() {
+        let (present, absent) = if evidence_kind.is_some() {
+            (attr::EVIDENCE_KIND, attr::EVIDENCE_VALUE)
+        } else {
+            (attr::EVIDENCE_VALUE, attr::EVIDENCE_KIND)
+        };
+        return Err(refuse(
+            RejectReason::MissingAttribute,
+            format!("{absent} is missing where {present} is present"),
+        ));
+    }
+    // The span's status describes the call's end: only the event that ends a failed call
+    // carries it.
+    let ends_failed_call = class == OutcomeClass::AccessFailure && action != RetryAction::Retry;
+    let error_message = event
+        .status_message
+        .filter(|_| ends_failed_call)
+        .map(|message| bounded(message, received.limits.max_value_bytes));
     Ok(OutcomeEventRef {
         event_id: event_id(service, event, scratch),
         trace_id: trace,
@@ -189,6 +235,13 @@ pub(super) fn outcome_event<'a>(
         received_time_unix_nano: received.time_unix_nano,
         collector_id: received.collector_id,
         source: OutcomeSource::Adapter,
+        error_message,
+        exception_type: None,
+        rpc_status_code: None,
+        // Set by the caller when the request shows the GenAI or MCP call the adapter ran in.
+        tool_call_id: None,
+        evidence_kind,
+        evidence_value: evidence_value.map(Cow::Borrowed),
     })
 }
 

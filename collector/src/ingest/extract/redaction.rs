@@ -49,6 +49,11 @@ pub fn redact_event(event: &mut OutcomeEventRef<'_>) -> u64 {
         &mut event.coverage,
         &mut event.dropped,
         &mut event.authority,
+        &mut event.error_message,
+        &mut event.exception_type,
+        &mut event.rpc_status_code,
+        &mut event.tool_call_id,
+        &mut event.evidence_value,
     ]
     .into_iter()
     .flatten()

@@ -15,7 +15,7 @@ use prost::Message as _;
 
 use super::{Refusal, long, micros, refuse, source_of, version};
 use crate::proto::{OutcomeEvent, OutcomeSource};
-use candor_schema::vocab::{FailureKind, OutcomeClass, RetryAction, UnknownValue};
+use candor_schema::vocab::{EvidenceKind, FailureKind, OutcomeClass, RetryAction, UnknownValue};
 
 pub use crate::proto::EventFields;
 
@@ -91,6 +91,9 @@ impl<T: AsRef<[u8]>> EventFields<T> {
             if let Some(value) = value {
                 long(field, value)?;
             }
+        }
+        if let Some(kind) = &self.evidence_kind {
+            EvidenceKind::from_bytes(kind.as_ref()).map_err(unknown("unknown_kind"))?;
         }
         if let Some(code) = self.http_status_code {
             i32::try_from(code)
@@ -254,8 +257,16 @@ mod tests {
                 texts(),
                 proptest::option::of(texts()),
             ),
+            (
+                proptest::option::of(texts()),
+                proptest::option::of(texts()),
+                proptest::option::of(texts()),
+                proptest::option::of(texts()),
+                proptest::option::of(texts()),
+                proptest::option::of(texts()),
+            ),
         )
-            .prop_map(|(a, b, c, d, e)| OutcomeEvent {
+            .prop_map(|(a, b, c, d, e, f)| OutcomeEvent {
                 schema_version: a.0,
                 event_id: a.1,
                 trace_id: a.2,
@@ -281,6 +292,12 @@ mod tests {
                 received_time_unix_nano: e.3,
                 collector_id: e.4,
                 source: e.5,
+                error_message: f.0,
+                exception_type: f.1,
+                rpc_status_code: f.2,
+                tool_call_id: f.3,
+                evidence_kind: f.4,
+                evidence_value: f.5,
             })
     }
 
@@ -362,6 +379,7 @@ mod tests {
                     partial_returned: first.partial_returned.map(|n| n >> 1),
                     partial_expected: first.partial_expected.map(|n| n >> 1),
                     source: first.source.as_ref().map(|_| "adapter".to_owned()),
+                    evidence_kind: first.evidence_kind.as_ref().map(|_| "request_id".to_owned()),
                     ..first
                 }
             } else {

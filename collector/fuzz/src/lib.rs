@@ -20,7 +20,7 @@ use candor_records::proto::{
 use candor_records::rows::{self, MAX_REJECTED_COPY_BYTES, Row, SourceRecord, TimeBounds};
 use candor_records::tables::{RejectedSource, Table};
 use candor_schema::names;
-use candor_schema::{FailureKind, OutcomeClass, RetryAction};
+use candor_schema::{EvidenceKind, FailureKind, OutcomeClass, RetryAction};
 use opentelemetry_proto::tonic::collector::metrics::v1::ExportMetricsServiceRequest;
 use opentelemetry_proto::tonic::collector::trace::v1::ExportTraceServiceRequest;
 use opentelemetry_proto::tonic::metrics::v1::metric;
@@ -347,6 +347,18 @@ fn check_event(event: &OutcomeEvent, limits: &Limits) {
         assert!(
             value.len() <= limits.max_value_bytes,
             "a value past the limit"
+        );
+    }
+    // Evidence comes whole, of a kind of the vocabulary.
+    assert_eq!(
+        event.evidence_kind.is_some(),
+        event.evidence_value.is_some(),
+        "half of the evidence"
+    );
+    if let Some(kind) = &event.evidence_kind {
+        assert!(
+            kind.parse::<EvidenceKind>().is_ok(),
+            "evidence kind {kind:?}"
         );
     }
     assert_eq!(event.collector_id, COLLECTOR_ID, "collector id");

@@ -67,6 +67,7 @@ pub use candor_service::config::{BrokerAddr, ConfigError, parse_duration};
 /// | `derived.request_id_attributes` | `http.response.header.x-request-id`, then `http.response.header.x_request_id` (older conventions) | HTTP span attributes holding the request id its server assigned; a failed call's evidence |
 /// | `derived.max_targets_per_service` | `500` | most distinct derived targets and tools kept per service, counted together; later ones are recorded as `other` and counted |
 /// | `derived.max_targets` | `200000` | most distinct derived targets kept over all services, which bounds the memory of the cap |
+/// | `derived.forget_targets_after` | `"1h"` | a kept target or tool that no call named for this long gives up its place under the cap (within two such periods) |
 ///
 /// Durations are numbers with units, added up: `250ms`, `5s`, `2m`, `1h 30m`, `2d` (see
 /// [`parse_duration`]).
@@ -391,6 +392,8 @@ pub struct RawDerived {
     pub max_targets_per_service: i64,
     /// `derived.max_targets`.
     pub max_targets: i64,
+    /// `derived.forget_targets_after`.
+    pub forget_targets_after: String,
 }
 
 impl Default for RawDerived {
@@ -405,6 +408,7 @@ impl Default for RawDerived {
             request_id_attributes: config.request_id_attributes,
             max_targets_per_service: config.max_targets_per_service as i64,
             max_targets: config.max_targets as i64,
+            forget_targets_after: "1h".into(),
         }
     }
 }
@@ -441,6 +445,10 @@ impl RawDerived {
                 self.max_targets_per_service,
             )?,
             max_targets: count("derived.max_targets", self.max_targets)?,
+            forget_targets_after: parse_duration(
+                "derived.forget_targets_after",
+                &self.forget_targets_after,
+            )?,
         })
     }
 }

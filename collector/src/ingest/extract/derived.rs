@@ -19,6 +19,7 @@
 
 use std::borrow::Cow;
 use std::sync::Mutex;
+use std::time::Duration;
 
 use candor_records::proto::{
     CountClass, OutcomeCount, OutcomeSource, RECORD_SCHEMA_VERSION, Temporality,
@@ -65,6 +66,8 @@ pub struct DerivedConfig {
     /// The most distinct derived targets kept over all services, which bounds the memory the
     /// cap needs.
     pub max_targets: usize,
+    /// A kept target or tool that no call named for this long gives up its place under the cap.
+    pub forget_targets_after: Duration,
 }
 
 impl Default for DerivedConfig {
@@ -84,6 +87,7 @@ impl Default for DerivedConfig {
             ],
             max_targets_per_service: 500,
             max_targets: 200_000,
+            forget_targets_after: Duration::from_secs(3600),
         }
     }
 }
@@ -96,11 +100,18 @@ pub struct Derivation {
     targets: Mutex<TargetBook>,
 }
 
+/// The targets and tools each service keeps under the cap. Time is cut into periods of
+/// `forget_targets_after`; an entry remembers the last period a call named it, and when a new
+/// period starts, the entries not named in the one before are forgotten. A target named at
+/// least once a period keeps its place; one that stops being named frees it within two periods.
 #[derive(Debug, Default)]
 struct TargetBook {
-    /// Per service (by hash), the hashes of the targets and tools it keeps.
-    by_service: HashMap<u64, HashSet<u64>>,
+    /// Per service (by hash), the hashes of the targets and tools it keeps, with the last period
+    /// that named each.
+    by_service: HashMap<u64, HashMap<u64, u64>>,
     total: usize,
+    /// The period of the latest call seen.
+    period: u64,
 }
 
 impl Derivation {
@@ -320,6 +331,7 @@ pub(super) fn derive<'a>(
                     .iter()
                     .find(|(_, _, outcome)| matches!(outcome, DerivedOutcome::Cancelled { .. }))
             });
+        book.advance(received.time_unix_nano, config);
         let keep_target = book.admit(&service.name, Kept::Target, &call.target, config);
         let keep_tool = book.admit(&service.name, Kept::Tool, call.tool_name, config);
         if !(keep_target && keep_tool) {
@@ -1010,20 +1022,44 @@ impl TargetBook {
         let hashes = foldhash::fast::FixedState::default();
         let service = hashes.hash_one(service);
         let value = hashes.hash_one((kind, value));
-        if self
+        if let Some(last) = self
             .by_service
-            .get(&service)
-            .is_some_and(|known| known.contains(&value))
+            .get_mut(&service)
+            .and_then(|known| known.get_mut(&value))
         {
+            *last = self.period;
             return true;
         }
-        let seen = self.by_service.get(&service).map_or(0, HashSet::len);
+        let seen = self.by_service.get(&service).map_or(0, HashMap::len);
         if seen >= config.max_targets_per_service || self.total >= config.max_targets {
             return false;
         }
         self.total += 1;
-        self.by_service.entry(service).or_default().insert(value);
+        self.by_service
+            .entry(service)
+            .or_default()
+            .insert(value, self.period);
         true
+    }
+
+    /// Moves the book to the period of `now` (Unix nanoseconds; an earlier time leaves it
+    /// where it is): when a new period starts, the entries no call named in the period before
+    /// it are forgotten.
+    fn advance(&mut self, now: u64, config: &DerivedConfig) {
+        let length = u64::try_from(config.forget_targets_after.as_nanos())
+            .unwrap_or(u64::MAX)
+            .max(1);
+        let period = now / length;
+        if period <= self.period {
+            return;
+        }
+        let keep_from = period - 1;
+        self.by_service.retain(|_, known| {
+            known.retain(|_, last| *last >= keep_from);
+            !known.is_empty()
+        });
+        self.total = self.by_service.values().map(HashMap::len).sum();
+        self.period = period;
     }
 }
 

@@ -125,11 +125,16 @@ struct Seen {
 }
 
 fn extract_with(spans: Vec<Span>, derivation: &Derivation) -> Seen {
+    extract_at(spans, derivation, END + 5)
+}
+
+/// [`extract_with`], the request received at `received_at` (Unix nanoseconds).
+fn extract_at(spans: Vec<Span>, derivation: &Derivation, received_at: u64) -> Seen {
     let limits = Limits::default();
     let request = request(spans);
     let received = Received {
         collector_id: "c-1",
-        time_unix_nano: END + 5,
+        time_unix_nano: received_at,
         limits: &limits,
         derivation,
     };
@@ -952,5 +957,55 @@ fn an_adapters_event_takes_the_call_id_of_the_genai_call_it_ran_in() {
         ids,
         [(Some("adapter"), Some("call_42")), (Some("adapter"), None)],
         "the adapter's span under the GenAI call takes its id; one outside any call has none"
+    );
+}
+
+#[test]
+fn a_target_no_call_names_for_a_period_gives_up_its_place_under_the_cap() {
+    // Room for one target and the tool `GET`; periods of an hour.
+    let derivation = Derivation::new(DerivedConfig {
+        max_targets_per_service: 2,
+        forget_targets_after: std::time::Duration::from_secs(3600),
+        ..DerivedConfig::default()
+    });
+    let call = |host: &str| {
+        vec![http(
+            1,
+            0,
+            vec![
+                text(semconv::HTTP_METHOD, "GET"),
+                text(semconv::HTTP_URL, &format!("http://{host}/")),
+            ],
+        )]
+    };
+    let hour = 3_600_000_000_000;
+    let start = END - END % hour;
+    let target = |seen: &Seen| seen.counts[0].2.clone();
+    assert_eq!(
+        target(&extract_at(call("a"), &derivation, start)),
+        "http://a:80"
+    );
+    assert_eq!(
+        target(&extract_at(call("b"), &derivation, start + 1)),
+        OTHER_TARGET
+    );
+    // Named in the next period, `a` keeps its place through the one after.
+    assert_eq!(
+        target(&extract_at(call("a"), &derivation, start + hour)),
+        "http://a:80"
+    );
+    assert_eq!(
+        target(&extract_at(call("b"), &derivation, start + 2 * hour)),
+        OTHER_TARGET
+    );
+    // A period in which nothing names `a`: from the one after it, `b` takes the place.
+    let later = start + 4 * hour;
+    assert_eq!(
+        target(&extract_at(call("b"), &derivation, later)),
+        "http://b:80"
+    );
+    assert_eq!(
+        target(&extract_at(call("a"), &derivation, later + 1)),
+        OTHER_TARGET
     );
 }

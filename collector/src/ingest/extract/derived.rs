@@ -247,12 +247,16 @@ pub(super) fn derive<'a>(
     // call (`None`: an adapter's span does).
     out.stats.spans = candidates.len() as u64;
     // A span sent twice in one request is one call: its copies stand for it.
-    let mut first_copy: HashMap<SpanKey<'a>, usize> = HashMap::default();
+    // Keyed by the ids as numbers: hashed and compared without a call per byte string. A span
+    // whose ids are not of their lengths is refused below, whatever its copies.
+    let mut first_copy: HashMap<(u128, u64), usize> = HashMap::default();
     let copy_of: Vec<Option<usize>> = candidates
         .iter()
         .enumerate()
         .map(|(index, c)| {
-            let key = (c.span.trace_id.as_slice(), c.span.span_id.as_slice());
+            let trace = <[u8; 16]>::try_from(c.span.trace_id.as_slice()).ok()?;
+            let span = <[u8; 8]>::try_from(c.span.span_id.as_slice()).ok()?;
+            let key = (u128::from_ne_bytes(trace), u64::from_ne_bytes(span));
             let first = *first_copy.entry(key).or_insert(index);
             (first != index).then_some(first)
         })
@@ -278,7 +282,9 @@ pub(super) fn derive<'a>(
             &mut stands_for,
         );
     }
-    let mut members: Vec<Vec<usize>> = vec![Vec::new(); candidates.len()];
+    // (call, member) for every counted span, sorted: each call's spans are one run, in request
+    // order, the call's own span first (a call is its outermost span, before its members).
+    let mut members: Vec<(usize, usize)> = Vec::with_capacity(candidates.len());
     for (index, call) in stands_for.iter().enumerate() {
         match call {
             None => out.stats.joined_into_adapter += 1,
@@ -286,22 +292,27 @@ pub(super) fn derive<'a>(
                 if *call != index {
                     out.stats.joined_into_derived += 1;
                 }
-                members[*call].push(index);
+                members.push((*call, index));
             }
         }
     }
+    members.sort_unstable();
     let mut points: HashMap<PointKey, Point> = HashMap::default();
+    let service_keys: Vec<u64> = services
+        .iter()
+        .map(|service| TargetBook::service_key(&service.name))
+        .collect();
     let mut book = derivation
         .targets
         .lock()
         .unwrap_or_else(std::sync::PoisonError::into_inner);
-    for (index, call_members) in members.iter().enumerate() {
-        if call_members.is_empty() {
-            continue;
-        }
+    for call_members in members.chunk_by(|a, b| a.0 == b.0) {
+        let index = call_members[0].0;
         let candidate = &candidates[index];
         let service = &services[candidate.service];
-        let call = match describe(candidate, derivation.config(), received) {
+        let config = derivation.config();
+        let own_facts = Facts::read(candidate.span, config);
+        let call = match describe(candidate, &own_facts, received) {
             Ok(call) => call,
             Err(refusal) => {
                 out.stats.refused += 1;
@@ -313,16 +324,22 @@ pub(super) fn derive<'a>(
         // The outermost span names the call. It failed when any of its spans failed (the
         // call's own span first, then the others in request order); else it was cancelled
         // when one of them was; else contact was made.
-        let config = derivation.config();
-        let outcomes: Vec<(usize, Facts<'a>, DerivedOutcome)> = std::iter::once(index)
-            .chain(call_members.iter().copied().filter(|m| *m != index))
-            .map(|member| {
-                let span = candidates[member].span;
-                let facts = Facts::read(span, config);
-                let outcome = classify(span_error(span, &facts));
-                (member, facts, outcome)
-            })
-            .collect();
+        let own_outcome = classify(span_error(candidate.span, &own_facts));
+        let outcomes: Vec<(usize, Facts<'a>, DerivedOutcome)> =
+            std::iter::once((index, own_facts, own_outcome))
+                .chain(
+                    call_members
+                        .iter()
+                        .map(|&(_, member)| member)
+                        .filter(|m| *m != index)
+                        .map(|member| {
+                            let span = candidates[member].span;
+                            let facts = Facts::read(span, config);
+                            let outcome = classify(span_error(span, &facts));
+                            (member, facts, outcome)
+                        }),
+                )
+                .collect();
         let ending = outcomes
             .iter()
             .find(|(_, _, outcome)| matches!(outcome, DerivedOutcome::Failure { .. }))
@@ -332,8 +349,9 @@ pub(super) fn derive<'a>(
                     .find(|(_, _, outcome)| matches!(outcome, DerivedOutcome::Cancelled { .. }))
             });
         book.advance(received.time_unix_nano, config);
-        let keep_target = book.admit(&service.name, Kept::Target, &call.target, config);
-        let keep_tool = book.admit(&service.name, Kept::Tool, call.tool_name, config);
+        let service_key = service_keys[candidate.service];
+        let keep_target = book.admit(service_key, Kept::Target, &call.target, config);
+        let keep_tool = book.admit(service_key, Kept::Tool, call.tool_name, config);
         if !(keep_target && keep_tool) {
             out.stats.folded_targets += 1;
         }
@@ -704,7 +722,7 @@ struct Call<'a> {
 
 fn describe<'a>(
     candidate: &Candidate<'a>,
-    config: &DerivedConfig,
+    facts: &Facts<'a>,
     received: &Received<'_>,
 ) -> Result<Call<'a>, Refusal> {
     let span = candidate.span;
@@ -735,9 +753,8 @@ fn describe<'a>(
         return Err(refuse(RejectReason::MissingTime, "the span has no time"));
     }
     let limit = received.limits.max_value_bytes;
-    let facts = Facts::read(span, config);
     let (tool_name, target) = match candidate.source {
-        OutcomeSource::Http => (http_method(facts.http_method), http_target(&facts)),
+        OutcomeSource::Http => (http_method(facts.http_method), http_target(facts)),
         source => {
             let tool = facts
                 .tool_name
@@ -914,32 +931,40 @@ fn http_method(method: Option<&str>) -> &'static str {
 /// and may hold secrets.
 fn http_target(facts: &Facts<'_>) -> String {
     let parsed = facts.url.map(split_url).unwrap_or_default();
-    let scheme = facts
-        .url_scheme
-        .or(parsed.scheme)
-        .unwrap_or("http")
-        .to_ascii_lowercase();
-    let host = facts
-        .server_address
-        .or(parsed.host)
-        .unwrap_or("unknown")
-        .to_ascii_lowercase();
-    let port = facts
-        .server_port
-        .map(|port| port.to_string())
-        .or_else(|| parsed.port.map(str::to_owned))
-        .unwrap_or_else(|| {
-            match scheme.as_str() {
-                "https" => "443",
-                _ => "80",
-            }
-            .to_owned()
-        });
-    let mut target = format!("{scheme}://{host}:{port}");
-    if let Some(template) = facts.url_template.filter(|t| t.starts_with('/')) {
-        target.push_str(template.split(['?', '#']).next().unwrap_or_default());
+    let scheme = facts.url_scheme.or(parsed.scheme).unwrap_or("http");
+    let host = facts.server_address.or(parsed.host).unwrap_or("unknown");
+    let template = facts
+        .url_template
+        .filter(|t| t.starts_with('/'))
+        .map(|t| t.split(['?', '#']).next().unwrap_or_default())
+        .unwrap_or_default();
+    // Written in place, lower-cased as it goes: one allocation per target.
+    let mut target = String::with_capacity(scheme.len() + host.len() + template.len() + 10);
+    push_lowercase(&mut target, scheme);
+    target.push_str("://");
+    push_lowercase(&mut target, host);
+    target.push(':');
+    match (facts.server_port, parsed.port) {
+        (Some(port), _) => {
+            use std::fmt::Write as _;
+            // Writing to a String cannot fail.
+            let _ = write!(target, "{port}");
+        }
+        (None, Some(port)) => target.push_str(port),
+        (None, None) if scheme.eq_ignore_ascii_case("https") => target.push_str("443"),
+        (None, None) => target.push_str("80"),
     }
+    target.push_str(template);
     target
+}
+
+/// Appends `text` to `out` with its ASCII letters in lower case.
+fn push_lowercase(out: &mut String, text: &str) {
+    if text.bytes().any(|b| b.is_ascii_uppercase()) {
+        out.extend(text.chars().map(|c| c.to_ascii_lowercase()));
+    } else {
+        out.push_str(text);
+    }
 }
 
 #[derive(Default)]
@@ -1014,14 +1039,18 @@ enum Kept {
 }
 
 impl TargetBook {
+    /// The key a service's entries are kept under.
+    fn service_key(name: &str) -> u64 {
+        use std::hash::BuildHasher as _;
+        foldhash::fast::FixedState::default().hash_one(name)
+    }
+
     /// Whether the service may keep `value` as a target or tool: it has it already, or is under
     /// its cap and the book under its total. Values are kept as 64-bit hashes; two values
     /// sharing one would only let the second in without counting it.
-    fn admit(&mut self, service: &str, kind: Kept, value: &str, config: &DerivedConfig) -> bool {
+    fn admit(&mut self, service: u64, kind: Kept, value: &str, config: &DerivedConfig) -> bool {
         use std::hash::BuildHasher as _;
-        let hashes = foldhash::fast::FixedState::default();
-        let service = hashes.hash_one(service);
-        let value = hashes.hash_one((kind, value));
+        let value = foldhash::fast::FixedState::default().hash_one((kind, value));
         if let Some(last) = self
             .by_service
             .get_mut(&service)

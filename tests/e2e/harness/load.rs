@@ -92,8 +92,9 @@ pub fn request(connection: usize, batch: usize) -> ExportTraceServiceRequest {
 
 /// A request of `spans` spans of a realistic mix for the collector's derived sources: out of every
 /// 10, 8 ordinary (a server span, database calls, internal work) and 2 tool spans (a GenAI tool
-/// call or an MCP call, and an HTTP request it made); two tool calls in a hundred fail. The
-/// connection's number makes its traces and its `service.instance.id` its own.
+/// call or an MCP call, and an HTTP request it made); two spans in a hundred, one tool call in
+/// ten, are failed calls. The connection's number makes its traces and its
+/// `service.instance.id` its own.
 pub fn mix_request(connection: usize, spans: usize) -> ExportTraceServiceRequest {
     let end = 1_800_000_000_000_000_000u64;
     let mut out = Vec::with_capacity(spans);

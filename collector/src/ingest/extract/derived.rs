@@ -283,7 +283,7 @@ pub(super) fn derive<'a>(
         );
     }
     // (call, member) for every counted span, sorted: each call's spans are one run, in request
-    // order, the call's own span first (a call is its outermost span, before its members).
+    // order (the call's own span among them, wherever the request put it).
     let mut members: Vec<(usize, usize)> = Vec::with_capacity(candidates.len());
     for (index, call) in stands_for.iter().enumerate() {
         match call {

@@ -12,7 +12,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use candor_schema::names::{self, attr};
-use candor_schema::{Envelope, OutcomeClass, RetryAction};
+use candor_schema::{Envelope, LifecycleState, OutcomeClass, RetryAction};
 use opentelemetry::global::{self, BoxedTracer};
 use opentelemetry::metrics::{Counter, Meter, MeterProvider, ObservableCounter};
 use opentelemetry::trace::{
@@ -36,18 +36,20 @@ pub fn scope() -> InstrumentationScope {
 
 /// Where the adapter's spans and counters go.
 ///
-/// `tool.outcomes` is an observable counter over four atomics: a call costs one atomic
-/// increment, and the SDK reads the totals when it collects. An adapter is meant to be built once
+/// `tool.outcomes` is an observable counter over five atomics, the four classes and the
+/// acceptances: a call costs one atomic increment, and the SDK reads the totals when it
+/// collects. An adapter is meant to be built once
 /// per tool and shared (it is `Sync`); each build registers one more callback with the meter.
 pub(crate) struct Telemetry {
     tracer: BoxedTracer,
-    /// Calls by final class, in [`CLASSES`] order.
-    counts: Arc<[AtomicU64; 4]>,
+    /// Calls by final class, in [`CLASSES`] order, then the calls whose answer was an
+    /// acceptance ([`ACCEPTED`]).
+    counts: Arc<[AtomicU64; 5]>,
     /// Keeps the `tool.outcomes` registration alive as long as the adapter.
     _outcomes: ObservableCounter<u64>,
     unrecorded: Counter<u64>,
-    /// The counter's attribute set for each class, in [`OutcomeClass::ALL`] order, built once.
-    class_attributes: [Vec<KeyValue>; 4],
+    /// The counter's attribute set for each slot of `counts`, built once.
+    class_attributes: [Vec<KeyValue>; 5],
     /// `tool.name`, `tool.target` and, when known, `tool.authority`.
     identity: Vec<KeyValue>,
     trace_every_call: bool,
@@ -97,14 +99,20 @@ impl Telemetry {
             .build();
         let name = KeyValue::new(attr::TOOL_NAME, Value::String(tool.clone().into()));
         let target = KeyValue::new(attr::TOOL_TARGET, Value::String(target.clone().into()));
-        let class_attributes = CLASSES.map(|class| {
+        let [success, empty, partial, access_failure] = CLASSES.map(|class| {
             vec![
                 name.clone(),
                 target.clone(),
                 KeyValue::new(attr::OUTCOME_CLASS, class.as_str()),
             ]
         });
-        let counts: Arc<[AtomicU64; 4]> = Arc::default();
+        let accepted = vec![
+            name.clone(),
+            target.clone(),
+            KeyValue::new(attr::LIFECYCLE_STATE, LifecycleState::Accepted.as_str()),
+        ];
+        let class_attributes = [success, empty, partial, access_failure, accepted];
+        let counts: Arc<[AtomicU64; 5]> = Arc::default();
         let observed = (counts.clone(), class_attributes.clone());
         let outcomes = meter
             .u64_observable_counter(names::OUTCOMES_COUNTER)
@@ -112,8 +120,12 @@ impl Telemetry {
             .with_description("Tool calls by final outcome class")
             .with_callback(move |observer| {
                 let (counts, attributes) = &observed;
-                for (count, attributes) in counts.iter().zip(attributes) {
-                    observer.observe(count.load(Ordering::Relaxed), attributes);
+                for (slot, (count, attributes)) in counts.iter().zip(attributes).enumerate() {
+                    let count = count.load(Ordering::Relaxed);
+                    // The classes from the start, zeros included; acceptances once there is one.
+                    if slot != ACCEPTED || count > 0 {
+                        observer.observe(count, attributes);
+                    }
                 }
             })
             .build();
@@ -136,7 +148,16 @@ impl Telemetry {
     /// wrong (or every call was asked for).
     pub(crate) fn record<P>(&self, envelope: &Envelope<P>, max_attempts: u32) {
         let class = envelope.class();
-        self.counts[class_index(class)].fetch_add(1, Ordering::Relaxed);
+        let slot = if envelope
+            .lifecycle()
+            .is_some_and(|lifecycle| !lifecycle.state().is_terminal())
+        {
+            // Work accepted is not work done: never a success (rule `TELEMETRY-COUNTER`).
+            ACCEPTED
+        } else {
+            class_index(class)
+        };
+        self.counts[slot].fetch_add(1, Ordering::Relaxed);
         let eventful = envelope
             .attempts()
             .iter()
@@ -275,6 +296,9 @@ const CLASSES: [OutcomeClass; 4] = [
     OutcomeClass::Partial,
     OutcomeClass::AccessFailure,
 ];
+
+/// The slot of [`Telemetry::counts`] that counts calls whose answer was an acceptance.
+const ACCEPTED: usize = 4;
 
 fn class_index(class: OutcomeClass) -> usize {
     match class {

@@ -80,7 +80,8 @@ impl Sdk {
         self.spans.get_finished_spans().unwrap()
     }
 
-    /// The `tool.outcomes`-style counter `name` per class, after a flush.
+    /// The `tool.outcomes`-style counter `name` per class (or per lifecycle state, for the
+    /// points counted without a class), after a flush.
     fn counter(&self, name: &str) -> BTreeMap<String, u64> {
         self.meter_provider.force_flush().unwrap();
         let mut totals = BTreeMap::new();
@@ -95,11 +96,17 @@ impl Sdk {
                 };
                 assert!(sum.is_monotonic());
                 for point in sum.data_points() {
-                    let class = point
-                        .attributes()
-                        .find(|kv| kv.key.as_str() == attr::OUTCOME_CLASS)
-                        .map(|kv| kv.value.to_string())
-                        .unwrap();
+                    let value = |key: &str| {
+                        point
+                            .attributes()
+                            .find(|kv| kv.key.as_str() == key)
+                            .map(|kv| kv.value.to_string())
+                    };
+                    let class = match (value(attr::OUTCOME_CLASS), value(attr::LIFECYCLE_STATE)) {
+                        (Some(class), None) => class,
+                        (None, Some(state)) => format!("{}={state}", attr::LIFECYCLE_STATE),
+                        other => panic!("a point with class and state {other:?}"),
+                    };
                     *totals.entry(class).or_default() += point.value();
                 }
             }
@@ -321,6 +328,33 @@ async fn success_and_empty_emit_no_span_and_every_class_is_counted() {
     .map(|(class, n)| (class.to_owned(), n))
     .collect();
     assert_eq!(counts, want);
+}
+
+/// Work accepted is not work done: a 202 is counted as an acceptance, never as a success, and
+/// the acceptances' series appears with the first of them.
+#[tokio::test]
+async fn an_accepted_operation_is_counted_as_accepted_never_as_a_success() {
+    let sdk = Sdk::new(Sampler::AlwaysOn, true);
+    let adapter = sdk.adapter("http://export.test/v1/jobs", 1);
+    run(&adapter, vec![json(200, r#"{"items":[1]}"#)]).await;
+    let before = sdk.counter(names::OUTCOMES_COUNTER);
+    assert_eq!(
+        before.len(),
+        4,
+        "the four classes, no acceptance yet: {before:?}"
+    );
+    for _ in 0..2 {
+        let class = run(&adapter, vec![json(202, r#"{"id":"job-1"}"#)]).await;
+        // The envelope's class is still the contract's: the answer arrived whole.
+        assert_eq!(class, OutcomeClass::Success);
+    }
+    let counts = sdk.counter(names::OUTCOMES_COUNTER);
+    assert_eq!(counts["success"], 1, "{counts:?}");
+    assert_eq!(counts[&format!("{}=accepted", attr::LIFECYCLE_STATE)], 2);
+    assert!(
+        sdk.finished_spans().is_empty(),
+        "an acceptance is no failure"
+    );
 }
 
 #[tokio::test]

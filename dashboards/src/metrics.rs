@@ -16,6 +16,7 @@ use candor_schema::OutcomeClass;
 use candor_service::metrics::{Labels, Snapshot, labels};
 
 use crate::alerts::State;
+use crate::model::Model;
 use crate::reconcile::ReconcileState;
 use crate::state::{Shared, lock};
 
@@ -24,6 +25,8 @@ pub mod names {
     candor_service::metric_names! {
         TOOL_OUTCOMES_TOTAL = "candor_tool_outcomes_total",
             "Tool calls per outcome class and source, since this process started: source adapter from the adapters' tool.outcomes counters (success, empty, partial, access_failure); genai, mcp or http derived by the collector from standard spans (access_failure, unverified, cancelled), whose silent-failure rate is a lower bound.";
+        OPERATIONS_ACCEPTED_TOTAL = "candor_tool_operations_accepted_total",
+            "Calls whose answer accepted an operation that had not ended, from tool.outcomes: work accepted, not done, and so in no class of candor_tool_outcomes_total.";
         FAILURE_EVENTS_TOTAL = "candor_failure_events_total",
             "Failure events by kind, retry action and source, since this process started (a derived failure's action is empty).";
         ADAPTER_LAST_SEEN = "candor_adapter_last_seen_timestamp_seconds",
@@ -65,6 +68,53 @@ pub mod names {
     }
 }
 
+/// `candor_tool_outcomes_total` and `candor_tool_operations_accepted_total`: the calls the model
+/// counted, by class, and the acceptances apart from them.
+fn call_counters(out: &mut Snapshot, model: &Model) {
+    // Every class of every call series seen, zeros included: `rate()` needs a counter's
+    // sample before its first increase, or that increase is lost.
+    // Every class a call's source counts has a series from its first point, zeros included,
+    // so that a rate over it reads 0 rather than nothing.
+    let mut totals: BTreeMap<_, BTreeMap<CountClass, u64>> = BTreeMap::new();
+    let mut accepted: BTreeMap<_, u64> = BTreeMap::new();
+    for (call, class, total) in model.outcome_totals() {
+        if class == CountClass::Accepted {
+            *accepted.entry(call).or_default() += total;
+            continue;
+        }
+        let classes = totals.entry(call).or_insert_with(|| {
+            classes_of(call)
+                .into_iter()
+                .map(|class| (class, 0))
+                .collect()
+        });
+        *classes.entry(class).or_default() += total;
+    }
+    let outcomes = totals.into_iter().flat_map(|(call, by_class)| {
+        by_class.into_iter().map(move |(class, total)| {
+            let series = labels(&[
+                ("service", &call.service),
+                ("tool", &call.tool),
+                ("target", &call.target),
+                ("class", class.as_str()),
+                ("source", &call.source),
+            ]);
+            (series, total)
+        })
+    });
+    out.counters(names::TOOL_OUTCOMES_TOTAL, outcomes);
+    let accepted = accepted.into_iter().map(|(call, total)| {
+        let series = labels(&[
+            ("service", &call.service),
+            ("tool", &call.tool),
+            ("target", &call.target),
+            ("source", &call.source),
+        ]);
+        (series, total)
+    });
+    out.counters(names::OPERATIONS_ACCEPTED_TOTAL, accepted);
+}
+
 /// A count as a gauge's whole number.
 fn whole(count: u64) -> i64 {
     i64::try_from(count).unwrap_or(i64::MAX)
@@ -76,33 +126,7 @@ pub fn render(shared: &Shared, now: Micros) -> String {
     let hops = shared.hops(now);
     {
         let model = lock(&shared.model);
-        // Every class of every call series seen, zeros included: `rate()` needs a counter's
-        // sample before its first increase, or that increase is lost.
-        // Every class a call's source counts has a series from its first point, zeros included,
-        // so that a rate over it reads 0 rather than nothing.
-        let mut totals: BTreeMap<_, BTreeMap<CountClass, u64>> = BTreeMap::new();
-        for (call, class, total) in model.outcome_totals() {
-            let classes = totals.entry(call).or_insert_with(|| {
-                classes_of(call)
-                    .into_iter()
-                    .map(|class| (class, 0))
-                    .collect()
-            });
-            *classes.entry(class).or_default() += total;
-        }
-        let outcomes = totals.into_iter().flat_map(|(call, by_class)| {
-            by_class.into_iter().map(move |(class, total)| {
-                let series = labels(&[
-                    ("service", &call.service),
-                    ("tool", &call.tool),
-                    ("target", &call.target),
-                    ("class", class.as_str()),
-                    ("source", &call.source),
-                ]);
-                (series, total)
-            })
-        });
-        out.counters(names::TOOL_OUTCOMES_TOTAL, outcomes);
+        call_counters(&mut out, &model);
         let failures = model.failure_totals().map(|(key, total)| {
             let series = labels(&[
                 ("service", &key.call.service),
@@ -268,6 +292,70 @@ fn seconds(at: Micros) -> f64 {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Work accepted is not work done: an adapter's acceptances have a counter of their own and
+    /// are no class of `candor_tool_outcomes_total`, whose ratios would count them as calls.
+    #[test]
+    fn acceptances_are_a_counter_of_their_own_and_no_class_of_the_outcomes() {
+        use candor_records::proto::{OutcomeCount, Temporality};
+        use candor_records::rows::{Meta, Row};
+        use candor_records::tables::Arrival;
+
+        use crate::model::ModelSettings;
+
+        let t0: Micros = 1_700_000_040_000_000;
+        let mut model = Model::new(ModelSettings::default());
+        model.hold_from(t0);
+        for (offset, (class, value)) in [("success", 2), ("accepted", 3)].into_iter().enumerate() {
+            let at = t0 + 10_000_000;
+            let count = OutcomeCount {
+                point_id: class.into(),
+                service_name: "svc".into(),
+                service_instance_id: "i-1".into(),
+                tool_name: "export".into(),
+                tool_target: "https://jobs.test".into(),
+                outcome_class: class.into(),
+                start_time_unix_nano: 1_000 * u64::try_from(t0).expect("positive"),
+                time_unix_nano: 1_000 * u64::try_from(at).expect("positive"),
+                value,
+                temporality: Temporality::Delta as i32,
+                ..OutcomeCount::default()
+            };
+            let meta = Meta {
+                partition: 0,
+                offset: i64::try_from(offset).expect("small"),
+                kafka_micros: at,
+                arrival: Arrival::OnTime,
+            };
+            model.apply(&meta, &Row::Count(Box::new(count)), at);
+        }
+        let mut out = Snapshot::new(names::help);
+        call_counters(&mut out, &model);
+        let text = out.encode();
+        let samples = |family: &str| -> Vec<String> {
+            text.lines()
+                .filter(|line| line.starts_with(&format!("{family}{{")))
+                .map(str::to_owned)
+                .collect()
+        };
+        let accepted = samples("candor_tool_operations_accepted_total");
+        assert_eq!(accepted.len(), 1, "{text}");
+        assert!(
+            accepted[0].contains("tool=\"export\"") && accepted[0].ends_with(" 3"),
+            "{text}"
+        );
+        let outcomes = samples("candor_tool_outcomes_total");
+        assert!(
+            outcomes.iter().all(|line| !line.contains("accepted")),
+            "{text}"
+        );
+        assert!(
+            outcomes
+                .iter()
+                .any(|line| line.contains("class=\"success\"") && line.ends_with(" 2")),
+            "{text}"
+        );
+    }
 
     #[test]
     fn label_values_are_escaped() {

@@ -763,6 +763,7 @@ fn add(counts: &mut ClassCounts, class: CountClass, increase: u64) {
         CountClass::Outcome(OutcomeClass::AccessFailure) => &mut counts.access_failure,
         CountClass::Unverified => &mut counts.unverified,
         CountClass::Cancelled => &mut counts.cancelled,
+        CountClass::Accepted => &mut counts.accepted,
     };
     *slot = slot.saturating_add(increase);
 }
@@ -774,6 +775,7 @@ fn merge(into: &mut ClassCounts, from: &ClassCounts) {
     into.access_failure += from.access_failure;
     into.unverified += from.unverified;
     into.cancelled += from.cancelled;
+    into.accepted += from.accepted;
 }
 
 #[cfg(test)]

@@ -247,10 +247,13 @@ pub struct ClassCounts {
     pub unverified: u64,
     /// Derived calls their caller cancelled.
     pub cancelled: u64,
+    /// Calls whose answer accepted an operation that had not ended: work accepted, not done.
+    /// Not calls of any class, so not in [`ClassCounts::calls`].
+    pub accepted: u64,
 }
 
 impl ClassCounts {
-    /// All calls.
+    /// All calls counted by class (acceptances are not).
     pub fn calls(&self) -> u64 {
         self.success
             + self.empty
@@ -279,6 +282,7 @@ impl ClassCounts {
             CountClass::Outcome(OutcomeClass::AccessFailure) => &mut self.access_failure,
             CountClass::Unverified => &mut self.unverified,
             CountClass::Cancelled => &mut self.cancelled,
+            CountClass::Accepted => &mut self.accepted,
         };
         *slot = slot.saturating_add(increase);
     }
@@ -592,6 +596,16 @@ mod tests {
         fn bucket(&self, row: usize) -> Option<Micros> {
             self.buckets.bucket_of(self.rows[row].1)
         }
+    }
+
+    #[test]
+    fn acceptances_are_counted_apart_and_are_not_calls() {
+        let mut counts = ClassCounts::default();
+        counts.add(CountClass::Outcome(OutcomeClass::Success), 2);
+        counts.add(CountClass::Outcome(OutcomeClass::AccessFailure), 1);
+        counts.add(CountClass::Accepted, 5);
+        assert_eq!((counts.calls(), counts.accepted), (3, 5));
+        assert_eq!(counts.silent_failures(), 1);
     }
 
     #[test]

@@ -55,6 +55,9 @@ pub mod attr {
     pub const DROPPED: &str = "tool.dropped";
     /// The principal or scope the call ran under (never a secret), when known.
     pub const AUTHORITY: &str = "tool.authority";
+    /// On `tool.outcomes`, for a call whose answer accepted an operation that has not ended:
+    /// `accepted`, counted without a class (the contract's rule `TELEMETRY-COUNTER`).
+    pub const LIFECYCLE_STATE: &str = "tool.lifecycle.state";
     /// On the event that ends a call, the kind of its envelope's evidence: a member of
     /// [`crate::EvidenceKind`].
     pub const EVIDENCE_KIND: &str = "tool.evidence.kind";
@@ -198,6 +201,7 @@ pub const ALL: &[&str] = &[
     attr::AUTHORITY,
     attr::EVIDENCE_KIND,
     attr::EVIDENCE_VALUE,
+    attr::LIFECYCLE_STATE,
     resource::SERVICE_NAME,
     resource::SERVICE_INSTANCE_ID,
     topic::OUTCOME_EVENTS,

@@ -322,16 +322,26 @@ pub fn signals() -> Vec<Signal> {
             names::OUTCOMES_COUNTER,
             names::OUTCOMES_COUNTER_UNIT
         ),
-        brief: "Every call adds 1 with its final class. All four classes are reported from the \
-                start, zeros included, so that rates have a denominator.",
+        brief: "Every call adds 1 with its final class, but a call whose answer accepted an \
+                operation that has not ended, which adds 1 as `accepted` without a class. All four \
+                classes are reported from the start, zeros included, so that rates have a \
+                denominator.",
         attributes: vec![
             tool_name,
             tool_target,
             string(
                 attr::OUTCOME_CLASS,
-                Requirement::Required,
+                Requirement::ConditionallyRequired("unless `tool.lifecycle.state` is present"),
                 classes,
                 "The call's final class.",
+            ),
+            string(
+                attr::LIFECYCLE_STATE,
+                Requirement::ConditionallyRequired(
+                    "when the call's answer accepted an operation that has not ended",
+                ),
+                spelled([LifecycleState::Accepted.as_str()]),
+                "The operation's state: counted apart from the classes, never as a success.",
             ),
         ],
     };

@@ -1557,3 +1557,48 @@ fn evidence_of_an_unknown_kind_or_half_of_it_is_refused_with_its_reason() {
         ]
     );
 }
+
+// ---- acceptances on the counter ------------------------------------------------------------------
+
+#[test]
+fn an_acceptance_is_counted_as_accepted_and_never_beside_a_class() {
+    let with_state = |class: Option<&str>, state: Option<&str>| {
+        let mut point = count("success", 3);
+        point.attributes.retain(|kv| kv.key != attr::OUTCOME_CLASS);
+        point
+            .attributes
+            .extend(class.map(|c| kv_str(attr::OUTCOME_CLASS, c)));
+        point
+            .attributes
+            .extend(state.map(|s| kv_str(attr::LIFECYCLE_STATE, s)));
+        point
+    };
+    let out = metrics_of(vec![outcomes(
+        AggregationTemporality::Cumulative,
+        vec![
+            with_state(None, Some("accepted")),
+            with_state(Some("success"), Some("accepted")),
+            with_state(None, Some("running")),
+            with_state(None, Some("dreaming")),
+            with_state(None, None),
+        ],
+    )]);
+    let classes: Vec<(&str, u64)> = out
+        .counts
+        .iter()
+        .map(|c| (c.outcome_class.as_str(), c.value))
+        .collect();
+    assert_eq!(classes, [("accepted", 3)]);
+    let reasons: Vec<RejectReason> = out.rejections.iter().map(|r| r.reason).collect();
+    assert_eq!(
+        reasons,
+        [
+            RejectReason::Inconsistent,
+            RejectReason::ClassNotAllowed,
+            RejectReason::UnknownKind,
+            RejectReason::MissingAttribute,
+        ],
+        "{:?}",
+        out.rejections
+    );
+}

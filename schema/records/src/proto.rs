@@ -227,6 +227,9 @@ pub enum CountClass {
     Unverified,
     /// A derived call its caller cancelled: not a failure of the tool.
     Cancelled,
+    /// An adapter's call whose answer accepted an operation that has not ended (`tool.lifecycle.state`
+    /// `accepted`): work accepted, not done, so none of the four classes.
+    Accepted,
 }
 
 impl CountClass {
@@ -236,6 +239,7 @@ impl CountClass {
             Self::Outcome(class) => class.as_str(),
             Self::Unverified => "unverified",
             Self::Cancelled => "cancelled",
+            Self::Accepted => "accepted",
         }
     }
 
@@ -247,11 +251,12 @@ impl CountClass {
         let class = match text {
             "unverified" => Self::Unverified,
             "cancelled" => Self::Cancelled,
+            "accepted" => Self::Accepted,
             _ => Self::Outcome(text.parse().map_err(|err| format!("{err}"))?),
         };
         let allowed = match class {
             Self::Outcome(candor_schema::OutcomeClass::AccessFailure) => true,
-            Self::Outcome(_) => !derived,
+            Self::Outcome(_) | Self::Accepted => !derived,
             Self::Unverified | Self::Cancelled => derived,
         };
         if allowed {

@@ -663,7 +663,7 @@ mod tests {
 
     /// A derived source counts `access_failure`, `unverified` and `cancelled`, and never a
     /// class its span cannot tell (`success`, `empty`, `partial`); an adapter counts the
-    /// contract's four classes and nothing else. A derived event is an `access_failure`, whose
+    /// contract's four classes and its acceptances (`accepted`), and nothing else. A derived event is an `access_failure`, whose
     /// retry action may be empty.
     #[test]
     fn derived_rows_hold_only_what_a_span_can_tell() {
@@ -693,7 +693,7 @@ mod tests {
                 assert_eq!(count(class, Some(source)), None, "{class} {source}");
             }
         }
-        for class in ["success", "empty", "partial", "maybe"] {
+        for class in ["success", "empty", "partial", "accepted", "maybe"] {
             assert_eq!(
                 count(class, Some("http")).as_deref(),
                 Some("unknown_class"),
@@ -702,6 +702,8 @@ mod tests {
         }
         for source in [None, Some("adapter")] {
             assert_eq!(count("success", source), None);
+            // An adapter's acceptances, counted apart from its classes.
+            assert_eq!(count("accepted", source), None);
             assert_eq!(
                 count("unverified", source).as_deref(),
                 Some("unknown_class")

@@ -82,6 +82,9 @@ class attr:  # noqa: N801 - a namespace of constants, spelled like the Rust modu
     """What the answer dropped, when known."""
     AUTHORITY: Final = "tool.authority"
     """The principal or scope the call ran under (never a secret), when known."""
+    LIFECYCLE_STATE: Final = "tool.lifecycle.state"
+    """On ``tool.outcomes``, for a call whose answer accepted an operation that has not ended:
+    ``accepted``, counted without a class (the contract's rule ``TELEMETRY-COUNTER``)."""
     EVIDENCE_KIND: Final = "tool.evidence.kind"
     """On the event that ends a call, the kind of its envelope's evidence: a member of
     :class:`candor.EvidenceKind`."""

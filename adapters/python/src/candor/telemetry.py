@@ -31,7 +31,7 @@ from candor import names
 from candor._version import __version__
 from candor.envelope import AccessFailure, Attempt, Envelope, Partial
 from candor.names import attr
-from candor.vocab import FailureKind, OutcomeClass, RetryAction
+from candor.vocab import FailureKind, LifecycleState, OutcomeClass, RetryAction
 
 __all__ = ["MIRROR_LOGGER", "ExportHeartbeat", "Telemetry"]
 
@@ -52,15 +52,21 @@ def _i64(value: int) -> int:
 
 
 class _Counts:
-    """Calls of one tool and target by final class, with the counter's attribute sets."""
+    """Calls of one tool and target by final class and its acceptances, with their attributes."""
 
-    __slots__ = ("attributes", "totals")
+    __slots__ = ("accepted", "accepted_attributes", "attributes", "totals")
 
     def __init__(self, tool: str, target: str) -> None:
         self.totals = dict.fromkeys(_CLASSES, 0)
         self.attributes: dict[OutcomeClass, Attributes] = {
             cls: {attr.TOOL_NAME: tool, attr.TOOL_TARGET: target, attr.OUTCOME_CLASS: cls.value}
             for cls in _CLASSES
+        }
+        self.accepted = 0
+        self.accepted_attributes: Attributes = {
+            attr.TOOL_NAME: tool,
+            attr.TOOL_TARGET: target,
+            attr.LIFECYCLE_STATE: LifecycleState.ACCEPTED.value,
         }
 
 
@@ -97,13 +103,25 @@ class _Instruments:
         with self._lock:
             counts.totals[cls] += 1
 
+    def add_accepted(self, counts: _Counts) -> None:
+        """Counts one call whose answer accepted an operation: never as a success."""
+        with self._lock:
+            counts.accepted += 1
+
     def _observe(self, _options: CallbackOptions) -> Iterable[Observation]:
         with self._lock:
-            return [
+            observations = [
                 Observation(counts.totals[cls], counts.attributes[cls])
                 for counts in self._counts.values()
                 for cls in _CLASSES
             ]
+            # Acceptances from the first one on.
+            observations.extend(
+                Observation(counts.accepted, counts.accepted_attributes)
+                for counts in self._counts.values()
+                if counts.accepted
+            )
+            return observations
 
 
 _GLOBAL: Final = object()
@@ -237,7 +255,12 @@ class Telemetry:
         ``started_at``) in nanoseconds since the epoch, as the call measured them.
         """
         cls = envelope.outcome_class
-        self._instruments.add(self._counts, cls)
+        lifecycle = envelope.lifecycle
+        if lifecycle is not None and not lifecycle.state.is_terminal:
+            # Work accepted is not work done (rule TELEMETRY-COUNTER).
+            self._instruments.add_accepted(self._counts)
+        else:
+            self._instruments.add(self._counts, cls)
         # One pass over the attempts: those that carry an event, and the kind of the last one
         # that failed, which marks the span as a failure span for samplers even when a retry
         # later succeeded.

@@ -26,11 +26,12 @@ pub(super) enum Key {
     Authority,
     EvidenceKind,
     EvidenceValue,
+    LifecycleState,
 }
 
 impl Key {
     /// Every key, in slot order.
-    const ALL: [Key; 17] = [
+    const ALL: [Key; 18] = [
         Key::OutcomeClass,
         Key::ToolName,
         Key::ToolTarget,
@@ -48,6 +49,7 @@ impl Key {
         Key::Authority,
         Key::EvidenceKind,
         Key::EvidenceValue,
+        Key::LifecycleState,
     ];
 
     /// The attribute's name on the wire.
@@ -71,6 +73,7 @@ impl Key {
             Key::Authority => attr::AUTHORITY,
             Key::EvidenceKind => attr::EVIDENCE_KIND,
             Key::EvidenceValue => attr::EVIDENCE_VALUE,
+            Key::LifecycleState => attr::LIFECYCLE_STATE,
         }
     }
 

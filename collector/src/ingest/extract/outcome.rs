@@ -4,9 +4,11 @@
 use std::borrow::Cow;
 
 use candor_records::proto::OutcomeSource;
-use candor_records::proto::{OutcomeCount, RECORD_SCHEMA_VERSION, Temporality};
+use candor_records::proto::{CountClass, OutcomeCount, RECORD_SCHEMA_VERSION, Temporality};
 use candor_schema::names::{self, attr};
-use candor_schema::{AccessFailureKind, EvidenceKind, OutcomeClass, PartialKind, RetryAction};
+use candor_schema::{
+    AccessFailureKind, EvidenceKind, LifecycleState, OutcomeClass, PartialKind, RetryAction,
+};
 use opentelemetry_proto::tonic::common::v1::{KeyValue, any_value};
 use opentelemetry_proto::tonic::logs::v1::LogRecord;
 use opentelemetry_proto::tonic::metrics::v1::{NumberDataPoint, number_data_point};
@@ -323,6 +325,50 @@ impl Feed<'_> {
     }
 }
 
+/// What a `tool.outcomes` point counts: a class, or, with `tool.lifecycle.state` `accepted` and
+/// no class, acceptances (the contract's rule `TELEMETRY-COUNTER`).
+fn count_class(attributes: &Attributes<'_>) -> Result<CountClass, Refusal> {
+    let class = attributes.string(Key::OutcomeClass)?;
+    let state = attributes.string(Key::LifecycleState)?;
+    match (class, state) {
+        (Some(class), None) => class.parse().map(CountClass::Outcome).map_err(|err| {
+            refuse(
+                RejectReason::UnknownClass,
+                format!("{}: {err}", attr::OUTCOME_CLASS),
+            )
+        }),
+        (None, Some(state)) => {
+            let state: LifecycleState = state.parse().map_err(|err| {
+                refuse(
+                    RejectReason::UnknownKind,
+                    format!("{}: {err}", attr::LIFECYCLE_STATE),
+                )
+            })?;
+            if state == LifecycleState::Accepted {
+                Ok(CountClass::Accepted)
+            } else {
+                Err(refuse(
+                    RejectReason::ClassNotAllowed,
+                    format!(
+                        "{} = {state} without a class: only an acceptance is counted so",
+                        attr::LIFECYCLE_STATE
+                    ),
+                ))
+            }
+        }
+        (Some(class), Some(state)) => Err(refuse(
+            RejectReason::Inconsistent,
+            format!(
+                "{} = {class} with {} = {state}: a call is counted by its class or as an \
+                 acceptance, not both",
+                attr::OUTCOME_CLASS,
+                attr::LIFECYCLE_STATE
+            ),
+        )),
+        (None, None) => Err(super::attributes::missing(Key::OutcomeClass)),
+    }
+}
+
 pub(super) fn outcome_count(
     point: &NumberDataPoint,
     temporality: Temporality,
@@ -336,15 +382,7 @@ pub(super) fn outcome_count(
         ));
     }
     let attributes = Attributes::read(&point.attributes, received.limits)?;
-    let class: OutcomeClass = attributes
-        .required_string(Key::OutcomeClass)?
-        .parse()
-        .map_err(|err| {
-            refuse(
-                RejectReason::UnknownClass,
-                format!("{}: {err}", attr::OUTCOME_CLASS),
-            )
-        })?;
+    let class = count_class(&attributes)?;
     let value = match point.value {
         Some(number_data_point::Value::AsInt(value)) => u64::try_from(value).map_err(|_| {
             refuse(

@@ -39,7 +39,7 @@ mod redaction;
 use derived::{Candidate, Derivation, DerivedStats, SpanKey};
 use outcome::{EventInput, outcome_count, outcome_event};
 pub use redaction::{redact_bytes, redact_count, redact_event};
-use redaction::{redact_json, scrub};
+use redaction::{redact_json, scrub, scrub_borrowed};
 
 /// What `service.name` is recorded as when the resource does not say (the OpenTelemetry default).
 pub const UNKNOWN_SERVICE: &str = "unknown_service";
@@ -393,8 +393,11 @@ pub fn extract_traces<'a>(
             for event in &mut events.out.events {
                 let key = (event.trace_id.as_slice(), event.span_id.as_slice());
                 if let Some(id) = ids.get(&key) {
-                    event.tool_call_id = Some(bounded(id, received.limits.max_value_bytes));
-                    events.out.redacted += redact_event(event);
+                    // The event's other texts were redacted when it was offered; only the id is
+                    // new (a second pass would count their redactions again).
+                    let mut id = bounded(id, received.limits.max_value_bytes);
+                    scrub_borrowed(&mut id, false, &mut events.out.redacted);
+                    event.tool_call_id = Some(id);
                 }
             }
         }

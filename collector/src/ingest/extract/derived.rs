@@ -306,6 +306,7 @@ pub(super) fn derive<'a>(
         .targets
         .lock()
         .unwrap_or_else(std::sync::PoisonError::into_inner);
+    book.advance(received.time_unix_nano, derivation.config());
     for call_members in members.chunk_by(|a, b| a.0 == b.0) {
         let index = call_members[0].0;
         let candidate = &candidates[index];
@@ -348,7 +349,6 @@ pub(super) fn derive<'a>(
                     .iter()
                     .find(|(_, _, outcome)| matches!(outcome, DerivedOutcome::Cancelled { .. }))
             });
-        book.advance(received.time_unix_nano, config);
         let service_key = service_keys[candidate.service];
         let keep_target = book.admit(service_key, Kept::Target, &call.target, config);
         let keep_tool = book.admit(service_key, Kept::Tool, call.tool_name, config);

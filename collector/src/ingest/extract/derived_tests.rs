@@ -121,6 +121,8 @@ struct Seen {
     point_ids: Vec<String>,
     rejections: Vec<Rejection>,
     ignored: u64,
+    /// Values whose credentials were removed.
+    redacted: u64,
     stats: derived::DerivedStats,
 }
 
@@ -159,6 +161,7 @@ fn extract_at(spans: Vec<Span>, derivation: &Derivation, received_at: u64) -> Se
         point_ids: out.counts.iter().map(|c| c.point_id.clone()).collect(),
         rejections: out.rejections,
         ignored: out.ignored,
+        redacted: out.redacted,
         stats: out.derived,
     }
 }
@@ -934,7 +937,7 @@ fn an_adapters_event_takes_the_call_id_of_the_genai_call_it_ran_in() {
         attributes: vec![
             text(attr::OUTCOME_CLASS, "access_failure"),
             text(attr::TOOL_NAME, "search"),
-            text(attr::TOOL_TARGET, "https://search.example/v1"),
+            text(attr::TOOL_TARGET, "https://search.example/v1?token=abc"),
             text(attr::FAILURE_KIND, "server_error"),
             text(attr::RETRY_ACTION, "permanent"),
             int(attr::RETRY_ATTEMPT, 1),
@@ -958,6 +961,8 @@ fn an_adapters_event_takes_the_call_id_of_the_genai_call_it_ran_in() {
         [(Some("adapter"), Some("call_42")), (Some("adapter"), None)],
         "the adapter's span under the GenAI call takes its id; one outside any call has none"
     );
+    // Each event's target was redacted once, the one given an id included.
+    assert_eq!(seen.redacted, 2);
 }
 
 #[test]

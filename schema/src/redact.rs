@@ -73,7 +73,10 @@ pub fn redact_url(raw: &str) -> Cow<'_, str> {
     let authority_end = rest.find('/').unwrap_or(rest.len());
     let (authority, path) = rest.split_at(authority_end);
     let host = match authority.rfind('@') {
-        Some(at) if !scheme.is_empty() => Some(&authority[at + 1..]),
+        // User-info that is already `REDACTED` stays as it is: redacting twice replaces nothing.
+        Some(at) if !scheme.is_empty() && &authority[..at] != REDACTED => {
+            Some(&authority[at + 1..])
+        }
         _ => None,
     };
     let query_redacted = query.map(redact_params);
@@ -224,7 +227,12 @@ fn redact_secret_values(text: &str) -> (String, bool) {
         }
         out.extend(&chars[at..value_at]);
         out.push_str(REDACTED);
-        changed = true;
+        // A value that is already `REDACTED` is no secret removed: redacting twice changes
+        // nothing.
+        changed |= !chars[value_at..value_end]
+            .iter()
+            .copied()
+            .eq(REDACTED.chars());
         at = value_end;
     }
     (out, changed)
@@ -238,9 +246,11 @@ fn split_once_keep(raw: &str, separator: char) -> (&str, Option<&str>) {
 }
 
 fn redact_params(params: &str) -> Cow<'_, str> {
+    // A secret whose value is already `REDACTED` is left as it is.
     let secret = |pair: &str| {
-        pair.split_once('=')
-            .is_some_and(|(name, _)| is_secret_param(&percent_decode_lossy(name)))
+        pair.split_once('=').is_some_and(|(name, value)| {
+            value != REDACTED && is_secret_param(&percent_decode_lossy(name))
+        })
     };
     if !params.split('&').any(secret) {
         return Cow::Borrowed(params);
@@ -325,6 +335,29 @@ mod tests {
         ];
         for (raw, want) in cases {
             assert_eq!(redact_url(raw), want, "{raw}");
+        }
+    }
+
+    /// What is already redacted is left as it is: a second pass replaces nothing, so a receiver
+    /// that redacts what an adapter redacted counts no secret twice.
+    #[test]
+    fn redacting_twice_replaces_nothing() {
+        for raw in [
+            "https://bob:pw@api.example/v1?q=1&access_token=abc#sig=x",
+            "orders-db?token=x",
+            "HTTP 401 from https://u:p@h/x?key=1: Authorization: Bearer abc.def, api_key=\"k\"",
+        ] {
+            let once = redact_text(raw).into_owned();
+            assert_ne!(once, raw);
+            assert!(
+                matches!(redact_text(&once), Cow::Borrowed(_)),
+                "text: {raw} -> {once}"
+            );
+            let url = redact_url(raw).into_owned();
+            assert!(
+                matches!(redact_url(&url), Cow::Borrowed(_)),
+                "url: {raw} -> {url}"
+            );
         }
     }
 

@@ -408,7 +408,7 @@ impl Default for RawDerived {
             request_id_attributes: config.request_id_attributes,
             max_targets_per_service: config.max_targets_per_service as i64,
             max_targets: config.max_targets as i64,
-            forget_targets_after: "1h".into(),
+            forget_targets_after: format!("{}s", config.forget_targets_after.as_secs()),
         }
     }
 }

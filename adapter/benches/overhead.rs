@@ -1,5 +1,6 @@
 //! What the adapter adds to a call, against the raw operation and against emitting the same
-//! event through `tracing` + `tracing-opentelemetry`.
+//! event through `tracing` + `tracing-opentelemetry`; and what following an accepted operation
+//! costs per status read (time here, allocations printed before the group runs).
 //!
 //! Every provider exports to a no-op exporter, so the figures are the adapter's own cost (plus
 //! the SDK's span and counter bookkeeping), not the network's.
@@ -8,21 +9,52 @@
 
 #![allow(clippy::unwrap_used)] // a panic in a test or a benchmark set-up is its failure report
 
+use std::alloc::System;
 use std::future::Future;
 use std::hint::black_box;
 use std::pin::pin;
 use std::task::{Context, Poll, Waker};
-use std::time::Duration;
+use std::time::{Duration, Instant, SystemTime};
 
+use candor_adapter::classify::Classification;
+use candor_adapter::clock::Clock;
+use candor_adapter::follow::{FnStatus, OperationStatus, StatusRead};
 use candor_adapter::{Adapter, FnClassifier, KeepToolFailures, RetryPolicy};
-use candor_schema::{AccessFailureKind, Extent, Failure, Outcome};
+use candor_schema::{
+    AccessFailureKind, Evidence, EvidenceKind, Extent, Failure, Lifecycle, Operation, Outcome,
+};
 use criterion::{Criterion, criterion_group, criterion_main};
 use opentelemetry::KeyValue;
 use opentelemetry::trace::TracerProvider as _;
 use opentelemetry_sdk::error::OTelSdkResult;
 use opentelemetry_sdk::metrics::{InMemoryMetricExporter, PeriodicReader, SdkMeterProvider};
 use opentelemetry_sdk::trace::{Sampler, SdkTracerProvider, SpanData, SpanExporter};
+use stats_alloc::{INSTRUMENTED_SYSTEM, Region, StatsAlloc};
 use tracing_subscriber::layer::SubscriberExt as _;
+
+/// Counts allocations, so that the following's cost per status read can be printed.
+#[global_allocator]
+static GLOBAL: &StatsAlloc<System> = &INSTRUMENTED_SYSTEM;
+
+/// Real time, and waits that end at once: a status read's cost without the wait between reads.
+#[derive(Debug, Clone, Copy)]
+struct NoWaitClock;
+
+impl Clock for NoWaitClock {
+    type Sleep = std::future::Ready<()>;
+
+    fn now(&self) -> Instant {
+        Instant::now()
+    }
+
+    fn wall(&self) -> SystemTime {
+        SystemTime::now()
+    }
+
+    fn sleep(&self, _: Duration) -> Self::Sleep {
+        std::future::ready(())
+    }
+}
 
 /// Drops every span.
 #[derive(Debug)]
@@ -171,6 +203,79 @@ fn benches(c: &mut Criterion) {
             })
         });
     });
+    group.finish();
+
+    following(c, &tracer_provider, &meter_provider);
+}
+
+/// A call that is accepted, then followed through `reads` status reads: running until the last,
+/// which completes.
+fn following(
+    c: &mut Criterion,
+    tracer_provider: &SdkTracerProvider,
+    meter_provider: &SdkMeterProvider,
+) {
+    let adapter = Adapter::builder("export", "http://exports.internal/v1/exports")
+        .classifier(FnClassifier::new(|_: ()| Classification {
+            lifecycle: Some(Lifecycle::Accepted {
+                operation: Operation {
+                    id: "op-1".into(),
+                    status_url: Some("http://exports.internal/v1/operations/op-1".into()),
+                },
+            }),
+            ..Classification::new(Outcome::Success {
+                payload: 0u64,
+                extent: Extent::default(),
+            })
+        }))
+        .follow(FnStatus::new(|_: &Operation, left: u32| {
+            StatusRead::status(if left > 1 {
+                OperationStatus::Running {
+                    percent_complete: None,
+                }
+            } else {
+                OperationStatus::Completed {
+                    result: 7u64,
+                    verified_by: Evidence {
+                        kind: EvidenceKind::Query,
+                        value: "GET /v1/operations/op-1".into(),
+                    },
+                }
+            })
+        }))
+        .clock(NoWaitClock)
+        .tracer_provider(tracer_provider)
+        .meter_provider(meter_provider)
+        .build()
+        .unwrap();
+    let follow = |reads: u32| {
+        let mut left = reads;
+        now(adapter.call_and_follow(
+            |_| async {},
+            move |_, _| {
+                let this = left;
+                left -= 1;
+                async move { this }
+            },
+        ))
+    };
+    let allocations = |reads: u32| {
+        let region = Region::new(GLOBAL);
+        black_box(follow(reads));
+        region.change().allocations
+    };
+    let (one, ten) = (allocations(1), allocations(10));
+    println!(
+        "following: {one} allocations for an operation read once, {ten} for one read ten times: \
+         {:.1} per further read",
+        (ten - one) as f64 / 9.0
+    );
+    let mut group = c.benchmark_group("following");
+    for reads in [1, 10] {
+        group.bench_function(format!("accepted_then_{reads}_status_reads"), |b| {
+            b.iter(|| black_box(follow(reads)))
+        });
+    }
     group.finish();
 }
 

@@ -5,18 +5,20 @@ use std::future::Future;
 use std::pin::{Pin, pin};
 use std::sync::Arc;
 use std::task::Poll;
-use std::time::Duration;
+use std::time::{Duration, Instant, SystemTime};
 
-use candor_schema::redact::redact_url;
+use candor_schema::redact::{redact_text, redact_url};
 use candor_schema::{
-    AccessFailureKind, Attempt, Authority, Envelope, EnvelopeParts, Failure, Outcome, Provenance,
-    Timestamp,
+    AccessFailureKind, Attempt, Authority, Envelope, EnvelopeParts, Evidence, EvidenceKind, Extent,
+    Failure, Lifecycle, Operation, Outcome, PartialKind, Provenance, RetryAction, Timestamp,
+    Truncation,
 };
 use opentelemetry::metrics::MeterProvider;
 use opentelemetry::trace::TracerProvider;
 
 use crate::classify::{Classification, Classify};
 use crate::clock::{Clock, TokioClock};
+use crate::follow::{NoFollow, OperationStatus, ReadStatus, StatusRead, lifecycle_of};
 use crate::retry::{Decision, Jitter, RetryPolicy};
 use crate::telemetry::{Telemetry, TelemetryConfig};
 
@@ -67,11 +69,15 @@ pub enum BuildError {
 /// | source system | the target's host |
 /// | tracer and meter | the global providers |
 /// | trace every call | off: spans only for AccessFailure and Partial |
-pub struct AdapterBuilder<C = NoClassifier, K = TokioClock> {
+/// | status reader | none: an accepted operation is returned as accepted, not followed |
+/// | operation deadline | 10 min from the acceptance, for a followed operation |
+pub struct AdapterBuilder<C = NoClassifier, K = TokioClock, S = NoFollow> {
     tool: String,
     target: String,
     classifier: C,
     clock: K,
+    status: S,
+    operation_deadline: Duration,
     policy: RetryPolicy,
     attempt_timeout: Duration,
     deadline: Duration,
@@ -82,14 +88,20 @@ pub struct AdapterBuilder<C = NoClassifier, K = TokioClock> {
     telemetry: TelemetryConfig,
 }
 
-impl<C, K> AdapterBuilder<C, K> {
-    /// Sets the classifier.
-    pub fn classifier<C2>(self, classifier: C2) -> AdapterBuilder<C2, K> {
+impl<C, K, S> AdapterBuilder<C, K, S> {
+    /// The same settings with the classifier, clock and status reader replaced by `swap`.
+    fn swap<C2, K2, S2>(
+        self,
+        swap: impl FnOnce(C, K, S) -> (C2, K2, S2),
+    ) -> AdapterBuilder<C2, K2, S2> {
+        let (classifier, clock, status) = swap(self.classifier, self.clock, self.status);
         AdapterBuilder {
             classifier,
+            clock,
+            status,
             tool: self.tool,
             target: self.target,
-            clock: self.clock,
+            operation_deadline: self.operation_deadline,
             policy: self.policy,
             attempt_timeout: self.attempt_timeout,
             deadline: self.deadline,
@@ -101,22 +113,29 @@ impl<C, K> AdapterBuilder<C, K> {
         }
     }
 
+    /// Sets the classifier.
+    pub fn classifier<C2>(self, classifier: C2) -> AdapterBuilder<C2, K, S> {
+        self.swap(|_, clock, status| (classifier, clock, status))
+    }
+
     /// Sets the clock (tests use a fake one).
-    pub fn clock<K2: Clock>(self, clock: K2) -> AdapterBuilder<C, K2> {
-        AdapterBuilder {
-            clock,
-            tool: self.tool,
-            target: self.target,
-            classifier: self.classifier,
-            policy: self.policy,
-            attempt_timeout: self.attempt_timeout,
-            deadline: self.deadline,
-            source_system: self.source_system,
-            actor: self.actor,
-            authority: self.authority,
-            jitter: self.jitter,
-            telemetry: self.telemetry,
-        }
+    pub fn clock<K2: Clock>(self, clock: K2) -> AdapterBuilder<C, K2, S> {
+        self.swap(|classifier, _, status| (classifier, clock, status))
+    }
+
+    /// Declares how the tool reports the progress of an operation it accepted, so that
+    /// [`Adapter::call_and_follow`] and [`Adapter::resume`] can follow it to its end: a
+    /// [`StatusUrl`](crate::follow::http::StatusUrl), a
+    /// [`LongRunning`](crate::follow::http::LongRunning) operation resource, or the author's
+    /// own [`FnStatus`](crate::follow::FnStatus).
+    pub fn follow<S2>(self, status: S2) -> AdapterBuilder<C, K, S2> {
+        self.swap(|classifier, clock, _| (classifier, clock, status))
+    }
+
+    /// Sets how long a followed operation may take from its acceptance to its end.
+    pub fn operation_deadline(mut self, deadline: Duration) -> Self {
+        self.operation_deadline = deadline;
+        self
     }
 
     /// Sets the retry policy.
@@ -191,7 +210,7 @@ impl<C, K> AdapterBuilder<C, K> {
     }
 
     /// Checks the settings and builds the adapter.
-    pub fn build(self) -> Result<Adapter<C, K>, BuildError> {
+    pub fn build(self) -> Result<Adapter<C, K, S>, BuildError> {
         if self.tool.trim().is_empty() {
             return Err(BuildError::EmptyToolName);
         }
@@ -201,6 +220,7 @@ impl<C, K> AdapterBuilder<C, K> {
         for (setting, value) in [
             ("attempt_timeout", self.attempt_timeout),
             ("deadline", self.deadline),
+            ("operation_deadline", self.operation_deadline),
         ] {
             if value.is_zero() {
                 return Err(BuildError::ZeroDuration { setting, value });
@@ -218,6 +238,8 @@ impl<C, K> AdapterBuilder<C, K> {
             target,
             classifier: self.classifier,
             clock: self.clock,
+            status: self.status,
+            operation_deadline: self.operation_deadline,
             policy: self.policy,
             attempt_timeout: self.attempt_timeout,
             deadline: self.deadline,
@@ -235,11 +257,13 @@ impl<C, K> AdapterBuilder<C, K> {
 ///
 /// Build one adapter per tool and share it (it is `Send + Sync` when its classifier is): each
 /// build registers the `tool.outcomes` callback with the meter once more.
-pub struct Adapter<C, K = TokioClock> {
+pub struct Adapter<C, K = TokioClock, S = NoFollow> {
     tool: Arc<str>,
     target: Arc<str>,
     classifier: C,
     clock: K,
+    status: S,
+    operation_deadline: Duration,
     policy: RetryPolicy,
     attempt_timeout: Duration,
     deadline: Duration,
@@ -261,6 +285,8 @@ impl Adapter<NoClassifier, TokioClock> {
             target: target.into(),
             classifier: NoClassifier,
             clock: TokioClock,
+            status: NoFollow,
+            operation_deadline: Duration::from_secs(600),
             policy: RetryPolicy::default(),
             attempt_timeout: Duration::from_secs(10),
             deadline: Duration::from_secs(30),
@@ -273,7 +299,7 @@ impl Adapter<NoClassifier, TokioClock> {
     }
 }
 
-impl<C, K: Clock> Adapter<C, K> {
+impl<C, K: Clock, S> Adapter<C, K, S> {
     /// The logical tool name.
     pub fn tool(&self) -> &str {
         &self.tool
@@ -294,8 +320,95 @@ impl<C, K: Clock> Adapter<C, K> {
     ///
     /// An attempt that outlasts the attempt timeout is an AccessFailure `timeout`; one cut short
     /// by the call's deadline is an AccessFailure `deadline`. A budget that runs out returns the
-    /// last AccessFailure with its action `exhausted`, never an Empty.
-    pub async fn call<R, F, Fut>(&self, mut operation: F) -> Envelope<C::Payload>
+    /// last AccessFailure with its action `exhausted`, never an Empty. An answer that accepted an
+    /// asynchronous operation is returned as it is, a Success whose lifecycle is `accepted`;
+    /// [`Adapter::resume`] can follow the operation later.
+    pub async fn call<R, F, Fut>(&self, operation: F) -> Envelope<C::Payload>
+    where
+        C: Classify<R>,
+        F: FnMut(AttemptContext) -> Fut,
+        Fut: Future<Output = R>,
+    {
+        let run = self.attempt(operation).await;
+        self.finish(run)
+    }
+
+    /// Runs one call like [`Adapter::call`] and, when its answer accepted an asynchronous
+    /// operation, follows the operation to its end: `read_status` makes one status request, and
+    /// the adapter's status reader ([`AdapterBuilder::follow`]) reads its result.
+    ///
+    /// Status reads wait the retry policy's backoff, never less than the source's `Retry-After`;
+    /// a read that fails transiently is tried again, up to the policy's attempts in a row. The
+    /// call ends when the operation does, or as an AccessFailure `deadline` carrying the last
+    /// state read when the operation deadline runs out first (see [`crate::follow`]). The
+    /// envelope's attempts are the start's, then one for the following, from the acceptance to
+    /// the end.
+    pub async fn call_and_follow<R, F, Fut, Q, QFut, QR>(
+        &self,
+        operation: F,
+        read_status: Q,
+    ) -> Envelope<C::Payload>
+    where
+        C: Classify<R>,
+        S: ReadStatus<QR, Payload = C::Payload>,
+        F: FnMut(AttemptContext) -> Fut,
+        Fut: Future<Output = R>,
+        Q: FnMut(&Operation, AttemptContext) -> QFut,
+        QFut: Future<Output = QR>,
+    {
+        let run = self.attempt(operation).await;
+        let accepted = match run.last.outcome {
+            Outcome::Success { .. } => self.status.accepted(&run.last),
+            _ => None,
+        };
+        let Some(accepted) = accepted else {
+            return self.finish(run);
+        };
+        let first_wait = self
+            .poll_wait(1)
+            .max(run.last.poll_after.unwrap_or_default());
+        let start = Start {
+            started: run.started,
+            started_wall: run.started_wall,
+            accepted_at: run.finished,
+            attempts: run.attempts,
+            evidence: run.last.evidence,
+        };
+        let run = self.follow(start, accepted, first_wait, read_status).await;
+        self.finish(run)
+    }
+
+    /// Follows an operation accepted by an earlier call that did not wait (its envelope's
+    /// `lifecycle.operation`) to its end, as [`Adapter::call_and_follow`] does. The first
+    /// status read is made at once; the operation deadline counts from now.
+    pub async fn resume<Q, QFut, QR>(
+        &self,
+        operation: Operation,
+        read_status: Q,
+    ) -> Envelope<S::Payload>
+    where
+        S: ReadStatus<QR>,
+        Q: FnMut(&Operation, AttemptContext) -> QFut,
+        QFut: Future<Output = QR>,
+    {
+        let start = Start {
+            started: self.clock.now(),
+            started_wall: self.clock.wall(),
+            accepted_at: Duration::ZERO,
+            attempts: Vec::with_capacity(1),
+            evidence: Some(Evidence {
+                kind: EvidenceKind::JobId,
+                value: operation.id.clone(),
+            }),
+        };
+        let run = self
+            .follow(start, operation, Duration::ZERO, read_status)
+            .await;
+        self.finish(run)
+    }
+
+    /// Attempts `operation` under the retry policy, classifying each result.
+    async fn attempt<R, F, Fut>(&self, mut operation: F) -> Run<C::Payload>
     where
         C: Classify<R>,
         F: FnMut(AttemptContext) -> Fut,
@@ -317,7 +430,9 @@ impl<C, K: Clock> Adapter<C, K> {
             let raw = race(operation(context), || self.clock.sleep(timeout)).await;
             let classification = match raw {
                 Some(raw) => self.classifier.classify(raw),
-                None => Classification::new(timed_out(timeout, timeout < self.attempt_timeout)),
+                None => Classification::new(Outcome::AccessFailure {
+                    failure: timed_out(timeout, timeout < self.attempt_timeout),
+                }),
             };
             let elapsed = self.clock.now().saturating_duration_since(started);
             let mut decision = self.policy.decide(
@@ -330,7 +445,7 @@ impl<C, K: Clock> Adapter<C, K> {
                 && elapsed.saturating_add(after) >= self.deadline
             {
                 decision = Decision::GiveUp {
-                    action: candor_schema::RetryAction::Exhausted,
+                    action: RetryAction::Exhausted,
                 };
             }
             let outcome = &classification.outcome;
@@ -360,24 +475,328 @@ impl<C, K: Clock> Adapter<C, K> {
                 Decision::Done | Decision::GiveUp { .. } => break (classification, elapsed),
             }
         };
+        Run {
+            started,
+            started_wall,
+            last,
+            attempts,
+            finished,
+        }
+    }
+
+    /// Reads `operation`'s status until it ends, the reads fail past the policy, or the
+    /// operation deadline runs out; the ending becomes the run's last classification and one
+    /// more attempt.
+    async fn follow<P, Q, QFut, QR>(
+        &self,
+        start: Start,
+        operation: Operation,
+        mut wait: Duration,
+        mut read_status: Q,
+    ) -> Run<P>
+    where
+        S: ReadStatus<QR, Payload = P>,
+        Q: FnMut(&Operation, AttemptContext) -> QFut,
+        QFut: Future<Output = QR>,
+    {
+        let since_acceptance = || {
+            self.clock
+                .now()
+                .saturating_duration_since(start.started)
+                .saturating_sub(start.accepted_at)
+        };
+        // The last state read, until the end: the lifecycle is built once, not on every read.
+        let mut last_read: Option<OperationStatus<P>> = None;
+        let mut reads = 0;
+        let mut failed_reads = 0;
+        let ending = match self.status.refuse(&operation) {
+            Some(failure) => Ending::Unreadable {
+                failure,
+                action: RetryAction::Permanent,
+            },
+            None => loop {
+                if since_acceptance().saturating_add(wait) >= self.operation_deadline {
+                    break Ending::Deadline;
+                }
+                if !wait.is_zero() {
+                    self.clock.sleep(wait).await;
+                }
+                reads += 1;
+                let left = self.operation_deadline.saturating_sub(since_acceptance());
+                let timeout = self.attempt_timeout.min(left);
+                let context = AttemptContext {
+                    number: reads,
+                    timeout,
+                };
+                let raw = race(read_status(&operation, context), || {
+                    self.clock.sleep(timeout)
+                })
+                .await;
+                let read = match raw {
+                    Some(raw) => self.status.read(&operation, raw),
+                    None => {
+                        StatusRead::unreadable(timed_out(timeout, timeout < self.attempt_timeout))
+                    }
+                };
+                match read.status {
+                    Ok(status) if status.is_terminal() => break Ending::Ended(status),
+                    Ok(status) => {
+                        last_read = Some(status);
+                        failed_reads = 0;
+                    }
+                    Err(failure) => {
+                        failed_reads += 1;
+                        if !failure.retryable {
+                            break Ending::Unreadable {
+                                failure,
+                                action: RetryAction::Permanent,
+                            };
+                        }
+                        if failed_reads >= self.policy.max_attempts() {
+                            break Ending::Unreadable {
+                                failure,
+                                action: RetryAction::Exhausted,
+                            };
+                        }
+                    }
+                }
+                wait = self
+                    .poll_wait(reads)
+                    .max(read.retry_after.unwrap_or_default());
+            },
+        };
+        let last_state = match &last_read {
+            Some(status) => lifecycle_of(&operation, status),
+            None => Lifecycle::Accepted {
+                operation: operation.clone(),
+            },
+        };
+        let (last, action) = ending.classify(
+            &operation,
+            last_state,
+            start.evidence,
+            reads,
+            self.operation_deadline,
+        );
+        let finished = start.accepted_at + since_acceptance();
+        let mut attempts = start.attempts;
+        let outcome = &last.outcome;
+        let failure = match outcome {
+            Outcome::AccessFailure { failure } => Some(failure),
+            _ => None,
+        };
+        attempts.push(Attempt {
+            number: u32::try_from(attempts.len() + 1).unwrap_or(u32::MAX),
+            started_at: Timestamp::new(start.started_wall + start.accepted_at),
+            duration_ms: millis(finished.saturating_sub(start.accepted_at)),
+            class: outcome.class(),
+            failure_kind: outcome.failure_kind(),
+            status: failure.and_then(|f| f.status),
+            retry_action: action,
+            backoff_ms: None,
+            error_type: failure.and_then(|f| f.error_type.clone()),
+        });
+        Run {
+            started: start.started,
+            started_wall: start.started_wall,
+            last,
+            attempts,
+            finished,
+        }
+    }
+
+    /// The wait before status read `read` (1-based) and after the one before it: the retry
+    /// policy's backoff for that attempt, with jitter.
+    fn poll_wait(&self, read: u32) -> Duration {
+        self.policy
+            .backoff_ceiling(read)
+            .mul_f64(self.jitter.next_fraction().clamp(0.0, 1.0))
+    }
+
+    /// Builds the envelope of a finished run and records its telemetry.
+    fn finish<P>(&self, run: Run<P>) -> Envelope<P> {
         let envelope = Envelope::new(EnvelopeParts {
             tool: self.tool.clone(),
             target: self.target.clone(),
-            outcome: last.outcome,
+            outcome: run.last.outcome,
             authority: self.authority.clone(),
             provenance: Provenance {
                 source_system: self.source_system.clone(),
                 actor: self.actor.clone(),
                 adapter: Cow::Borrowed(ADAPTER_VERSION),
-                started_at: Timestamp::new(started_wall),
-                finished_at: wall_at(finished),
+                started_at: Timestamp::new(run.started_wall),
+                finished_at: Timestamp::new(run.started_wall + run.finished),
             },
-            evidence: last.evidence,
-            attempts,
-            lifecycle: last.lifecycle,
+            evidence: run.last.evidence,
+            attempts: run.attempts,
+            lifecycle: run.last.lifecycle,
         });
         self.telemetry.record(&envelope, self.policy.max_attempts());
         envelope
+    }
+}
+
+/// A call's attempts and where they ended.
+struct Run<P> {
+    started: Instant,
+    started_wall: SystemTime,
+    /// The final classification.
+    last: Classification<P>,
+    attempts: Vec<Attempt>,
+    /// From the call's start to its end.
+    finished: Duration,
+}
+
+/// What following an operation starts from: the call that accepted it.
+struct Start {
+    started: Instant,
+    started_wall: SystemTime,
+    /// From the call's start to the acceptance.
+    accepted_at: Duration,
+    attempts: Vec<Attempt>,
+    /// The acceptance's evidence (the operation's id).
+    evidence: Option<Evidence>,
+}
+
+/// How following an operation ended.
+enum Ending<P> {
+    /// The operation ended.
+    Ended(OperationStatus<P>),
+    /// The operation deadline ran out first.
+    Deadline,
+    /// The status could not be read.
+    Unreadable {
+        failure: Failure,
+        action: RetryAction,
+    },
+}
+
+impl<P> Ending<P> {
+    /// The call's final classification and the following attempt's retry action.
+    fn classify(
+        self,
+        operation: &Operation,
+        last_state: Lifecycle,
+        acceptance: Option<Evidence>,
+        reads: u32,
+        deadline: Duration,
+    ) -> (Classification<P>, Option<RetryAction>) {
+        let id = redact_text(&operation.id);
+        let failed = |kind, retryable, message: String, error_type: &str| Outcome::AccessFailure {
+            failure: Failure {
+                kind,
+                retryable,
+                message,
+                status: None,
+                error_type: Some(error_type.into()),
+                retry_after_ms: None,
+            },
+        };
+        let (outcome, lifecycle, action) = match self {
+            Ending::Ended(status) => {
+                let lifecycle = lifecycle_of(operation, &status);
+                let (outcome, action) = match status {
+                    OperationStatus::Completed {
+                        result,
+                        verified_by,
+                    } => {
+                        let outcome = Outcome::Success {
+                            payload: result,
+                            extent: Extent::default(),
+                        };
+                        return (
+                            Classification {
+                                outcome,
+                                evidence: Some(verified_by),
+                                lifecycle: Some(lifecycle),
+                                poll_after: None,
+                            },
+                            None,
+                        );
+                    }
+                    OperationStatus::Partial {
+                        result,
+                        covered,
+                        dropped,
+                    } => (
+                        Outcome::Partial {
+                            payload: result,
+                            truncation: Truncation {
+                                kind: PartialKind::OperationPartial,
+                                covered,
+                                dropped,
+                                returned: None,
+                                expected: None,
+                            },
+                        },
+                        RetryAction::AcceptPartial,
+                    ),
+                    OperationStatus::Failed { reason } => (
+                        failed(
+                            AccessFailureKind::ToolError,
+                            false,
+                            format!("operation {id} failed: {}", redact_text(&reason)),
+                            "operation_failed",
+                        ),
+                        RetryAction::Permanent,
+                    ),
+                    OperationStatus::Cancelled => (
+                        failed(
+                            AccessFailureKind::Cancelled,
+                            false,
+                            format!("operation {id} was cancelled before it finished"),
+                            "operation_cancelled",
+                        ),
+                        RetryAction::Permanent,
+                    ),
+                    // Not reached: the loop ends only on a terminal status.
+                    OperationStatus::Queued | OperationStatus::Running { .. } => (
+                        failed(
+                            AccessFailureKind::Protocol,
+                            false,
+                            format!("operation {id} ended without a terminal state"),
+                            "malformed_response",
+                        ),
+                        RetryAction::Permanent,
+                    ),
+                };
+                (outcome, lifecycle, action)
+            }
+            Ending::Deadline => (
+                failed(
+                    AccessFailureKind::Deadline,
+                    true,
+                    format!(
+                        "operation {id} was still {} when the operation deadline of {deadline:?} \
+                         ran out, after {reads} status read(s)",
+                        last_state.state()
+                    ),
+                    "deadline",
+                ),
+                last_state,
+                RetryAction::Exhausted,
+            ),
+            Ending::Unreadable {
+                mut failure,
+                action,
+            } => {
+                failure.message = format!(
+                    "reading the status of operation {id}, last seen {}: {}",
+                    last_state.state(),
+                    failure.message
+                );
+                (Outcome::AccessFailure { failure }, last_state, action)
+            }
+        };
+        (
+            Classification {
+                outcome,
+                evidence: acceptance,
+                lifecycle: Some(lifecycle),
+                poll_after: None,
+            },
+            Some(action),
+        )
     }
 }
 
@@ -410,7 +829,7 @@ where
 
 /// The outcome of an attempt that produced no answer in time: labelled from the adapter's own
 /// knowledge that a request went out and nothing came back.
-fn timed_out<P>(after: Duration, cut_by_deadline: bool) -> Outcome<P> {
+fn timed_out(after: Duration, cut_by_deadline: bool) -> Failure {
     let (kind, message, error_type) = if cut_by_deadline {
         (
             AccessFailureKind::Deadline,
@@ -424,15 +843,13 @@ fn timed_out<P>(after: Duration, cut_by_deadline: bool) -> Outcome<P> {
             "timeout",
         )
     };
-    Outcome::AccessFailure {
-        failure: Failure {
-            kind,
-            retryable: true,
-            message,
-            status: None,
-            error_type: Some(error_type.into()),
-            retry_after_ms: None,
-        },
+    Failure {
+        kind,
+        retryable: true,
+        message,
+        status: None,
+        error_type: Some(error_type.into()),
+        retry_after_ms: None,
     }
 }
 

@@ -35,6 +35,7 @@
 mod adapter;
 pub mod classify;
 pub mod clock;
+pub mod follow;
 #[cfg(feature = "http-client")]
 pub mod http_client;
 #[cfg(feature = "otlp")]

@@ -148,9 +148,10 @@ impl Telemetry {
     /// wrong (or every call was asked for).
     pub(crate) fn record<P>(&self, envelope: &Envelope<P>, max_attempts: u32) {
         let class = envelope.class();
-        let slot = if envelope
-            .lifecycle()
-            .is_some_and(|lifecycle| !lifecycle.state().is_terminal())
+        let slot = if class == OutcomeClass::Success
+            && envelope
+                .lifecycle()
+                .is_some_and(|lifecycle| !lifecycle.state().is_terminal())
         {
             // Work accepted is not work done: never a success (rule `TELEMETRY-COUNTER`).
             ACCEPTED

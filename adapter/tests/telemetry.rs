@@ -9,6 +9,7 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use candor_adapter::classify::http::{BodyEnd, HttpExchange, HttpResponse};
+use candor_adapter::follow::http::StatusUrl;
 use candor_adapter::telemetry::UNRECORDED_SPANS_COUNTER;
 use candor_adapter::testing::{FakeClock, ScriptedTool};
 use candor_adapter::{Adapter, HttpClassifier, KeepToolFailures, NotFound, RetryPolicy};
@@ -575,4 +576,54 @@ proptest::proptest! {
             proptest::prop_assert_eq!(terminal.get(name).copied().unwrap_or(0), calls);
         }
     }
+}
+
+/// A followed operation is counted once, by how it ended: a verified completion as a success,
+/// one that never finished as an access failure with its terminal event, and neither as an
+/// acceptance, although both were accepted first.
+#[tokio::test]
+async fn a_followed_operation_is_counted_by_how_it_ended_never_as_accepted() {
+    let sdk = Sdk::new(Sampler::AlwaysOn, true);
+    let adapter = Adapter::builder("export", "http://export.test/v1/jobs")
+        .classifier(HttpClassifier::new(NotFound::Unreachable))
+        .follow(StatusUrl::default())
+        .clock(FakeClock::default())
+        .operation_deadline(Duration::from_secs(60))
+        .tracer_provider(&sdk.tracer_provider)
+        .meter_provider(&sdk.meter_provider)
+        .build()
+        .unwrap();
+    let accepted = || {
+        let mut headers = HeaderMap::new();
+        headers.insert(
+            "operation-location",
+            HeaderValue::from_static("http://export.test/v1/operations/1"),
+        );
+        Ok(HttpResponse {
+            status: StatusCode::ACCEPTED,
+            headers,
+            body: Bytes::new(),
+            body_end: BodyEnd::Complete,
+            received_at: std::time::SystemTime::UNIX_EPOCH,
+        })
+    };
+    for status in [r#"{"status":"Succeeded"}"#, r#"{"status":"Running"}"#] {
+        let start = ScriptedTool::returning([accepted()]);
+        let reads = ScriptedTool::returning(std::iter::repeat_n(json(200, status), 1000));
+        adapter
+            .call_and_follow(|ctx| start.attempt(ctx), |_, ctx| reads.attempt(ctx))
+            .await;
+    }
+
+    let counts = sdk.counter(names::OUTCOMES_COUNTER);
+    assert_eq!(counts["success"], 1, "{counts:?}");
+    assert_eq!(counts["access_failure"], 1, "{counts:?}");
+    assert!(
+        !counts.contains_key(&format!("{}=accepted", attr::LIFECYCLE_STATE)),
+        "{counts:?}"
+    );
+    let events = outcome_events(&sdk.finished_spans());
+    assert_eq!(events.len(), 1, "{events:?}");
+    assert_eq!(events[0][attr::FAILURE_KIND], "deadline");
+    assert_eq!(events[0][attr::RETRY_ACTION], "exhausted");
 }

@@ -177,6 +177,8 @@ vocabulary! {
         TruncationMarker => "truncation_marker",
         /// The answer broke off while it was being received.
         MidStream => "mid_stream",
+        /// The asynchronous operation finished with part of its work done.
+        OperationPartial => "operation_partial",
         /// The call's overall deadline ran out.
         Deadline => "deadline",
         /// The host name could not be resolved.
@@ -185,6 +187,8 @@ vocabulary! {
         Tls => "tls",
         /// The tool ran and reported an error in its result (an MCP result with `isError`).
         ToolError => "tool_error",
+        /// The asynchronous operation was cancelled before it finished.
+        Cancelled => "cancelled",
         /// An error no rule knows: `error_type` keeps what was sent.
         Unknown => "unknown",
     }
@@ -215,6 +219,8 @@ vocabulary! {
         Tls => "tls",
         /// The tool ran and reported an error in its result (an MCP result with `isError`).
         ToolError => "tool_error",
+        /// The asynchronous operation was cancelled before it finished.
+        Cancelled => "cancelled",
         /// An error no rule knows: `error_type` keeps what was sent.
         Unknown => "unknown",
     }
@@ -231,6 +237,8 @@ vocabulary! {
         TruncationMarker => "truncation_marker",
         /// The answer broke off while it was being received.
         MidStream => "mid_stream",
+        /// The asynchronous operation finished with part of its work done.
+        OperationPartial => "operation_partial",
         /// The overall deadline ran out while the answer was arriving.
         Deadline => "deadline",
     }
@@ -250,6 +258,7 @@ impl From<AccessFailureKind> for FailureKind {
             AccessFailureKind::Dns => FailureKind::Dns,
             AccessFailureKind::Tls => FailureKind::Tls,
             AccessFailureKind::ToolError => FailureKind::ToolError,
+            AccessFailureKind::Cancelled => FailureKind::Cancelled,
             AccessFailureKind::Unknown => FailureKind::Unknown,
         }
     }
@@ -262,6 +271,7 @@ impl From<PartialKind> for FailureKind {
             PartialKind::DeclaredTotal => FailureKind::DeclaredTotal,
             PartialKind::TruncationMarker => FailureKind::TruncationMarker,
             PartialKind::MidStream => FailureKind::MidStream,
+            PartialKind::OperationPartial => FailureKind::OperationPartial,
             PartialKind::Deadline => FailureKind::Deadline,
         }
     }

@@ -13,7 +13,7 @@
 //! | 2xx, declared collection missing or not a list | AccessFailure `protocol`, permanent |
 //! | 2xx, declared total (body field or `X-Total-Count`) above the items returned | Partial `declared_total` |
 //! | 2xx, truncation marker set, or `has_more` without a cursor | Partial `truncation_marker` |
-//! | 202 | Success with [`Lifecycle::Accepted`]: accepted, never completed |
+//! | 202 | Success with [`Lifecycle::Accepted`]: accepted, never completed; its status URL from `Operation-Location`, else `Location` |
 //! | 204, an empty body, `null`, or an empty collection | Empty |
 //! | any other 2xx | Success |
 //!
@@ -34,6 +34,10 @@ use http::{HeaderMap, StatusCode};
 use serde_json::Value;
 
 use super::{Classification, Classify};
+
+/// The header of Azure's asynchronous request-reply pattern that names an operation's status
+/// resource; preferred to `Location` on a 202.
+pub const OPERATION_LOCATION: HeaderName = HeaderName::from_static("operation-location");
 
 /// The most characters of a failing response's body repeated in a failure message.
 const BODY_SNIPPET_CHARS: usize = 200;
@@ -218,7 +222,8 @@ impl HttpClassifier {
         self
     }
 
-    /// Where a 202's body names the operation it started (default: the `Location` header).
+    /// Where a 202's body names the operation it started (default: the `Operation-Location`
+    /// header, else `Location`).
     pub fn operation_id_at(mut self, pointer: impl Into<String>) -> Self {
         self.operation_id = Some(pointer.into());
         self
@@ -433,7 +438,9 @@ impl HttpClassifier {
                 Value::String(id) => id.clone(),
                 other => other.to_string(),
             });
-        let location = header_str(&response.headers, &LOCATION).map(str::to_owned);
+        let location = header_str(&response.headers, &OPERATION_LOCATION)
+            .or_else(|| header_str(&response.headers, &LOCATION))
+            .map(str::to_owned);
         let id = from_body
             .or_else(|| location.clone())
             .or_else(|| header_str(&response.headers, &self.request_id_header).map(str::to_owned))
@@ -453,6 +460,7 @@ impl HttpClassifier {
                     status_url: location,
                 },
             }),
+            poll_after: retry_after(&response.headers, response.received_at),
         }
     }
 
@@ -497,6 +505,7 @@ impl Classify<HttpExchange> for HttpClassifier {
                     outcome: self.classify_response(response),
                     evidence,
                     lifecycle: None,
+                    poll_after: None,
                 }
             }
         }
@@ -541,11 +550,11 @@ fn declared_length(headers: &HeaderMap) -> Option<usize> {
     header_str(headers, &CONTENT_LENGTH)?.trim().parse().ok()
 }
 
-fn header_str<'a>(headers: &'a HeaderMap, name: &HeaderName) -> Option<&'a str> {
+pub(crate) fn header_str<'a>(headers: &'a HeaderMap, name: &HeaderName) -> Option<&'a str> {
     headers.get(name)?.to_str().ok()
 }
 
-fn retry_after(headers: &HeaderMap, received_at: SystemTime) -> Option<Duration> {
+pub(crate) fn retry_after(headers: &HeaderMap, received_at: SystemTime) -> Option<Duration> {
     let value = header_str(headers, &RETRY_AFTER)?.trim();
     if let Ok(seconds) = value.parse::<u64>() {
         return Some(Duration::from_secs(seconds));
@@ -554,7 +563,7 @@ fn retry_after(headers: &HeaderMap, received_at: SystemTime) -> Option<Duration>
     Some(at.duration_since(received_at).unwrap_or(Duration::ZERO))
 }
 
-fn body_snippet(body: &Bytes) -> String {
+pub(crate) fn body_snippet(body: &Bytes) -> String {
     let text = String::from_utf8_lossy(body);
     let one_line: String = text
         .chars()

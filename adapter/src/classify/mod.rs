@@ -6,6 +6,8 @@
 
 pub mod http;
 
+use std::time::Duration;
+
 use candor_schema::{Evidence, Lifecycle, Outcome};
 
 /// What one attempt's raw result was classified as.
@@ -17,6 +19,9 @@ pub struct Classification<P> {
     pub evidence: Option<Evidence>,
     /// The state of an asynchronous operation the response reported on.
     pub lifecycle: Option<Lifecycle>,
+    /// How long the source asked to wait before reading the operation's status
+    /// (`Retry-After` on an acceptance).
+    pub poll_after: Option<Duration>,
 }
 
 impl<P> Classification<P> {
@@ -26,6 +31,7 @@ impl<P> Classification<P> {
             outcome,
             evidence: None,
             lifecycle: None,
+            poll_after: None,
         }
     }
 }

@@ -256,7 +256,11 @@ class Telemetry:
         """
         cls = envelope.outcome_class
         lifecycle = envelope.lifecycle
-        if lifecycle is not None and not lifecycle.state.is_terminal:
+        if (
+            cls is OutcomeClass.SUCCESS
+            and lifecycle is not None
+            and not lifecycle.state.is_terminal
+        ):
             # Work accepted is not work done (rule TELEMETRY-COUNTER).
             self._instruments.add_accepted(self._counts)
         else:

@@ -113,6 +113,8 @@ class FailureKind(Vocabulary):
     """The source marked its answer as truncated."""
     MID_STREAM = "mid_stream"
     """The answer broke off while it was being received."""
+    OPERATION_PARTIAL = "operation_partial"
+    """The asynchronous operation finished with part of its work done."""
     DEADLINE = "deadline"
     """The call's overall deadline ran out."""
     DNS = "dns"
@@ -121,6 +123,8 @@ class FailureKind(Vocabulary):
     """The TLS handshake or the server's certificate failed."""
     TOOL_ERROR = "tool_error"
     """The tool ran and reported an error in its result (an MCP result with ``isError``)."""
+    CANCELLED = "cancelled"
+    """The asynchronous operation was cancelled before it finished."""
     UNKNOWN = "unknown"
     """An error no rule knows: ``error_type`` keeps what was sent."""
 
@@ -150,6 +154,8 @@ class AccessFailureKind(Vocabulary):
     """The TLS handshake or the server's certificate failed."""
     TOOL_ERROR = "tool_error"
     """The tool ran and reported an error in its result (an MCP result with ``isError``)."""
+    CANCELLED = "cancelled"
+    """The asynchronous operation was cancelled before it finished."""
     UNKNOWN = "unknown"
     """An error no rule knows: ``error_type`` keeps what was sent."""
 
@@ -170,6 +176,8 @@ class PartialKind(Vocabulary):
     """The source marked its answer as truncated."""
     MID_STREAM = "mid_stream"
     """The answer broke off while it was being received."""
+    OPERATION_PARTIAL = "operation_partial"
+    """The asynchronous operation finished with part of its work done."""
     DEADLINE = "deadline"
     """The overall deadline ran out while the answer was arriving."""
 

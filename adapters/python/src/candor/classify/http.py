@@ -470,7 +470,9 @@ class HttpClassifier:
             found = pointer(body, self.operation_id_at)
             if found is not MISSING:
                 from_body = found if isinstance(found, str) else dumps(found, sort=True)
-        location = response.header("location")
+        location = response.header("operation-location")
+        if location is None:
+            location = response.header("location")
         operation_id = (
             from_body
             if from_body is not None

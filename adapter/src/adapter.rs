@@ -20,7 +20,7 @@ use crate::classify::{Classification, Classify};
 use crate::clock::{Clock, TokioClock};
 use crate::follow::{NoFollow, OperationStatus, ReadStatus, StatusRead, lifecycle_of};
 use crate::retry::{Decision, Jitter, RetryPolicy};
-use crate::telemetry::{Telemetry, TelemetryConfig};
+use crate::telemetry::{Telemetry, TelemetryConfig, Transition};
 
 /// The adapter and its version, as recorded in every envelope's provenance.
 pub const ADAPTER_VERSION: &str = concat!(env!("CARGO_PKG_NAME"), "/", env!("CARGO_PKG_VERSION"));
@@ -367,12 +367,24 @@ impl<C, K: Clock, S> Adapter<C, K, S> {
         let first_wait = self
             .poll_wait(1)
             .max(run.last.poll_after.unwrap_or_default());
+        let mut transitions = run.transitions;
+        if transitions.is_empty() {
+            // An acceptance the classifier did not report as one (an operation resource).
+            transitions.push(Transition {
+                at: run.started_wall + run.finished,
+                lifecycle: Lifecycle::Accepted {
+                    operation: accepted.clone(),
+                },
+                evidence: run.last.evidence.clone(),
+            });
+        }
         let start = Start {
             started: run.started,
             started_wall: run.started_wall,
             accepted_at: run.finished,
             attempts: run.attempts,
             evidence: run.last.evidence,
+            transitions,
         };
         let run = self.follow(start, accepted, first_wait, read_status).await;
         self.finish(run)
@@ -400,6 +412,8 @@ impl<C, K: Clock, S> Adapter<C, K, S> {
                 kind: EvidenceKind::JobId,
                 value: operation.id.clone(),
             }),
+            // The acceptance was seen by the call that returned it.
+            transitions: Vec::new(),
         };
         let run = self
             .follow(start, operation, Duration::ZERO, read_status)
@@ -475,12 +489,23 @@ impl<C, K: Clock, S> Adapter<C, K, S> {
                 Decision::Done | Decision::GiveUp { .. } => break (classification, elapsed),
             }
         };
+        // A lifecycle in the answer is a state of an operation the call saw, when it ended.
+        let transitions = last
+            .lifecycle
+            .iter()
+            .map(|lifecycle| Transition {
+                at: started_wall + finished,
+                lifecycle: lifecycle.clone(),
+                evidence: last.evidence.clone(),
+            })
+            .collect();
         Run {
             started,
             started_wall,
             last,
             attempts,
             finished,
+            transitions,
         }
     }
 
@@ -507,6 +532,10 @@ impl<C, K: Clock, S> Adapter<C, K, S> {
         };
         // The last state read, until the end: the lifecycle is built once, not on every read.
         let mut last_read: Option<OperationStatus<P>> = None;
+        let mut transitions = start.transitions;
+        let mut seen = transitions
+            .last()
+            .map(|transition| transition.lifecycle.state());
         let mut reads = 0;
         let mut failed_reads = 0;
         let ending = match self.status.refuse(&operation) {
@@ -538,6 +567,16 @@ impl<C, K: Clock, S> Adapter<C, K, S> {
                         StatusRead::unreadable(timed_out(timeout, timeout < self.attempt_timeout))
                     }
                 };
+                if let Ok(status) = &read.status
+                    && seen != Some(status.state())
+                {
+                    seen = Some(status.state());
+                    transitions.push(Transition {
+                        at: start.started_wall + start.accepted_at + since_acceptance(),
+                        lifecycle: lifecycle_of(&operation, status),
+                        evidence: None,
+                    });
+                }
                 match read.status {
                     Ok(status) if status.is_terminal() => break Ending::Ended(status),
                     Ok(status) => {
@@ -602,6 +641,7 @@ impl<C, K: Clock, S> Adapter<C, K, S> {
             last,
             attempts,
             finished,
+            transitions,
         }
     }
 
@@ -631,7 +671,8 @@ impl<C, K: Clock, S> Adapter<C, K, S> {
             attempts: run.attempts,
             lifecycle: run.last.lifecycle,
         });
-        self.telemetry.record(&envelope, self.policy.max_attempts());
+        self.telemetry
+            .record(&envelope, self.policy.max_attempts(), &run.transitions);
         envelope
     }
 }
@@ -645,6 +686,8 @@ struct Run<P> {
     attempts: Vec<Attempt>,
     /// From the call's start to its end.
     finished: Duration,
+    /// The states of an asynchronous operation the call saw, in order.
+    transitions: Vec<Transition>,
 }
 
 /// What following an operation starts from: the call that accepted it.
@@ -656,6 +699,8 @@ struct Start {
     attempts: Vec<Attempt>,
     /// The acceptance's evidence (the operation's id).
     evidence: Option<Evidence>,
+    /// The states of the operation the call saw before following it.
+    transitions: Vec<Transition>,
 }
 
 /// How following an operation ended.

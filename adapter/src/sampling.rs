@@ -1,4 +1,5 @@
-//! A sampler wrapper that keeps the adapter's failure spans whatever the host's sampler says.
+//! A sampler wrapper that keeps the adapter's failure and operation spans whatever the host's
+//! sampler says.
 
 use candor_schema::OutcomeClass;
 use candor_schema::names::{self, attr};
@@ -7,7 +8,8 @@ use opentelemetry::{Context, KeyValue};
 use opentelemetry_sdk::trace::{SamplingDecision, SamplingResult, ShouldSample};
 
 /// Wraps the host application's sampler: a `tool.call` span that records an AccessFailure or a
-/// Partial is always recorded and sampled; every other span is left to the wrapped sampler.
+/// Partial, or the states of an asynchronous operation, is always recorded and sampled; every
+/// other span is left to the wrapped sampler.
 ///
 /// ```
 /// use candor_adapter::KeepToolFailures;
@@ -30,11 +32,12 @@ impl<S> KeepToolFailures<S> {
     }
 }
 
-/// Whether a span is an adapter span that carries a failure event.
-fn is_tool_failure(name: &str, attributes: &[KeyValue]) -> bool {
+/// Whether a span is an adapter span that carries a failure event or an operation's states.
+fn must_keep(name: &str, attributes: &[KeyValue]) -> bool {
     name == names::TOOL_CALL_SPAN
         && attributes.iter().any(|kv| {
             kv.key.as_str() == attr::FAILURE_KIND
+                || kv.key.as_str() == attr::LIFECYCLE_STATE
                 || (kv.key.as_str() == attr::OUTCOME_CLASS
                     && matches!(
                         kv.value.as_str().parse::<OutcomeClass>(),
@@ -53,7 +56,7 @@ impl<S: ShouldSample + Clone + 'static> ShouldSample for KeepToolFailures<S> {
         attributes: &[KeyValue],
         links: &[Link],
     ) -> SamplingResult {
-        if is_tool_failure(name, attributes) {
+        if must_keep(name, attributes) {
             let trace_state = parent_context
                 .map(|cx| cx.span().span_context().trace_state().clone())
                 .unwrap_or_default();

@@ -9,10 +9,12 @@
 use std::borrow::Cow;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::time::Duration;
+use std::time::{Duration, SystemTime};
 
 use candor_schema::names::{self, attr};
-use candor_schema::{Envelope, LifecycleState, OutcomeClass, RetryAction};
+use candor_schema::{
+    Envelope, Evidence, Lifecycle, LifecycleState, OutcomeClass, Provenance, RetryAction,
+};
 use opentelemetry::global::{self, BoxedTracer};
 use opentelemetry::metrics::{Counter, Meter, MeterProvider, ObservableCounter};
 use opentelemetry::trace::{
@@ -146,7 +148,12 @@ impl Telemetry {
 
     /// Records a finished call: the counter always, the span and events when something went
     /// wrong (or every call was asked for).
-    pub(crate) fn record<P>(&self, envelope: &Envelope<P>, max_attempts: u32) {
+    pub(crate) fn record<P>(
+        &self,
+        envelope: &Envelope<P>,
+        max_attempts: u32,
+        transitions: &[Transition],
+    ) {
         let class = envelope.class();
         let slot = if class == OutcomeClass::Success
             && envelope
@@ -163,21 +170,33 @@ impl Telemetry {
             .attempts()
             .iter()
             .any(|attempt| is_eventful(attempt.class));
-        if eventful || self.trace_every_call {
-            self.emit_span(envelope, max_attempts);
+        if eventful || self.trace_every_call || !transitions.is_empty() {
+            self.emit_span(envelope, max_attempts, transitions);
         }
     }
 
-    fn emit_span<P>(&self, envelope: &Envelope<P>, max_attempts: u32) {
+    fn emit_span<P>(&self, envelope: &Envelope<P>, max_attempts: u32, transitions: &[Transition]) {
         let class = envelope.class();
         let provenance = envelope.provenance();
-        let mut events = Vec::new();
+        // Both kinds of event in time order; at the same moment the operation's state comes
+        // before the attempt's event, so that the call's terminal event stays its last.
+        let mut events: Vec<(SystemTime, Event)> = transitions
+            .iter()
+            .map(|transition| {
+                let attributes = self.lifecycle_attributes(provenance, transition);
+                let event = Event::new(names::LIFECYCLE_EVENT, transition.at, attributes, 0);
+                (transition.at, event)
+            })
+            .collect();
         for attempt in envelope.attempts().iter().filter(|a| is_eventful(a.class)) {
             let attributes = self.event_attributes(envelope, attempt, max_attempts);
             mirror(envelope, attempt);
             let at = attempt.started_at.system_time() + Duration::from_millis(attempt.duration_ms);
-            events.push(Event::new(names::OUTCOME_EVENT, at, attributes, 0));
+            events.push((at, Event::new(names::OUTCOME_EVENT, at, attributes, 0)));
         }
+        // Stable: the transitions, pushed first, stay first among events of the same moment.
+        events.sort_by_key(|(at, _)| *at);
+        let events = events.into_iter().map(|(_, event)| event).collect();
         let mut attributes = self.identity.clone();
         attributes.push(KeyValue::new(attr::OUTCOME_CLASS, class.as_str()));
         // The kind of the last failed attempt marks the span as a failure span for samplers
@@ -189,6 +208,13 @@ impl Telemetry {
             .find_map(|a| a.failure_kind)
         {
             attributes.push(KeyValue::new(attr::FAILURE_KIND, kind.as_str()));
+        }
+        // The operation's last state marks the span as an operation's for samplers.
+        if let Some(lifecycle) = envelope.lifecycle() {
+            attributes.push(KeyValue::new(
+                attr::LIFECYCLE_STATE,
+                lifecycle.state().as_str(),
+            ));
         }
         let builder = SpanBuilder {
             name: Cow::Borrowed(names::TOOL_CALL_SPAN),
@@ -206,13 +232,66 @@ impl Telemetry {
                 target: MIRROR_TARGET,
                 parent: None,
                 tool = envelope.tool(),
-                "the host's sampler dropped a tool failure span; install KeepToolFailures"
+                "the host's sampler dropped a tool failure or operation span; install \
+                 KeepToolFailures"
             );
         }
         if let candor_schema::Outcome::AccessFailure { failure } = envelope.outcome() {
             span.set_status(Status::error(failure.message.clone()));
         }
         span.end_with_timestamp(provenance.finished_at.system_time());
+    }
+
+    /// The attributes of one `tool.lifecycle` event (rule `TELEMETRY-LIFECYCLE`).
+    fn lifecycle_attributes(
+        &self,
+        provenance: &Provenance,
+        transition: &Transition,
+    ) -> Vec<KeyValue> {
+        let lifecycle = &transition.lifecycle;
+        let mut attributes = self.identity.clone();
+        attributes.push(KeyValue::new(
+            attr::OPERATION_ID,
+            lifecycle.operation().id.clone(),
+        ));
+        attributes.push(KeyValue::new(
+            attr::LIFECYCLE_STATE,
+            lifecycle.state().as_str(),
+        ));
+        let evidence = match lifecycle {
+            Lifecycle::Failed { reason, .. } => {
+                attributes.push(KeyValue::new(attr::LIFECYCLE_REASON, reason.clone()));
+                None
+            }
+            Lifecycle::Partial { covered, .. } => {
+                attributes.push(KeyValue::new(attr::COVERAGE, covered.clone()));
+                None
+            }
+            Lifecycle::Completed { verified_by, .. } => Some(verified_by),
+            Lifecycle::Accepted { .. } => transition.evidence.as_ref(),
+            Lifecycle::Queued { .. } | Lifecycle::Running { .. } | Lifecycle::Cancelled { .. } => {
+                None
+            }
+        };
+        if let Some(evidence) = evidence {
+            attributes.push(KeyValue::new(attr::EVIDENCE_KIND, evidence.kind.as_str()));
+            attributes.push(KeyValue::new(attr::EVIDENCE_VALUE, evidence.value.clone()));
+        }
+        attributes.push(KeyValue::new(
+            attr::PROVENANCE_SOURCE_SYSTEM,
+            Value::String(provenance.source_system.clone().into()),
+        ));
+        if let Some(actor) = &provenance.actor {
+            attributes.push(KeyValue::new(
+                attr::PROVENANCE_ACTOR,
+                Value::String(actor.clone().into()),
+            ));
+        }
+        attributes.push(KeyValue::new(
+            attr::PROVENANCE_ADAPTER,
+            provenance.adapter.clone(),
+        ));
+        attributes
     }
 
     fn event_attributes<P>(
@@ -288,6 +367,17 @@ fn is_terminal<P>(envelope: &Envelope<P>, attempt: &candor_schema::Attempt) -> b
             .attempts()
             .last()
             .is_some_and(|last| last.number == attempt.number)
+}
+
+/// A state of an asynchronous operation that a call saw, and when.
+#[derive(Debug, Clone)]
+pub(crate) struct Transition {
+    /// When the state was seen.
+    pub at: SystemTime,
+    /// The state, with the operation.
+    pub lifecycle: Lifecycle,
+    /// For an acceptance, its evidence (the operation's id).
+    pub evidence: Option<Evidence>,
 }
 
 /// The classes in the order of [`Telemetry::class_attributes`].

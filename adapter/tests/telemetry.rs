@@ -17,7 +17,7 @@ use candor_schema::names::{self, attr};
 use candor_schema::{Authority, OutcomeClass};
 use http::{HeaderMap, HeaderValue, StatusCode};
 use opentelemetry::KeyValue;
-use opentelemetry::trace::{TraceContextExt, TracerProvider as _};
+use opentelemetry::trace::{Status, TraceContextExt, TracerProvider as _};
 use opentelemetry_sdk::metrics::data::{AggregatedMetrics, MetricData};
 use opentelemetry_sdk::metrics::{InMemoryMetricExporter, PeriodicReader, SdkMeterProvider};
 use opentelemetry_sdk::trace::{InMemorySpanExporter, Sampler, SdkTracerProvider, SpanData};
@@ -352,10 +352,11 @@ async fn an_accepted_operation_is_counted_as_accepted_never_as_a_success() {
     let counts = sdk.counter(names::OUTCOMES_COUNTER);
     assert_eq!(counts["success"], 1, "{counts:?}");
     assert_eq!(counts[&format!("{}=accepted", attr::LIFECYCLE_STATE)], 2);
-    assert!(
-        sdk.finished_spans().is_empty(),
-        "an acceptance is no failure"
-    );
+    // An acceptance is no failure: its spans carry the operation's state, and no outcome event.
+    let spans = sdk.finished_spans();
+    assert_eq!(spans.len(), 2);
+    assert!(outcome_events(&spans).is_empty());
+    assert!(spans.iter().all(|span| span.status == Status::Unset));
 }
 
 #[tokio::test]
@@ -622,8 +623,100 @@ async fn a_followed_operation_is_counted_by_how_it_ended_never_as_accepted() {
         !counts.contains_key(&format!("{}=accepted", attr::LIFECYCLE_STATE)),
         "{counts:?}"
     );
-    let events = outcome_events(&sdk.finished_spans());
+    let spans = sdk.finished_spans();
+    let events = outcome_events(&spans);
     assert_eq!(events.len(), 1, "{events:?}");
     assert_eq!(events[0][attr::FAILURE_KIND], "deadline");
     assert_eq!(events[0][attr::RETRY_ACTION], "exhausted");
+    // The terminal event stays the last of its span, after the operation's states.
+    let deadline = spans.last().unwrap();
+    let kinds: Vec<&str> = deadline.events.iter().map(|e| e.name.as_ref()).collect();
+    assert_eq!(
+        kinds,
+        [
+            names::LIFECYCLE_EVENT,
+            names::LIFECYCLE_EVENT,
+            names::OUTCOME_EVENT
+        ]
+    );
+}
+
+/// Each state a followed operation went through is one `tool.lifecycle` event, in order, with
+/// the operation's id and the call's provenance; a repeated state is no new event, and the
+/// completion carries the evidence that verified it.
+#[tokio::test]
+async fn a_followed_operation_records_each_state_it_went_through() {
+    let sdk = Sdk::new(Sampler::AlwaysOff, true);
+    let adapter = Adapter::builder("export", "http://export.test/v1/jobs")
+        .classifier(HttpClassifier::new(NotFound::Unreachable))
+        .follow(StatusUrl::default())
+        .clock(FakeClock::default())
+        .actor("billing-agent")
+        .tracer_provider(&sdk.tracer_provider)
+        .meter_provider(&sdk.meter_provider)
+        .build()
+        .unwrap();
+    let mut headers = HeaderMap::new();
+    headers.insert(
+        "operation-location",
+        HeaderValue::from_static("http://export.test/v1/operations/7"),
+    );
+    let start = ScriptedTool::returning([Ok(HttpResponse {
+        status: StatusCode::ACCEPTED,
+        headers,
+        body: Bytes::new(),
+        body_end: BodyEnd::Complete,
+        received_at: std::time::SystemTime::UNIX_EPOCH,
+    })]);
+    let reads = ScriptedTool::returning([
+        json(200, r#"{"status":"NotStarted"}"#),
+        json(200, r#"{"status":"Running","percentComplete":10}"#),
+        json(200, r#"{"status":"Running","percentComplete":90}"#),
+        json(200, r#"{"status":"Succeeded"}"#),
+    ]);
+    let envelope = adapter
+        .call_and_follow(|ctx| start.attempt(ctx), |_, ctx| reads.attempt(ctx))
+        .await;
+    assert_eq!(envelope.class(), OutcomeClass::Success);
+
+    // Kept although the host samples nothing: the span carries an operation's states.
+    let spans = sdk.finished_spans();
+    assert_eq!(spans.len(), 1);
+    let span = attributes(&spans[0].attributes);
+    assert_eq!(span[attr::LIFECYCLE_STATE], "completed");
+    let events: Vec<BTreeMap<String, String>> = spans[0]
+        .events
+        .iter()
+        .map(|event| {
+            assert_eq!(event.name, names::LIFECYCLE_EVENT);
+            attributes(&event.attributes)
+        })
+        .collect();
+    let states: Vec<&str> = events
+        .iter()
+        .map(|event| event[attr::LIFECYCLE_STATE].as_str())
+        .collect();
+    assert_eq!(states, ["accepted", "queued", "running", "completed"]);
+    let times: Vec<_> = spans[0]
+        .events
+        .iter()
+        .map(|event| event.timestamp)
+        .collect();
+    assert!(times.is_sorted(), "{times:?}");
+    for event in &events {
+        assert_eq!(
+            event[attr::OPERATION_ID],
+            "http://export.test/v1/operations/7"
+        );
+        assert_eq!(event[attr::PROVENANCE_SOURCE_SYSTEM], "export.test");
+        assert_eq!(event[attr::PROVENANCE_ACTOR], "billing-agent");
+        assert!(event[attr::PROVENANCE_ADAPTER].starts_with("candor-adapter/"));
+    }
+    assert_eq!(events[0][attr::EVIDENCE_KIND], "job_id");
+    assert!(!events[1].contains_key(attr::EVIDENCE_KIND));
+    assert_eq!(events[3][attr::EVIDENCE_KIND], "query");
+    assert_eq!(
+        events[3][attr::EVIDENCE_VALUE],
+        "http://export.test/v1/operations/7"
+    );
 }

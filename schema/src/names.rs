@@ -9,6 +9,11 @@ pub const TOOL_CALL_SPAN: &str = "tool.call";
 /// The span event emitted once per AccessFailure attempt and once per Partial.
 pub const OUTCOME_EVENT: &str = "tool.outcome";
 
+/// The span event emitted once per state of an asynchronous operation that a call saw: its
+/// acceptance, each change read while following it, and its end (the contract's rule
+/// `TELEMETRY-LIFECYCLE`).
+pub const LIFECYCLE_EVENT: &str = "tool.lifecycle";
+
 /// The monotonic counter that counts every call by final class.
 pub const OUTCOMES_COUNTER: &str = "tool.outcomes";
 
@@ -23,7 +28,8 @@ pub const EXPORT_INTERVAL_GAUGE: &str = "candor.adapter.export_interval";
 /// The unit of [`EXPORT_INTERVAL_GAUGE`].
 pub const EXPORT_INTERVAL_GAUGE_UNIT: &str = "s";
 
-/// Attribute keys of the `tool.outcome` span event and the `tool.outcomes` counter.
+/// Attribute keys of the `tool.outcome` and `tool.lifecycle` span events, the `tool.call` span
+/// and the `tool.outcomes` counter.
 pub mod attr {
     /// `access_failure` or `partial` on events; any class on the counter.
     pub const OUTCOME_CLASS: &str = "tool.outcome.class";
@@ -56,8 +62,20 @@ pub mod attr {
     /// The principal or scope the call ran under (never a secret), when known.
     pub const AUTHORITY: &str = "tool.authority";
     /// On `tool.outcomes`, for a call whose answer accepted an operation that has not ended:
-    /// `accepted`, counted without a class (the contract's rule `TELEMETRY-COUNTER`).
+    /// `accepted`, counted without a class (the contract's rule `TELEMETRY-COUNTER`). On a
+    /// `tool.lifecycle` event, the operation's state; on the `tool.call` span, its last state.
     pub const LIFECYCLE_STATE: &str = "tool.lifecycle.state";
+    /// On a `tool.lifecycle` event, the asynchronous operation's id.
+    pub const OPERATION_ID: &str = "tool.operation.id";
+    /// On a `tool.lifecycle` event of a failed operation, why it failed.
+    pub const LIFECYCLE_REASON: &str = "tool.lifecycle.reason";
+    /// On a `tool.lifecycle` event, the envelope's `provenance.source_system`.
+    pub const PROVENANCE_SOURCE_SYSTEM: &str = "tool.provenance.source_system";
+    /// On a `tool.lifecycle` event, the envelope's `provenance.actor`, when it has one.
+    pub const PROVENANCE_ACTOR: &str = "tool.provenance.actor";
+    /// On a `tool.lifecycle` event, the envelope's `provenance.adapter`: the implementation and
+    /// its version.
+    pub const PROVENANCE_ADAPTER: &str = "tool.provenance.adapter";
     /// On the event that ends a call, the kind of its envelope's evidence: a member of
     /// [`crate::EvidenceKind`].
     pub const EVIDENCE_KIND: &str = "tool.evidence.kind";
@@ -182,6 +200,7 @@ pub mod table {
 pub const ALL: &[&str] = &[
     TOOL_CALL_SPAN,
     OUTCOME_EVENT,
+    LIFECYCLE_EVENT,
     OUTCOMES_COUNTER,
     EXPORT_INTERVAL_GAUGE,
     attr::OUTCOME_CLASS,
@@ -202,6 +221,11 @@ pub const ALL: &[&str] = &[
     attr::EVIDENCE_KIND,
     attr::EVIDENCE_VALUE,
     attr::LIFECYCLE_STATE,
+    attr::OPERATION_ID,
+    attr::LIFECYCLE_REASON,
+    attr::PROVENANCE_SOURCE_SYSTEM,
+    attr::PROVENANCE_ACTOR,
+    attr::PROVENANCE_ADAPTER,
     resource::SERVICE_NAME,
     resource::SERVICE_INSTANCE_ID,
     topic::OUTCOME_EVENTS,

@@ -292,11 +292,81 @@ pub fn signals() -> Vec<Signal> {
             ),
         ],
     };
+    let states = spelled(LifecycleState::ALL.iter().map(|state| state.as_str()));
+    let lifecycle = Signal {
+        title: format!("Span event `{}`", names::LIFECYCLE_EVENT),
+        brief: "One per state of an asynchronous operation that the call saw, on the call's \
+                span, at the moment it was seen: the acceptance, each change of state read while \
+                following the operation, and its end.",
+        attributes: vec![
+            tool_name.clone(),
+            tool_target.clone(),
+            authority.clone(),
+            string(
+                attr::OPERATION_ID,
+                Requirement::Required,
+                "not empty; the envelope's `lifecycle.operation.id`",
+                "The operation's stable id.",
+            ),
+            string(
+                attr::LIFECYCLE_STATE,
+                Requirement::Required,
+                states.clone(),
+                "The state the operation was seen in.",
+            ),
+            string(
+                attr::LIFECYCLE_REASON,
+                Requirement::ConditionallyRequired("when the state is `failed`"),
+                "human text; credentials redacted",
+                "Why the operation failed, as its source said.",
+            ),
+            string(
+                attr::COVERAGE,
+                Requirement::ConditionallyRequired("when the state is `partial`"),
+                "human text; credentials redacted",
+                "What the operation did.",
+            ),
+            string(
+                attr::EVIDENCE_KIND,
+                Requirement::ConditionallyRequired(
+                    "when the state is `accepted` and the acceptance has evidence, or `completed`",
+                ),
+                spelled(EvidenceKind::ALL.iter().map(|kind| kind.as_str())),
+                "The kind of the acceptance's evidence, or of the evidence that verified the \
+                 completion.",
+            ),
+            string(
+                attr::EVIDENCE_VALUE,
+                Requirement::ConditionallyRequired("with `tool.evidence.kind`"),
+                "the evidence as the envelope holds it; credentials redacted by the receiver",
+                "The evidence itself: the operation's id, or the read that verified completion.",
+            ),
+            string(
+                attr::PROVENANCE_SOURCE_SYSTEM,
+                Requirement::Required,
+                "not empty",
+                "The envelope's `provenance.source_system`: the system that runs the operation.",
+            ),
+            string(
+                attr::PROVENANCE_ACTOR,
+                Requirement::ConditionallyRequired("when the envelope's provenance has an actor"),
+                "not empty",
+                "The envelope's `provenance.actor`: who made the call.",
+            ),
+            string(
+                attr::PROVENANCE_ADAPTER,
+                Requirement::Required,
+                "`{name}/{version}`",
+                "The envelope's `provenance.adapter`: the implementation and its version.",
+            ),
+        ],
+    };
     let span = Signal {
         title: format!("Span `{}` (kind CLIENT)", names::TOOL_CALL_SPAN),
-        brief: "One per call that had an AccessFailure or a Partial attempt (every call when \
-                the author asked for every call to be traced), with the call's real start and \
-                end times and its events.",
+        brief: "One per call that had an AccessFailure or a Partial attempt, or that accepted \
+                or followed an asynchronous operation (every call when the author asked for \
+                every call to be traced), with the call's real start and end times and its \
+                events.",
         attributes: vec![
             tool_name.clone(),
             tool_target.clone(),
@@ -312,6 +382,13 @@ pub fn signals() -> Vec<Signal> {
                 spelled(FailureKind::ALL.iter().map(|kind| kind.as_str())),
                 "The kind of the last such attempt; it marks the span for samplers that keep \
                  failures.",
+            ),
+            string(
+                attr::LIFECYCLE_STATE,
+                Requirement::ConditionallyRequired("when the envelope has a lifecycle"),
+                states,
+                "The operation's last state; it marks the span for samplers that keep \
+                 operations.",
             ),
             authority,
         ],
@@ -376,7 +453,7 @@ pub fn signals() -> Vec<Signal> {
                 section 10.6).",
         attributes: Vec::new(),
     };
-    vec![event, span, counter, export_interval, resource]
+    vec![event, lifecycle, span, counter, export_interval, resource]
 }
 
 /// Every closed vocabulary of the contract.
@@ -396,7 +473,10 @@ pub fn vocabularies() -> Vec<Vocabulary> {
             RetryAction,
             "`tool.retry.action`; an attempt's `retry_action`"
         ),
-        vocabulary_of!(LifecycleState, "the envelope's `lifecycle.state`"),
+        vocabulary_of!(
+            LifecycleState,
+            "`tool.lifecycle.state`; the envelope's `lifecycle.state`"
+        ),
         vocabulary_of!(NextAction, "the envelope's `next_actions`"),
         vocabulary_of!(EvidenceKind, "the envelope's `evidence.kind`"),
     ]
@@ -487,6 +567,7 @@ mod tests {
         let not_attributes = [
             names::TOOL_CALL_SPAN,
             names::OUTCOME_EVENT,
+            names::LIFECYCLE_EVENT,
             names::OUTCOMES_COUNTER,
             names::EXPORT_INTERVAL_GAUGE,
             names::topic::OUTCOME_EVENTS,

@@ -31,7 +31,7 @@ pub mod http;
 
 use std::time::Duration;
 
-use candor_schema::{Evidence, Failure, Lifecycle, Operation};
+use candor_schema::{Evidence, Failure, Lifecycle, LifecycleState, Operation};
 
 use crate::classify::Classification;
 
@@ -71,12 +71,21 @@ pub enum OperationStatus<P> {
 }
 
 impl<P> OperationStatus<P> {
+    /// The lifecycle state this status stands for.
+    pub const fn state(&self) -> LifecycleState {
+        match self {
+            OperationStatus::Queued => LifecycleState::Queued,
+            OperationStatus::Running { .. } => LifecycleState::Running,
+            OperationStatus::Completed { .. } => LifecycleState::Completed,
+            OperationStatus::Partial { .. } => LifecycleState::Partial,
+            OperationStatus::Failed { .. } => LifecycleState::Failed,
+            OperationStatus::Cancelled => LifecycleState::Cancelled,
+        }
+    }
+
     /// Whether the operation has ended.
     pub const fn is_terminal(&self) -> bool {
-        !matches!(
-            self,
-            OperationStatus::Queued | OperationStatus::Running { .. }
-        )
+        self.state().is_terminal()
     }
 }
 

@@ -12,6 +12,7 @@ __all__ = [
     "ADAPTER_NAME",
     "EXPORT_INTERVAL_GAUGE",
     "EXPORT_INTERVAL_GAUGE_UNIT",
+    "LIFECYCLE_EVENT",
     "OUTCOMES_COUNTER",
     "OUTCOMES_COUNTER_UNIT",
     "OUTCOME_EVENT",
@@ -25,6 +26,10 @@ TOOL_CALL_SPAN: Final = "tool.call"
 
 OUTCOME_EVENT: Final = "tool.outcome"
 """The span event emitted once per AccessFailure attempt and once per Partial."""
+
+LIFECYCLE_EVENT: Final = "tool.lifecycle"
+"""The span event emitted once per state of an asynchronous operation that a call saw (the
+contract's rule ``TELEMETRY-LIFECYCLE``)."""
 
 OUTCOMES_COUNTER: Final = "tool.outcomes"
 """The monotonic counter that counts every call by final class."""
@@ -50,7 +55,11 @@ ADAPTER_NAME: Final = "candor-adapter-python"
 
 
 class attr:  # noqa: N801 - a namespace of constants, spelled like the Rust module
-    """Attribute keys of the ``tool.outcome`` span event and the ``tool.outcomes`` counter."""
+    """Attribute keys of the spans, span events and counter.
+
+    The ``tool.outcome`` and ``tool.lifecycle`` events, the ``tool.call`` span and the
+    ``tool.outcomes`` counter.
+    """
 
     OUTCOME_CLASS: Final = "tool.outcome.class"
     """``access_failure`` or ``partial`` on events; any class on the counter."""
@@ -84,7 +93,18 @@ class attr:  # noqa: N801 - a namespace of constants, spelled like the Rust modu
     """The principal or scope the call ran under (never a secret), when known."""
     LIFECYCLE_STATE: Final = "tool.lifecycle.state"
     """On ``tool.outcomes``, for a call whose answer accepted an operation that has not ended:
-    ``accepted``, counted without a class (the contract's rule ``TELEMETRY-COUNTER``)."""
+    ``accepted``, counted without a class (the contract's rule ``TELEMETRY-COUNTER``). On a
+    ``tool.lifecycle`` event, the operation's state; on the ``tool.call`` span, its last state."""
+    OPERATION_ID: Final = "tool.operation.id"
+    """On a ``tool.lifecycle`` event, the asynchronous operation's id."""
+    LIFECYCLE_REASON: Final = "tool.lifecycle.reason"
+    """On a ``tool.lifecycle`` event of a failed operation, why it failed."""
+    PROVENANCE_SOURCE_SYSTEM: Final = "tool.provenance.source_system"
+    """On a ``tool.lifecycle`` event, the envelope's ``provenance.source_system``."""
+    PROVENANCE_ACTOR: Final = "tool.provenance.actor"
+    """On a ``tool.lifecycle`` event, the envelope's ``provenance.actor``, when it has one."""
+    PROVENANCE_ADAPTER: Final = "tool.provenance.adapter"
+    """On a ``tool.lifecycle`` event, the envelope's ``provenance.adapter``."""
     EVIDENCE_KIND: Final = "tool.evidence.kind"
     """On the event that ends a call, the kind of its envelope's evidence: a member of
     :class:`candor.EvidenceKind`."""

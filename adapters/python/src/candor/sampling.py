@@ -28,17 +28,25 @@ _FAILURES = frozenset({OutcomeClass.ACCESS_FAILURE.value, OutcomeClass.PARTIAL.v
 
 
 def is_tool_failure(name: str, attributes: Attributes) -> bool:
-    """Whether a span about to start is an adapter span that records a failure."""
+    """Whether a span about to start is an adapter span to keep.
+
+    It records a failure, or the states of an asynchronous operation (kept like failures: a lost
+    acceptance hides an operation that never finished).
+    """
     if name != TOOL_CALL_SPAN or not attributes:
         return False
-    return attr.FAILURE_KIND in attributes or attributes.get(attr.OUTCOME_CLASS) in _FAILURES
+    return (
+        attr.FAILURE_KIND in attributes
+        or attr.LIFECYCLE_STATE in attributes
+        or attributes.get(attr.OUTCOME_CLASS) in _FAILURES
+    )
 
 
 class KeepToolFailures(Sampler):
     """Wraps the host's sampler so that no failure span is dropped.
 
-    A ``tool.call`` span that records an AccessFailure or a Partial is always recorded and
-    sampled; every other span is left to the wrapped sampler.
+    A ``tool.call`` span that records an AccessFailure or a Partial, or an operation's states,
+    is always recorded and sampled; every other span is left to the wrapped sampler.
     """
 
     def __init__(self, inner: Sampler) -> None:

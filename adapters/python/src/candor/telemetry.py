@@ -29,7 +29,7 @@ from opentelemetry.util.types import AttributeValue
 
 from candor import names
 from candor._version import __version__
-from candor.envelope import AccessFailure, Attempt, Envelope, Partial
+from candor.envelope import AccessFailure, Attempt, Envelope, Lifecycle, Partial
 from candor.names import attr
 from candor.vocab import FailureKind, LifecycleState, OutcomeClass, RetryAction
 
@@ -275,7 +275,7 @@ class Telemetry:
                 kind = attempt.failure_kind
             if attempt.outcome_class in _EVENTFUL:
                 eventful.append((attempt, started))
-        if eventful or self.trace_every_call:
+        if eventful or self.trace_every_call or lifecycle is not None:
             self._emit_span(envelope, max_attempts, cls, kind, started_ns, finished_ns, eventful)
 
     def _emit_span(
@@ -288,12 +288,25 @@ class Telemetry:
         finished_ns: int,
         eventful: list[tuple[Attempt, int]],
     ) -> None:
+        lifecycle = envelope.lifecycle
+        attributes = self._span_attributes_of(cls, kind)
+        if lifecycle is not None:
+            # The operation's state marks the span as an operation's for samplers.
+            attributes = {**attributes, attr.LIFECYCLE_STATE: lifecycle.state.value}
         span = self._tracer.start_span(
             names.TOOL_CALL_SPAN,
             kind=SpanKind.CLIENT,
-            attributes=self._span_attributes_of(cls, kind),
+            attributes=attributes,
             start_time=started_ns,
         )
+        if lifecycle is not None:
+            # The one state this call saw, when it ended (rule TELEMETRY-LIFECYCLE); it comes
+            # before an outcome event of the same moment, so the terminal event stays last.
+            span.add_event(
+                names.LIFECYCLE_EVENT,
+                self._lifecycle_attributes(envelope, lifecycle),
+                timestamp=finished_ns,
+            )
         for attempt, attempt_started_ns in eventful:
             _mirror(envelope, attempt)
             span.add_event(
@@ -304,8 +317,8 @@ class Telemetry:
         if not span.is_recording():
             self._instruments.unrecorded.add(1, self._counts.attributes[cls])
             _log.warning(
-                "the host's sampler dropped a tool failure span of %s; keep tool.call spans "
-                "that carry tool.failure.kind",
+                "the host's sampler dropped a tool failure or operation span of %s; keep "
+                "tool.call spans that carry tool.failure.kind or tool.lifecycle.state",
                 envelope.tool,
             )
         if isinstance(envelope.outcome, AccessFailure):
@@ -321,6 +334,32 @@ class Telemetry:
             if kind is not None:
                 attributes[attr.FAILURE_KIND] = kind.value
             self._span_attributes[cls, kind] = attributes
+        return attributes
+
+    def _lifecycle_attributes(self, envelope: Envelope, lifecycle: Lifecycle) -> Attributes:
+        """The attributes of a ``tool.lifecycle`` event (rule TELEMETRY-LIFECYCLE)."""
+        attributes: Attributes = dict(self._identity)
+        attributes[attr.OPERATION_ID] = lifecycle.operation.id
+        attributes[attr.LIFECYCLE_STATE] = lifecycle.state.value
+        if lifecycle.reason is not None:
+            attributes[attr.LIFECYCLE_REASON] = lifecycle.reason
+        if lifecycle.state is LifecycleState.PARTIAL and lifecycle.covered is not None:
+            attributes[attr.COVERAGE] = lifecycle.covered
+        evidence = (
+            lifecycle.verified_by
+            if lifecycle.state is LifecycleState.COMPLETED
+            else envelope.evidence
+            if lifecycle.state is LifecycleState.ACCEPTED
+            else None
+        )
+        if evidence is not None:
+            attributes[attr.EVIDENCE_KIND] = evidence.kind.value
+            attributes[attr.EVIDENCE_VALUE] = evidence.value
+        provenance = envelope.provenance
+        attributes[attr.PROVENANCE_SOURCE_SYSTEM] = provenance.source_system
+        if provenance.actor is not None:
+            attributes[attr.PROVENANCE_ACTOR] = provenance.actor
+        attributes[attr.PROVENANCE_ADAPTER] = provenance.adapter
         return attributes
 
     def _event_attributes(

@@ -1,6 +1,6 @@
 //! Reading the pipeline's topics as a person would: each record decoded and printed as JSON.
 
-use candor_records::proto::{Heartbeat, OutcomeCount, OutcomeEvent, Rejected};
+use candor_records::proto::{Heartbeat, OperationEvent, OutcomeCount, OutcomeEvent, Rejected};
 use candor_schema::names::topic;
 use prost::Message as _;
 
@@ -21,6 +21,7 @@ pub const KNOWN: &[&str] = &[
     topic::OUTCOME_COUNTS,
     topic::REJECTED,
     topic::HEARTBEATS,
+    topic::OPERATION_EVENTS,
 ];
 
 /// Checks that `name` is one of the pipeline's topics.
@@ -44,6 +45,9 @@ pub fn to_json(topic: &'static str, payload: &[u8]) -> Result<serde_json::Value,
         }
         topic::REJECTED => serde_json::to_value(Rejected::decode(payload).map_err(undecodable)?),
         topic::HEARTBEATS => serde_json::to_value(Heartbeat::decode(payload).map_err(undecodable)?),
+        topic::OPERATION_EVENTS => {
+            serde_json::to_value(OperationEvent::decode(payload).map_err(undecodable)?)
+        }
         other => return Err(InspectError::UnknownTopic(other.to_owned())),
     };
     json.map_err(|err| InspectError::Undecodable(err.to_string()))

@@ -44,6 +44,10 @@ pub mod names {
             "Outcome span events received.";
         EVENTS_ACCEPTED_TOTAL = "candor_collector_events_accepted_total",
             "Outcome span events accepted.";
+        OPERATION_EVENTS_RECEIVED_TOTAL = "candor_collector_operation_events_received_total",
+            "Operation lifecycle events (tool.lifecycle) received.";
+        OPERATION_EVENTS_ACCEPTED_TOTAL = "candor_collector_operation_events_accepted_total",
+            "Operation lifecycle events (tool.lifecycle) accepted.";
         COUNTS_RECEIVED_TOTAL = "candor_collector_counts_received_total",
             "Outcome counter data points received.";
         COUNTS_ACCEPTED_TOTAL = "candor_collector_counts_accepted_total",
@@ -225,6 +229,8 @@ pub struct CollectorMetrics {
     request_duration: Family<Histogram>,
     events_received: Counter,
     events_accepted: Counter,
+    operation_events_received: Counter,
+    operation_events_accepted: Counter,
     counts_received: Counter,
     counts_accepted: Counter,
     ignored_spans: Counter,
@@ -274,6 +280,8 @@ impl Default for CollectorMetrics {
             request_duration: m.histograms(names::REQUEST_DURATION_SECONDS, &[label::SIGNAL]),
             events_received: m.counter(names::EVENTS_RECEIVED_TOTAL),
             events_accepted: m.counter(names::EVENTS_ACCEPTED_TOTAL),
+            operation_events_received: m.counter(names::OPERATION_EVENTS_RECEIVED_TOTAL),
+            operation_events_accepted: m.counter(names::OPERATION_EVENTS_ACCEPTED_TOTAL),
             counts_received: m.counter(names::COUNTS_RECEIVED_TOTAL),
             counts_accepted: m.counter(names::COUNTS_ACCEPTED_TOTAL),
             ignored_spans: m.counter(names::IGNORED_SPANS_TOTAL),
@@ -319,6 +327,7 @@ impl Default for CollectorMetrics {
             topic::OUTCOME_COUNTS,
             topic::REJECTED,
             topic::HEARTBEATS,
+            topic::OPERATION_EVENTS,
         ] {
             metrics.records_produced.with(&[t]);
         }
@@ -353,6 +362,14 @@ impl CollectorMetrics {
     /// Counts outcome span events accepted.
     pub fn events_accepted(&self, n: u64) {
         self.events_accepted.inc_by(n);
+    }
+    /// Counts operation lifecycle events received.
+    pub fn operation_events_received(&self, n: u64) {
+        self.operation_events_received.inc_by(n);
+    }
+    /// Counts operation lifecycle events accepted.
+    pub fn operation_events_accepted(&self, n: u64) {
+        self.operation_events_accepted.inc_by(n);
     }
     /// Counts outcome counter data points received.
     pub fn counts_received(&self, n: u64) {

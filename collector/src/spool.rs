@@ -33,12 +33,14 @@ use crate::sink::kafka::KafkaRecord;
 /// The one table: sequence number → spooled record.
 const RECORDS: TableDefinition<'_, u64, &[u8]> = TableDefinition::new("records");
 
-/// The topics a record may be spooled for, by the one-byte index stored with it.
-const TOPICS: [&str; 4] = [
+/// The topics a record may be spooled for, by the one-byte index stored with it: a new topic is
+/// appended, so that a spooled record keeps its topic across an upgrade.
+const TOPICS: [&str; 5] = [
     topic::OUTCOME_EVENTS,
     topic::OUTCOME_COUNTS,
     topic::REJECTED,
     topic::HEARTBEATS,
+    topic::OPERATION_EVENTS,
 ];
 
 /// The most appends committed in one transaction.

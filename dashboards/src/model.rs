@@ -387,6 +387,8 @@ impl Model {
                     u64::try_from(rejected.count).unwrap_or(1);
                 self.applied.rejected += 1;
             }
+            // The operations' states have no panel yet.
+            Row::Operation(_) => {}
         }
         self.applied.records += 1;
     }

@@ -21,10 +21,15 @@ use candor_records::rows::day;
 
 mod events;
 mod failure_rates;
+mod operations;
 mod reconciliation;
 
 pub use events::{EventsAnswer, incident, summarize, trace, trace_id};
 pub use failure_rates::{RatesAnswer, RatesQuery, SpikesQuery, rates, spikes};
+pub use operations::{
+    OPERATIONS_COLUMNS, OpenStatus, Operation, OperationEventRow, OperationKey, OperationTotals,
+    OperationsAnswer, OperationsQuery, operations,
+};
 pub use reconciliation::{RECONCILE_COLUMNS, ReconcileAnswer, ReconcileQuery, reconcile};
 
 /// A question that could not be answered as asked.
@@ -33,8 +38,8 @@ pub enum CommandError {
     /// The statement or a name in it is wrong: a usage error.
     #[error(
         "the SQL statement could not be run: {0}\n  the tables are outcome_events, \
-         outcome_counts, rejected and heartbeats; `candor sql \"DESCRIBE outcome_events\"` lists \
-         a table's columns"
+         outcome_counts, rejected, heartbeats and operation_events; `candor sql \"DESCRIBE \
+         outcome_events\"` lists a table's columns"
     )]
     Sql(DataFusionError),
     /// The statement would change something; this reader only reads.

@@ -4,7 +4,7 @@
 //! - [`reader`] opens the tables read-only ([`store`]) and reads the tail ([`tail`]) into one
 //!   DataFusion session, with a report for every source.
 //! - [`commands`] asks the questions: `sql`, `rates`, `spikes`, `incident`, `trace`,
-//!   `reconcile`.
+//!   `reconcile`, `operations`.
 //! - [`rates`] turns counter points into per-bucket increases and rates (pure).
 //! - [`reconcile`] checks the adapter's two records of failed calls against each other (pure).
 //! - [`coverage`] decides what an answer may claim: success, empty, partial or access failure,

@@ -180,6 +180,9 @@ pub mod topic {
     pub const REJECTED: &str = "candor.rejected.v1";
     /// Liveness records of the pipeline's own processes.
     pub const HEARTBEATS: &str = "candor.heartbeats.v1";
+    /// One record per `tool.lifecycle` event, keyed by operation id (one operation's states in
+    /// order on one partition).
+    pub const OPERATION_EVENTS: &str = "candor.operation-events.v1";
 }
 
 /// Delta Lake tables the compactor writes under its table root, one per topic.
@@ -192,6 +195,8 @@ pub mod table {
     pub const REJECTED: &str = "rejected";
     /// From `candor.heartbeats.v1`.
     pub const HEARTBEATS: &str = "heartbeats";
+    /// From `candor.operation-events.v1`.
+    pub const OPERATION_EVENTS: &str = "operation_events";
 }
 
 /// Every wire name above, for checks that no other place spells them. The table names are not in
@@ -232,4 +237,5 @@ pub const ALL: &[&str] = &[
     topic::OUTCOME_COUNTS,
     topic::REJECTED,
     topic::HEARTBEATS,
+    topic::OPERATION_EVENTS,
 ];

@@ -574,6 +574,7 @@ mod tests {
             names::topic::OUTCOME_COUNTS,
             names::topic::REJECTED,
             names::topic::HEARTBEATS,
+            names::topic::OPERATION_EVENTS,
         ];
         for name in names::ALL
             .iter()

@@ -244,12 +244,7 @@ async fn an_events_table_written_before_the_forensic_columns_stays_readable_and_
 
     // A compactor of this build opens the table and stores a new event with forensic values.
     let tansu = Tansu::start().await;
-    let topics = [
-        topic::OUTCOME_EVENTS,
-        topic::OUTCOME_COUNTS,
-        topic::HEARTBEATS,
-        topic::REJECTED,
-    ];
+    let topics = Table::ALL.map(Table::topic);
     create_topics(&tansu.bootstrap, &topics, 3)
         .await
         .expect("the topics");

@@ -15,6 +15,7 @@ use candor_e2e::query::{candor, explain_day_and_target};
 use candor_e2e::tansu::Tansu;
 use candor_e2e::{python, tempdir, wait_for};
 use candor_records::proto::{Heartbeat, OutcomeCount, OutcomeEvent, Temporality};
+use candor_records::tables::Table;
 use candor_schema::names::topic;
 use prost::Message as _;
 use rdkafka::producer::{FutureProducer, FutureRecord};
@@ -476,12 +477,7 @@ async fn rates_trace_and_incident_match_an_independent_reader_and_state_their_co
     let t0 = now.div_euclid(hour) * hour - 3 * hour;
     let golden = Golden::generate(t0);
     let mut tansu = Tansu::start().await;
-    let topics = [
-        topic::OUTCOME_EVENTS,
-        topic::OUTCOME_COUNTS,
-        topic::HEARTBEATS,
-        topic::REJECTED,
-    ];
+    let topics = Table::ALL.map(Table::topic);
     create_topics(&tansu.bootstrap, &topics, 3).await.unwrap();
     let root = tempdir("query-golden");
     let compactor = Compactor::start(&tansu.bootstrap, &root, compactor::Options::default()).await;

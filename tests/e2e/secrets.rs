@@ -124,6 +124,7 @@ fn delta_logs(root: &Path) -> String {
         table::OUTCOME_COUNTS,
         table::REJECTED,
         table::HEARTBEATS,
+        table::OPERATION_EVENTS,
     ] {
         let log = root.join(name).join("_delta_log");
         for entry in std::fs::read_dir(&log).into_iter().flatten().flatten() {
@@ -192,12 +193,13 @@ async fn planted_secrets_never_reach_a_topic_a_table_or_a_log() {
     let (status, _) = post(&collector.http_endpoint, "/v1/traces", &wrong, vec![]).await;
     assert_eq!(status, 401);
 
-    // Kafka: keys and payloads of every record of the four topics.
+    // Kafka: keys and payloads of every record of every topic.
     for (name, at_least) in [
         (topic::OUTCOME_EVENTS, 1),
         (topic::OUTCOME_COUNTS, 1),
         (topic::REJECTED, 2),
         (topic::HEARTBEATS, 0),
+        (topic::OPERATION_EVENTS, 0),
     ] {
         let records = read_topic(&tansu.bootstrap, name, at_least, Duration::from_secs(30));
         assert!(records.len() >= at_least, "{name}: {}", records.len());
@@ -231,6 +233,7 @@ async fn planted_secrets_never_reach_a_topic_a_table_or_a_log() {
         table::OUTCOME_COUNTS,
         table::REJECTED,
         table::HEARTBEATS,
+        table::OPERATION_EVENTS,
     ] {
         let (rows, text) = table_text(&root, name);
         assert_eq!(

@@ -151,17 +151,22 @@ pub fn gzip_capped(data: &[u8]) {
     }
 }
 
-/// `kafka_record`: a record of one of the four topics → the compactor's row.
+/// `kafka_record`: a record of one of the pipeline's topics → the compactor's row.
 ///
-/// The first byte selects the record: bits 0–1 the topic (in the order of [`Table::ALL`]), bits
-/// 2–3 its Kafka timestamp (an ordinary one, none, `i64::MAX`, `i64::MIN`), and a high nibble of
-/// `0xF` a record without a value. The rest is the value.
+/// The first byte selects the record: bits 0–1 the topic (in the order of [`Table::ALL`]; a high
+/// nibble of `0xE` the operation events' instead), bits 2–3 its Kafka timestamp (an ordinary one,
+/// none, `i64::MAX`, `i64::MIN`), and a high nibble of `0xF` a record without a value. The rest
+/// is the value.
 pub fn kafka_record(data: &[u8]) {
     let Some((&selector, value)) = data.split_first() else {
         return;
     };
     let record = SourceRecord {
-        topic: Table::ALL[usize::from(selector & 0b11)],
+        topic: if selector >> 4 == 0xE {
+            Table::OperationEvents
+        } else {
+            Table::ALL[usize::from(selector & 0b11)]
+        },
         partition: 7,
         offset: 42,
         timestamp_ms: match (selector >> 2) & 0b11 {
@@ -181,12 +186,14 @@ pub fn kafka_record(data: &[u8]) {
 /// What a trace request holds, counted independently of the extraction.
 struct SpanCounts {
     outcome_events: u64,
+    lifecycle_events: u64,
     spans_without_one: u64,
 }
 
 fn span_counts(request: &ExportTraceServiceRequest) -> SpanCounts {
     let mut counts = SpanCounts {
         outcome_events: 0,
+        lifecycle_events: 0,
         spans_without_one: 0,
     };
     let spans = request
@@ -200,8 +207,14 @@ fn span_counts(request: &ExportTraceServiceRequest) -> SpanCounts {
             .iter()
             .filter(|event| event.name == names::OUTCOME_EVENT)
             .count() as u64;
+        let states = span
+            .events
+            .iter()
+            .filter(|event| event.name == names::LIFECYCLE_EVENT)
+            .count() as u64;
         counts.outcome_events += events;
-        if events == 0 {
+        counts.lifecycle_events += states;
+        if events == 0 && states == 0 {
             counts.spans_without_one += 1;
         }
     }
@@ -227,17 +240,24 @@ pub fn check_traces(request: &ExportTraceServiceRequest) {
             .count() as u64;
         let derived = &out.derived;
         assert_eq!(
-            declared + extract::rejected_count(&out.rejections)
+            out.lifecycle_events_seen,
+            counts.lifecycle_events,
+            "every {} event is seen",
+            names::LIFECYCLE_EVENT
+        );
+        assert_eq!(
+            declared + out.operations.len() as u64 + extract::rejected_count(&out.rejections)
                 - derived.refused
                 - derived.events_over_limit,
-            out.outcome_events_seen,
-            "records plus rejections account for every {} event",
-            names::OUTCOME_EVENT
+            out.outcome_events_seen + out.lifecycle_events_seen,
+            "records plus rejections account for every {} and {} event",
+            names::OUTCOME_EVENT,
+            names::LIFECYCLE_EVENT
         );
         assert_eq!(
             out.ignored + derived.spans,
             counts.spans_without_one,
-            "spans without an outcome event are derived calls or counted as ignored"
+            "spans without an event of the contract are derived calls or counted as ignored"
         );
         let calls: u64 = derived.calls.iter().map(|(_, _, n)| n).sum();
         assert_eq!(
@@ -262,8 +282,7 @@ pub fn check_traces(request: &ExportTraceServiceRequest) {
             check_count(count, &limits);
         }
         check_rejections(&out.rejections, Signal::Traces, &limits);
-        let overflow = out
-            .outcome_events_seen
+        let overflow = (out.outcome_events_seen + out.lifecycle_events_seen)
             .saturating_sub(limits.max_events_per_request as u64);
         let summaries: Vec<u64> = out
             .rejections

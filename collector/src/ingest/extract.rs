@@ -14,7 +14,9 @@
 use std::borrow::Cow;
 use std::collections::BTreeMap;
 
-use candor_records::proto::{OutcomeCount, RECORD_SCHEMA_VERSION, Rejected, Temporality};
+use candor_records::proto::{
+    OperationEvent, OutcomeCount, RECORD_SCHEMA_VERSION, Rejected, Temporality,
+};
 use candor_schema::names::{self, resource};
 use opentelemetry_proto::tonic::collector::logs::v1::ExportLogsServiceRequest;
 use opentelemetry_proto::tonic::collector::metrics::v1::ExportMetricsServiceRequest;
@@ -33,12 +35,14 @@ use super::event::hex;
 mod attributes;
 pub mod derived;
 pub mod failure_type;
+mod lifecycle;
 mod outcome;
 mod redaction;
 
 use derived::{Candidate, Derivation, DerivedStats, SpanKey};
+use lifecycle::lifecycle_event;
 use outcome::{EventInput, outcome_count, outcome_event};
-pub use redaction::{redact_bytes, redact_count, redact_event};
+pub use redaction::{redact_bytes, redact_count, redact_event, redact_operation};
 use redaction::{redact_json, scrub, scrub_borrowed};
 
 /// What `service.name` is recorded as when the resource does not say (the OpenTelemetry default).
@@ -216,6 +220,8 @@ pub struct EventsExtract<'a> {
     pub events: Vec<OutcomeEventRef<'a>>,
     /// The count points of the calls derived from standard spans.
     pub counts: Vec<OutcomeCount>,
+    /// One record per valid `tool.lifecycle` event.
+    pub operations: Vec<OperationEvent>,
     /// One per refused `tool.outcome` event or derived span.
     pub rejections: Vec<Rejection>,
     /// Spans that carried no `tool.outcome` event and are no call of a derived source, or log
@@ -225,6 +231,8 @@ pub struct EventsExtract<'a> {
     pub derived: DerivedStats,
     /// `tool.outcome` events seen, valid or not.
     pub outcome_events_seen: u64,
+    /// `tool.lifecycle` events seen, valid or not.
+    pub lifecycle_events_seen: u64,
     /// Values a credential was removed from (in records and in rejections' copies).
     pub redacted: u64,
 }
@@ -309,14 +317,15 @@ pub fn extract_traces<'a>(
         for scope_spans in &resource_spans.scope_spans {
             for span in &scope_spans.spans {
                 let mut carried = false;
-                for event in span
-                    .events
-                    .iter()
-                    .filter(|e| e.name == names::OUTCOME_EVENT)
-                {
+                for event in &span.events {
+                    let kind = match event.name.as_str() {
+                        names::OUTCOME_EVENT => Offered::Outcome,
+                        names::LIFECYCLE_EVENT => Offered::Lifecycle,
+                        _ => continue,
+                    };
                     carried = true;
                     let input = EventInput::span_event(span, event);
-                    events.offer(&service, input, event);
+                    events.offer(kind, &service, input, event);
                 }
                 if carried || span.name == names::TOOL_CALL_SPAN {
                     // An adapter's call: its own events and counter declare it.
@@ -350,7 +359,7 @@ pub fn extract_traces<'a>(
         let room = received
             .limits
             .max_events_per_request
-            .saturating_sub(events.out.events.len());
+            .saturating_sub(events.out.events.len() + events.out.operations.len());
         let derived = derived::derive(
             &candidates,
             &adapter_spans,
@@ -427,15 +436,28 @@ pub fn extract_logs<'a>(
         let service = service_of(resource_logs.resource.as_ref());
         for scope_logs in &resource_logs.scope_logs {
             for record in &scope_logs.log_records {
-                if record.event_name == names::OUTCOME_EVENT {
-                    events.offer(&service, EventInput::log_record(record), record);
-                } else {
-                    events.out.ignored += 1;
-                }
+                let kind = match record.event_name.as_str() {
+                    names::OUTCOME_EVENT => Offered::Outcome,
+                    names::LIFECYCLE_EVENT => Offered::Lifecycle,
+                    _ => {
+                        events.out.ignored += 1;
+                        continue;
+                    }
+                };
+                events.offer(kind, &service, EventInput::log_record(record), record);
             }
         }
     }
     events.finish()
+}
+
+/// Which event of the contract an event is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Offered {
+    /// `tool.outcome`.
+    Outcome,
+    /// `tool.lifecycle`.
+    Lifecycle,
 }
 
 /// The events of one request as they are offered, each a record or a rejection (with a copy of
@@ -463,29 +485,42 @@ impl<'a, 'r, T: Serialize> EventCollector<'a, 'r, T> {
         }
     }
 
-    fn offer(&mut self, service: &Service<'a>, input: EventInput<'a>, copy: &'a T) {
+    fn offer(&mut self, kind: Offered, service: &Service<'a>, input: EventInput<'a>, copy: &'a T) {
         let limits = self.received.limits;
-        self.out.outcome_events_seen += 1;
-        if self.out.outcome_events_seen > limits.max_events_per_request as u64 {
+        match kind {
+            Offered::Outcome => self.out.outcome_events_seen += 1,
+            Offered::Lifecycle => self.out.lifecycle_events_seen += 1,
+        }
+        // Both kinds share the request's limit.
+        let seen = self.out.outcome_events_seen + self.out.lifecycle_events_seen;
+        if seen > limits.max_events_per_request as u64 {
             if self.overflow.is_none() {
                 self.overflow = Some((service.clone(), copy));
             }
             self.overflowed += 1;
             return;
         }
-        match outcome_event(input, service, self.received, &mut self.scratch) {
-            Ok(mut record) => {
-                self.out.redacted += redact_event(&mut record);
-                self.out.events.push(record);
-            }
-            Err(refusal) => self.out.rejections.push(rejection(
+        let checked = match kind {
+            Offered::Outcome => outcome_event(input, service, self.received, &mut self.scratch)
+                .map(|mut record| {
+                    self.out.redacted += redact_event(&mut record);
+                    self.out.events.push(record);
+                }),
+            Offered::Lifecycle => lifecycle_event(input, service, self.received, &mut self.scratch)
+                .map(|mut record| {
+                    self.out.redacted += redact_operation(&mut record);
+                    self.out.operations.push(record);
+                }),
+        };
+        if let Err(refusal) = checked {
+            self.out.rejections.push(rejection(
                 refusal,
                 self.signal,
                 service,
                 copy,
                 limits,
                 &mut self.out.redacted,
-            )),
+            ));
         }
     }
 
@@ -493,7 +528,7 @@ impl<'a, 'r, T: Serialize> EventCollector<'a, 'r, T> {
         let limits = self.received.limits;
         if let Some((service, copy)) = self.overflow {
             let detail = format!(
-                "{} tool.outcome event(s) past the limit of {} per request",
+                "{} tool.outcome or tool.lifecycle event(s) past the limit of {} per request",
                 self.overflowed, limits.max_events_per_request
             );
             let mut summary = rejection(

@@ -7,7 +7,7 @@
 
 use std::collections::HashSet;
 
-use candor_records::proto::{OutcomeEvent, RECORD_SCHEMA_VERSION};
+use candor_records::proto::{OperationEvent, OutcomeEvent, RECORD_SCHEMA_VERSION};
 use candor_schema::names::attr;
 use candor_schema::{OutcomeClass, RetryAction};
 use opentelemetry_proto::tonic::common::v1::{AnyValue, KeyValue};
@@ -1601,4 +1601,172 @@ fn an_acceptance_is_counted_as_accepted_and_never_beside_a_class() {
         "{:?}",
         out.rejections
     );
+}
+
+// ---- tool.lifecycle ------------------------------------------------------------------------
+
+fn lifecycle_attributes(state: &str) -> Vec<KeyValue> {
+    vec![
+        kv_str(attr::TOOL_NAME, "export"),
+        kv_str(attr::TOOL_TARGET, "http://export.test/v1/jobs?token=s3cret"),
+        kv_str(attr::OPERATION_ID, "op-7"),
+        kv_str(attr::LIFECYCLE_STATE, state),
+        kv_str(attr::PROVENANCE_SOURCE_SYSTEM, "export.test"),
+        kv_str(attr::PROVENANCE_ACTOR, "billing-agent"),
+        kv_str(attr::PROVENANCE_ADAPTER, "candor-adapter/0.1.0"),
+    ]
+}
+
+fn lifecycle_with(attributes: Vec<KeyValue>) -> span::Event {
+    span::Event {
+        time_unix_nano: EVENT_TIME,
+        name: names::LIFECYCLE_EVENT.to_owned(),
+        attributes,
+        dropped_attributes_count: 0,
+    }
+}
+
+fn completed_attributes() -> Vec<KeyValue> {
+    let attributes = lifecycle_attributes("completed");
+    let attributes = with_str(attributes, attr::EVIDENCE_KIND, "query");
+    with_str(
+        attributes,
+        attr::EVIDENCE_VALUE,
+        "http://export.test/v1/operations/7",
+    )
+}
+
+#[test]
+fn a_lifecycle_event_becomes_one_operation_record_with_its_provenance() {
+    let request = request(vec![lifecycle_with(completed_attributes())]);
+    let limits = Limits::default();
+    let out = extract_traces(&request, &received(&limits));
+    assert!(out.rejections.is_empty(), "{:?}", out.rejections);
+    assert_eq!(out.lifecycle_events_seen, 1);
+    assert_eq!(out.outcome_events_seen, 0);
+    assert_eq!(
+        out.ignored, 0,
+        "a span with a state is an adapter's, not ignored"
+    );
+    let [record] = out.operations.as_slice() else {
+        panic!("{:?}", out.operations);
+    };
+    assert_eq!(record.schema_version, RECORD_SCHEMA_VERSION);
+    assert!(is_hex(&record.event_id, 32), "{}", record.event_id);
+    assert_eq!(record.trace_id, hex(&TRACE_ID));
+    assert_eq!(record.span_id, hex(&SPAN_ID));
+    assert_eq!(record.event_time_unix_nano, EVENT_TIME);
+    assert_eq!(
+        (
+            record.service_name.as_str(),
+            record.service_instance_id.as_str()
+        ),
+        ("checkout", "i-1")
+    );
+    assert_eq!(record.operation_id, "op-7");
+    assert_eq!(record.lifecycle_state, "completed");
+    assert_eq!(record.evidence_kind.as_deref(), Some("query"));
+    assert_eq!(record.source_system, "export.test");
+    assert_eq!(record.actor.as_deref(), Some("billing-agent"));
+    assert_eq!(record.adapter, "candor-adapter/0.1.0");
+    assert_eq!(
+        record.tool_target, "http://export.test/v1/jobs?token=REDACTED",
+        "the target is redacted like an outcome event's"
+    );
+    assert_eq!(out.redacted, 1);
+    let encoded = crate::sink::kafka::encode::operation_event(record);
+    assert_eq!(
+        encoded.key, b"op-7",
+        "keyed by operation: its states stay in order"
+    );
+    assert_eq!(
+        OperationEvent::decode(encoded.payload.as_slice()).unwrap(),
+        *record
+    );
+}
+
+#[test]
+fn each_bad_lifecycle_event_is_refused_for_its_reason() {
+    let cases = [
+        (
+            "unknown state",
+            with_str(
+                lifecycle_attributes("accepted"),
+                attr::LIFECYCLE_STATE,
+                "done",
+            ),
+            RejectReason::UnknownKind,
+        ),
+        (
+            "no operation id",
+            without(lifecycle_attributes("running"), attr::OPERATION_ID),
+            RejectReason::MissingAttribute,
+        ),
+        (
+            "a completion without evidence",
+            lifecycle_attributes("completed"),
+            RejectReason::MissingAttribute,
+        ),
+        (
+            "a failure without its reason",
+            lifecycle_attributes("failed"),
+            RejectReason::MissingAttribute,
+        ),
+        (
+            "half of the evidence",
+            without(completed_attributes(), attr::EVIDENCE_VALUE),
+            RejectReason::MissingAttribute,
+        ),
+        (
+            "no adapter",
+            without(lifecycle_attributes("queued"), attr::PROVENANCE_ADAPTER),
+            RejectReason::MissingAttribute,
+        ),
+    ];
+    for (case, attributes, reason) in cases {
+        let request = request(vec![
+            lifecycle_with(attributes),
+            lifecycle_with(lifecycle_attributes("running")),
+        ]);
+        let limits = Limits::default();
+        let out = extract_traces(&request, &received(&limits));
+        assert_eq!(out.operations.len(), 1, "{case}: the neighbour passes");
+        let [rejection] = out.rejections.as_slice() else {
+            panic!("{case}: {:?}", out.rejections);
+        };
+        assert_eq!(rejection.reason, reason, "{case}: {}", rejection.detail);
+    }
+}
+
+#[test]
+fn a_log_based_lifecycle_event_is_the_same_record_as_the_span_event() {
+    let event = lifecycle_with(completed_attributes());
+    let limits = Limits::default();
+    let spans = request(vec![event.clone()]);
+    let from_span = extract_traces(&spans, &received(&limits));
+    let logs = logs_request(vec![log_of(&event, &TRACE_ID, &SPAN_ID)]);
+    let from_log = extract_logs(&logs, &received(&limits));
+    assert!(from_log.rejections.is_empty(), "{:?}", from_log.rejections);
+    assert_eq!(from_log.operations, from_span.operations, "the id included");
+    assert_eq!(from_log.ignored, 0);
+}
+
+#[test]
+fn lifecycle_and_outcome_events_share_the_request_limit() {
+    let limits = Limits {
+        max_events_per_request: 2,
+        ..Limits::default()
+    };
+    let request = request(vec![
+        good_event(),
+        lifecycle_with(lifecycle_attributes("running")),
+        lifecycle_with(lifecycle_attributes("queued")),
+    ]);
+    let out = extract_traces(&request, &received(&limits));
+    assert_eq!((out.events.len(), out.operations.len()), (1, 1));
+    let [summary] = out.rejections.as_slice() else {
+        panic!("{:?}", out.rejections);
+    };
+    assert_eq!(summary.reason, RejectReason::TooManyEvents);
+    assert_eq!(summary.count, 1);
 }

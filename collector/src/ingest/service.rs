@@ -42,6 +42,10 @@ struct Extracted {
     records: Vec<KafkaRecord>,
     /// Of `records`, the count points of derived calls.
     derived_counts: u64,
+    /// Of `records`, the operation lifecycle events.
+    operations: u64,
+    /// Operation lifecycle events seen, valid or not.
+    operations_seen: u64,
     /// What derivation made of the request's standard spans.
     derived: DerivedStats,
     rejections: Vec<Rejection>,
@@ -213,15 +217,23 @@ impl Ingest {
     ) -> Result<Acknowledged, ServiceError> {
         self.metrics.events_received(extracted.seen);
         self.metrics.redacted_values(extracted.redacted);
+        self.metrics
+            .operation_events_received(extracted.operations_seen);
         let derived_counts = extracted.derived_counts;
-        // Event records: an adapter's, and one per failed derived call.
+        let operations = extracted.operations;
+        // Event records: an adapter's outcome and lifecycle events, and one per failed derived
+        // call.
         let accepted = extracted.records.len() as u64 - derived_counts;
         let derived_events = extracted.derived.failed_calls() - extracted.derived.events_over_limit;
         self.deliver_all(extracted.records, &extracted.rejections, received_at)
             .await?;
         // Beside `events_received`, which counts an adapter's events only.
-        self.metrics
-            .events_accepted(accepted.saturating_sub(derived_events));
+        self.metrics.events_accepted(
+            accepted
+                .saturating_sub(derived_events)
+                .saturating_sub(operations),
+        );
+        self.metrics.operation_events_accepted(operations);
         // Counted once Kafka holds them, so that a request answered "retry" counts once.
         self.metrics.derived(&extracted.derived);
         let counts = &self.since_heartbeat;
@@ -231,7 +243,10 @@ impl Ingest {
         counts
             .accepted_counts
             .fetch_add(derived_counts, Ordering::Relaxed);
-        Ok(self.acknowledge(&extracted.rejections, "tool.outcome event(s)"))
+        Ok(self.acknowledge(
+            &extracted.rejections,
+            "tool.outcome or tool.lifecycle event(s)",
+        ))
     }
 
     /// Extracts the log-based `tool.outcome` events of a logs export and delivers them (and the
@@ -259,6 +274,8 @@ impl Ingest {
                 Extracted {
                     records: out.counts.iter().map(encode::outcome_count).collect(),
                     derived_counts: 0,
+                    operations: 0,
+                    operations_seen: 0,
                     derived: DerivedStats::default(),
                     rejections: out.rejections,
                     seen: out.points_seen,
@@ -437,9 +454,12 @@ impl Ingest {
 fn events(out: extract::EventsExtract<'_>) -> Extracted {
     let mut records: Vec<KafkaRecord> = out.events.iter().map(encode::outcome_event).collect();
     records.extend(out.counts.iter().map(encode::outcome_count));
+    records.extend(out.operations.iter().map(encode::operation_event));
     Extracted {
         records,
         derived_counts: out.counts.len() as u64,
+        operations: out.operations.len() as u64,
+        operations_seen: out.lifecycle_events_seen,
         derived: out.derived,
         rejections: out.rejections,
         seen: out.outcome_events_seen,

@@ -423,11 +423,12 @@ async fn watch_kafka(
     partitions: u32,
     replication: u32,
 ) {
-    const TOPICS: [&str; 4] = [
+    const TOPICS: [&str; 5] = [
         topic::OUTCOME_EVENTS,
         topic::OUTCOME_COUNTS,
         topic::REJECTED,
         topic::HEARTBEATS,
+        topic::OPERATION_EVENTS,
     ];
     let mut announced = false;
     loop {

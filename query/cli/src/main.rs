@@ -15,7 +15,9 @@ use std::process::ExitCode;
 use std::time::{Duration, SystemTime};
 
 use candor_query::answer::{Format, Report, Rows};
-use candor_query::commands::{self, Filters, GroupBy, RatesQuery, ReconcileQuery, SpikesQuery};
+use candor_query::commands::{
+    self, Filters, GroupBy, OperationsQuery, RatesQuery, ReconcileQuery, SpikesQuery,
+};
 use candor_query::kafka_client::KafkaClientSettings;
 use candor_query::rates::SpikeRule;
 use candor_query::reader::{ReadOptions, Reader};
@@ -114,7 +116,7 @@ struct FilterArgs {
 
 #[derive(Debug, Subcommand)]
 enum Command {
-    /// Run a SQL query over outcome_events, outcome_counts, rejected and heartbeats.
+    /// Run a SQL query over outcome_events, outcome_counts, rejected, heartbeats and operation_events.
     Sql {
         /// The statement (SELECT, DESCRIBE, SHOW or EXPLAIN).
         statement: String,
@@ -221,6 +223,19 @@ enum Command {
         #[command(flatten)]
         filters: FilterArgs,
     },
+    /// Asynchronous operations accepted and not ended, from their tool.lifecycle events in the
+    /// window, the oldest first: each pending, stuck (open for --stuck-after or longer), or
+    /// unknown (the adapter instance that reported it went silent after), with how many ended
+    /// in each terminal state.
+    Operations {
+        #[command(flatten)]
+        window: WindowArgs,
+        /// An open operation first seen at least this long before the window's end is stuck.
+        #[arg(long, default_value = "15m")]
+        stuck_after: String,
+        #[command(flatten)]
+        filters: FilterArgs,
+    },
     /// GET one URL through the adapter and print its envelope.
     Probe(probe::ProbeArgs),
     /// Demo traffic: several services calling flaky local tools through the adapter, with
@@ -279,6 +294,7 @@ enum Question {
         window: Option<Window>,
     },
     Reconcile(ReconcileQuery),
+    Operations(OperationsQuery),
 }
 
 impl Question {
@@ -393,6 +409,15 @@ impl Question {
                     lookback: duration("--lookback", &lookback)?,
                 })
             }
+            Command::Operations {
+                window,
+                stuck_after,
+                filters: filter_args,
+            } => Self::Operations(OperationsQuery {
+                window: window_of(&window, now)?,
+                stuck_after: duration("--stuck-after", &stuck_after)?,
+                filters: filters(filter_args),
+            }),
             Command::Probe(_) | Command::Demo(_) | Command::Canary(_) => {
                 return Err(Usage("this command reads no tables".into()));
             }
@@ -430,6 +455,12 @@ impl Question {
                 vec![Table::OutcomeEvents, Table::OutcomeCounts],
                 Some(query.window),
             ),
+            // The counter points say which adapter instances went silent after an operation's
+            // last event.
+            Self::Operations(query) => (
+                vec![Table::OperationEvents, Table::OutcomeCounts],
+                Some(query.window),
+            ),
         }
     }
 
@@ -443,6 +474,7 @@ impl Question {
             Self::Spikes(query) => Some(Some(&query.filters)),
             Self::Incident { filters, .. } => Some(Some(filters)),
             Self::Reconcile(query) => Some(Some(&query.filters)),
+            Self::Operations(query) => Some(Some(&query.filters)),
             Self::Trace { .. } => None,
         }
     }
@@ -455,6 +487,7 @@ impl Question {
             Self::Incident { .. } => "candor incident",
             Self::Trace { .. } => "candor trace",
             Self::Reconcile(_) => "candor reconcile",
+            Self::Operations(_) => "candor operations",
         }
     }
 
@@ -469,6 +502,7 @@ impl Question {
                 "Every closed window matched: each failed call counted has its terminal event \
                  stored, and no event is uncounted"
             }
+            Self::Operations(_) => "No open operations",
         }
     }
 }
@@ -600,6 +634,19 @@ async fn answer(global: Global, command: Command) -> Result<(Report, Format), Us
             coverage.unchecked.extend(answer.unchecked);
             (answer.rows, answer.summary)
         }),
+        Question::Operations(query) => {
+            // The command judges its operations by the silences already in the coverage.
+            let answered = commands::operations(&reader, &query, &coverage).await;
+            answered.map(|answer| {
+                coverage.notes.extend(answer.notes);
+                if let Some(failure) = answer.failure {
+                    // The operations table could not be read: nothing about operations is
+                    // known, which is no "No open operations".
+                    coverage.failure = Some(failure);
+                }
+                (answer.rows, answer.summary)
+            })
+        }
     };
     let (rows, summary) = match answered {
         Ok(answer) => answer,

@@ -172,6 +172,53 @@ record! {
     }
 }
 
+record! {
+    /// One `tool.lifecycle` event: a state of an asynchronous operation that an adapter's call
+    /// saw. Topic `candor.operation-events.v1`, keyed by `operation_id`.
+    row OperationEvent, view OperationFields, columns OperationColumns {
+        /// Deterministic from the OTLP content, like `OutcomeEvent.event_id`.
+        event_id: string = 2 => EVENT_ID as Text,
+        /// The span's trace id.
+        trace_id: string = 3 => TRACE_ID as Text,
+        /// The span's id.
+        span_id: string = 4 => SPAN_ID as Text,
+        /// When the state was seen.
+        event_time_unix_nano: fixed64 = 5 => EVENT_TIME as Time,
+        /// The sender's `service.name`.
+        service_name: string = 6 => SERVICE_NAME as Text,
+        /// The sender's `service.instance.id`; empty when it has none.
+        service_instance_id: string = 7 => SERVICE_INSTANCE_ID as Text,
+        /// `tool.name`.
+        tool_name: string = 8 => TOOL_NAME as Text,
+        /// `tool.target`, credentials removed.
+        tool_target: string = 9 => TOOL_TARGET as Text,
+        /// `tool.operation.id`, credentials removed.
+        operation_id: string = 10 => OPERATION_ID as Text,
+        /// `tool.lifecycle.state`.
+        lifecycle_state: string = 11 => LIFECYCLE_STATE as Text,
+        /// `tool.lifecycle.reason`, credentials removed: why a failed operation failed.
+        reason: string optional = 12 => LIFECYCLE_REASON as OptText,
+        /// `tool.coverage`, credentials removed: what a partial operation did.
+        coverage: string optional = 13 => COVERAGE as OptText,
+        /// `tool.evidence.kind`.
+        evidence_kind: string optional = 14 => EVIDENCE_KIND as OptText,
+        /// `tool.evidence.value`, credentials removed.
+        evidence_value: string optional = 15 => EVIDENCE_VALUE as OptText,
+        /// `tool.provenance.source_system`.
+        source_system: string = 16 => SOURCE_SYSTEM as Text,
+        /// `tool.provenance.actor`, credentials removed.
+        actor: string optional = 17 => ACTOR as OptText,
+        /// `tool.provenance.adapter`.
+        adapter: string = 18 => ADAPTER as Text,
+        /// `tool.authority`, credentials removed.
+        authority: string optional = 19 => AUTHORITY as OptText,
+        /// When the collector received the request.
+        received_time_unix_nano: fixed64 = 20 => RECEIVED_TIME as Time,
+        /// The collector that received it.
+        collector_id: string = 21 => COLLECTOR_ID as Text,
+    }
+}
+
 /// Where an outcome came from: an adapter's own declaration, or a call derived from the
 /// telemetry a fleet already emits (issue-level detail in ARCHITECTURE.md).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -291,11 +338,12 @@ impl Temporality {
 }
 
 /// Every record, in the order of the `.proto` source.
-pub const RECORDS: [Declaration; 4] = [
+pub const RECORDS: [Declaration; 5] = [
     OutcomeEvent::DECLARATION,
     OutcomeCount::DECLARATION,
     Rejected::DECLARATION,
     Heartbeat::DECLARATION,
+    OperationEvent::DECLARATION,
 ];
 
 /// The records as protobuf source: `proto/candor/v1/records.proto`.

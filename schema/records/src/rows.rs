@@ -11,7 +11,8 @@ use std::sync::Arc;
 
 use crate::proto::{
     CountClass, CountColumns, CountFields, EventColumns, Heartbeat, HeartbeatColumns,
-    HeartbeatFields, OutcomeCount, OutcomeSource, Rejected, Temporality,
+    HeartbeatFields, OperationColumns, OperationEvent, OperationFields, OutcomeCount,
+    OutcomeSource, Rejected, Temporality,
 };
 use crate::record::columns::{micros, timestamps};
 use crate::tables::{Arrival, RejectedSource, Table};
@@ -20,6 +21,7 @@ use arrow_array::{
     StringArray,
 };
 use arrow_schema::ArrowError;
+use candor_schema::vocab::{EvidenceKind, LifecycleState, UnknownValue};
 use prost::Message as _;
 
 mod event;
@@ -103,6 +105,8 @@ pub enum Row {
     Heartbeat(Box<Heartbeat>),
     /// For `rejected`.
     Rejected(Box<RejectedRow>),
+    /// For `operation_events`.
+    Operation(Box<OperationEvent>),
 }
 
 impl Row {
@@ -113,6 +117,7 @@ impl Row {
             Self::Count(_) => Table::OutcomeCounts,
             Self::Heartbeat(_) => Table::Heartbeats,
             Self::Rejected(_) => Table::Rejected,
+            Self::Operation(_) => Table::OperationEvents,
         }
     }
 
@@ -121,6 +126,7 @@ impl Row {
         match self {
             Self::Event(event) => Some(event.id()),
             Self::Count(count) => Some(&count.point_id),
+            Self::Operation(operation) => Some(&operation.event_id),
             Self::Heartbeat(_) | Self::Rejected(_) => None,
         }
     }
@@ -132,6 +138,7 @@ impl Row {
             Self::Count(count) => micros(count.time_unix_nano),
             Self::Heartbeat(beat) => micros(beat.time_unix_nano),
             Self::Rejected(row) => row.received_micros,
+            Self::Operation(operation) => micros(operation.event_time_unix_nano),
         }
     }
 
@@ -143,6 +150,7 @@ impl Row {
             Self::Count(count) => count.tool_target.as_bytes(),
             Self::Heartbeat(beat) => beat.collector_id.as_bytes(),
             Self::Rejected(row) => row.reason.as_bytes(),
+            Self::Operation(operation) => operation.operation_id.as_bytes(),
         }
     }
 }
@@ -245,6 +253,9 @@ fn decode_payload(topic: Table, payload: Vec<u8>) -> Result<Row, (Refusal, Vec<u
             .map_err(undecodable)
             .and_then(from_collector)
             .map(|rejected| Row::Rejected(Box::new(rejected))),
+        Table::OperationEvents => OperationEvent::decode(bytes)
+            .map(|operation| Row::Operation(Box::new(operation)))
+            .map_err(undecodable),
     };
     match row.and_then(|row| check(&row).map(|()| row)) {
         Ok(row) => Ok(row),
@@ -322,6 +333,21 @@ fn check(row: &Row) -> Result<(), Refusal> {
                 long(field, value)?;
             }
         }
+        Row::Operation(operation) => {
+            version(operation.schema_version)?;
+            let unknown = |reason| move |err: UnknownValue| refuse(reason, err.to_string());
+            LifecycleState::from_bytes(operation.lifecycle_state.as_bytes())
+                .map_err(unknown("unknown_kind"))?;
+            if let Some(kind) = &operation.evidence_kind {
+                EvidenceKind::from_bytes(kind.as_bytes()).map_err(unknown("unknown_kind"))?;
+            }
+            if operation.event_id.is_empty() {
+                return Err(refuse("missing_id", "event_id is empty"));
+            }
+            if operation.operation_id.is_empty() {
+                return Err(refuse("missing_id", "operation_id is empty"));
+            }
+        }
         // Checked by `Event::decode`.
         Row::Event(_) | Row::Rejected(_) => {}
     }
@@ -391,6 +417,7 @@ pub fn to_batch(table: Table, rows: &[&(Meta, Row)]) -> Result<RecordBatch, Arro
         Table::OutcomeCounts => count_columns(rows)?,
         Table::Rejected => rejected_columns(rows),
         Table::Heartbeats => heartbeat_columns(rows)?,
+        Table::OperationEvents => operation_columns(rows)?,
     };
     let metas: Vec<(&Meta, &Row)> = rows
         .iter()
@@ -402,6 +429,7 @@ pub fn to_batch(table: Table, rows: &[&(Meta, Row)]) -> Result<RecordBatch, Arro
         Row::Count(count) => Some(checked_i32(count.schema_version)),
         Row::Heartbeat(beat) => Some(checked_i32(beat.schema_version)),
         Row::Rejected(rejected) => rejected.schema_version,
+        Row::Operation(operation) => Some(checked_i32(operation.schema_version)),
     };
     columns.extend([
         Arc::new(Int32Array::from_iter(
@@ -522,6 +550,16 @@ fn heartbeat_columns(rows: &[&(Meta, Row)]) -> Result<Vec<ArrayRef>, ArrowError>
     for (_, row) in rows {
         if let Row::Heartbeat(beat) = row {
             columns.push(&HeartbeatFields::of(beat));
+        }
+    }
+    columns.finish()
+}
+
+fn operation_columns(rows: &[&(Meta, Row)]) -> Result<Vec<ArrayRef>, ArrowError> {
+    let mut columns = OperationColumns::with_capacity(rows.len(), None::<&OperationFields<&str>>);
+    for (_, row) in rows {
+        if let Row::Operation(operation) = row {
+            columns.push(&OperationFields::of(operation));
         }
     }
     columns.finish()

@@ -29,7 +29,7 @@ use std::sync::Arc;
 
 use arrow_schema::{DataType, Field, Schema, SchemaRef, TimeUnit};
 
-use crate::proto::{CountColumns, EventColumns, HeartbeatColumns};
+use crate::proto::{CountColumns, EventColumns, HeartbeatColumns, OperationColumns};
 use candor_schema::names;
 
 /// Column names of the tables.
@@ -145,6 +145,18 @@ pub mod column {
     pub const ACCEPTED_COUNTS: &str = "accepted_counts";
     /// Events and points refused since the previous heartbeat.
     pub const REJECTED_RECORDS: &str = "rejected_records";
+    /// An asynchronous operation's id.
+    pub const OPERATION_ID: &str = "operation_id";
+    /// An operation's state, wire spelling.
+    pub const LIFECYCLE_STATE: &str = "lifecycle_state";
+    /// Why a failed operation failed.
+    pub const LIFECYCLE_REASON: &str = "lifecycle_reason";
+    /// The system that runs the operation (`provenance.source_system`).
+    pub const SOURCE_SYSTEM: &str = "source_system";
+    /// Who made the call (`provenance.actor`).
+    pub const ACTOR: &str = "actor";
+    /// The adapter and its version (`provenance.adapter`).
+    pub const ADAPTER: &str = "adapter";
 }
 
 /// One of the pipeline's tables.
@@ -158,15 +170,18 @@ pub enum Table {
     Rejected,
     /// `heartbeats`.
     Heartbeats,
+    /// `operation_events`.
+    OperationEvents,
 }
 
 impl Table {
     /// Every table.
-    pub const ALL: [Table; 4] = [
+    pub const ALL: [Table; 5] = [
         Table::OutcomeEvents,
         Table::OutcomeCounts,
         Table::Rejected,
         Table::Heartbeats,
+        Table::OperationEvents,
     ];
 
     /// The table's name, which is also its directory under the table root.
@@ -176,6 +191,7 @@ impl Table {
             Self::OutcomeCounts => names::table::OUTCOME_COUNTS,
             Self::Rejected => names::table::REJECTED,
             Self::Heartbeats => names::table::HEARTBEATS,
+            Self::OperationEvents => names::table::OPERATION_EVENTS,
         }
     }
 
@@ -186,6 +202,7 @@ impl Table {
             Self::OutcomeCounts => names::topic::OUTCOME_COUNTS,
             Self::Rejected => names::topic::REJECTED,
             Self::Heartbeats => names::topic::HEARTBEATS,
+            Self::OperationEvents => names::topic::OPERATION_EVENTS,
         }
     }
 
@@ -207,7 +224,7 @@ impl Table {
     /// The time a row is about: its date partition and the table's watermark come from it.
     pub fn time_column(self) -> &'static str {
         match self {
-            Self::OutcomeEvents => column::EVENT_TIME,
+            Self::OutcomeEvents | Self::OperationEvents => column::EVENT_TIME,
             Self::OutcomeCounts | Self::Heartbeats => column::TIME,
             Self::Rejected => column::RECEIVED_TIME,
         }
@@ -220,6 +237,7 @@ impl Table {
             Self::OutcomeCounts => &[column::TOOL_TARGET, column::TIME],
             Self::Rejected => &[column::REASON, column::RECEIVED_TIME],
             Self::Heartbeats => &[column::COLLECTOR_ID, column::TIME],
+            Self::OperationEvents => &[column::OPERATION_ID, column::EVENT_TIME],
         }
     }
 
@@ -228,6 +246,7 @@ impl Table {
         match self {
             Self::OutcomeEvents => &[column::TRACE_ID, column::TOOL_TARGET],
             Self::OutcomeCounts => &[column::TOOL_TARGET],
+            Self::OperationEvents => &[column::OPERATION_ID],
             Self::Rejected | Self::Heartbeats => &[],
         }
     }
@@ -262,6 +281,12 @@ impl Table {
             Self::OutcomeCounts => &[column::POINT_ID],
             Self::Rejected => &[column::INPUT, column::DETAIL],
             Self::Heartbeats => &[],
+            Self::OperationEvents => &[
+                column::EVENT_ID,
+                column::TRACE_ID,
+                column::SPAN_ID,
+                column::EVIDENCE_VALUE,
+            ],
         }
     }
 
@@ -289,6 +314,12 @@ impl Table {
                 column::KAFKA_TIMESTAMP,
             ],
             Self::Heartbeats => &[column::TIME, column::KAFKA_OFFSET, column::KAFKA_TIMESTAMP],
+            Self::OperationEvents => &[
+                column::EVENT_TIME,
+                column::RECEIVED_TIME,
+                column::KAFKA_OFFSET,
+                column::KAFKA_TIMESTAMP,
+            ],
         }
     }
 
@@ -296,7 +327,7 @@ impl Table {
     /// duplicates of it are removed.
     pub fn id_column(self) -> Option<&'static str> {
         match self {
-            Self::OutcomeEvents => Some(column::EVENT_ID),
+            Self::OutcomeEvents | Self::OperationEvents => Some(column::EVENT_ID),
             Self::OutcomeCounts => Some(column::POINT_ID),
             Self::Rejected | Self::Heartbeats => None,
         }
@@ -324,7 +355,7 @@ impl Table {
                 column::EVIDENCE_VALUE,
             ],
             Self::OutcomeCounts => &[column::EXPORT_INTERVAL_MS, column::SOURCE],
-            Self::Rejected | Self::Heartbeats => &[],
+            Self::Rejected | Self::Heartbeats | Self::OperationEvents => &[],
         }
     }
 
@@ -377,6 +408,7 @@ impl Table {
                 text(column::TOPIC),
             ],
             Self::Heartbeats => HeartbeatColumns::fields(),
+            Self::OperationEvents => OperationColumns::fields(),
         };
         // A record the compactor could not decode has no schema version.
         let version_nullable = self == Self::Rejected;

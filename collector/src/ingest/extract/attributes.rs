@@ -27,11 +27,16 @@ pub(super) enum Key {
     EvidenceKind,
     EvidenceValue,
     LifecycleState,
+    OperationId,
+    LifecycleReason,
+    ProvenanceSourceSystem,
+    ProvenanceActor,
+    ProvenanceAdapter,
 }
 
 impl Key {
     /// Every key, in slot order.
-    const ALL: [Key; 18] = [
+    const ALL: [Key; 23] = [
         Key::OutcomeClass,
         Key::ToolName,
         Key::ToolTarget,
@@ -50,6 +55,11 @@ impl Key {
         Key::EvidenceKind,
         Key::EvidenceValue,
         Key::LifecycleState,
+        Key::OperationId,
+        Key::LifecycleReason,
+        Key::ProvenanceSourceSystem,
+        Key::ProvenanceActor,
+        Key::ProvenanceAdapter,
     ];
 
     /// The attribute's name on the wire.
@@ -74,6 +84,11 @@ impl Key {
             Key::EvidenceKind => attr::EVIDENCE_KIND,
             Key::EvidenceValue => attr::EVIDENCE_VALUE,
             Key::LifecycleState => attr::LIFECYCLE_STATE,
+            Key::OperationId => attr::OPERATION_ID,
+            Key::LifecycleReason => attr::LIFECYCLE_REASON,
+            Key::ProvenanceSourceSystem => attr::PROVENANCE_SOURCE_SYSTEM,
+            Key::ProvenanceActor => attr::PROVENANCE_ACTOR,
+            Key::ProvenanceAdapter => attr::PROVENANCE_ADAPTER,
         }
     }
 

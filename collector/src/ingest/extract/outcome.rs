@@ -21,13 +21,13 @@ use super::{
     OutcomeEventRef, Received, Refusal, RejectReason, Service, bounded, content_id, refuse,
 };
 
-/// A `tool.outcome` event as it came: a span event with its span's ids, or a log record whose
-/// event name is `tool.outcome` with the ids of the span it was recorded in.
+/// A `tool.outcome` or `tool.lifecycle` event as it came: a span event with its span's ids, or a
+/// log record with the event's name and the ids of the span it was recorded in.
 #[derive(Clone, Copy)]
 pub(super) struct EventInput<'a> {
     pub trace_id: &'a [u8],
     pub span_id: &'a [u8],
-    /// The event's name (`tool.outcome`).
+    /// The event's name (`tool.outcome` or `tool.lifecycle`).
     pub name: &'a str,
     pub time_unix_nano: u64,
     pub dropped_attributes_count: u32,
@@ -79,12 +79,8 @@ pub(super) fn status_message(span: &Span) -> Option<&str> {
         .filter(|message| !message.is_empty())
 }
 
-pub(super) fn outcome_event<'a>(
-    event: EventInput<'a>,
-    service: &Service<'a>,
-    received: &Received<'a>,
-    scratch: &mut Vec<u8>,
-) -> Result<OutcomeEventRef<'a>, Refusal> {
+/// The trace and span ids an event was recorded in, which must be valid (not all zero).
+pub(super) fn span_ids(event: EventInput<'_>) -> Result<([u8; 16], [u8; 8]), Refusal> {
     let EventInput {
         trace_id, span_id, ..
     } = event;
@@ -106,6 +102,16 @@ pub(super) fn outcome_event<'a>(
             ));
         }
     };
+    Ok((trace, span))
+}
+
+pub(super) fn outcome_event<'a>(
+    event: EventInput<'a>,
+    service: &Service<'a>,
+    received: &Received<'a>,
+    scratch: &mut Vec<u8>,
+) -> Result<OutcomeEventRef<'a>, Refusal> {
+    let (trace, span) = span_ids(event)?;
     if event.time_unix_nano == 0 {
         return Err(refuse(RejectReason::MissingTime, "the event has no time"));
     }
@@ -178,29 +184,7 @@ pub(super) fn outcome_event<'a>(
     let tool_name = attributes.required_string(Key::ToolName)?;
     let tool_target = attributes.required_string(Key::ToolTarget)?;
     let text = |key| attributes.string(key).map(|value| value.map(Cow::Borrowed));
-    let evidence_kind = attributes
-        .string(Key::EvidenceKind)?
-        .map(|kind| {
-            kind.parse::<EvidenceKind>().map_err(|err| {
-                refuse(
-                    RejectReason::UnknownKind,
-                    format!("{}: {err}", attr::EVIDENCE_KIND),
-                )
-            })
-        })
-        .transpose()?;
-    let evidence_value = attributes.string(Key::EvidenceValue)?;
-    if evidence_kind.is_some() != evidence_value.is_some() {
-        let (present, absent) = if evidence_kind.is_some() {
-            (attr::EVIDENCE_KIND, attr::EVIDENCE_VALUE)
-        } else {
-            (attr::EVIDENCE_VALUE, attr::EVIDENCE_KIND)
-        };
-        return Err(refuse(
-            RejectReason::MissingAttribute,
-            format!("{absent} is missing where {present} is present"),
-        ));
-    }
+    let (evidence_kind, evidence_value) = evidence(&attributes)?;
     // The span's status describes the call's end: only the event that ends a failed call
     // carries it.
     let ends_failed_call = class == OutcomeClass::AccessFailure && action != RetryAction::Retry;
@@ -245,6 +229,37 @@ pub(super) fn outcome_event<'a>(
         evidence_kind,
         evidence_value: evidence_value.map(Cow::Borrowed),
     })
+}
+
+/// An event's evidence, `tool.evidence.kind` (one of the vocabulary's) and
+/// `tool.evidence.value`: both or neither.
+pub(super) fn evidence<'a>(
+    attributes: &Attributes<'a>,
+) -> Result<(Option<EvidenceKind>, Option<&'a str>), Refusal> {
+    let kind = attributes
+        .string(Key::EvidenceKind)?
+        .map(|kind| {
+            kind.parse::<EvidenceKind>().map_err(|err| {
+                refuse(
+                    RejectReason::UnknownKind,
+                    format!("{}: {err}", attr::EVIDENCE_KIND),
+                )
+            })
+        })
+        .transpose()?;
+    let value = attributes.string(Key::EvidenceValue)?;
+    if kind.is_some() != value.is_some() {
+        let (present, absent) = if kind.is_some() {
+            (attr::EVIDENCE_KIND, attr::EVIDENCE_VALUE)
+        } else {
+            (attr::EVIDENCE_VALUE, attr::EVIDENCE_KIND)
+        };
+        return Err(refuse(
+            RejectReason::MissingAttribute,
+            format!("{absent} is missing where {present} is present"),
+        ));
+    }
+    Ok((kind, value))
 }
 
 /// An event's id: the SHA-256 of its service, span and content, cut to 128 bits. The content is

@@ -3,7 +3,7 @@
 
 use std::borrow::Cow;
 
-use candor_records::proto::OutcomeCount;
+use candor_records::proto::{OperationEvent, OutcomeCount};
 use candor_schema::redact;
 
 use super::OutcomeEventRef;
@@ -68,6 +68,27 @@ pub fn redact_event(event: &mut OutcomeEventRef<'_>) -> u64 {
 pub fn redact_count(count: &mut OutcomeCount) -> u64 {
     let mut redacted = 0;
     scrub(&mut count.tool_target, true, &mut redacted);
+    redacted
+}
+
+/// Removes credentials from an operation event's free-form values: the target as a URL, and
+/// its id, texts and evidence as text. Returns how many values changed.
+pub fn redact_operation(event: &mut OperationEvent) -> u64 {
+    let mut redacted = 0;
+    scrub(&mut event.tool_target, true, &mut redacted);
+    scrub(&mut event.operation_id, false, &mut redacted);
+    for text in [
+        &mut event.reason,
+        &mut event.coverage,
+        &mut event.evidence_value,
+        &mut event.actor,
+        &mut event.authority,
+    ]
+    .into_iter()
+    .flatten()
+    {
+        scrub(text, false, &mut redacted);
+    }
     redacted
 }
 

@@ -1,6 +1,6 @@
 //! Encoding records for Kafka: pure, one function per record type.
 
-use candor_records::proto::{Heartbeat, OutcomeCount};
+use candor_records::proto::{Heartbeat, OperationEvent, OutcomeCount};
 use candor_schema::names::topic;
 use prost::Message as _;
 
@@ -32,6 +32,15 @@ pub fn outcome_count(count: &OutcomeCount) -> KafkaRecord {
         topic: topic::OUTCOME_COUNTS,
         key: count.tool_target.as_bytes().to_vec(),
         payload: count.encode_to_vec(),
+    }
+}
+
+/// An operation event, keyed by its operation so that one operation's states stay in order.
+pub fn operation_event(event: &OperationEvent) -> KafkaRecord {
+    KafkaRecord {
+        topic: topic::OPERATION_EVENTS,
+        key: event.operation_id.as_bytes().to_vec(),
+        payload: event.encode_to_vec(),
     }
 }
 

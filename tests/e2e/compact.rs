@@ -14,6 +14,7 @@ use candor_e2e::query::explain_day_and_target;
 use candor_e2e::tansu::Tansu;
 use candor_e2e::{tempdir, wait_for};
 use candor_records::proto::OutcomeEvent;
+use candor_records::tables::Table;
 use candor_schema::names::{table, topic};
 use opentelemetry_proto::tonic::collector::trace::v1::trace_service_client::TraceServiceClient;
 use prost::Message as _;
@@ -473,22 +474,24 @@ async fn two_compactors_in_one_group_with_a_rebalance_mid_stream_store_each_even
         ..compactor::Options::default()
     };
     const ASSIGNED: &str = "candor_compactor_assigned_partitions";
+    // Three partitions of each table's topic.
+    let all = (Table::ALL.len() * 3) as f64;
     let mut first = Compactor::start(&tansu.bootstrap, &root, options.clone()).await;
     wait_for(
         "the first member's assignment",
         Duration::from_secs(60),
-        || async { (first.sample(ASSIGNED).await == Some(12.0)).then_some(()) },
+        || async { (first.sample(ASSIGNED).await == Some(all)).then_some(()) },
     )
     .await;
     send(&collector, "before", 300).await;
-    // A second member joins: the twelve partitions are split between the two.
+    // A second member joins: the partitions are split between the two.
     let second = Compactor::start(&tansu.bootstrap, &root, options).await;
     wait_for(
         "the partitions split between two members",
         Duration::from_secs(60),
         || async {
             let (a, b) = (first.sample(ASSIGNED).await, second.sample(ASSIGNED).await);
-            (a > Some(0.0) && b > Some(0.0) && a.zip(b).map(|(a, b)| a + b) == Some(12.0))
+            (a > Some(0.0) && b > Some(0.0) && a.zip(b).map(|(a, b)| a + b) == Some(all))
                 .then_some(())
         },
     )
@@ -499,7 +502,7 @@ async fn two_compactors_in_one_group_with_a_rebalance_mid_stream_store_each_even
     wait_for(
         "the second member holding all partitions",
         Duration::from_secs(60),
-        || async { (second.sample(ASSIGNED).await == Some(12.0)).then_some(()) },
+        || async { (second.sample(ASSIGNED).await == Some(all)).then_some(()) },
     )
     .await;
     send(&collector, "after", 300).await;

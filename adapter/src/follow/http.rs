@@ -160,13 +160,16 @@ impl ReadStatus<HttpExchange> for StatusUrl {
             })
         } else if response.status == StatusCode::SEE_OTHER {
             match header_str(&response.headers, &LOCATION) {
-                Some(location) => Ok(OperationStatus::Completed {
-                    result: Value::String(redact_url(location).into_owned()),
-                    verified_by: Evidence {
-                        kind: EvidenceKind::Query,
-                        value: redact_url(location).into_owned(),
-                    },
-                }),
+                Some(location) => {
+                    let location = redact_url(location).into_owned();
+                    Ok(OperationStatus::Completed {
+                        result: Value::String(location.clone()),
+                        verified_by: Evidence {
+                            kind: EvidenceKind::Query,
+                            value: location,
+                        },
+                    })
+                }
                 None => Err(protocol_failure(
                     "the status URL answered 303 without a Location".into(),
                 )),

@@ -86,7 +86,7 @@ fn source_named(name: &str) -> Option<OutcomeSource> {
 /// Counter points of `[since, until)` (the window and its lookback), grouped by `by` (and by
 /// source unless `merge`), and the number of points inside `window` left out: those with
 /// unspecified temporality, or a class or source this reader does not know.
-async fn points(
+pub(super) async fn points(
     reader: &Reader,
     since: Micros,
     window: Window,

@@ -6,10 +6,17 @@
 //! operation is `unknown` when the adapter instance that sent its latest event went silent after
 //! it (nobody was left to report its end), else `stuck` once it has been open for `--stuck-after`,
 //! else `pending` ([`status`]).
+//!
+//! Beside the share of operations that never completed, the answer gives the silent-failure rate
+//! of the calls adapters counted over the same window and filters, (partial + access_failure) /
+//! calls from the `tool.outcomes` counter points, as the `adapter` rows of `candor rates` give
+//! it ([`adapter_calls`]); unknown, never 0 %, when no call was counted or the counts could not
+//! be read.
 
 use std::collections::BTreeMap;
 use std::time::Duration;
 
+use candor_records::proto::OutcomeSource;
 use candor_records::tables::{Table, column};
 use candor_schema::LifecycleState;
 use deltalake::arrow::array::{Array as _, RecordBatch};
@@ -21,10 +28,12 @@ use serde_json::Value;
 
 use crate::answer::Rows;
 use crate::coverage::{Coverage, InstanceSilence, SourceState};
+use crate::rates::{self, Buckets, ClassCounts, Point};
 use crate::reader::{Reader, table_source};
 use crate::window::{Micros, Window, micros_of, rfc3339};
 
-use super::{CommandError, Filters, ints, read, strings, texts, window_filter};
+use super::failure_rates::{self, split_group};
+use super::{CommandError, Filters, GroupBy, ints, read, strings, texts, window_filter};
 
 /// The parameters of `operations`.
 #[derive(Debug, Clone)]
@@ -128,7 +137,8 @@ pub struct Operation {
 }
 
 impl Operation {
-    fn of(event: OperationEventRow) -> Self {
+    /// The operation of its first event.
+    pub fn of(event: OperationEventRow) -> Self {
         Self {
             key: OperationKey {
                 service: event.service,
@@ -147,8 +157,8 @@ impl Operation {
         }
     }
 
-    /// Takes in one more of its events.
-    fn add(&mut self, event: OperationEventRow) {
+    /// Takes in one more of its events ([`latest_states`] says which state wins).
+    pub fn add(&mut self, event: OperationEventRow) {
         if (event.at, event.state) < (self.first_seen, self.first_state) {
             self.first_seen = event.at;
             self.first_state = event.state;
@@ -270,8 +280,9 @@ pub fn status(
     })
 }
 
-/// The figures of the operations seen.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+/// The figures of the operations seen, and the silent-failure rate of the calls counted beside
+/// them.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize)]
 pub struct OperationTotals {
     /// Operations seen in the window.
     pub seen: u64,
@@ -289,6 +300,13 @@ pub struct OperationTotals {
     pub stuck: u64,
     /// Open and [`OpenStatus::Unknown`].
     pub unknown: u64,
+    /// The silent-failure rate of the calls adapters counted over the window, with the same
+    /// filters: (partial + access_failure) / calls from the `tool.outcomes` counter points (those
+    /// of source `adapter`), as `candor rates` gives it. `None` when no call was counted or the
+    /// counts could not be read: unknown, not 0.
+    pub silent_failure_rate: Option<f64>,
+    /// The calls [`OperationTotals::silent_failure_rate`] was computed over; 0 without a rate.
+    pub counted_calls: u64,
 }
 
 impl OperationTotals {
@@ -307,6 +325,65 @@ impl OperationTotals {
         // u64 → f64 loses precision only past 2^53 operations.
         (self.seen > 0).then(|| self.not_completed() as f64 / self.seen as f64)
     }
+
+    /// These totals with the silent-failure rate of `calls`, the calls adapters counted over the
+    /// window; `None` when they could not be read.
+    pub fn with_calls(self, calls: Option<&ClassCounts>) -> Self {
+        let counted_calls = calls.map_or(0, ClassCounts::calls);
+        Self {
+            // u64 → f64 loses precision only past 2^53 calls.
+            silent_failure_rate: calls
+                .filter(|_| counted_calls > 0)
+                .map(|calls| calls.silent_failures() as f64 / counted_calls as f64),
+            counted_calls,
+            ..self
+        }
+    }
+}
+
+/// The calls adapters counted (source `adapter`: the `tool.outcomes` counter) in `window`, every
+/// service, tool and target summed, from `points` (those of [`failure_rates::points`], which may
+/// begin before the window: a cumulative series' baseline); and how many of their series had
+/// no point before the window, whose calls before their first point are not counted.
+///
+/// Calls derived from standard spans are left out: they are counted by the collector, not by
+/// `tool.outcomes`, and can be neither partial nor the calls of an operation.
+pub fn adapter_calls(mut points: Vec<Point>, window: Window) -> (ClassCounts, u64) {
+    let adapter = OutcomeSource::Adapter.as_str();
+    points.retain(|point| split_group(&point.group).0 == adapter);
+    let increases = rates::increases(
+        &points,
+        Buckets {
+            since: window.since,
+            until: window.until,
+            step: None,
+        },
+    );
+    let mut sum = ClassCounts::default();
+    for counts in increases.buckets.values() {
+        // Every field named, so that a class added to the counts is not left out of the sum.
+        let ClassCounts {
+            success,
+            empty,
+            partial,
+            access_failure,
+            unverified,
+            cancelled,
+            accepted,
+        } = *counts;
+        for (total, more) in [
+            (&mut sum.success, success),
+            (&mut sum.empty, empty),
+            (&mut sum.partial, partial),
+            (&mut sum.access_failure, access_failure),
+            (&mut sum.unverified, unverified),
+            (&mut sum.cancelled, cancelled),
+            (&mut sum.accepted, accepted),
+        ] {
+            *total = total.saturating_add(more);
+        }
+    }
+    (sum, increases.series_without_baseline)
 }
 
 /// The totals of operations with their statuses ([`status`]).
@@ -334,10 +411,24 @@ pub fn totals<'a>(
     totals
 }
 
-/// The summary lines of `totals`; none when no operation was seen.
-pub fn summary(totals: &OperationTotals, stuck_after: Duration) -> Vec<String> {
+/// The summary lines of `totals`; none when no operation was seen. `counts_read` says whether
+/// the calls counted could be read: without a silent-failure rate, it tells "no call was
+/// counted" from "unknown".
+pub fn summary(totals: &OperationTotals, stuck_after: Duration, counts_read: bool) -> Vec<String> {
     let Some(rate) = totals.never_completed_rate() else {
         return Vec::new();
+    };
+    let calls = "silent-failure rate of the calls adapters counted (tool.outcomes)";
+    let calls = match totals.silent_failure_rate {
+        Some(calls_rate) => format!(
+            "{calls}: {:.1} % of {} call(s), (partial + access_failure) / calls",
+            calls_rate * 100.0,
+            totals.counted_calls
+        ),
+        None if counts_read => {
+            format!("{calls}: unknown, not 0 %: no call was counted in the window")
+        }
+        None => format!("{calls}: unknown, not 0 %: the counts could not be read (see the notes)"),
     };
     vec![
         format!(
@@ -359,7 +450,8 @@ pub fn summary(totals: &OperationTotals, stuck_after: Duration) -> Vec<String> {
             totals.unknown
         ),
         format!(
-            "never completed: {} of {} operations ({:.1} %): ended {}, {} or {}, or still open",
+            "never completed: {} of {} operations ({:.1} %): ended {}, {} or {}, or still open; \
+             {calls}",
             totals.not_completed(),
             totals.seen,
             rate * 100.0,
@@ -374,17 +466,24 @@ pub fn summary(totals: &OperationTotals, stuck_after: Duration) -> Vec<String> {
 /// opened: a deployment whose compactor predates operation events has no such table, and its
 /// answer is "unknown", never "no open operations".
 pub fn missing_table(coverage: &Coverage) -> Option<String> {
-    let name = table_source(Table::OperationEvents);
+    unreachable_reason(coverage, Table::OperationEvents).map(|reason| {
+        format!(
+            "the {} table could not be read ({reason}), so which operations are open is \
+             unknown, not none; a deployment whose compactor predates operation events has no \
+             such table",
+            Table::OperationEvents.name()
+        )
+    })
+}
+
+/// Why `table` could not be read at all, when the coverage says so.
+fn unreachable_reason(coverage: &Coverage, table: Table) -> Option<&str> {
+    let name = table_source(table);
     coverage
         .sources
         .iter()
         .find_map(|source| match &source.state {
-            SourceState::Unreachable { reason } if source.name == name => Some(format!(
-                "the {} table could not be read ({reason}), so which operations are open is \
-                 unknown, not none; a deployment whose compactor predates operation events has \
-                 no such table",
-                Table::OperationEvents.name()
-            )),
+            SourceState::Unreachable { reason } if source.name == name => Some(reason.as_str()),
             _ => None,
         })
 }
@@ -499,6 +598,59 @@ async fn read_events(
     Ok((events, unknown))
 }
 
+/// How far before the window a counter series' baseline point is looked for: the default
+/// `--lookback` of `candor rates`, whose rate the silent-failure rate here matches.
+const COUNTER_LOOKBACK: Duration = Duration::from_secs(15 * 60);
+
+/// The calls adapters counted in the query's window with its filters ([`adapter_calls`]), and
+/// the notes on what they leave out; or why they could not be read.
+async fn counted_calls(
+    reader: &Reader,
+    query: &OperationsQuery,
+    coverage: &Coverage,
+) -> Result<(ClassCounts, Vec<String>), String> {
+    let table = Table::OutcomeCounts;
+    // An unreachable table is read as an empty one: its calls are unknown, not none.
+    if let Some(reason) = unreachable_reason(coverage, table) {
+        return Err(format!(
+            "the {} table could not be read ({reason})",
+            table.name()
+        ));
+    }
+    let since = query
+        .window
+        .since
+        .saturating_sub(micros_of(COUNTER_LOOKBACK));
+    let (points, unspecified) = failure_rates::points(
+        reader,
+        since,
+        query.window,
+        GroupBy::Target,
+        &query.filters,
+        false,
+    )
+    .await
+    .map_err(|err| format!("the {} table could not be read ({err})", table.name()))?;
+    let (calls, without_baseline) = adapter_calls(points, query.window);
+    let mut notes = Vec::new();
+    if without_baseline > 0 {
+        notes.push(format!(
+            "{without_baseline} counter series had no point in the {} before the window: their \
+             first point only served as a baseline, so their calls before it are left out of \
+             the silent-failure rate; `candor rates --lookback` can look further back",
+            humantime::format_duration(COUNTER_LOOKBACK)
+        ));
+    }
+    if unspecified > 0 {
+        notes.push(format!(
+            "{unspecified} counter point(s) were left out of the silent-failure rate: their \
+             temporality is unspecified, or their class or source is one this reader does not \
+             know"
+        ));
+    }
+    Ok((calls, notes))
+}
+
 /// `candor operations`: the open operations of the window, each with its status, and the figures
 /// of every operation seen. `coverage` is the answer's, with the adapter instances that went
 /// silent already in it ([`Reader::add_instance_silences`]).
@@ -540,12 +692,23 @@ pub async fn operations(
             (operation, status)
         })
         .collect();
+    let rows = open_rows(&judged, end);
+    let (calls, calls_notes) = match counted_calls(reader, query, coverage).await {
+        Ok((calls, notes)) => (Some(calls), notes),
+        Err(reason) => (
+            None,
+            vec![format!(
+                "the silent-failure rate of the calls adapters counted is unknown, not 0 %: \
+                 {reason}"
+            )],
+        ),
+    };
     let totals = totals(
         judged
             .iter()
             .map(|(operation, status)| (operation, *status)),
-    );
-    let rows = open_rows(&judged, end);
+    )
+    .with_calls(calls.as_ref());
     let mut notes = Vec::new();
     if unknown_states > 0 {
         notes.push(format!(
@@ -567,9 +730,10 @@ pub async fn operations(
             LifecycleState::Accepted.as_str()
         ));
     }
+    notes.extend(calls_notes);
     Ok(OperationsAnswer {
         rows,
-        summary: summary(&totals, query.stuck_after),
+        summary: summary(&totals, query.stuck_after, calls.is_some()),
         notes,
         failure: None,
         totals,
@@ -580,6 +744,7 @@ pub async fn operations(
 mod tests {
     use std::sync::Arc;
 
+    use candor_records::proto::CountClass;
     use deltalake::arrow::array::{ArrayRef, Int64Array, StringArray};
 
     use super::*;
@@ -822,12 +987,14 @@ mod tests {
                 pending: 1,
                 stuck: 1,
                 unknown: 1,
+                silent_failure_rate: None,
+                counted_calls: 0,
             }
         );
         assert_eq!(totals.open(), 3);
         assert_eq!(totals.not_completed(), 5);
         assert_eq!(totals.never_completed_rate(), Some(5.0 / 6.0));
-        let lines = summary(&totals, Duration::from_secs(900));
+        let lines = summary(&totals, Duration::from_secs(900), true);
         assert!(
             lines[0].starts_with("operations seen: 6; ended: 1 completed"),
             "{lines:?}"
@@ -837,7 +1004,7 @@ mod tests {
             "{lines:?}"
         );
         assert!(lines[1].contains("5 of 6 operations (83.3 %)"), "{lines:?}");
-        assert!(summary(&OperationTotals::default(), Duration::from_secs(900)).is_empty());
+        assert!(summary(&OperationTotals::default(), Duration::from_secs(900), true).is_empty());
 
         // Only the open ones are listed, the oldest first, the completed one not at all.
         let rows = open_rows(&judged, end);
@@ -859,6 +1026,123 @@ mod tests {
             ]
         );
         assert_eq!(rows.rows[0].get(column::ACTOR), Some(&Value::Null));
+    }
+
+    /// A cumulative point of `class` counted for `target` by `source`, its start and time in
+    /// minutes.
+    fn counted(
+        source: OutcomeSource,
+        target: &str,
+        class: &str,
+        (start, time): (Micros, Micros),
+        value: i64,
+    ) -> Point {
+        let group = failure_rates::group_key(source.as_str(), target);
+        let (start, time) = (start * MINUTE, time * MINUTE);
+        let (start_text, time_text) = (start.to_string(), time.to_string());
+        Point {
+            series: rates::key(&[&group, class]),
+            group: Arc::from(group.as_str()),
+            class: CountClass::parse(class, Some(source)).unwrap(),
+            cumulative: true,
+            start,
+            time,
+            value,
+            id: rates::key(&[&group, class, &start_text, &time_text]),
+        }
+    }
+
+    #[test]
+    fn the_silent_failure_rate_is_of_the_calls_adapters_counted_in_the_window() {
+        use candor_records::proto::OutcomeSource::{Adapter, Http};
+        let window = Window {
+            since: 10 * MINUTE,
+            until: 60 * MINUTE,
+        };
+        let points = vec![
+            // Started before the window, with a baseline point before it: +6 and +1.
+            counted(Adapter, "a", "success", (0, 5), 10),
+            counted(Adapter, "a", "success", (0, 20), 16),
+            counted(Adapter, "a", "partial", (0, 5), 1),
+            counted(Adapter, "a", "partial", (0, 20), 2),
+            // After the window: not counted.
+            counted(Adapter, "a", "success", (0, 70), 100),
+            // Started inside the window: its whole value counts.
+            counted(Adapter, "b", "access_failure", (12, 30), 3),
+            // Acceptances are counted apart, and are no calls.
+            counted(Adapter, "b", "accepted", (12, 30), 2),
+            // Started before the window, first seen inside: a baseline only.
+            counted(Adapter, "c", "success", (0, 20), 50),
+            // Derived from standard spans: not the tool.outcomes counter.
+            counted(Http, "a", "access_failure", (12, 30), 40),
+            counted(Http, "a", "unverified", (12, 30), 40),
+        ];
+        let (calls, without_baseline) = adapter_calls(points, window);
+        assert_eq!(
+            calls,
+            ClassCounts {
+                success: 6,
+                partial: 1,
+                access_failure: 3,
+                accepted: 2,
+                ..ClassCounts::default()
+            }
+        );
+        assert_eq!(without_baseline, 1);
+
+        let operations = OperationTotals {
+            seen: 2,
+            completed: 1,
+            failed: 1,
+            ..OperationTotals::default()
+        };
+        let totals = operations.with_calls(Some(&calls));
+        assert_eq!(totals.silent_failure_rate, Some(4.0 / 10.0));
+        assert_eq!(totals.counted_calls, 10);
+        let lines = summary(&totals, Duration::from_secs(900), true);
+        assert!(
+            lines[1].starts_with("never completed: 1 of 2 operations (50.0 %)"),
+            "{lines:?}"
+        );
+        assert!(lines[1].contains("40.0 % of 10 call(s)"), "{lines:?}");
+    }
+
+    #[test]
+    fn without_calls_counted_the_silent_failure_rate_is_unknown_not_zero() {
+        let operations = OperationTotals {
+            seen: 3,
+            completed: 2,
+            pending: 1,
+            ..OperationTotals::default()
+        };
+        // Only acceptances counted: no call, so no rate.
+        let accepted = ClassCounts {
+            accepted: 3,
+            ..ClassCounts::default()
+        };
+        let none_counted = operations.with_calls(Some(&accepted));
+        assert_eq!(
+            (none_counted.silent_failure_rate, none_counted.counted_calls),
+            (None, 0)
+        );
+        let lines = summary(&none_counted, Duration::from_secs(900), true);
+        assert!(
+            lines[1].contains("unknown, not 0 %: no call was counted in the window"),
+            "{lines:?}"
+        );
+        assert!(!lines[1].contains("0.0 %"), "{lines:?}");
+        // Counts that could not be read are not "no calls".
+        let unread = operations.with_calls(None);
+        assert_eq!(
+            (unread.silent_failure_rate, unread.counted_calls),
+            (None, 0)
+        );
+        let lines = summary(&unread, Duration::from_secs(900), false);
+        assert!(
+            lines[1].contains("unknown, not 0 %: the counts could not be read"),
+            "{lines:?}"
+        );
+        assert!(!lines[1].contains("no call was counted"), "{lines:?}");
     }
 
     #[test]
@@ -923,6 +1207,7 @@ mod tests {
             window.until,
         );
         assert_eq!(missing_table(&coverage), None);
+        assert_eq!(unreachable_reason(&coverage, Table::OutcomeCounts), None);
         coverage.sources.push(SourceReport::unreachable(
             table_source(Table::OperationEvents),
             "no operation_events table under data/tables: the compactor has not created it yet",
@@ -939,6 +1224,15 @@ mod tests {
         assert_eq!(
             coverage.class(0),
             candor_schema::OutcomeClass::AccessFailure
+        );
+        // Counts that could not be read are found the same way: their calls are unknown.
+        coverage.sources.push(SourceReport::unreachable(
+            table_source(Table::OutcomeCounts),
+            "permission denied",
+        ));
+        assert_eq!(
+            unreachable_reason(&coverage, Table::OutcomeCounts),
+            Some("permission denied")
         );
     }
 }

@@ -11,10 +11,12 @@ use candor_query::rates::{ClassCounts, SpikeRule, spikes};
 use candor_query::window::{Micros, serialize_micros, serialize_opt_micros};
 use serde::Serialize;
 
-use crate::health::{Freshness, Hop, when};
+use crate::health::{Freshness, Hop, HopName, when};
 use crate::model::Model;
+use crate::operations;
 use crate::reconcile::ReconcileState;
 use crate::rules::{Rule, RuleKind};
+use crate::view::{instance_rows, silent_after};
 
 /// Said of a rate over calls derived from standard spans, whose span cannot show a partial
 /// answer (the contract's section 10.7).
@@ -208,6 +210,7 @@ pub fn conditions(rules: &[Rule], seen: Observation<'_>) -> Vec<Condition> {
             RuleKind::ReconcileMismatch { after } => {
                 reconcile_mismatch(seen, *after, &mut hold);
             }
+            RuleKind::StuckOperations { after } => stuck_operations(rules, seen, *after, &mut hold),
             RuleKind::Watchdog => hold(
                 Labels::new(),
                 "always firing: if it stops arriving, the dashboards or their notifications are down"
@@ -216,6 +219,50 @@ pub fn conditions(rules: &[Rule], seen: Observation<'_>) -> Vec<Condition> {
         }
     }
     out
+}
+
+/// The instances of a `stuck_operations` rule: one per target with an operation open for `after`
+/// or longer whose adapter instance still reports. Only while the kafka hop has shown evidence
+/// within the first `pipeline_stale` rule's `after`: while the stream is stale no operation can
+/// be seen to end, and that rule is the alert that says so.
+fn stuck_operations(
+    rules: &[Rule],
+    seen: Observation<'_>,
+    after: Micros,
+    hold: &mut impl FnMut(Labels, String),
+) {
+    let stale_after = rules.iter().find_map(|rule| match rule.kind {
+        RuleKind::PipelineStale { after } => Some(after),
+        _ => None,
+    });
+    if let Some(stale_after) = stale_after {
+        let kafka = seen.hops.iter().find(|hop| hop.hop == HopName::Kafka);
+        let fresh = kafka
+            .and_then(|hop| hop.last_seen)
+            .is_some_and(|last| seen.now.saturating_sub(last) <= stale_after);
+        if !fresh {
+            return;
+        }
+    }
+    let instances = instance_rows(seen.model.instances(), seen.now, silent_after(rules));
+    let silences = operations::silences(&instances, seen.now);
+    let judged = operations::judge(seen.model.operations(), &silences, seen.now, after);
+    for (target, (count, oldest)) in operations::stuck_by_target(&judged) {
+        let plural = if count == 1 { "" } else { "s" };
+        hold(
+            label("target", target),
+            format!(
+                "{count} operation{plural} open for {} or longer; the oldest, {} of tool {} by \
+                 service {}, was accepted at {} and was last seen {}",
+                humanize(after),
+                oldest.key.operation_id,
+                oldest.key.tool,
+                oldest.key.service,
+                when(oldest.first_seen),
+                oldest.state.as_str()
+            ),
+        );
+    }
 }
 
 /// The instances of a `reconcile_mismatch` rule: one per kind of gap the newest covered run
@@ -561,6 +608,10 @@ fn default_summary(rule: &Rule, labels: &Labels) -> String {
                 "events lost between adapter and table".into()
             }
         }
+        RuleKind::StuckOperations { after } => format!(
+            "asynchronous operations accepted {} ago or longer have not ended",
+            humanize(*after)
+        ),
         RuleKind::Watchdog => "the dashboards' alerting is alive".into(),
     }
 }
@@ -573,7 +624,7 @@ mod tests {
     use crate::reconcile::tests::{answer, coverage, lost, window};
     use crate::reconcile::{ReconcileState, Run};
     use crate::rules::{Limits, parse};
-    use candor_records::proto::{OutcomeCount, Temporality};
+    use candor_records::proto::{OperationEvent, OutcomeCount, Temporality};
     use candor_records::rows::{Meta, Row};
     use candor_records::tables::Arrival;
 
@@ -793,6 +844,132 @@ mod tests {
         let descriptions: Vec<&str> = holding.iter().map(|c| c.description.as_str()).collect();
         assert_eq!(descriptions.len(), 1, "{descriptions:?}");
         assert!(descriptions[0].contains("svc / cut"), "{descriptions:?}");
+    }
+
+    /// Applies a `tool.lifecycle` record of operation `id` of `target`, sent by `instance`.
+    fn lifecycle(
+        model: &mut Model,
+        target: &str,
+        id: &str,
+        instance: &str,
+        state: &str,
+        at: Micros,
+    ) {
+        let row = Row::Operation(Box::new(OperationEvent {
+            event_id: format!("{id}/{state}"),
+            event_time_unix_nano: u64::try_from(at).expect("positive") * 1000,
+            service_name: "svc".into(),
+            service_instance_id: instance.into(),
+            tool_name: "export".into(),
+            tool_target: target.into(),
+            operation_id: id.into(),
+            lifecycle_state: state.into(),
+            source_system: "exports".into(),
+            adapter: "candor-rust".into(),
+            ..OperationEvent::default()
+        }));
+        apply_at(model, &row, at);
+    }
+
+    /// A counter point of `instance`, so that it reports at `at`.
+    fn reports(model: &mut Model, instance: &str, at: Micros) {
+        let row = Row::Count(Box::new(OutcomeCount {
+            point_id: format!("{instance}/{at}"),
+            service_name: "svc".into(),
+            service_instance_id: instance.into(),
+            tool_name: "export".into(),
+            tool_target: "t".into(),
+            outcome_class: "success".into(),
+            start_time_unix_nano: u64::try_from(T0).expect("positive") * 1000,
+            time_unix_nano: u64::try_from(at).expect("positive") * 1000,
+            value: 1,
+            temporality: Temporality::Cumulative as i32,
+            export_interval_ms: Some(60_000),
+            ..OutcomeCount::default()
+        }));
+        apply_at(model, &row, at);
+    }
+
+    #[test]
+    fn an_operation_open_past_after_holds_per_target_unless_its_adapter_went_silent() {
+        let rules = rules(
+            "[[rule]]\nname = \"Stale\"\nkind = \"pipeline_stale\"\nafter = \"5m\"\n\
+             [[rule]]\nname = \"Stuck\"\nkind = \"stuck_operations\"\nafter = \"15m\"\n",
+        );
+        let mut model = Model::new(ModelSettings::default());
+        model.hold_from(T0);
+        lifecycle(&mut model, "exports", "never", "alive", "accepted", T0);
+        lifecycle(
+            &mut model,
+            "exports",
+            "never",
+            "alive",
+            "running",
+            T0 + MINUTE,
+        );
+        lifecycle(&mut model, "exports", "done", "alive", "accepted", T0);
+        lifecycle(
+            &mut model,
+            "exports",
+            "done",
+            "alive",
+            "completed",
+            T0 + 2 * MINUTE,
+        );
+        lifecycle(&mut model, "reports", "orphan", "dead", "accepted", T0);
+        lifecycle(
+            &mut model,
+            "young",
+            "fresh",
+            "alive",
+            "accepted",
+            T0 + 10 * MINUTE,
+        );
+        for minute in 0..=20 {
+            reports(&mut model, "alive", T0 + minute * MINUTE);
+        }
+        reports(&mut model, "dead", T0);
+        let now = T0 + 20 * MINUTE;
+        let kafka = |last: Micros| {
+            [Hop::judge(
+                HopName::Kafka,
+                Some(last),
+                5 * MINUTE,
+                T0,
+                "kafka".into(),
+            )]
+        };
+        let fresh = kafka(now - 10 * SECOND);
+        let seen = Observation {
+            model: &model,
+            hops: &fresh,
+            reconcile: &ReconcileState::default(),
+            started: T0,
+            now,
+        };
+        let holding: Vec<Condition> = conditions(&rules, seen)
+            .into_iter()
+            .filter(|c| c.rule == 1)
+            .collect();
+        assert_eq!(holding.len(), 1, "{holding:?}");
+        assert_eq!(holding[0].labels, label("target", "exports"));
+        assert!(
+            holding[0]
+                .description
+                .starts_with("1 operation open for 15m or longer"),
+            "{holding:?}"
+        );
+        assert!(holding[0].description.contains("never"), "{holding:?}");
+        // While the stream is stale nothing can be seen to end: the pipeline rule says so.
+        let stale = kafka(now - 6 * MINUTE);
+        let blind = Observation {
+            hops: &stale,
+            ..seen
+        };
+        assert!(
+            conditions(&rules, blind).iter().all(|c| c.rule != 1),
+            "no stuck operation is judged on a stale stream"
+        );
     }
 
     #[test]

@@ -5,7 +5,8 @@
 //! shares nothing with the collector. What it knows comes from these places:
 //!
 //! - [`stream`]: its own consumer of the pipeline's topics builds the [`model`] (calls per
-//!   class from the adapters' counters, failure events, heartbeats, adapter instances);
+//!   class from the adapters' counters, failure events, heartbeats, adapter instances, and the
+//!   asynchronous [`operations`] with their states);
 //! - [`watch`]: the Delta logs give the tables' committed watermark and the compactor's lag;
 //! - [`forensic`]: the forensic view reads the tables and the Kafka tail with `candor-query`;
 //! - [`reconcile`]: on a schedule, the same reads check the adapters' `tool.outcomes` counter
@@ -26,6 +27,7 @@ pub mod health;
 pub mod metrics;
 pub mod model;
 pub mod notify;
+pub mod operations;
 pub mod page;
 pub mod reconcile;
 pub mod rules;

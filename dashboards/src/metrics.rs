@@ -1,5 +1,5 @@
 //! `/metrics` in the Prometheus text format: the outcome counters derived from the stream, the
-//! failure events, each hop's freshness, the reconciliation, the alert states and the dashboards'
+//! failure events, the open operations, each hop's freshness, the reconciliation, the alert states and the dashboards'
 //! own counters. Every value is read from the shared state at scrape time into a
 //! [`Snapshot`]; every name is a constant in [`names`].
 //!
@@ -10,6 +10,7 @@
 
 use std::collections::BTreeMap;
 
+use candor_query::commands::OpenStatus;
 use candor_query::window::Micros;
 use candor_records::proto::CountClass;
 use candor_schema::OutcomeClass;
@@ -17,8 +18,10 @@ use candor_service::metrics::{Labels, Snapshot, labels};
 
 use crate::alerts::State;
 use crate::model::Model;
+use crate::operations;
 use crate::reconcile::ReconcileState;
 use crate::state::{Shared, lock};
+use crate::view::{instance_rows, silent_after};
 
 /// The dashboards' metric names with their help texts.
 pub mod names {
@@ -63,6 +66,12 @@ pub mod names {
             "Alert instances pending or firing in the built-in rule engine.";
         NOTIFICATIONS_TOTAL = "candor_notifications_total",
             "Alert notifications by result: delivered (every webhook acknowledged) or failed.";
+        OPERATIONS_OPEN = "candor_operations_open",
+            "Asynchronous operations accepted and not ended (their latest tool.lifecycle state is accepted, queued or running), by whether the adapter instance that reported the latest state still reports (adapter reporting) or went silent (adapter silent: whether the operation ended is unknown).";
+        OPERATION_OLDEST_OPEN = "candor_operation_oldest_open_timestamp_seconds",
+            "Time the oldest open operation whose adapter instance still reports was first seen; absent when there is none. time() minus it is how long the oldest such operation has been open.";
+        OPERATIONS_EVICTED_TOTAL = "candor_dashboards_operations_evicted_total",
+            "Operations the dashboards let go to stay within their limit, the oldest ended ones first; the operation figures do not count them.";
         UP = "candor_dashboards_up",
             "1 while the dashboards serve.";
     }
@@ -162,6 +171,7 @@ pub fn render(shared: &Shared, now: Micros) -> String {
             .iter()
             .map(|(reason, count)| (labels(&[("reason", reason)]), *count));
         out.counters(names::REJECTED_RECORDS_TOTAL, rejected);
+        operation_metrics(&mut out, &model, silent_after(&shared.rules), now);
     }
     let last_seen = hops.iter().filter_map(|hop| {
         let at = hop.last_seen?;
@@ -220,6 +230,56 @@ pub fn render(shared: &Shared, now: Micros) -> String {
     );
     out.gauges(names::UP, [(Labels::new(), 1)]);
     out.encode()
+}
+
+/// The open operations per service, tool and target: how many, by whether their adapter instance
+/// still reports, and when the oldest of those that do was first seen.
+fn operation_metrics(out: &mut Snapshot, model: &Model, silent_after: Micros, now: Micros) {
+    let instances = instance_rows(model.instances(), now, silent_after);
+    let silences = operations::silences(&instances, now);
+    // No operation is judged stuck here: the alert rules compare the oldest one's age.
+    let judged = operations::judge(model.operations(), &silences, now, Micros::MAX);
+    let mut open: BTreeMap<(&str, &str, &str, &str), i64> = BTreeMap::new();
+    let mut oldest: BTreeMap<(&str, &str, &str), Micros> = BTreeMap::new();
+    for (operation, status) in &judged {
+        let Some(status) = status else { continue };
+        let key = &operation.key;
+        let adapter = if *status == OpenStatus::Unknown {
+            "silent"
+        } else {
+            "reporting"
+        };
+        *open
+            .entry((&key.service, &key.tool, &key.target, adapter))
+            .or_default() += 1;
+        if *status != OpenStatus::Unknown {
+            let first = oldest
+                .entry((&key.service, &key.tool, &key.target))
+                .or_insert(operation.first_seen);
+            *first = (*first).min(operation.first_seen);
+        }
+    }
+    let open = open
+        .into_iter()
+        .map(|((service, tool, target, adapter), count)| {
+            let series = labels(&[
+                ("service", service),
+                ("tool", tool),
+                ("target", target),
+                ("adapter", adapter),
+            ]);
+            (series, count)
+        });
+    out.gauges(names::OPERATIONS_OPEN, open);
+    let oldest = oldest.into_iter().map(|((service, tool, target), first)| {
+        let series = labels(&[("service", service), ("tool", tool), ("target", target)]);
+        (series, seconds(first))
+    });
+    out.float_gauges(names::OPERATION_OLDEST_OPEN, oldest);
+    out.counters(
+        names::OPERATIONS_EVICTED_TOTAL,
+        [(Labels::new(), model.operations().evicted())],
+    );
 }
 
 /// The reconciliation's metrics: its runs, whether the newest covered its window, for how long

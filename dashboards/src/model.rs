@@ -8,6 +8,7 @@
 //!   failure kind and retry action.
 //! - A client's retried copy of a record carries the same id: a copy seen again within the
 //!   dedupe window is counted as a duplicate and not applied twice.
+//! - **Operations** (`tool.lifecycle`) are folded to their latest state ([`Operations`]).
 //! - **Heartbeats** tell how far each collector is known to have reported; the newest counter
 //!   point of each adapter instance tells when it was last seen.
 //!
@@ -23,6 +24,8 @@ use candor_records::proto::{CountClass, Heartbeat, OutcomeCount, OutcomeSource, 
 use candor_records::rows::{EventView, Meta, Row};
 use candor_schema::OutcomeClass;
 use serde::Serialize;
+
+use crate::operations::Operations;
 
 /// Microseconds per second.
 pub const SECOND: Micros = 1_000_000;
@@ -304,6 +307,7 @@ pub struct Model {
     collectors: BTreeMap<String, CollectorSeen>,
     rejected: BTreeMap<String, u64>,
     applied: Applied,
+    operations: Operations,
 }
 
 /// Whether an event's retry action ends its call. A derived call's failure has no action (its
@@ -332,6 +336,7 @@ impl Model {
             collectors: BTreeMap::new(),
             rejected: BTreeMap::new(),
             applied: Applied::default(),
+            operations: Operations::default(),
         }
     }
 
@@ -387,8 +392,7 @@ impl Model {
                     u64::try_from(rejected.count).unwrap_or(1);
                 self.applied.rejected += 1;
             }
-            // The operations' states have no panel yet.
-            Row::Operation(_) => {}
+            Row::Operation(operation) => self.operations.apply(operation),
         }
         self.applied.records += 1;
     }
@@ -609,6 +613,7 @@ impl Model {
         // longer are; otherwise one that died without a replacement would mark every panel
         // partial for as long as the dashboards run.
         self.instances.retain(|_, seen| seen.last >= start);
+        self.operations.prune(start);
     }
 
     /// Calls and terminal failure events per call label set over `[since, until)`, summed by
@@ -754,6 +759,11 @@ impl Model {
     /// Records the decoder refused, by reason.
     pub fn rejected(&self) -> &BTreeMap<String, u64> {
         &self.rejected
+    }
+
+    /// The asynchronous operations seen.
+    pub fn operations(&self) -> &Operations {
+        &self.operations
     }
 }
 

@@ -136,6 +136,13 @@ pub enum RuleKind {
         /// How long reconciliation may go without covering its window.
         after: Micros,
     },
+    /// An asynchronous operation of a target was accepted `after` ago or longer and has not
+    /// ended, while the adapter instance that reported it still reports: it is stuck. One
+    /// instance per target. An operation whose instance went silent is unknown, not stuck.
+    StuckOperations {
+        /// How long an operation may stay open.
+        after: Micros,
+    },
     /// Always firing: an external dead man's switch pages when it stops arriving.
     Watchdog,
 }
@@ -248,7 +255,7 @@ fn validate(raw: RawRule, limits: Limits) -> Result<Rule, String> {
     }
     let kind_name = raw.kind.clone().ok_or(
         "every rule needs a `kind`: spike, burn_rate, pipeline_stale, adapter_silent, \
-         reconcile_mismatch or watchdog",
+         reconcile_mismatch, stuck_operations or watchdog",
     )?;
     let for_micros = match &raw.for_ {
         Some(text) => duration("for", text)?,
@@ -258,12 +265,14 @@ fn validate(raw: RawRule, limits: Limits) -> Result<Rule, String> {
     let allowed: &[&str] = match kind_name.as_str() {
         "spike" => &["window", "baseline", "factor", "min_events"],
         "burn_rate" => &["objective", "group_by", "min_calls", "windows"],
-        "pipeline_stale" | "adapter_silent" | "reconcile_mismatch" => &["after"],
+        "pipeline_stale" | "adapter_silent" | "reconcile_mismatch" | "stuck_operations" => {
+            &["after"]
+        }
         "watchdog" => &[],
         other => {
             return Err(format!(
                 "unknown kind {other:?}; expected spike, burn_rate, pipeline_stale, \
-                 adapter_silent, reconcile_mismatch or watchdog"
+                 adapter_silent, reconcile_mismatch, stuck_operations or watchdog"
             ));
         }
     };
@@ -378,6 +387,9 @@ fn validate(raw: RawRule, limits: Limits) -> Result<Rule, String> {
         "reconcile_mismatch" => RuleKind::ReconcileMismatch {
             after: positive("after", raw.after.as_deref().unwrap_or("15m"))?,
         },
+        "stuck_operations" => RuleKind::StuckOperations {
+            after: positive("after", raw.after.as_deref().unwrap_or("15m"))?,
+        },
         _ => RuleKind::Watchdog,
     };
     Ok(Rule {
@@ -413,10 +425,11 @@ mod tests {
                 RuleKind::PipelineStale { .. } => "pipeline_stale",
                 RuleKind::AdapterSilent { .. } => "adapter_silent",
                 RuleKind::ReconcileMismatch { .. } => "reconcile_mismatch",
+                RuleKind::StuckOperations { .. } => "stuck_operations",
                 RuleKind::Watchdog => "watchdog",
             })
             .collect();
-        assert_eq!(kinds.len(), 6, "{kinds:?}");
+        assert_eq!(kinds.len(), 7, "{kinds:?}");
     }
 
     #[test]

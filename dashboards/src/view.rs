@@ -10,9 +10,10 @@ use serde::Serialize;
 
 use crate::alerts::{Alert, humanize};
 use crate::health::{Freshness, Hop, HopName, PanelCoverage, when};
-use crate::model::{Applied, CollectorSeen, FailureBreakdown, GroupBy, InstanceSeen};
+use crate::model::{Applied, CollectorSeen, FailureBreakdown, GroupBy, InstanceSeen, Model};
+use crate::operations::{self, DEFAULT_STUCK_AFTER, OperationsPanel};
 use crate::reconcile::ReconcileState;
-use crate::rules::RuleKind;
+use crate::rules::{Rule, RuleKind};
 use crate::state::{Shared, lock};
 
 /// Groups shown on a chart.
@@ -93,6 +94,10 @@ pub struct Overview {
     pub reconcile: ReconcileState,
     /// Failure events by kind, action and target.
     pub failures: FailureBreakdown,
+    /// Asynchronous operations: the open ones, stuck first, and the figures of all kept.
+    pub operations: OperationsPanel,
+    /// What the operations panel covers: everything the stream holds, with the stream's gaps.
+    pub operations_coverage: PanelCoverage,
     /// Adapter instances.
     pub instances: Vec<InstanceRow>,
     /// Collectors by their heartbeats.
@@ -217,16 +222,14 @@ pub fn overview(shared: &Shared, now: Micros, range: Micros) -> Overview {
         &model.calls_by_target(split - baseline, split),
         spike_rule,
     );
-    let silent_after = shared
-        .rules
-        .iter()
-        .find_map(|rule| match rule.kind {
-            RuleKind::AdapterSilent { after } => Some(after),
-            _ => None,
-        })
-        .unwrap_or(10 * 60_000_000);
-    let instances = instance_rows(model.instances(), now, silent_after);
+    let instances = instance_rows(model.instances(), now, silent_after(&shared.rules));
     coverage.gaps.extend(silent_instance_gaps(&instances));
+    let operations = operations_panel(&shared.rules, &model, &instances, now);
+    let held = model.holds_from(now);
+    let mut operations_coverage = PanelCoverage::of(&stream_hops, held, held.unwrap_or(since), now);
+    operations_coverage
+        .gaps
+        .extend(silent_instance_gaps(&instances));
     let failures = model.failures(since, until);
     let collectors = model.collectors().cloned().collect();
     let applied = model.applied();
@@ -248,6 +251,8 @@ pub fn overview(shared: &Shared, now: Micros, range: Micros) -> Overview {
         alerts: lock(&shared.alerts).list(),
         reconcile: lock(&shared.reconcile).clone(),
         failures,
+        operations,
+        operations_coverage,
         instances,
         collectors,
         applied,
@@ -256,9 +261,46 @@ pub fn overview(shared: &Shared, now: Micros, range: Micros) -> Overview {
     }
 }
 
+/// The first `adapter_silent` rule's `after`, else 10 minutes: how long an instance may send no
+/// counter point before it is silent.
+pub(crate) fn silent_after(rules: &[Rule]) -> Micros {
+    rules
+        .iter()
+        .find_map(|rule| match rule.kind {
+            RuleKind::AdapterSilent { after } => Some(after),
+            _ => None,
+        })
+        .unwrap_or(10 * 60_000_000)
+}
+
+/// The operations panel, judged by the first `stuck_operations` rule's `after` (else
+/// [`DEFAULT_STUCK_AFTER`]).
+fn operations_panel(
+    rules: &[Rule],
+    model: &Model,
+    instances: &[InstanceRow],
+    now: Micros,
+) -> OperationsPanel {
+    let stuck_after = rules
+        .iter()
+        .find_map(|rule| match rule.kind {
+            RuleKind::StuckOperations { after } => Some(after),
+            _ => None,
+        })
+        .unwrap_or(DEFAULT_STUCK_AFTER);
+    let silences = operations::silences(instances, now);
+    let kept = model.operations();
+    let judged = operations::judge(kept, &silences, now, stuck_after);
+    operations::panel(&judged, stuck_after, TOP_ROWS, kept.evicted())
+}
+
 /// Each instance, silent when it sent no counter point for three of its intervals (at most
 /// `silent_after`) and neither said it stopped nor was replaced.
-fn instance_rows(seen: Vec<InstanceSeen>, now: Micros, silent_after: Micros) -> Vec<InstanceRow> {
+pub(crate) fn instance_rows(
+    seen: Vec<InstanceSeen>,
+    now: Micros,
+    silent_after: Micros,
+) -> Vec<InstanceRow> {
     seen.into_iter()
         .map(|seen| {
             let threshold = seen.interval_micros.map_or(silent_after, |interval| {

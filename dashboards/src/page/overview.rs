@@ -1,8 +1,10 @@
 //! The overview page: the banner with every hop, the range chooser, and the panels (rates by
-//! target and by tool, spikes, alerts, reconciliation, failures, adapter instances).
+//! target and by tool, spikes, alerts, reconciliation, open operations, failures, adapter
+//! instances).
 
 use std::collections::BTreeMap;
 
+use candor_query::commands::OpenStatus;
 use candor_query::rates::Spike;
 use candor_query::window::Micros;
 use maud::{Markup, html};
@@ -293,6 +295,70 @@ fn instances_table(rows: &[InstanceRow]) -> Markup {
     }
 }
 
+/// The asynchronous operations: the figures, and the open ones, stuck first.
+fn operations(view: &Overview) -> Markup {
+    let coverage = &view.operations_coverage;
+    let panel_data = &view.operations;
+    let totals = &panel_data.totals;
+    let after = humanize(panel_data.stuck_after_micros);
+    let body = html! {
+        p id="operations-summary" {
+            "open: " b { (totals.pending) } " pending, " b { (totals.stuck) } " stuck (open for "
+            (after) " or longer), " b { (totals.unknown) } " unknown (their adapter instance went             silent, so their end would not have been seen); ended: " (totals.completed)
+            " completed, " (totals.partial) " partial, " (totals.cancelled) " cancelled, "
+            (totals.failed) " failed; never completed: " (percent(panel_data.never_completed_rate))
+            " of " (totals.seen)
+        }
+        @if panel_data.open.is_empty() {
+            (nothing(coverage, "No operation is open."))
+        } @else {
+            table id="operations" {
+                tr {
+                    th { "status" } th { "target" } th { "tool" } th { "service" }
+                    th { "operation" } th { "state" } th { "accepted" } th { "open for" }
+                    th { "last seen" }
+                }
+                @for row in &panel_data.open {
+                    tr data-operation=(row.operation_id) data-status=(row.status.as_str()) {
+                        td {
+                            @match row.status {
+                                OpenStatus::Stuck => b { "STUCK" },
+                                OpenStatus::Unknown => "unknown",
+                                OpenStatus::Pending => "pending",
+                            }
+                        }
+                        td { (row.target) }
+                        td { (row.tool) }
+                        td { (row.service) }
+                        td { (row.operation_id) }
+                        td { (row.state) }
+                        td { (when(row.first_seen)) }
+                        td { (humanize(view.now.saturating_sub(row.first_seen))) }
+                        td { (when(row.last_seen)) }
+                    }
+                }
+            }
+            @if totals.open() > u64::try_from(panel_data.open.len()).unwrap_or(u64::MAX) {
+                p class="coverage" {
+                    "showing " (panel_data.open.len()) " of " (totals.open())
+                    " open operations; `candor operations` lists every one"
+                }
+            }
+        }
+        @if panel_data.evicted > 0 {
+            p class="gap" {
+                (panel_data.evicted) " operations were let go to stay within the dashboards'                 limit and are not counted; `candor operations` reads them from the tables"
+            }
+        }
+    };
+    panel(
+        "panel-operations",
+        "Operations accepted and not ended",
+        coverage,
+        body,
+    )
+}
+
 /// The failure events of the range: top targets, kinds and retry actions.
 fn failures(view: &Overview) -> Markup {
     let coverage = &view.coverage;
@@ -356,6 +422,7 @@ pub fn overview(view: &Overview) -> String {
                 alerts_table(&view.alerts, view.has_receivers),
             ))
             (super::reconciliation::panel(&view.reconcile))
+            (operations(view))
             (failures(view))
             (instances(view))
         }

@@ -4,6 +4,7 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
+use candor_query::commands::{OpenStatus, OperationTotals};
 use candor_query::rates::{ClassCounts, Spike};
 use candor_query::window::Micros;
 use candor_schema::OutcomeClass;
@@ -14,6 +15,7 @@ use crate::alerts::{Alert, Delivery, State};
 use crate::forensic::EventsView;
 use crate::health::{Freshness, Hop, HopName, PanelCoverage};
 use crate::model::{Applied, FailureBreakdown, GroupBy, InstanceSeen, MINUTE};
+use crate::operations::{self, OpenOperation, OperationsPanel};
 use crate::reconcile::tests::{T0, answer, coverage, lost, window};
 use crate::reconcile::{ReconcileState, Run};
 use crate::view::{Chart, GroupRow, InstanceRow, Overview};
@@ -212,6 +214,8 @@ fn full_overview() -> Overview {
                 silent: true,
             },
         ],
+        operations: operations_panel(),
+        operations_coverage: live(),
         collectors: Vec::new(),
         applied: Applied {
             records: 100,
@@ -223,6 +227,41 @@ fn full_overview() -> Overview {
         },
         rejected: BTreeMap::new(),
         has_receivers: false,
+    }
+}
+
+/// One stuck operation with a hostile id, one whose adapter went silent, and ended ones.
+fn operations_panel() -> OperationsPanel {
+    let open = |id: &str, status: OpenStatus, first_seen: Micros| OpenOperation {
+        service: "reporting".into(),
+        instance: "reporting-1".into(),
+        tool: "export".into(),
+        target: "exports.test".into(),
+        operation_id: id.into(),
+        state: "running",
+        first_seen,
+        last_seen: NOW - MINUTE,
+        actor: None,
+        source_system: "exports".into(),
+        status,
+    };
+    OperationsPanel {
+        stuck_after_micros: 15 * MINUTE,
+        totals: OperationTotals {
+            seen: 5,
+            completed: 2,
+            failed: 1,
+            stuck: 1,
+            unknown: 1,
+            ..OperationTotals::default()
+        },
+        never_completed_rate: Some(0.6),
+        open: vec![
+            open(HOSTILE, OpenStatus::Stuck, NOW - 20 * MINUTE),
+            open("op-2", OpenStatus::Unknown, NOW - 30 * MINUTE),
+        ],
+        limit: 20,
+        evicted: 0,
     }
 }
 
@@ -246,6 +285,8 @@ fn empty_overview(coverage: PanelCoverage) -> Overview {
         reconcile: ReconcileState::default(),
         failures: FailureBreakdown::default(),
         instances: Vec::new(),
+        operations: operations::panel(&[], 15 * MINUTE, 20, 0),
+        operations_coverage: coverage.clone(),
         has_receivers: true,
         pipeline: coverage.freshness,
         coverage,
@@ -366,6 +407,7 @@ fn markup_in_values_is_text() {
         format!("<tr data-target=\"{HOSTILE_ESCAPED}\">"),
         format!("<tr data-key=\"{HOSTILE_ESCAPED}\">"),
         format!("<tr data-instance=\"{HOSTILE_ESCAPED}-1\" data-silent=\"false\">"),
+        format!("<tr data-operation=\"{HOSTILE_ESCAPED}\" data-status=\"stuck\">"),
         format!("title=\"heartbeat from {HOSTILE_ESCAPED}\">"),
     ] {
         assert!(page.contains(&attribute), "{attribute} not in {page}");
@@ -425,6 +467,11 @@ fn the_overview_carries_what_the_browser_checks_read() {
         "<section id=\"panel-spikes\" class=\"panel live\" data-state=\"live\">",
         "<section id=\"panel-alerts\" class=\"panel wide stale\" data-state=\"stale\">",
         "<section id=\"panel-reconcile\" class=\"panel wide live\" data-state=\"live\" data-class=\"success\">",
+        "<section id=\"panel-operations\" class=\"panel live\" data-state=\"live\"><h2>Operations accepted and not ended",
+        "<p id=\"operations-summary\">open: <b>0</b> pending, <b>1</b> stuck (open for 15m or longer), <b>1</b> unknown",
+        "never completed: 60.0 % of 5</p>",
+        "<tr data-operation=\"op-2\" data-status=\"unknown\"><td>unknown</td><td>exports.test</td>",
+        "<td><b>STUCK</b></td>",
         "<section id=\"panel-failures\" class=\"panel live\" data-state=\"live\">",
         "<section id=\"panel-instances\" class=\"panel live\" data-state=\"live\">",
         "<td class=\"n\" data-col=\"calls\">23</td><td class=\"n\" data-col=\"success\">20</td>\
@@ -459,10 +506,11 @@ fn an_empty_panel_is_a_zero_only_when_live() {
     assert_eq!(
         live.matches("<p class=\"nothing\" data-confirmed=\"true\">")
             .count(),
-        5,
+        6,
         "{live}"
     );
     assert!(live.contains("No calls in this range."), "{live}");
+    assert!(live.contains("No operation is open."), "{live}");
     assert!(!live.contains("No webhook is configured"), "{live}");
     let stale = overview(&empty_overview(stale()));
     assert!(!stale.contains("data-confirmed=\"true\""), "{stale}");

@@ -39,13 +39,14 @@ pub const REGENERATE: &str = "cargo run -p candor-dashboards -- export-rules --p
 /// ([`crate::metrics::names`]). A unit test renders `/metrics` and finds each of them there.
 mod metric {
     pub(super) use crate::metrics::names::{
-        ADAPTER_LAST_SEEN, COMPACTOR_LAG, HOP_FRESHNESS as FRESHNESS, RECONCILE_EVENTS,
-        RECONCILE_UNCOVERED, TOOL_OUTCOMES_TOTAL as OUTCOMES, UP,
+        ADAPTER_LAST_SEEN, COMPACTOR_LAG, HOP_FRESHNESS as FRESHNESS,
+        OPERATION_OLDEST_OPEN as OLDEST_OPEN, RECONCILE_EVENTS, RECONCILE_UNCOVERED,
+        TOOL_OUTCOMES_TOTAL as OUTCOMES, UP,
     };
 
     /// Every metric above.
     #[cfg(test)]
-    pub(super) const ALL: [&str; 7] = [
+    pub(super) const ALL: [&str; 8] = [
         OUTCOMES,
         FRESHNESS,
         ADAPTER_LAST_SEEN,
@@ -53,6 +54,7 @@ mod metric {
         RECONCILE_UNCOVERED,
         UP,
         COMPACTOR_LAG,
+        OLDEST_OPEN,
     ];
 }
 
@@ -132,6 +134,7 @@ impl Needs {
                 RuleKind::PipelineStale { .. }
                 | RuleKind::AdapterSilent { .. }
                 | RuleKind::ReconcileMismatch { .. }
+                | RuleKind::StuckOperations { .. }
                 | RuleKind::Watchdog => {}
             }
         }

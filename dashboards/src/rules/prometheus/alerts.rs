@@ -164,6 +164,7 @@ pub(super) fn group(yaml: &mut Yaml, rules: &[Rule]) {
             RuleKind::ReconcileMismatch { after } => {
                 reconcile_mismatch(yaml, rule, *after, stale.map(|(name, _)| name));
             }
+            RuleKind::StuckOperations { after } => stuck_operations(yaml, rule, *after, stale),
             RuleKind::Watchdog => watchdog(yaml, rule),
         }
     }
@@ -577,6 +578,54 @@ fn reconcile_mismatch(yaml: &mut Yaml, rule: &Rule, after: Micros, stale: Option
                  would go unseen. Check the reconciliation panel of candor-dashboards for what \
                  the newest run could not read, and {} for a hop that is down.",
                 stale.unwrap_or(metric::FRESHNESS)
+            ),
+        ),
+    }
+    .write(yaml);
+}
+
+fn stuck_operations(yaml: &mut Yaml, rule: &Rule, after: Micros, stale: Option<(&str, Micros)>) {
+    let mut comment = format!(
+        "A target with an asynchronous operation open for {} or longer (accepted, queued or \
+         running still) whose adapter instance still reports. An operation whose instance went \
+         silent has no {} sample: whether it ended is unknown, and the operations panel shows it \
+         as unknown, not stuck.",
+        duration(after),
+        metric::OLDEST_OPEN
+    );
+    let mut expr = format!(
+        "time() - min by (target) ({}) >= {}",
+        metric::OLDEST_OPEN,
+        seconds(after)
+    );
+    let mut live = "";
+    if let Some((name, fresh)) = stale {
+        comment.push_str(&format!(
+            " Only while the kafka hop is fresh: while the pipeline is stale no operation can be \
+             seen to end, and {name} is the alert that says so."
+        ));
+        expr = format!(
+            "(\n  {expr}\n)\nand on ()\n  ({}{{hop=\"{}\"}} <= {})",
+            metric::FRESHNESS,
+            HopName::Kafka.as_str(),
+            seconds(fresh)
+        );
+        live = ", while the pipeline is live";
+    }
+    yaml.comment(6, &comment);
+    Alert {
+        rule,
+        expr,
+        labels: Vec::new(),
+        annotations: text(
+            "Operations on {{ $labels.target }} were accepted and have not ended".into(),
+            format!(
+                "The oldest open operation on {{{{ $labels.target }}}} was accepted {{{{ $value | \
+                 humanizeDuration }}}} ago and has not completed, failed or been cancelled{live}; \
+                 its adapter instance still reports, so its end would have been seen. List them \
+                 with `candor operations --target {{{{ $labels.target }}}} --stuck-after {}` \
+                 and check the tool's status endpoint for the operation ids.",
+                duration(after)
             ),
         ),
     }

@@ -1,6 +1,8 @@
 //! Asynchronous operations end to end: the Rust adapter follows operations to their end (and
 //! returns one without waiting), its `tool.lifecycle` events pass through the collector, Kafka
-//! and the compactor, and `candor operations` lists the operations that never finished.
+//! and the compactor, and `candor operations` lists the operations that never finished. On the
+//! dashboards an operation that never ends turns stuck and fires `CandorOperationsStuck`, and
+//! one whose adapter instance went silent is unknown, there and in `candor operations`.
 
 use std::time::{Duration, SystemTime};
 
@@ -12,18 +14,26 @@ use candor_adapter::testing::ScriptedTool;
 use candor_adapter::{Adapter, HttpClassifier, NotFound, RetryPolicy};
 use candor_e2e::collector::{Collector, Options};
 use candor_e2e::compactor::{self, Compactor};
+use candor_e2e::dashboards::{self, Dashboards};
 use candor_e2e::query::candor;
 use candor_e2e::tansu::Tansu;
 use candor_e2e::{rfc3339, tempdir, wait_for};
 use candor_schema::OutcomeClass;
 use http::{HeaderMap, HeaderValue, StatusCode};
+use serde_json::Value;
 
+use crate::dashboards::fast_args;
 use crate::ingest::json;
 
-/// A 202 whose status is read at `/v1/operations/{id}`.
+/// A 202 of `exports.test` whose status is read at `/v1/operations/{id}`.
 fn accepted(id: &str) -> HttpExchange {
+    accepted_by("exports.test", id)
+}
+
+/// A 202 of `host` whose status is read at `/v1/operations/{id}`.
+fn accepted_by(host: &str, id: &str) -> HttpExchange {
     let mut headers = HeaderMap::new();
-    let location = format!("http://exports.test/v1/operations/{id}");
+    let location = format!("http://{host}/v1/operations/{id}");
     headers.insert(
         "operation-location",
         HeaderValue::from_str(&location).unwrap(),
@@ -171,4 +181,187 @@ async fn operations_that_never_finished_are_listed_and_finished_ones_are_counted
         "{summary}"
     );
     assert!(summary.contains("never completed: 3 of 4"), "{summary}");
+}
+
+/// The dashboards' rules for [`a_stuck_operation_fires_its_alert_and_one_whose_adapter_died_is_unknown`]:
+/// stuck after 8 s, long beside the second or so an instance takes to be judged silent.
+const STUCK_RULES: &str = r#"
+[[rule]]
+name = "CandorPipelineStale"
+kind = "pipeline_stale"
+after = "30s"
+
+[[rule]]
+name = "CandorOperationsStuck"
+kind = "stuck_operations"
+severity = "ticket"
+after = "8s"
+"#;
+
+/// An adapter that reports to `endpoint` as `service`/`instance`, for calls to `target`, which
+/// answers with an acceptance that it does not follow.
+fn accepting_adapter(
+    endpoint: &str,
+    service: &str,
+    target: &str,
+) -> (Adapter<HttpClassifier>, otlp::OtlpGuard) {
+    let mut config = OtlpConfig::new(endpoint.to_owned(), service);
+    config.service_instance_id = Some(format!("{service}-1"));
+    config.metric_interval = Duration::from_millis(300);
+    config.span_interval = Duration::from_millis(100);
+    let telemetry = otlp::providers(config).unwrap();
+    let adapter = Adapter::builder("export", target)
+        .classifier(HttpClassifier::new(NotFound::Unreachable))
+        .tracer_provider(telemetry.tracer_provider())
+        .meter_provider(telemetry.meter_provider())
+        .build()
+        .unwrap();
+    (adapter, telemetry)
+}
+
+/// The open operation of the overview's operations panel whose id ends with `id`.
+fn open_operation<'a>(overview: &'a Value, id: &str) -> Option<&'a Value> {
+    overview["operations"]["open"]
+        .as_array()?
+        .iter()
+        .find(|row| {
+            row["operation_id"]
+                .as_str()
+                .is_some_and(|op| op.ends_with(id))
+        })
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stuck_operation_fires_its_alert_and_one_whose_adapter_died_is_unknown() {
+    let tansu = Tansu::start().await;
+    let collector = Collector::start(&tansu.bootstrap, Options::default()).await;
+    // The collector of the adapter that dies: killed with it, so that nothing of that instance
+    // arrives after its last export, as when its process is killed.
+    let mut doomed_collector = Collector::start(&tansu.bootstrap, Options::default()).await;
+    let root = tempdir("operations-dashboards");
+    let _compactor = Compactor::start(&tansu.bootstrap, &root, compactor::Options::default()).await;
+    let dashboards = Dashboards::start(
+        &tansu.bootstrap,
+        &root,
+        dashboards::Options {
+            rules: Some(STUCK_RULES.into()),
+            args: fast_args(),
+            ..dashboards::Options::default()
+        },
+    )
+    .await;
+    let since = rfc3339(collector.covered_since().await);
+
+    // The reporter's instance dies after its operation was accepted.
+    let (reporter, doomed) = accepting_adapter(
+        &doomed_collector.grpc_endpoint,
+        "reporter",
+        "http://reports.test/v1/reports",
+    );
+    let start = ScriptedTool::returning([accepted_by("reports.test", "op-orphan")]);
+    reporter.call(|ctx| start.attempt(ctx)).await;
+    wait_for(
+        "the reporter's operation on the dashboards",
+        Duration::from_secs(30),
+        || async {
+            open_operation(&dashboards.json("/api/overview").await, "op-orphan").map(|_| ())
+        },
+    )
+    .await;
+    doomed_collector.process().kill().await;
+    // The process it stands for died: there is no shutdown, and no final export.
+    std::mem::forget(doomed);
+
+    // The exporter's instance keeps reporting; its operation never ends.
+    let (exporter, telemetry) = accepting_adapter(
+        &collector.grpc_endpoint,
+        "exporter",
+        "http://exports.test/v1/exports",
+    );
+    let start = ScriptedTool::returning([accepted("op-never")]);
+    exporter.call(|ctx| start.attempt(ctx)).await;
+
+    let alert = dashboards
+        .wait_alert("CandorOperationsStuck for exports.test", |alert| {
+            alert["name"] == "CandorOperationsStuck" && alert["state"] == "firing"
+        })
+        .await;
+    assert_eq!(alert["labels"]["target"], "http://exports.test/v1/exports");
+    let description = alert["description"].as_str().unwrap();
+    assert!(
+        description.starts_with("1 operation open for 8s or longer")
+            && description.contains("op-never"),
+        "{description}"
+    );
+    let overview = dashboards.json("/api/overview").await;
+    let stuck = open_operation(&overview, "op-never").expect("the stuck operation is listed");
+    assert_eq!(stuck["status"], "stuck", "{stuck}");
+    assert_eq!(stuck["state"], "accepted", "{stuck}");
+    let orphan = open_operation(&overview, "op-orphan").expect("the orphan is listed");
+    assert_eq!(orphan["status"], "unknown", "{orphan}");
+    let totals = &overview["operations"]["totals"];
+    assert_eq!(
+        (totals["stuck"].as_u64(), totals["unknown"].as_u64()),
+        (Some(1), Some(1))
+    );
+    // Stuck first.
+    assert!(
+        overview["operations"]["open"][0]["operation_id"]
+            .as_str()
+            .is_some_and(|id| id.ends_with("op-never")),
+        "{overview}"
+    );
+    // An operation whose adapter went silent is no stuck operation: no alert holds for it.
+    let alerts = dashboards.json("/api/alerts").await;
+    assert!(
+        alerts.as_array().unwrap().iter().all(|alert| {
+            alert["labels"]["target"] != "http://reports.test/v1/reports"
+                || alert["state"] == "resolved"
+        }),
+        "{alerts}"
+    );
+    // The Prometheus form reads the oldest open operation whose adapter still reports.
+    let exports = "candor_operation_oldest_open_timestamp_seconds{service=\"exporter\",tool=\"export\",target=\"http://exports.test/v1/exports\"}";
+    assert!(dashboards.sample(exports).await.is_some(), "{exports}");
+    let silent = "candor_operations_open{service=\"reporter\",tool=\"export\",target=\"http://reports.test/v1/reports\",adapter=\"silent\"}";
+    assert_eq!(dashboards.sample(silent).await, Some(1.0), "{silent}");
+
+    // `candor operations` over the tables judges them the same way.
+    let answer = wait_for(
+        "both open operations in `candor operations`",
+        Duration::from_secs(90),
+        || async {
+            let answer = candor(
+                &root,
+                &[
+                    "operations",
+                    "--since",
+                    &since,
+                    "--stuck-after",
+                    "8s",
+                    "--no-live",
+                ],
+            );
+            (answer.rows().len() == 2).then_some(answer)
+        },
+    )
+    .await;
+    let statuses: Vec<(String, String)> = answer
+        .rows()
+        .iter()
+        .map(|row| {
+            (
+                row["service"].as_str().unwrap().to_owned(),
+                row["status"].as_str().unwrap().to_owned(),
+            )
+        })
+        .collect();
+    assert!(
+        statuses.contains(&("reporter".to_owned(), "unknown".to_owned())),
+        "{statuses:?}"
+    );
+    tokio::task::spawn_blocking(move || telemetry.shutdown())
+        .await
+        .unwrap()
+        .unwrap();
 }

@@ -7,15 +7,18 @@
 //! events topic holds every accepted event (a fresh topic: stored = high watermark − low).
 //! With `--mix`, each request holds `--batch` spans of a realistic mix instead (80 % ordinary
 //! spans, 20 % GenAI, MCP and HTTP client spans, `candor_e2e::load::mix_request`), and the
-//! figures count spans.
+//! figures count spans. With `--raw-kafka` and `--preload N` it produces N records straight to the
+//! topics instead: outcome events, or with `--operations` the `tool.lifecycle` events of
+//! asynchronous operations.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use anyhow::{Context as _, bail};
-use candor_e2e::records::{realistic_counts, realistic_event};
+use candor_e2e::records::{mix, realistic_counts, realistic_event};
 use candor_schema::names::topic;
+use candor_schema::{EvidenceKind, LifecycleState};
 use clap::Parser;
 use opentelemetry_proto::tonic::collector::trace::v1::trace_service_client::TraceServiceClient;
 use rdkafka::consumer::{BaseConsumer, Consumer as _};
@@ -65,6 +68,11 @@ struct Args {
     /// (cumulative, the four classes, one point a minute across the spread).
     #[arg(long)]
     counts: bool,
+    /// With `--preload`: produce `tool.lifecycle` records to the operation-events topic instead
+    /// of outcome events: operations of the same 50 targets, each accepted, perhaps queued and
+    /// running, nine in ten then ended, keyed by operation id as the collector keys them.
+    #[arg(long, requires = "preload")]
+    operations: bool,
     /// Send requests of `--batch` spans of the realistic mix instead of `tool.outcome` events.
     #[arg(long)]
     mix: bool,
@@ -248,11 +256,13 @@ struct Preload {
     age_s: u64,
     spread_s: u64,
     counts: bool,
+    operations: bool,
     rate: Option<u64>,
 }
 
-/// Produces `n` distinct realistic records to the events topic (idempotent, acks=all, zstd), and
-/// with `counts` the counter points of the same targets, and prints how long it took.
+/// Produces `n` distinct realistic records to the events topic (idempotent, acks=all, zstd), or
+/// with `operations` to the operation-events topic, and with `counts` the counter points of the
+/// same targets, and prints how long it took.
 async fn preload(brokers: &str, plan: Preload) -> anyhow::Result<()> {
     use rdkafka::producer::FutureRecord;
     let Preload {
@@ -260,6 +270,7 @@ async fn preload(brokers: &str, plan: Preload) -> anyhow::Result<()> {
         age_s,
         spread_s,
         counts,
+        operations,
         rate,
     } = plan;
     let producer = events_producer(brokers).await?;
@@ -273,13 +284,21 @@ async fn preload(brokers: &str, plan: Preload) -> anyhow::Result<()> {
     } else {
         (spread_s * 1_000_000_000 / n.max(1)).max(1)
     };
-    let mut records: Box<dyn Iterator<Item = (&'static str, KeyedRecord)>> =
+    let mut records: Box<dyn Iterator<Item = (&'static str, KeyedRecord)>> = if operations {
+        candor_e2e::kafka::create_topics(brokers, &[topic::OPERATION_EVENTS], 3).await?;
+        let (count, open) = operations_in(n);
+        println!("with {count} operations, {open} never ending");
+        Box::new(
+            operation_records(n, event_nanos, step).map(|record| (topic::OPERATION_EVENTS, record)),
+        )
+    } else {
         Box::new((0..n).map(move |i| {
             (
                 topic::OUTCOME_EVENTS,
                 realistic_event(i, event_nanos + i * step, step),
             )
-        }));
+        }))
+    };
     if counts {
         candor_e2e::kafka::create_topics(brokers, &[topic::OUTCOME_COUNTS], 3).await?;
         let points = realistic_counts(event_nanos, last_nanos);
@@ -323,6 +342,125 @@ async fn preload(brokers: &str, plan: Preload) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// The states operation `op` of [`operation_records`] goes through: accepted, then queued and
+/// running or not (one in two each), then in nine of ten an end: completed (70 % of all),
+/// failed (10 %), partial or cancelled (5 % each). The tenth is left open.
+fn operation_states(op: u64) -> Vec<LifecycleState> {
+    let path = mix(op ^ 0x3c3c);
+    let mut states = vec![LifecycleState::Accepted];
+    if path & 1 == 1 {
+        states.push(LifecycleState::Queued);
+    }
+    if path & 2 == 2 {
+        states.push(LifecycleState::Running);
+    }
+    let end = match mix(op ^ 0xa5a5) % 100 {
+        0..10 => None,
+        10..80 => Some(LifecycleState::Completed),
+        80..90 => Some(LifecycleState::Failed),
+        90..95 => Some(LifecycleState::Partial),
+        _ => Some(LifecycleState::Cancelled),
+    };
+    states.extend(end);
+    states
+}
+
+/// The record of operation `op` in `state` (its `index`-th), the operation accepted at
+/// `accepted_nanos`: a queued state follows 1 to 5 s later, a running one 10 to 60 s, an end 1.5
+/// to 11.5 minutes. Shaped as the collector writes an adapter's `tool.lifecycle` event, with what
+/// the contract asks of each state: the evidence of a completion (and of the acceptance), the
+/// reason of a failure, the coverage of a partial end. Target `op % 50`, its tool and service
+/// those of its counter points ([`realistic_counts`]), one of three instances.
+fn operation_event(
+    op: u64,
+    index: usize,
+    state: LifecycleState,
+    accepted_nanos: u64,
+) -> KeyedRecord {
+    use candor_records::proto::{OperationEvent, RECORD_SCHEMA_VERSION};
+    use prost::Message as _;
+    const SECOND: u64 = 1_000_000_000;
+    // Distinct for every record: an operation has at most four.
+    let record = (op << 2) | index as u64;
+    let jitter = mix(record ^ 0x1f1f);
+    let delay = match state {
+        LifecycleState::Accepted => 0,
+        LifecycleState::Queued => SECOND + jitter % (4 * SECOND),
+        LifecycleState::Running => 10 * SECOND + jitter % (50 * SECOND),
+        _ => 90 * SECOND + jitter % (600 * SECOND),
+    };
+    let at = accepted_nanos + delay;
+    let (target, service) = (op % 50, op % 50 % 8);
+    let operation_id = format!("op-{:016x}", mix(op ^ 0x6f70));
+    let evidenced = matches!(state, LifecycleState::Accepted | LifecycleState::Completed);
+    let event = OperationEvent {
+        schema_version: RECORD_SCHEMA_VERSION,
+        event_id: format!("{:016x}{:016x}", mix(record), mix(record ^ 0x5555)),
+        trace_id: format!("{:016x}{:016x}", mix(record ^ 0x7777), mix(record ^ 0x9999)),
+        span_id: format!("{:016x}", mix(record ^ 0xbbbb)),
+        event_time_unix_nano: at,
+        service_name: format!("service-{service}"),
+        service_instance_id: format!("service-{service}-{}", op % 3),
+        tool_name: ["search", "lookup", "fetch", "geocode"][(target % 4) as usize].into(),
+        tool_target: format!("https://api-{target}.internal/v1/search"),
+        operation_id: operation_id.clone(),
+        lifecycle_state: state.as_str().into(),
+        reason: (state == LifecycleState::Failed).then(|| "the export's source was dropped".into()),
+        coverage: (state == LifecycleState::Partial).then(|| "rows 1-800 of 1000".into()),
+        evidence_kind: evidenced.then(|| EvidenceKind::JobId.as_str().into()),
+        evidence_value: evidenced.then(|| operation_id.clone()),
+        source_system: format!("api-{target}"),
+        actor: op.is_multiple_of(2).then(|| format!("user-{}", op % 200)),
+        adapter: "candor-adapter/0.1.0".into(),
+        authority: None,
+        received_time_unix_nano: at + 1_000_000 + mix(record ^ 0x7e7e) % 49_000_000,
+        collector_id: "collector-1".into(),
+    };
+    (operation_id, event.encode_to_vec())
+}
+
+/// The `tool.lifecycle` records of `--operations`: operation after operation
+/// ([`operation_states`]) until there are `n`, each accepted at the slot of its first record
+/// (`first_nanos + record * step`), so that the acceptances spread like the events; the later
+/// states follow within minutes, past the spread's end for the last operations. `n` may cut the
+/// last operation before its end.
+fn operation_records(n: u64, first_nanos: u64, step: u64) -> impl Iterator<Item = KeyedRecord> {
+    (0u64..)
+        .scan(0u64, move |records, op| {
+            let accepted_nanos = first_nanos + *records * step;
+            let states = operation_states(op);
+            *records += states.len() as u64;
+            Some(
+                states
+                    .into_iter()
+                    .enumerate()
+                    .map(move |(index, state)| operation_event(op, index, state, accepted_nanos)),
+            )
+        })
+        .flatten()
+        .take(usize::try_from(n).unwrap_or(usize::MAX))
+}
+
+/// How many operations the first `n` records of [`operation_records`] hold, and how many of them
+/// are left open (the last one too when `n` cuts it before its end).
+fn operations_in(n: u64) -> (u64, u64) {
+    let (mut records, mut operations, mut open) = (0u64, 0u64, 0u64);
+    while records < n {
+        let states = operation_states(operations);
+        let kept = states
+            .len()
+            .min(usize::try_from(n - records).unwrap_or(usize::MAX));
+        open += u64::from(
+            states[..kept]
+                .last()
+                .is_some_and(|state| !state.is_terminal()),
+        );
+        records += kept as u64;
+        operations += 1;
+    }
+    (operations, open)
+}
+
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
     let args = Args::parse();
@@ -332,6 +470,7 @@ async fn main() -> anyhow::Result<()> {
             age_s: args.age_s,
             spread_s: args.spread_s,
             counts: args.counts,
+            operations: args.operations,
             rate: args.rate,
         };
         return preload(brokers, plan).await;

@@ -157,7 +157,8 @@ impl Operation {
         }
     }
 
-    /// Takes in one more of its events ([`latest_states`] says which state wins).
+    /// Takes in one more of its events; of two, the state that wins is the one `latest_states`
+    /// describes.
     pub fn add(&mut self, event: OperationEventRow) {
         if (event.at, event.state) < (self.first_seen, self.first_state) {
             self.first_seen = event.at;

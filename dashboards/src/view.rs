@@ -96,7 +96,9 @@ pub struct Overview {
     pub failures: FailureBreakdown,
     /// Asynchronous operations: the open ones, stuck first, and the figures of all kept.
     pub operations: OperationsPanel,
-    /// What the operations panel covers: everything the stream holds, with the stream's gaps.
+    /// What the operations panel covers: everything the stream holds, judged by every hop (its
+    /// "no operation is open" is a claim `candor operations` over the tables must agree with),
+    /// with the silent instances as gaps.
     pub operations_coverage: PanelCoverage,
     /// Adapter instances.
     pub instances: Vec<InstanceRow>,
@@ -226,7 +228,8 @@ pub fn overview(shared: &Shared, now: Micros, range: Micros) -> Overview {
     coverage.gaps.extend(silent_instance_gaps(&instances));
     let operations = operations_panel(&shared.rules, &model, &instances, now);
     let held = model.holds_from(now);
-    let mut operations_coverage = PanelCoverage::of(&stream_hops, held, held.unwrap_or(since), now);
+    let every_hop: Vec<&Hop> = hops.iter().collect();
+    let mut operations_coverage = PanelCoverage::of(&every_hop, held, held.unwrap_or(since), now);
     operations_coverage
         .gaps
         .extend(silent_instance_gaps(&instances));

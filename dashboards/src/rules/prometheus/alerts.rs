@@ -465,6 +465,16 @@ fn hop_advice(hop: HopName) -> String {
     }
 }
 
+/// The clause that keeps an alert to the times the kafka hop is fresher than `fresh`.
+fn kafka_fresh(fresh: Micros) -> String {
+    format!(
+        "and on ()\n  ({}{{hop=\"{}\"}} <= {})",
+        metric::FRESHNESS,
+        HopName::Kafka.as_str(),
+        seconds(fresh)
+    )
+}
+
 fn adapter_silent(yaml: &mut Yaml, rule: &Rule, after: Micros, stale: Option<(&str, Micros)>) {
     let (a, retired) = (duration(after), retired_after(after));
     let (r, about) = (duration(retired), counted(retired, "a"));
@@ -487,12 +497,7 @@ fn adapter_silent(yaml: &mut Yaml, rule: &Rule, after: Micros, stale: Option<(&s
             " Only while the kafka hop is fresh: when the pipeline is stale or unknown every \
              adapter looks silent, and {name} is the alert that says so."
         ));
-        expr.push_str(&format!(
-            "\nand on ()\n  ({}{{hop=\"{}\"}} <= {})",
-            metric::FRESHNESS,
-            HopName::Kafka.as_str(),
-            seconds(fresh)
-        ));
+        expr.push_str(&format!("\n{}", kafka_fresh(fresh)));
         live = ", while the pipeline is live";
     }
     yaml.comment(6, &comment);
@@ -604,12 +609,7 @@ fn stuck_operations(yaml: &mut Yaml, rule: &Rule, after: Micros, stale: Option<(
             " Only while the kafka hop is fresh: while the pipeline is stale no operation can be \
              seen to end, and {name} is the alert that says so."
         ));
-        expr = format!(
-            "(\n  {expr}\n)\nand on ()\n  ({}{{hop=\"{}\"}} <= {})",
-            metric::FRESHNESS,
-            HopName::Kafka.as_str(),
-            seconds(fresh)
-        );
+        expr = format!("(\n  {expr}\n)\n{}", kafka_fresh(fresh));
         live = ", while the pipeline is live";
     }
     yaml.comment(6, &comment);

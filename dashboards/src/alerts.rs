@@ -13,10 +13,9 @@ use serde::Serialize;
 
 use crate::health::{Freshness, Hop, HopName, when};
 use crate::model::Model;
-use crate::operations;
+use crate::operations::{self, Judged};
 use crate::reconcile::ReconcileState;
-use crate::rules::{Rule, RuleKind};
-use crate::view::{instance_rows, silent_after};
+use crate::rules::{Rule, RuleKind, stale_rule};
 
 /// Said of a rate over calls derived from standard spans, whose span cannot show a partial
 /// answer (the contract's section 10.7).
@@ -49,6 +48,8 @@ pub struct Observation<'a> {
     pub hops: &'a [Hop],
     /// What reconciliation found.
     pub reconcile: &'a ReconcileState,
+    /// The model's operations judged at `now` ([`Judged::of`]).
+    pub operations: &'a Judged<'a>,
     /// When the dashboards started: a hop never seen is missing since then.
     pub started: Micros,
     /// The clock.
@@ -231,11 +232,7 @@ fn stuck_operations(
     after: Micros,
     hold: &mut impl FnMut(Labels, String),
 ) {
-    let stale_after = rules.iter().find_map(|rule| match rule.kind {
-        RuleKind::PipelineStale { after } => Some(after),
-        _ => None,
-    });
-    if let Some(stale_after) = stale_after {
+    if let Some((_, stale_after)) = stale_rule(rules) {
         let kafka = seen.hops.iter().find(|hop| hop.hop == HopName::Kafka);
         let fresh = kafka
             .and_then(|hop| hop.last_seen)
@@ -244,10 +241,8 @@ fn stuck_operations(
             return;
         }
     }
-    let instances = instance_rows(seen.model.instances(), seen.now, silent_after(rules));
-    let silences = operations::silences(&instances, seen.now);
-    let judged = operations::judge(seen.model.operations(), &silences, seen.now, after);
-    for (target, (count, oldest)) in operations::stuck_by_target(&judged) {
+    let judged = &seen.operations.statuses;
+    for (target, (count, oldest)) in operations::stuck_by_target(judged, seen.now, after) {
         let plural = if count == 1 { "" } else { "s" };
         hold(
             label("target", target),
@@ -631,6 +626,15 @@ mod tests {
     // A whole minute, so that buckets start at T0.
     const T0: Micros = 1_700_000_040 * SECOND;
 
+    /// No operation judged: the operations of conditions whose rules read none.
+    fn none() -> Judged<'static> {
+        Judged {
+            now: T0,
+            stuck_after: 0,
+            statuses: Vec::new(),
+        }
+    }
+
     fn rules(text: &str) -> Vec<Rule> {
         parse(
             text,
@@ -689,6 +693,7 @@ mod tests {
                 model,
                 hops: &[],
                 reconcile: &ReconcileState::default(),
+                operations: &none(),
                 started: T0,
                 now,
             };
@@ -736,6 +741,7 @@ mod tests {
             model: &model,
             hops: &[],
             reconcile: &ReconcileState::default(),
+            operations: &none(),
             started: T0,
             now: T0 + 60 * MINUTE,
         };
@@ -759,6 +765,7 @@ mod tests {
             model: &model,
             hops: &stale,
             reconcile: &ReconcileState::default(),
+            operations: &none(),
             started: T0,
             now: T0 + 2 * MINUTE,
         };
@@ -787,6 +794,7 @@ mod tests {
             model: &model,
             hops: &hops,
             reconcile: &ReconcileState::default(),
+            operations: &none(),
             started: T0,
             now: T0 + 30 * SECOND,
         };
@@ -837,6 +845,7 @@ mod tests {
             model: &model,
             hops: &[],
             reconcile: &ReconcileState::default(),
+            operations: &none(),
             started: T0,
             now: T0 + 5 * MINUTE,
         };
@@ -940,10 +949,12 @@ mod tests {
             )]
         };
         let fresh = kafka(now - 10 * SECOND);
+        let judged = Judged::of(&model, &rules, now);
         let seen = Observation {
             model: &model,
             hops: &fresh,
             reconcile: &ReconcileState::default(),
+            operations: &judged,
             started: T0,
             now,
         };
@@ -999,6 +1010,7 @@ mod tests {
             model: &model,
             hops: &[],
             reconcile: &ReconcileState::default(),
+            operations: &none(),
             started: T0,
             now,
         };
@@ -1008,6 +1020,7 @@ mod tests {
             model: &model,
             hops: &[],
             reconcile: &ReconcileState::default(),
+            operations: &none(),
             started: T0,
             now,
         };
@@ -1024,6 +1037,7 @@ mod tests {
                 model: &model,
                 hops: &[],
                 reconcile: state,
+                operations: &none(),
                 started: T0 - 5 * MINUTE,
                 now,
             },

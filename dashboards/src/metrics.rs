@@ -1,7 +1,9 @@
 //! `/metrics` in the Prometheus text format: the outcome counters derived from the stream, the
 //! failure events, the open operations, each hop's freshness, the reconciliation, the alert states and the dashboards'
 //! own counters. Every value is read from the shared state at scrape time into a
-//! [`Snapshot`]; every name is a constant in [`names`].
+//! [`Snapshot`]; every name is a constant in [`names`]. The open operations are those of the
+//! newest rule evaluation's judgement ([`crate::operations::Judgement`]): a scrape judges none
+//! itself, except before the first evaluation.
 //!
 //! A hop with no evidence has no freshness sample at all, so that `absent()` rules see it as
 //! missing rather than as a fresh zero. Likewise the reconciliation's figures come only from a
@@ -10,7 +12,6 @@
 
 use std::collections::BTreeMap;
 
-use candor_query::commands::OpenStatus;
 use candor_query::window::Micros;
 use candor_records::proto::CountClass;
 use candor_schema::OutcomeClass;
@@ -20,8 +21,8 @@ use crate::alerts::State;
 use crate::model::Model;
 use crate::operations;
 use crate::reconcile::ReconcileState;
+use crate::rules::Rule;
 use crate::state::{Shared, lock};
-use crate::view::{instance_rows, silent_after};
 
 /// The dashboards' metric names with their help texts.
 pub mod names {
@@ -171,7 +172,7 @@ pub fn render(shared: &Shared, now: Micros) -> String {
             .iter()
             .map(|(reason, count)| (labels(&[("reason", reason)]), *count));
         out.counters(names::REJECTED_RECORDS_TOTAL, rejected);
-        operation_metrics(&mut out, &model, silent_after(&shared.rules), now);
+        operation_metrics(&mut out, &model, &shared.rules, now);
     }
     let last_seen = hops.iter().filter_map(|hop| {
         let at = hop.last_seen?;
@@ -232,49 +233,42 @@ pub fn render(shared: &Shared, now: Micros) -> String {
     out.encode()
 }
 
-/// The open operations per service, tool and target: how many, by whether their adapter instance
-/// still reports, and when the oldest of those that do was first seen.
-fn operation_metrics(out: &mut Snapshot, model: &Model, silent_after: Micros, now: Micros) {
-    let instances = instance_rows(model.instances(), now, silent_after);
-    let silences = operations::silences(&instances, now);
-    // No operation is judged stuck here: the alert rules compare the oldest one's age.
-    let judged = operations::judge(model.operations(), &silences, now, Micros::MAX);
-    let mut open: BTreeMap<(&str, &str, &str, &str), i64> = BTreeMap::new();
-    let mut oldest: BTreeMap<(&str, &str, &str), Micros> = BTreeMap::new();
-    for (operation, status) in &judged {
-        let Some(status) = status else { continue };
-        let key = &operation.key;
-        let adapter = if *status == OpenStatus::Unknown {
-            "silent"
-        } else {
-            "reporting"
-        };
-        *open
-            .entry((&key.service, &key.tool, &key.target, adapter))
-            .or_default() += 1;
-        if *status != OpenStatus::Unknown {
-            let first = oldest
-                .entry((&key.service, &key.tool, &key.target))
-                .or_insert(operation.first_seen);
-            *first = (*first).min(operation.first_seen);
-        }
-    }
-    let open = open
-        .into_iter()
-        .map(|((service, tool, target, adapter), count)| {
-            let series = labels(&[
-                ("service", service),
-                ("tool", tool),
-                ("target", target),
-                ("adapter", adapter),
-            ]);
-            (series, count)
+/// The open operations per service, tool and target, as the newest rule evaluation judged them:
+/// how many, by whether their adapter instance still reports, and when the oldest of those that
+/// do was first seen. No operation is called stuck here: the alert rules compare the oldest
+/// one's age.
+fn operation_metrics(out: &mut Snapshot, model: &Model, rules: &[Rule], now: Micros) {
+    let judgement = operations::newest_judgement(model, rules, now);
+    let open = judgement
+        .open
+        .iter()
+        .flat_map(|((service, tool, target), figures)| {
+            [("reporting", figures.reporting), ("silent", figures.silent)]
+                .into_iter()
+                .filter(|(_, count)| *count > 0)
+                .map(move |(adapter, count)| {
+                    let series = labels(&[
+                        ("service", service.as_str()),
+                        ("tool", tool.as_str()),
+                        ("target", target.as_str()),
+                        ("adapter", adapter),
+                    ]);
+                    (series, count)
+                })
         });
     out.gauges(names::OPERATIONS_OPEN, open);
-    let oldest = oldest.into_iter().map(|((service, tool, target), first)| {
-        let series = labels(&[("service", service), ("tool", tool), ("target", target)]);
-        (series, seconds(first))
-    });
+    let oldest = judgement
+        .open
+        .iter()
+        .filter_map(|((service, tool, target), figures)| {
+            let first = figures.oldest_reporting?;
+            let series = labels(&[
+                ("service", service.as_str()),
+                ("tool", tool.as_str()),
+                ("target", target.as_str()),
+            ]);
+            Some((series, seconds(first)))
+        });
     out.float_gauges(names::OPERATION_OLDEST_OPEN, oldest);
     out.counters(
         names::OPERATIONS_EVICTED_TOTAL,

@@ -8,7 +8,9 @@
 //!   failure kind and retry action.
 //! - A client's retried copy of a record carries the same id: a copy seen again within the
 //!   dedupe window is counted as a duplicate and not applied twice.
-//! - **Operations** (`tool.lifecycle`) are folded to their latest state ([`Operations`]).
+//! - **Operations** (`tool.lifecycle`) are folded to their latest state ([`Operations`]); the
+//!   newest rule evaluation's judgement of them is kept beside them for the overview and
+//!   `/metrics` ([`Model::keep_operations_judgement`]).
 //! - **Heartbeats** tell how far each collector is known to have reported; the newest counter
 //!   point of each adapter instance tells when it was last seen.
 //!
@@ -25,7 +27,7 @@ use candor_records::rows::{EventView, Meta, Row};
 use candor_schema::OutcomeClass;
 use serde::Serialize;
 
-use crate::operations::Operations;
+use crate::operations::{Judgement, Operations};
 
 /// Microseconds per second.
 pub const SECOND: Micros = 1_000_000;
@@ -764,6 +766,12 @@ impl Model {
     /// The asynchronous operations seen.
     pub fn operations(&self) -> &Operations {
         &self.operations
+    }
+
+    /// Keeps a rule evaluation's judgement of the operations, for the readers after it
+    /// ([`Operations::judgement`]).
+    pub fn keep_operations_judgement(&mut self, judgement: Judgement) {
+        self.operations.keep_judgement(judgement);
     }
 }
 

@@ -10,7 +10,13 @@
 //! Ended operations are kept while their latest event is inside the history; open ones are kept
 //! past it, as an operation that never ends stays stuck however old it is. At most
 //! [`MAX_OPERATIONS`] are kept: past that the oldest are let go, ended ones first, and counted.
+//!
+//! Each rule evaluation judges the kept operations once ([`Judged::of`]): its `stuck_operations`
+//! rules read that judgement, and it keeps a [`Judgement`] of it in the model for the overview's
+//! panel and `/metrics` ([`newest_judgement`]), which so show the operations as the newest
+//! evaluation judged them.
 
+use std::borrow::Cow;
 use std::collections::{BTreeMap, HashMap};
 
 use candor_query::commands::{
@@ -22,7 +28,9 @@ use candor_records::proto::OperationEvent;
 use candor_schema::LifecycleState;
 use serde::Serialize;
 
-use crate::view::InstanceRow;
+use crate::model::Model;
+use crate::rules::{Rule, RuleKind};
+use crate::view::{InstanceRow, TOP_ROWS, instance_rows, silent_after};
 
 /// The most operations kept.
 pub const MAX_OPERATIONS: usize = 100_000;
@@ -31,12 +39,13 @@ pub const MAX_OPERATIONS: usize = 100_000;
 /// says: `candor operations`' default.
 pub const DEFAULT_STUCK_AFTER: Micros = 15 * 60 * 1_000_000;
 
-/// The operations the stream has shown.
+/// The operations the stream has shown, and the newest rule evaluation's judgement of them.
 #[derive(Debug, Default)]
 pub struct Operations {
     by_key: HashMap<OperationKey, Operation>,
     evicted: u64,
     unknown_states: u64,
+    judgement: Option<Judgement>,
 }
 
 impl Operations {
@@ -107,6 +116,28 @@ impl Operations {
     pub fn unknown_states(&self) -> u64 {
         self.unknown_states
     }
+
+    /// The judgement the newest rule evaluation kept; `None` before the first one.
+    pub fn judgement(&self) -> Option<&Judgement> {
+        self.judgement.as_ref()
+    }
+
+    /// Keeps `judgement` in place of the one before.
+    pub fn keep_judgement(&mut self, judgement: Judgement) {
+        self.judgement = Some(judgement);
+    }
+}
+
+/// How long an open operation is pending before the operations panel calls it stuck: the first
+/// `stuck_operations` rule's `after`, else [`DEFAULT_STUCK_AFTER`].
+pub fn stuck_after(rules: &[Rule]) -> Micros {
+    rules
+        .iter()
+        .find_map(|rule| match rule.kind {
+            RuleKind::StuckOperations { after } => Some(after),
+            _ => None,
+        })
+        .unwrap_or(DEFAULT_STUCK_AFTER)
 }
 
 /// The silences of the adapter instances that are silent now, as `candor operations` reads
@@ -193,7 +224,11 @@ impl OpenOperation {
 pub struct OperationsPanel {
     /// How long an open operation is pending before it is stuck.
     pub stuck_after_micros: Micros,
-    /// Operations kept, by their latest state and, when open, their status.
+    /// Operations kept, by their latest state and, when open, their status. Serialized without
+    /// `silent_failure_rate` and `counted_calls`, which the panel does not compute (they stay
+    /// `None` and 0 here): over the operations kept there is no window of counter points to
+    /// compute them over, and a `null` rate would read as "no call was counted".
+    #[serde(serialize_with = "serialize_operation_figures")]
     pub totals: OperationTotals,
     /// The share of them that has not completed (ended otherwise, or still open).
     pub never_completed_rate: Option<f64>,
@@ -203,6 +238,55 @@ pub struct OperationsPanel {
     pub limit: usize,
     /// Operations let go past [`MAX_OPERATIONS`]: the figures do not count them.
     pub evicted: u64,
+}
+
+/// Serializes the operation figures of `totals` only: `seen`, the four ended states, `pending`,
+/// `stuck` and `unknown`.
+///
+/// `silent_failure_rate` and `counted_calls` are left out. `candor operations` fills them from
+/// the adapters' counter points over the window it reads; the panel counts every operation kept,
+/// over no such window, and does not compute them, so that a `null` rate there would be read as
+/// "no call was counted" when it means "not computed".
+fn serialize_operation_figures<S: serde::Serializer>(
+    totals: &OperationTotals,
+    serializer: S,
+) -> Result<S::Ok, S::Error> {
+    /// The fields serialized, in the order of [`OperationTotals`].
+    #[derive(Serialize)]
+    struct Figures {
+        seen: u64,
+        completed: u64,
+        partial: u64,
+        cancelled: u64,
+        failed: u64,
+        pending: u64,
+        stuck: u64,
+        unknown: u64,
+    }
+    // Every field named, so that one added to the totals is decided on here.
+    let OperationTotals {
+        seen,
+        completed,
+        partial,
+        cancelled,
+        failed,
+        pending,
+        stuck,
+        unknown,
+        silent_failure_rate: _,
+        counted_calls: _,
+    } = *totals;
+    Figures {
+        seen,
+        completed,
+        partial,
+        cancelled,
+        failed,
+        pending,
+        stuck,
+        unknown,
+    }
+    .serialize(serializer)
 }
 
 /// The panel of `judged`.
@@ -235,13 +319,22 @@ pub fn panel(
     }
 }
 
-/// The stuck operations of `judged` by target: how many, and the oldest.
+/// The operations of `judged` (judged at `now`) that are stuck at `now` for `stuck_after`, by
+/// target: how many, and the oldest.
+///
+/// An open operation whose adapter instance still reports (its status is not
+/// [`OpenStatus::Unknown`]) is stuck once `now` is `stuck_after` or more after it was first seen:
+/// [`status`]' judgement with that `stuck_after`, whatever `after` `judged` was judged by. So
+/// operations judged once serve every `stuck_operations` rule.
 pub fn stuck_by_target<'a>(
     judged: &[(&'a Operation, Option<OpenStatus>)],
+    now: Micros,
+    stuck_after: Micros,
 ) -> BTreeMap<&'a str, (u64, &'a Operation)> {
     let mut by_target: BTreeMap<&str, (u64, &Operation)> = BTreeMap::new();
     for (operation, status) in judged {
-        if *status != Some(OpenStatus::Stuck) {
+        let open_and_reported = matches!(status, Some(OpenStatus::Pending | OpenStatus::Stuck));
+        if !open_and_reported || now.saturating_sub(operation.first_seen) < stuck_after {
             continue;
         }
         let entry = by_target
@@ -253,6 +346,106 @@ pub fn stuck_by_target<'a>(
         }
     }
     by_target
+}
+
+/// The kept operations of a model judged at one instant, borrowed from it: what one rule
+/// evaluation judges once, for its `stuck_operations` rules and for the [`Judgement`] it keeps.
+#[derive(Debug)]
+pub struct Judged<'a> {
+    /// When they were judged.
+    pub now: Micros,
+    /// How long an open operation was pending before it was judged stuck ([`stuck_after`]).
+    pub stuck_after: Micros,
+    /// Every operation kept, with its status (`None` once ended).
+    pub statuses: Vec<(&'a Operation, Option<OpenStatus>)>,
+}
+
+impl<'a> Judged<'a> {
+    /// The operations `model` keeps, judged at `now` by `rules`: the silences are those of the
+    /// adapter instances silent at `now` (by the first `adapter_silent` rule's `after`, as the
+    /// overview's instances), and an open operation is stuck after [`stuck_after`].
+    pub fn of(model: &'a Model, rules: &[Rule], now: Micros) -> Self {
+        let instances = instance_rows(model.instances(), now, silent_after(rules));
+        let silences = silences(&instances, now);
+        let stuck_after = stuck_after(rules);
+        Self {
+            now,
+            stuck_after,
+            statuses: judge(model.operations(), &silences, now, stuck_after),
+        }
+    }
+
+    /// What the overview and `/metrics` read of these statuses, owned: the operations panel (at
+    /// most [`TOP_ROWS`] open rows, `evicted` operations let go) and the open operations per
+    /// series.
+    pub fn judgement(&self, evicted: u64) -> Judgement {
+        let mut open: BTreeMap<(&str, &str, &str), OpenFigures> = BTreeMap::new();
+        for (operation, status) in &self.statuses {
+            let Some(status) = status else { continue };
+            let key = &operation.key;
+            let figures = open
+                .entry((&key.service, &key.tool, &key.target))
+                .or_default();
+            if *status == OpenStatus::Unknown {
+                figures.silent += 1;
+            } else {
+                figures.reporting += 1;
+                let first = figures.oldest_reporting.get_or_insert(operation.first_seen);
+                *first = (*first).min(operation.first_seen);
+            }
+        }
+        Judgement {
+            at: self.now,
+            panel: panel(&self.statuses, self.stuck_after, TOP_ROWS, evicted),
+            open: open
+                .into_iter()
+                .map(|((service, tool, target), figures)| {
+                    (
+                        (service.to_owned(), tool.to_owned(), target.to_owned()),
+                        figures,
+                    )
+                })
+                .collect(),
+        }
+    }
+}
+
+/// The open operations of one service, tool and target.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct OpenFigures {
+    /// Open, and the adapter instance that sent their latest event still reports.
+    pub reporting: i64,
+    /// Open, and that instance went silent: whether they ended is unknown.
+    pub silent: i64,
+    /// When the oldest of the `reporting` ones was first seen; `None` without any.
+    pub oldest_reporting: Option<Micros>,
+}
+
+/// The operations as one rule evaluation judged them ([`Judged::judgement`]), kept in the model
+/// for the readers that come after it: the overview's operations panel and the open-operation
+/// figures of `/metrics`.
+///
+/// Those readers show the operations as the newest evaluation (every `alerts.evaluate_every`)
+/// judged them, not as they stand when read: an operation that ended, turned stuck, or whose
+/// adapter instance went silent since then shows so from the next evaluation on.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Judgement {
+    /// When the operations were judged.
+    pub at: Micros,
+    /// The operations panel, stuck by [`stuck_after`] of the rules.
+    pub panel: OperationsPanel,
+    /// The open operations by service, tool and target (only those with an open one).
+    pub open: BTreeMap<(String, String, String), OpenFigures>,
+}
+
+/// The judgement of the operations `model` keeps that the newest rule evaluation kept; before
+/// the first evaluation, the operations judged at `now` by `rules`.
+pub fn newest_judgement<'a>(model: &'a Model, rules: &[Rule], now: Micros) -> Cow<'a, Judgement> {
+    let operations = model.operations();
+    match operations.judgement() {
+        Some(kept) => Cow::Borrowed(kept),
+        None => Cow::Owned(Judged::of(model, rules, now).judgement(operations.evicted())),
+    }
 }
 
 #[cfg(test)]
@@ -355,10 +548,54 @@ mod tests {
             ["old", "orphan", "young"],
             "stuck first, then the oldest"
         );
-        let stuck = stuck_by_target(&judged);
+        let stuck = stuck_by_target(&judged, NOW, 15 * MINUTE);
         assert_eq!(stuck.len(), 1);
         assert_eq!(stuck["exports.example"].0, 1);
         assert_eq!(stuck["exports.example"].1.key.operation_id, "old");
+        // Judged once, the operations serve a rule of another `after`: the young one is stuck
+        // after 5 minutes, and the orphan, whose instance went silent, never is.
+        let sooner = stuck_by_target(&judged, NOW, 5 * MINUTE);
+        assert_eq!(sooner["exports.example"].0, 2);
+        assert_eq!(sooner["exports.example"].1.key.operation_id, "old");
+        assert!(stuck_by_target(&judged, NOW, 60 * MINUTE).is_empty());
+        // What the overview and `/metrics` read: the panel, and the open ones per series.
+        let expected = super::panel(&judged, 15 * MINUTE, TOP_ROWS, operations.evicted());
+        let judgement = Judged {
+            now: NOW,
+            stuck_after: 15 * MINUTE,
+            statuses: judged,
+        }
+        .judgement(operations.evicted());
+        assert_eq!(judgement.at, NOW);
+        assert_eq!(judgement.panel, expected);
+        let series = (
+            "reporting".to_owned(),
+            "export".to_owned(),
+            "exports.example".to_owned(),
+        );
+        assert_eq!(
+            judgement.open.get(&series),
+            Some(&OpenFigures {
+                reporting: 2,
+                silent: 1,
+                oldest_reporting: Some(NOW - 40 * MINUTE),
+            })
+        );
+        assert_eq!(judgement.open.len(), 1);
+    }
+
+    #[test]
+    fn the_panel_serializes_the_operation_figures_without_a_rate_it_did_not_compute() {
+        let json = serde_json::to_value(panel(&[], 15 * MINUTE, 10, 0)).expect("serializable");
+        let totals = json["totals"]
+            .as_object()
+            .expect("the totals are an object");
+        assert!(
+            !totals.contains_key("silent_failure_rate") && !totals.contains_key("counted_calls"),
+            "{json}"
+        );
+        assert_eq!(totals.len(), 8, "{json}");
+        assert_eq!(json["totals"]["stuck"], 0, "{json}");
     }
 
     #[test]

@@ -207,6 +207,17 @@ pub struct Limits {
     pub history: Micros,
 }
 
+/// The first `pipeline_stale` rule's name and `after`. Rules that hold only while the stream is
+/// live read it: the kafka hop counts as fresh while its newest evidence is at most that `after`
+/// old (the built-in `stuck_operations` condition, and the Prometheus form of `adapter_silent`
+/// and `stuck_operations`).
+pub fn stale_rule(rules: &[Rule]) -> Option<(&str, Micros)> {
+    rules.iter().find_map(|rule| match rule.kind {
+        RuleKind::PipelineStale { after } => Some((rule.name.as_str(), after)),
+        _ => None,
+    })
+}
+
 /// Parses and validates a rules file.
 pub fn parse(text: &str, limits: Limits) -> Result<Vec<Rule>, RulesError> {
     let raw: RawFile = toml::from_str(text)?;

@@ -10,8 +10,8 @@ use serde::Serialize;
 
 use crate::alerts::{Alert, humanize};
 use crate::health::{Freshness, Hop, HopName, PanelCoverage, when};
-use crate::model::{Applied, CollectorSeen, FailureBreakdown, GroupBy, InstanceSeen, Model};
-use crate::operations::{self, DEFAULT_STUCK_AFTER, OperationsPanel};
+use crate::model::{Applied, CollectorSeen, FailureBreakdown, GroupBy, InstanceSeen};
+use crate::operations::{self, OperationsPanel};
 use crate::reconcile::ReconcileState;
 use crate::rules::{Rule, RuleKind};
 use crate::state::{Shared, lock};
@@ -94,7 +94,10 @@ pub struct Overview {
     pub reconcile: ReconcileState,
     /// Failure events by kind, action and target.
     pub failures: FailureBreakdown,
-    /// Asynchronous operations: the open ones, stuck first, and the figures of all kept.
+    /// Asynchronous operations: the open ones, stuck first, and the figures of all kept, as the
+    /// newest rule evaluation judged them (every `alerts.evaluate_every`; judged when the
+    /// overview is built only before the first evaluation), so an operation that ended or
+    /// turned stuck since shows so from the next evaluation on.
     pub operations: OperationsPanel,
     /// What the operations panel covers: everything the stream holds, judged by every hop (its
     /// "no operation is open" is a claim `candor operations` over the tables must agree with),
@@ -226,7 +229,9 @@ pub fn overview(shared: &Shared, now: Micros, range: Micros) -> Overview {
     );
     let instances = instance_rows(model.instances(), now, silent_after(&shared.rules));
     coverage.gaps.extend(silent_instance_gaps(&instances));
-    let operations = operations_panel(&shared.rules, &model, &instances, now);
+    let operations = operations::newest_judgement(&model, &shared.rules, now)
+        .panel
+        .clone();
     let held = model.holds_from(now);
     let every_hop: Vec<&Hop> = hops.iter().collect();
     let mut operations_coverage = PanelCoverage::of(&every_hop, held, held.unwrap_or(since), now);
@@ -274,27 +279,6 @@ pub(crate) fn silent_after(rules: &[Rule]) -> Micros {
             _ => None,
         })
         .unwrap_or(10 * 60_000_000)
-}
-
-/// The operations panel, judged by the first `stuck_operations` rule's `after` (else
-/// [`DEFAULT_STUCK_AFTER`]).
-fn operations_panel(
-    rules: &[Rule],
-    model: &Model,
-    instances: &[InstanceRow],
-    now: Micros,
-) -> OperationsPanel {
-    let stuck_after = rules
-        .iter()
-        .find_map(|rule| match rule.kind {
-            RuleKind::StuckOperations { after } => Some(after),
-            _ => None,
-        })
-        .unwrap_or(DEFAULT_STUCK_AFTER);
-    let silences = operations::silences(instances, now);
-    let kept = model.operations();
-    let judged = operations::judge(kept, &silences, now, stuck_after);
-    operations::panel(&judged, stuck_after, TOP_ROWS, kept.evicted())
 }
 
 /// Each instance, silent when it sent no counter point for three of its intervals (at most

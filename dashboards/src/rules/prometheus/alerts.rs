@@ -9,7 +9,7 @@ use super::{
     silent_name,
 };
 use crate::health::HopName;
-use crate::rules::BurnWindow;
+use crate::rules::{BurnWindow, stale_rule};
 
 /// A day, in microseconds.
 const DAY: Micros = 86_400 * 1_000_000;
@@ -113,14 +113,6 @@ fn text(summary: String, description: String) -> Annotations {
         summary,
         description,
     }
-}
-
-/// The first `pipeline_stale` rule's name and `after`: the kafka hop counts as fresh within it.
-pub(super) fn stale_rule(rules: &[Rule]) -> Option<(&str, Micros)> {
-    rules.iter().find_map(|rule| match rule.kind {
-        RuleKind::PipelineStale { after } => Some((rule.name.as_str(), after)),
-        _ => None,
-    })
 }
 
 /// When a silent adapter instance is taken as retired: a day, or twice `after` when that is

@@ -2,11 +2,11 @@
 //! the rules read, the objective behind each burn-rate rule, and how these rules differ from
 //! the built-in engine where PromQL cannot say the same thing.
 
-use super::alerts::{counted, retired_after, stale_rule};
+use super::alerts::{counted, retired_after};
 use super::yaml::{Yaml, duration, number, percent, rounded};
 use super::{REGENERATE, Rule, RuleKind, SLO_DAYS, label, metric};
 use crate::model::GroupBy;
-use crate::rules::{BurnWindow, Severity};
+use crate::rules::{BurnWindow, Severity, stale_rule};
 
 /// What the file is, where it comes from, what it reads, and how it differs from the built-in
 /// engine.

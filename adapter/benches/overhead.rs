@@ -240,6 +240,7 @@ fn following(
                         kind: EvidenceKind::Query,
                         value: "GET /v1/operations/op-1".into(),
                     },
+                    resource: None,
                 }
             })
         }))

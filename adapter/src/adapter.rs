@@ -744,6 +744,7 @@ impl<P> Ending<P> {
                     OperationStatus::Completed {
                         result,
                         verified_by,
+                        ..
                     } => {
                         let outcome = Outcome::Success {
                             payload: result,
@@ -763,6 +764,7 @@ impl<P> Ending<P> {
                         result,
                         covered,
                         dropped,
+                        ..
                     } => (
                         Outcome::Partial {
                             payload: result,

@@ -277,6 +277,12 @@ impl Telemetry {
             attributes.push(KeyValue::new(attr::EVIDENCE_KIND, evidence.kind.as_str()));
             attributes.push(KeyValue::new(attr::EVIDENCE_VALUE, evidence.value.clone()));
         }
+        if let Some(resource) = lifecycle.resource() {
+            attributes.push(KeyValue::new(attr::RESOURCE_ID, resource.id.clone()));
+            if let Some(version) = &resource.version {
+                attributes.push(KeyValue::new(attr::RESOURCE_VERSION, version.clone()));
+            }
+        }
         attributes.push(KeyValue::new(
             attr::PROVENANCE_SOURCE_SYSTEM,
             Value::String(provenance.source_system.clone().into()),

@@ -264,10 +264,12 @@ async fn a_status_url_is_followed_to_a_verified_completion_honouring_retry_after
     let Lifecycle::Completed {
         operation,
         verified_by,
+        resource,
     } = lifecycle(&envelope)
     else {
         panic!("{envelope:?}");
     };
+    assert_eq!(resource, &None, "the status named no resource");
     assert_eq!(
         operation.status_url.as_deref(),
         Some(server.url("/v1/operations/op-1").as_str())
@@ -291,6 +293,55 @@ async fn a_status_url_is_followed_to_a_verified_completion_honouring_retry_after
     assert_eq!(slept.len(), 3, "{slept:?}");
     assert!(slept[0] >= Duration::from_secs(7), "{slept:?}");
     assert!(slept[1] >= Duration::from_secs(3), "{slept:?}");
+}
+
+/// A status URL's end names the operation's resource three ways: a 303's `Location`, a status
+/// body's `resourceLocation` (credentials redacted), or the status URL itself when it answers
+/// with the resource, whose `ETag` is its version. A partial status names it as a completed one.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_status_url_end_names_the_resource_and_its_version() {
+    /// A resource's id (`{status_url}` standing for the status URL) and version.
+    type Named = Option<(&'static str, Option<&'static str>)>;
+    let cases: [(Reply, Named, LifecycleState); 4] = [
+        (
+            reply("303 See Other", Value::Null).header("Location", "https://store.test/e/1"),
+            Some(("https://store.test/e/1", None)),
+            LifecycleState::Completed,
+        ),
+        (
+            reply(
+                "200 OK",
+                json!({"status": "Succeeded", "resourceLocation": "https://bob:hunter2@store.test/e/1?sig=s3cret"}),
+            ),
+            Some(("https://REDACTED@store.test/e/1?sig=REDACTED", None)),
+            LifecycleState::Completed,
+        ),
+        (
+            reply("200 OK", json!({"rows": 1200})).header("ETag", "\"v7\""),
+            Some(("{status_url}", Some("\"v7\""))),
+            LifecycleState::Completed,
+        ),
+        (
+            reply(
+                "200 OK",
+                json!({"status": "PartiallySucceeded", "covered": "3 of 5 tables", "resourceLocation": "https://store.test/e/1"}),
+            ),
+            Some(("https://store.test/e/1", None)),
+            LifecycleState::Partial,
+        ),
+    ];
+    for (read, expected, state) in cases {
+        let server = status_url_server(vec![read]).await;
+        let envelope = start_and_follow(&server, StatusUrl::default(), &FakeClock::default()).await;
+        let lifecycle = lifecycle(&envelope);
+        assert_eq!(lifecycle.state(), state, "{envelope:?}");
+        let status_url = server.url("/v1/operations/op-1");
+        let expected = expected.map(|(id, version)| candor_schema::Resource {
+            id: id.replace("{status_url}", &status_url),
+            version: version.map(str::to_owned),
+        });
+        assert_eq!(lifecycle.resource(), expected.as_ref(), "{envelope:?}");
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -480,18 +531,33 @@ async fn long_running_server(reads: Vec<Value>) -> Server {
 async fn a_long_running_operation_is_followed_until_done_with_its_response() {
     let server = long_running_server(vec![
         json!({"name": "operations/op-7", "done": false, "metadata": {"progressPercent": 50}}),
-        json!({"name": "operations/op-7", "done": true, "response": {"rows": 10}}),
+        json!({"name": "operations/op-7", "done": true, "response": {"name": "exports/e-7", "etag": "W/\"3\"", "rows": 10}}),
     ])
     .await;
     let envelope = start_and_follow(&server, LongRunning, &FakeClock::default()).await;
 
     assert_eq!(envelope.class(), OutcomeClass::Success, "{envelope:?}");
-    assert_eq!(envelope.outcome().payload(), Some(&json!({"rows": 10})));
-    let Lifecycle::Completed { verified_by, .. } = lifecycle(&envelope) else {
+    assert_eq!(
+        envelope.outcome().payload(),
+        Some(&json!({"name": "exports/e-7", "etag": "W/\"3\"", "rows": 10}))
+    );
+    let Lifecycle::Completed {
+        verified_by,
+        resource,
+        ..
+    } = lifecycle(&envelope)
+    else {
         panic!("{envelope:?}");
     };
     assert_eq!(verified_by.kind, EvidenceKind::JobId);
     assert_eq!(verified_by.value, "operations/op-7");
+    // The response is the resource (AIP-122 name, AIP-154 etag).
+    assert_eq!(
+        resource
+            .as_ref()
+            .map(|r| (r.id.as_str(), r.version.as_deref())),
+        Some(("exports/e-7", Some("W/\"3\"")))
+    );
     assert_eq!(server.requests().len(), 3);
 }
 
@@ -574,7 +640,7 @@ async fn an_acceptance_returned_at_once_can_be_resumed_later() {
 #[tokio::test]
 async fn an_author_status_read_can_verify_completion_by_reading_the_resource_back() {
     use candor_adapter::testing::ScriptedTool;
-    use candor_schema::Evidence;
+    use candor_schema::{Evidence, Resource};
 
     // What one status request of this job API returns: its state, and the export's version
     // read back once it says done.
@@ -590,6 +656,10 @@ async fn an_author_status_read_can_verify_completion_by_reading_the_resource_bac
                     kind: EvidenceKind::Query,
                     value: format!("GET /exports/{}?version={version}", operation.id),
                 },
+                resource: Some(Resource {
+                    id: format!("/exports/{}", operation.id),
+                    version: Some(version.to_string()),
+                }),
             })
         }
         // Done, but the resource read back is not the new version yet: not completed.
@@ -613,9 +683,21 @@ async fn an_author_status_read_can_verify_completion_by_reading_the_resource_bac
             |_: &Operation, context: AttemptContext| reads.attempt(context),
         )
         .await;
-    let Lifecycle::Completed { verified_by, .. } = lifecycle(&envelope) else {
+    let Lifecycle::Completed {
+        verified_by,
+        resource,
+        ..
+    } = lifecycle(&envelope)
+    else {
         panic!("{envelope:?}");
     };
     assert_eq!(verified_by.value, "GET /exports/e-9?version=42");
+    assert_eq!(
+        resource,
+        &Some(Resource {
+            id: "/exports/e-9".into(),
+            version: Some("42".into())
+        })
+    );
     assert_eq!(reads.attempts(), 3);
 }

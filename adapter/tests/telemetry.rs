@@ -672,7 +672,10 @@ async fn a_followed_operation_records_each_state_it_went_through() {
         json(200, r#"{"status":"NotStarted"}"#),
         json(200, r#"{"status":"Running","percentComplete":10}"#),
         json(200, r#"{"status":"Running","percentComplete":90}"#),
-        json(200, r#"{"status":"Succeeded"}"#),
+        json(
+            200,
+            r#"{"status":"Succeeded","resourceLocation":"http://export.test/v1/exports/7"}"#,
+        ),
     ]);
     let envelope = adapter
         .call_and_follow(|ctx| start.attempt(ctx), |_, ctx| reads.attempt(ctx))
@@ -714,6 +717,17 @@ async fn a_followed_operation_records_each_state_it_went_through() {
     }
     assert_eq!(events[0][attr::EVIDENCE_KIND], "job_id");
     assert!(!events[1].contains_key(attr::EVIDENCE_KIND));
+    assert_eq!(
+        events[3][attr::RESOURCE_ID],
+        "http://export.test/v1/exports/7"
+    );
+    assert!(!events[3].contains_key(attr::RESOURCE_VERSION));
+    assert!(
+        events[..3]
+            .iter()
+            .all(|event| !event.contains_key(attr::RESOURCE_ID)),
+        "only the end names the resource"
+    );
     assert_eq!(events[3][attr::EVIDENCE_KIND], "query");
     assert_eq!(
         events[3][attr::EVIDENCE_VALUE],

@@ -258,6 +258,18 @@ pub struct Operation {
     pub status_url: Option<String>,
 }
 
+/// The resource an asynchronous operation produced or changed, as its end named it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct Resource {
+    /// The resource's stable id or URL.
+    pub id: String,
+    /// Its version when the source says (an `ETag`, a version number), so that a reader can
+    /// tell the state the operation left from a later change.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub version: Option<String>,
+}
+
 /// Where an asynchronous operation stands.
 ///
 /// A `Completed` state needs [`Evidence`] of completion from a read that is independent of the
@@ -289,6 +301,9 @@ pub enum Lifecycle {
         operation: Operation,
         /// What was done.
         covered: String,
+        /// The resource it produced or changed, when its end named one.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        resource: Option<Resource>,
     },
     /// Finished, verified by a read independent of the acceptance.
     Completed {
@@ -296,6 +311,9 @@ pub enum Lifecycle {
         operation: Operation,
         /// The read that verified completion.
         verified_by: Evidence,
+        /// The resource it produced or changed, when its end named one.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        resource: Option<Resource>,
     },
     /// Stopped on request.
     Cancelled {
@@ -335,6 +353,16 @@ impl Lifecycle {
             | Lifecycle::Completed { operation, .. }
             | Lifecycle::Cancelled { operation }
             | Lifecycle::Failed { operation, .. } => operation,
+        }
+    }
+
+    /// The resource the operation produced or changed, when its end named one.
+    pub const fn resource(&self) -> Option<&Resource> {
+        match self {
+            Lifecycle::Partial { resource, .. } | Lifecycle::Completed { resource, .. } => {
+                resource.as_ref()
+            }
+            _ => None,
         }
     }
 }

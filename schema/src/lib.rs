@@ -63,7 +63,7 @@ pub mod vocab;
 
 pub use envelope::{
     Attempt, Authority, ENVELOPE_SCHEMA_VERSION, Envelope, EnvelopeParts, Evidence, Extent,
-    Failure, InvalidEnvelope, Lifecycle, Operation, Outcome, Provenance, Truncation,
+    Failure, InvalidEnvelope, Lifecycle, Operation, Outcome, Provenance, Resource, Truncation,
     legal_next_actions,
 };
 pub use time::Timestamp;

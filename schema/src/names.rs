@@ -69,6 +69,11 @@ pub mod attr {
     pub const OPERATION_ID: &str = "tool.operation.id";
     /// On a `tool.lifecycle` event of a failed operation, why it failed.
     pub const LIFECYCLE_REASON: &str = "tool.lifecycle.reason";
+    /// On a `tool.lifecycle` event of a completed or partial operation, the id of the resource
+    /// its end named (the lifecycle's `resource.id`).
+    pub const RESOURCE_ID: &str = "tool.resource.id";
+    /// With [`RESOURCE_ID`], the resource's version when the source said (`resource.version`).
+    pub const RESOURCE_VERSION: &str = "tool.resource.version";
     /// On a `tool.lifecycle` event, the envelope's `provenance.source_system`.
     pub const PROVENANCE_SOURCE_SYSTEM: &str = "tool.provenance.source_system";
     /// On a `tool.lifecycle` event, the envelope's `provenance.actor`, when it has one.
@@ -228,6 +233,8 @@ pub const ALL: &[&str] = &[
     attr::LIFECYCLE_STATE,
     attr::OPERATION_ID,
     attr::LIFECYCLE_REASON,
+    attr::RESOURCE_ID,
+    attr::RESOURCE_VERSION,
     attr::PROVENANCE_SOURCE_SYSTEM,
     attr::PROVENANCE_ACTOR,
     attr::PROVENANCE_ADAPTER,

@@ -342,6 +342,22 @@ pub fn signals() -> Vec<Signal> {
                 "The evidence itself: the operation's id, or the read that verified completion.",
             ),
             string(
+                attr::RESOURCE_ID,
+                Requirement::ConditionallyRequired(
+                    "when the state is `completed` or `partial` and names its resource",
+                ),
+                "the lifecycle's `resource.id`; credentials redacted by the receiver",
+                "The resource the operation produced or changed: its id or URL.",
+            ),
+            string(
+                attr::RESOURCE_VERSION,
+                Requirement::ConditionallyRequired(
+                    "with `tool.resource.id`, when the resource has a version; refused without it",
+                ),
+                "the lifecycle's `resource.version`",
+                "The resource's version as its source said: an `ETag`, a version number.",
+            ),
+            string(
                 attr::PROVENANCE_SOURCE_SYSTEM,
                 Requirement::Required,
                 "not empty",

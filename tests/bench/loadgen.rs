@@ -409,6 +409,10 @@ fn operation_event(
         coverage: (state == LifecycleState::Partial).then(|| "rows 1-800 of 1000".into()),
         evidence_kind: evidenced.then(|| EvidenceKind::JobId.as_str().into()),
         evidence_value: evidenced.then(|| operation_id.clone()),
+        resource_id: matches!(state, LifecycleState::Completed | LifecycleState::Partial)
+            .then(|| format!("https://api-{target}.internal/v1/exports/{operation_id}")),
+        resource_version: (state == LifecycleState::Completed)
+            .then(|| format!("\"{}\"", mix(op ^ 0xe7a9) % 1000)),
         source_system: format!("api-{target}"),
         actor: op.is_multiple_of(2).then(|| format!("user-{}", op % 200)),
         adapter: "candor-adapter/0.1.0".into(),

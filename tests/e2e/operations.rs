@@ -8,10 +8,11 @@ use std::time::{Duration, SystemTime};
 
 use bytes::Bytes;
 use candor_adapter::classify::http::{BodyEnd, HttpExchange, HttpResponse};
+use candor_adapter::clock::TokioClock;
 use candor_adapter::follow::http::StatusUrl;
 use candor_adapter::otlp::{self, OtlpConfig};
 use candor_adapter::testing::ScriptedTool;
-use candor_adapter::{Adapter, HttpClassifier, NotFound, RetryPolicy};
+use candor_adapter::{Adapter, AdapterBuilder, HttpClassifier, NotFound, RetryPolicy};
 use candor_e2e::collector::{Collector, Options};
 use candor_e2e::compactor::{self, Compactor};
 use candor_e2e::dashboards::{self, Dashboards};
@@ -47,6 +48,32 @@ fn accepted_by(host: &str, id: &str) -> HttpExchange {
     })
 }
 
+/// An adapter for calls to `target` that reports to `endpoint` as `service`, instance
+/// `{service}-1` (counters every 300 ms, spans every 100 ms), with an HTTP classifier and the
+/// settings `configure` adds (a status reader, a retry policy, an actor).
+fn reporting_adapter<S>(
+    endpoint: &str,
+    service: &str,
+    target: &str,
+    configure: impl FnOnce(
+        AdapterBuilder<HttpClassifier>,
+    ) -> AdapterBuilder<HttpClassifier, TokioClock, S>,
+) -> (Adapter<HttpClassifier, TokioClock, S>, otlp::OtlpGuard) {
+    let mut config = OtlpConfig::new(endpoint.to_owned(), service);
+    config.service_instance_id = Some(format!("{service}-1"));
+    config.metric_interval = Duration::from_millis(300);
+    config.span_interval = Duration::from_millis(100);
+    let telemetry = otlp::providers(config).unwrap();
+    let builder =
+        Adapter::builder("export", target).classifier(HttpClassifier::new(NotFound::Unreachable));
+    let adapter = configure(builder)
+        .tracer_provider(telemetry.tracer_provider())
+        .meter_provider(telemetry.meter_provider())
+        .build()
+        .unwrap();
+    (adapter, telemetry)
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn operations_that_never_finished_are_listed_and_finished_ones_are_counted() {
     let tansu = Tansu::start().await;
@@ -55,25 +82,22 @@ async fn operations_that_never_finished_are_listed_and_finished_ones_are_counted
     let _compactor = Compactor::start(&tansu.bootstrap, &root, compactor::Options::default()).await;
     let since = rfc3339(collector.covered_since().await);
 
-    let mut config = OtlpConfig::new(collector.grpc_endpoint.clone(), "exporter");
-    config.service_instance_id = Some("exporter-1".into());
-    config.metric_interval = Duration::from_millis(300);
-    config.span_interval = Duration::from_millis(100);
-    let telemetry = otlp::providers(config).unwrap();
-    let adapter = Adapter::builder("export", "http://exports.test/v1/exports?token=s3cret")
-        .classifier(HttpClassifier::new(NotFound::Unreachable))
-        .follow(StatusUrl::default())
-        .retry(
-            RetryPolicy::default()
-                .with_backoff(Duration::from_millis(1), Duration::from_millis(5))
-                .unwrap(),
-        )
-        .operation_deadline(Duration::from_millis(200))
-        .actor("billing-agent")
-        .tracer_provider(telemetry.tracer_provider())
-        .meter_provider(telemetry.meter_provider())
-        .build()
-        .unwrap();
+    let (adapter, telemetry) = reporting_adapter(
+        &collector.grpc_endpoint,
+        "exporter",
+        "http://exports.test/v1/exports?token=s3cret",
+        |builder| {
+            builder
+                .follow(StatusUrl::default())
+                .retry(
+                    RetryPolicy::default()
+                        .with_backoff(Duration::from_millis(1), Duration::from_millis(5))
+                        .unwrap(),
+                )
+                .operation_deadline(Duration::from_millis(200))
+                .actor("billing-agent")
+        },
+    );
     let follow = |id: &'static str, statuses: Vec<HttpExchange>| {
         let adapter = &adapter;
         async move {
@@ -86,12 +110,15 @@ async fn operations_that_never_finished_are_listed_and_finished_ones_are_counted
         }
     };
     let running = || json(200, r#"{"status":"Running","percentComplete":20}"#);
-    // Completed, with the status URL as evidence.
-    let done = follow(
-        "op-done",
-        vec![running(), json(200, r#"{"status":"Succeeded"}"#)],
-    )
-    .await;
+    // Completed: the status URL answers with the export itself, whose ETag is its version. The
+    // status URL is the evidence and the resource.
+    let mut exported = json(200, r#"{"rows":1200}"#);
+    if let Ok(response) = &mut exported {
+        response
+            .headers
+            .insert("etag", HeaderValue::from_static("\"v7\""));
+    }
+    let done = follow("op-done", vec![running(), exported]).await;
     assert_eq!(done, OutcomeClass::Success);
     // Failed by the operation itself.
     let failed = follow(
@@ -181,6 +208,25 @@ async fn operations_that_never_finished_are_listed_and_finished_ones_are_counted
         "{summary}"
     );
     assert!(summary.contains("never completed: 3 of 4"), "{summary}");
+
+    // The completion's resource and version are columns of their own.
+    let resources = candor(
+        &root,
+        &[
+            "sql",
+            "SELECT lifecycle_state, resource_id, resource_version FROM operation_events \
+             WHERE resource_id IS NOT NULL",
+            "--no-live",
+        ],
+    );
+    let rows = resources.rows();
+    assert_eq!(rows.len(), 1, "{}", resources.stdout);
+    assert_eq!(rows[0]["lifecycle_state"], "completed");
+    assert_eq!(
+        rows[0]["resource_id"],
+        "http://exports.test/v1/operations/op-done"
+    );
+    assert_eq!(rows[0]["resource_version"], "\"v7\"");
 }
 
 /// The dashboards' rules for [`a_stuck_operation_fires_its_alert_and_one_whose_adapter_died_is_unknown`]:
@@ -205,18 +251,7 @@ fn accepting_adapter(
     service: &str,
     target: &str,
 ) -> (Adapter<HttpClassifier>, otlp::OtlpGuard) {
-    let mut config = OtlpConfig::new(endpoint.to_owned(), service);
-    config.service_instance_id = Some(format!("{service}-1"));
-    config.metric_interval = Duration::from_millis(300);
-    config.span_interval = Duration::from_millis(100);
-    let telemetry = otlp::providers(config).unwrap();
-    let adapter = Adapter::builder("export", target)
-        .classifier(HttpClassifier::new(NotFound::Unreachable))
-        .tracer_provider(telemetry.tracer_provider())
-        .meter_provider(telemetry.meter_provider())
-        .build()
-        .unwrap();
-    (adapter, telemetry)
+    reporting_adapter(endpoint, service, target, |builder| builder)
 }
 
 /// The open operation of the overview's operations panel whose id ends with `id`.

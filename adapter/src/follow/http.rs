@@ -6,9 +6,9 @@
 //! | status read | the operation |
 //! |---|---|
 //! | 202 | running (`Retry-After` honoured; `percentComplete` read when the body has it) |
-//! | 303 with `Location` | completed: the result is at that location, which is the evidence |
+//! | 303 with `Location` | completed: the result is at that location, which is the evidence and the resource |
 //! | 2xx with a `status` field | by its value, below |
-//! | 2xx without a `status` field | completed: the status URL answered with the resource itself |
+//! | 2xx without a `status` field | completed: the status URL answered with the resource itself, whose version is the `ETag` |
 //! | any other answer, or none | unreadable, by the HTTP rules (5xx, 429 transient; 404 permanent) |
 //!
 //! The `status` value is read without regard to case, `_` or `-`: `notstarted`, `queued`,
@@ -16,21 +16,26 @@
 //! `succeeded`, `completed` and `done` are completed, with the status URL as `query` evidence;
 //! `partiallysucceeded` and `partial` are partial; `failed` is failed, with `error.message` (or
 //! `error.code`) as the reason; `canceled` and `cancelled` are cancelled. Any other value is a
-//! protocol failure: a status no one can interpret is not a completion.
+//! protocol failure: a status no one can interpret is not a completion. A completed or partial
+//! status names its resource by `resourceLocation`, when the body has it.
 //!
 //! **[`LongRunning`]**: a long-running operation resource (Google AIP-151), returned by the start
 //! request with a `name` and `done`. A read of it (`GET` on the name) says: `done` absent or
 //! false, running (`metadata.progressPercent` read when present); `done` with `error`, failed with
 //! its message, or cancelled when its `code` is 1 (`CANCELLED`); `done` with `response`,
-//! completed with the result `response` and the operation's name as `job_id` evidence. `done`
-//! with neither is refused as a protocol failure: a completion with nothing to show for it.
+//! completed with the result `response` and the operation's name as `job_id` evidence, the
+//! resource being the response's `name` with its `etag` as the version (AIP-122, AIP-154) when
+//! it has them. `done` with neither is refused as a protocol failure: a completion with nothing
+//! to show for it.
 
 use candor_schema::redact::{redact_text, redact_url};
-use candor_schema::{AccessFailureKind, Evidence, EvidenceKind, Failure, Operation, Outcome};
+use candor_schema::{
+    AccessFailureKind, Evidence, EvidenceKind, Failure, Operation, Outcome, Resource,
+};
 use std::time::Duration;
 
 use http::StatusCode;
-use http::header::LOCATION;
+use http::header::{ETAG, LOCATION};
 use serde_json::Value;
 
 use super::{OperationStatus, ReadStatus, StatusRead};
@@ -47,6 +52,7 @@ pub struct StatusUrl {
     status_at: String,
     percent_at: String,
     covered_at: String,
+    resource_at: String,
 }
 
 impl Default for StatusUrl {
@@ -55,6 +61,7 @@ impl Default for StatusUrl {
             status_at: "/status".into(),
             percent_at: "/percentComplete".into(),
             covered_at: "/covered".into(),
+            resource_at: "/resourceLocation".into(),
         }
     }
 }
@@ -78,13 +85,28 @@ impl StatusUrl {
         self
     }
 
+    /// Where a completed or partial operation names its resource, as a JSON pointer (default
+    /// `/resourceLocation`).
+    pub fn resource_at(mut self, pointer: impl Into<String>) -> Self {
+        self.resource_at = pointer.into();
+        self
+    }
+
+    /// Reads a 2xx body; `etag` is the response's `ETag`, the version of a body that is the
+    /// resource itself.
     fn read_body(
         &self,
         operation: &Operation,
         body: Value,
+        etag: Option<&str>,
     ) -> Result<OperationStatus<Value>, Failure> {
         let Some(state) = body.pointer(&self.status_at) else {
-            return Ok(completed_by_query(operation, body));
+            // The status URL answered with the resource itself.
+            let resource = Resource {
+                id: status_url_of(operation),
+                version: etag.map(str::to_owned),
+            };
+            return Ok(completed_by_query(operation, body, Some(resource)));
         };
         let Some(state) = state.as_str() else {
             return Err(protocol_failure(format!(
@@ -103,13 +125,17 @@ impl StatusUrl {
             "running" | "inprogress" | "started" => OperationStatus::Running {
                 percent_complete: percent(body.pointer(&self.percent_at)),
             },
-            "succeeded" | "completed" | "done" => completed_by_query(operation, body),
+            "succeeded" | "completed" | "done" => {
+                let resource = self.named_resource(&body);
+                completed_by_query(operation, body, resource)
+            }
             "partiallysucceeded" | "partial" => {
                 let covered = body
                     .pointer(&self.covered_at)
                     .map(text_of)
                     .unwrap_or_else(|| "part of the operation's work".into());
                 OperationStatus::Partial {
+                    resource: self.named_resource(&body),
                     result: body,
                     covered,
                     dropped: "the rest of the operation's work".into(),
@@ -125,6 +151,15 @@ impl StatusUrl {
                     redact_text(state)
                 )));
             }
+        })
+    }
+
+    /// The resource a status body names at `resource_at`, when it names one.
+    fn named_resource(&self, body: &Value) -> Option<Resource> {
+        let location = body.pointer(&self.resource_at)?.as_str()?;
+        Some(Resource {
+            id: redact_url(location).into_owned(),
+            version: None,
         })
     }
 }
@@ -150,7 +185,7 @@ impl ReadStatus<HttpExchange> for StatusUrl {
     fn read(&self, operation: &Operation, raw: HttpExchange) -> StatusRead<Value> {
         let response = match answered(raw) {
             Ok(response) => response,
-            Err(read) => return read,
+            Err(read) => return *read,
         };
         let wait = retry_after(&response.headers, response.received_at);
         let status = if response.status == StatusCode::ACCEPTED {
@@ -166,8 +201,12 @@ impl ReadStatus<HttpExchange> for StatusUrl {
                         result: Value::String(location.clone()),
                         verified_by: Evidence {
                             kind: EvidenceKind::Query,
-                            value: location,
+                            value: location.clone(),
                         },
+                        resource: Some(Resource {
+                            id: location,
+                            version: None,
+                        }),
                     })
                 }
                 None => Err(protocol_failure(
@@ -175,7 +214,8 @@ impl ReadStatus<HttpExchange> for StatusUrl {
                 )),
             }
         } else if response.status.is_success() {
-            json_body(&response).and_then(|body| self.read_body(operation, body))
+            let etag = header_str(&response.headers, &ETAG);
+            json_body(&response).and_then(|body| self.read_body(operation, body, etag))
         } else {
             return unreadable(Ok(response));
         };
@@ -212,7 +252,7 @@ impl ReadStatus<HttpExchange> for LongRunning {
     fn read(&self, operation: &Operation, raw: HttpExchange) -> StatusRead<Value> {
         let response = match answered(raw) {
             Ok(response) => response,
-            Err(read) => return read,
+            Err(read) => return *read,
         };
         if !response.status.is_success() {
             return unreadable(Ok(response));
@@ -235,6 +275,7 @@ impl ReadStatus<HttpExchange> for LongRunning {
             }
             match body.get_mut("response").map(Value::take) {
                 Some(result) => Ok(OperationStatus::Completed {
+                    resource: long_running_resource(&result),
                     result,
                     verified_by: Evidence {
                         kind: EvidenceKind::JobId,
@@ -262,11 +303,12 @@ fn finish(
     }
 }
 
-/// The response of a read, or the read's failure when nothing usable came back.
-fn answered(raw: HttpExchange) -> Result<HttpResponse, StatusRead<Value>> {
+/// The response of a read, or the read's failure when nothing usable came back (boxed: a read
+/// is much larger than a response's handle).
+fn answered(raw: HttpExchange) -> Result<HttpResponse, Box<StatusRead<Value>>> {
     match raw {
         Ok(response) if response.body_end == BodyEnd::Complete => Ok(response),
-        Ok(response) => Err(StatusRead::unreadable(Failure {
+        Ok(response) => Err(Box::new(StatusRead::unreadable(Failure {
             kind: AccessFailureKind::Protocol,
             retryable: true,
             message: format!(
@@ -276,8 +318,8 @@ fn answered(raw: HttpExchange) -> Result<HttpResponse, StatusRead<Value>> {
             status: Some(response.status.as_u16()),
             error_type: Some("malformed_response".into()),
             retry_after_ms: None,
-        })),
-        Err(error) => Err(unreadable(Err(error))),
+        }))),
+        Err(error) => Err(Box::new(unreadable(Err(error)))),
     }
 }
 
@@ -338,15 +380,37 @@ fn protocol_failure(message: String) -> Failure {
     }
 }
 
-fn completed_by_query(operation: &Operation, result: Value) -> OperationStatus<Value> {
+fn completed_by_query(
+    operation: &Operation,
+    result: Value,
+    resource: Option<Resource>,
+) -> OperationStatus<Value> {
     OperationStatus::Completed {
         result,
         verified_by: Evidence {
             kind: EvidenceKind::Query,
-            value: redact_url(operation.status_url.as_deref().unwrap_or(&operation.id))
-                .into_owned(),
+            value: status_url_of(operation),
         },
+        resource,
     }
+}
+
+/// The operation's status URL (its id when it has none), credentials redacted.
+fn status_url_of(operation: &Operation) -> String {
+    redact_url(operation.status_url.as_deref().unwrap_or(&operation.id)).into_owned()
+}
+
+/// The resource a long-running operation's `response` is: its `name` (AIP-122), with its
+/// `etag` (AIP-154) as the version.
+fn long_running_resource(response: &Value) -> Option<Resource> {
+    let name = response.get("name")?.as_str()?;
+    Some(Resource {
+        id: redact_text(name).into_owned(),
+        version: response
+            .get("etag")
+            .and_then(Value::as_str)
+            .map(str::to_owned),
+    })
 }
 
 fn percent(value: Option<&Value>) -> Option<u8> {

@@ -31,7 +31,7 @@ pub mod http;
 
 use std::time::Duration;
 
-use candor_schema::{Evidence, Failure, Lifecycle, LifecycleState, Operation};
+use candor_schema::{Evidence, Failure, Lifecycle, LifecycleState, Operation, Resource};
 
 use crate::classify::Classification;
 
@@ -51,6 +51,8 @@ pub enum OperationStatus<P> {
         result: P,
         /// What verified the completion.
         verified_by: Evidence,
+        /// The resource the operation produced or changed, when the status names it.
+        resource: Option<Resource>,
     },
     /// Finished with part of the work done.
     Partial {
@@ -60,6 +62,8 @@ pub enum OperationStatus<P> {
         covered: String,
         /// What was not done.
         dropped: String,
+        /// The resource the operation produced or changed, when the status names it.
+        resource: Option<Resource>,
     },
     /// Stopped by an error.
     Failed {
@@ -149,13 +153,14 @@ pub trait ReadStatus<R>: Send + Sync {
 ///
 /// ```
 /// use candor_adapter::follow::{FnStatus, OperationStatus, ReadStatus, StatusRead};
-/// use candor_schema::{Evidence, EvidenceKind, Operation};
+/// use candor_schema::{Evidence, EvidenceKind, Operation, Resource};
 ///
 /// // A job API whose client returns the job's state and, once done, its output's version.
 /// let reader = FnStatus::new(|operation: &Operation, raw: (String, Option<u64>)| match raw {
 ///     (state, Some(version)) if state == "done" => StatusRead::status(OperationStatus::Completed {
 ///         result: version,
 ///         verified_by: Evidence { kind: EvidenceKind::Query, value: format!("GET /exports/{}?version={version}", operation.id) },
+///         resource: Some(Resource { id: format!("/exports/{}", operation.id), version: Some(version.to_string()) }),
 ///     }),
 ///     _ => StatusRead::status(OperationStatus::Running { percent_complete: None }),
 /// });
@@ -204,13 +209,21 @@ pub(crate) fn lifecycle_of<P>(operation: &Operation, status: &OperationStatus<P>
             operation,
             percent_complete: *percent_complete,
         },
-        OperationStatus::Completed { verified_by, .. } => Lifecycle::Completed {
+        OperationStatus::Completed {
+            verified_by,
+            resource,
+            ..
+        } => Lifecycle::Completed {
             operation,
             verified_by: verified_by.clone(),
+            resource: resource.clone(),
         },
-        OperationStatus::Partial { covered, .. } => Lifecycle::Partial {
+        OperationStatus::Partial {
+            covered, resource, ..
+        } => Lifecycle::Partial {
             operation,
             covered: covered.clone(),
+            resource: resource.clone(),
         },
         OperationStatus::Failed { reason } => Lifecycle::Failed {
             operation,

@@ -922,4 +922,145 @@ mod tests {
         );
         std::fs::remove_dir_all(&root).expect("clean up");
     }
+
+    /// `operation_events` written before the resource columns gains them when opened: the old
+    /// row reads as null, an operation that named its resource carries it.
+    #[test]
+    fn operation_events_gain_the_resource_columns_and_old_rows_read_as_null() {
+        use candor_records::proto::OperationEvent;
+        use candor_records::tables::Arrival;
+        use deltalake::arrow::array::{Array as _, StringArray};
+        use deltalake::arrow::compute::cast;
+        use deltalake::arrow::datatypes::DataType;
+        use deltalake::datafusion::prelude::SessionContext;
+
+        let root = std::env::temp_dir().join(format!(
+            "candor-added-resource-{}-{}",
+            std::process::id(),
+            std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .expect("after the epoch")
+                .as_nanos()
+        ));
+        let table = Table::OperationEvents;
+        let row = |offset: i64, id: &str, resource: Option<(&str, &str)>| {
+            let meta = Meta {
+                partition: 0,
+                offset,
+                kafka_micros: 1_700_000_000_000_000,
+                arrival: Arrival::OnTime,
+            };
+            let event = OperationEvent {
+                schema_version: 1,
+                event_id: format!("{id}-completed"),
+                event_time_unix_nano: 1_700_000_000_000_000_000,
+                service_name: "reporting".into(),
+                tool_name: "export".into(),
+                tool_target: "https://exports.example".into(),
+                operation_id: id.into(),
+                lifecycle_state: "completed".into(),
+                evidence_kind: Some("query".into()),
+                evidence_value: Some(format!("GET /operations/{id}")),
+                resource_id: resource.map(|(id, _)| id.to_owned()),
+                resource_version: resource.map(|(_, version)| version.to_owned()),
+                source_system: "exports.example".into(),
+                adapter: "candor-adapter/0.1.0".into(),
+                ..Default::default()
+            };
+            (meta, Row::Operation(Box::new(event)))
+        };
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .expect("runtime");
+        let (fields, values) = runtime.block_on(async {
+            let root = root.to_str().expect("a UTF-8 path");
+            create_before_added_columns(root, table, &[&row(0, "old", None)])
+                .await
+                .expect("old table");
+            let mut delta = open_or_create(root, table).await.expect("evolved");
+            let new_rows = [row(1, "new", Some(("/exports/e-7", "\"v7\"")))];
+            let spans = BTreeMap::from([(
+                (table, 0),
+                Span {
+                    from: 0,
+                    to: 2,
+                    rows: &new_rows,
+                },
+            )]);
+            let properties = writer_properties(
+                table,
+                FileSettings {
+                    row_group_rows: 1024,
+                    zstd_level: 1,
+                },
+            );
+            commit(&mut delta, table, &spans, &properties, HashMap::new())
+                .await
+                .expect("commit");
+            let fields: Vec<String> = delta
+                .snapshot()
+                .expect("snapshot")
+                .schema()
+                .fields()
+                .map(|field| field.name().clone())
+                .collect();
+            let context = SessionContext::new();
+            let provider = delta.table_provider().await.expect("provider");
+            context
+                .register_table("operations", provider)
+                .expect("register");
+            let batches = context
+                .sql(&format!(
+                    "SELECT {}, {}, {} FROM operations ORDER BY {}",
+                    column::OPERATION_ID,
+                    column::RESOURCE_ID,
+                    column::RESOURCE_VERSION,
+                    column::OPERATION_ID
+                ))
+                .await
+                .expect("query")
+                .collect()
+                .await
+                .expect("rows");
+            let mut values = Vec::new();
+            for batch in &batches {
+                let texts: Vec<_> = (0..3)
+                    .map(|i| cast(batch.column(i), &DataType::Utf8).expect("text"))
+                    .collect();
+                let texts: Vec<&StringArray> = texts
+                    .iter()
+                    .map(|array| array.as_any().downcast_ref().expect("strings"))
+                    .collect();
+                for i in 0..batch.num_rows() {
+                    let value = |column: &StringArray| {
+                        (!column.is_null(i)).then(|| column.value(i).to_owned())
+                    };
+                    values.push((
+                        texts[0].value(i).to_owned(),
+                        value(texts[1]),
+                        value(texts[2]),
+                    ));
+                }
+            }
+            (fields, values)
+        });
+        assert_eq!(
+            fields[fields.len() - 2..],
+            [column::RESOURCE_ID, column::RESOURCE_VERSION],
+            "{fields:?}"
+        );
+        assert_eq!(
+            values,
+            [
+                (
+                    "new".to_owned(),
+                    Some("/exports/e-7".to_owned()),
+                    Some("\"v7\"".to_owned())
+                ),
+                ("old".to_owned(), None, None)
+            ]
+        );
+        std::fs::remove_dir_all(&root).expect("clean up");
+    }
 }

@@ -1686,6 +1686,36 @@ fn a_lifecycle_event_becomes_one_operation_record_with_its_provenance() {
 }
 
 #[test]
+fn a_completion_keeps_the_resource_it_names_redacted_with_its_version() {
+    let attributes = with_str(
+        completed_attributes(),
+        attr::RESOURCE_ID,
+        "https://bob:hunter2@store.test/exports/7",
+    );
+    let attributes = with_str(attributes, attr::RESOURCE_VERSION, "\"v7\"");
+    let request = request(vec![
+        lifecycle_with(attributes),
+        lifecycle_with(completed_attributes()),
+    ]);
+    let limits = Limits::default();
+    let out = extract_traces(&request, &received(&limits));
+    assert!(out.rejections.is_empty(), "{:?}", out.rejections);
+    let [named, unnamed] = out.operations.as_slice() else {
+        panic!("{:?}", out.operations);
+    };
+    assert_eq!(
+        named.resource_id.as_deref(),
+        Some("https://REDACTED@store.test/exports/7")
+    );
+    assert_eq!(named.resource_version.as_deref(), Some("\"v7\""));
+    assert_eq!(
+        (&unnamed.resource_id, &unnamed.resource_version),
+        (&None, &None)
+    );
+    assert_eq!(out.redacted, 3, "both targets and the resource id");
+}
+
+#[test]
 fn each_bad_lifecycle_event_is_refused_for_its_reason() {
     let cases = [
         (
@@ -1720,6 +1750,11 @@ fn each_bad_lifecycle_event_is_refused_for_its_reason() {
         (
             "no adapter",
             without(lifecycle_attributes("queued"), attr::PROVENANCE_ADAPTER),
+            RejectReason::MissingAttribute,
+        ),
+        (
+            "a version without its resource",
+            with_str(completed_attributes(), attr::RESOURCE_VERSION, "7"),
             RejectReason::MissingAttribute,
         ),
     ];

@@ -46,15 +46,12 @@ use axum::extract::{Path, State};
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
-use candor_adapter::follow::http::StatusUrl;
 use candor_adapter::http_client::HttpClient;
 use candor_adapter::otlp::{OtlpConfig, OtlpGuard, providers};
-use candor_adapter::{Adapter, HttpClassifier, NotFound, RetryPolicy};
+use candor_adapter::{Adapter, AdapterBuilder, HttpClassifier, NotFound, RetryPolicy};
 use candor_schema::{Envelope, OutcomeClass};
 
-use self::exports::{
-    EXPORT_DEADLINE, Exports, export_start, export_status, run_tag, start_exports,
-};
+use self::exports::{Exports, export_adapter, export_start, export_status, run_tag, start_exports};
 
 mod exports;
 
@@ -327,6 +324,22 @@ fn count<P>(tally: &Tally, service: &str, envelope: &Envelope<P>) {
         .or_default() += 1;
 }
 
+/// `builder` with the settings every adapter of a demo service shares: at most three attempts
+/// of 500 ms each within 5 s, the service as the actor, and the service's own telemetry.
+fn service_settings<C, K, S>(
+    builder: AdapterBuilder<C, K, S>,
+    service: &str,
+    telemetry: &OtlpGuard,
+) -> anyhow::Result<AdapterBuilder<C, K, S>> {
+    Ok(builder
+        .retry(RetryPolicy::default().with_max_attempts(3)?)
+        .attempt_timeout(Duration::from_millis(500))
+        .deadline(Duration::from_secs(5))
+        .actor(service)
+        .tracer_provider(telemetry.tracer_provider())
+        .meter_provider(telemetry.meter_provider()))
+}
+
 /// Runs the demo until stopped (or for `--duration`).
 pub async fn run(args: DemoArgs) -> anyhow::Result<ExitCode> {
     anyhow::ensure!(
@@ -373,15 +386,8 @@ pub async fn run(args: DemoArgs) -> anyhow::Result<ExitCode> {
             let classifier = HttpClassifier::new(NotFound::Unreachable)
                 .items_at("/items")
                 .total_at("/total");
-            let adapter = Adapter::builder(*tool, url.clone())
-                .classifier(classifier)
-                .retry(RetryPolicy::default().with_max_attempts(3)?)
-                .attempt_timeout(Duration::from_millis(500))
-                .deadline(Duration::from_secs(5))
-                .actor(*service)
-                .tracer_provider(guard.tracer_provider())
-                .meter_provider(guard.meter_provider())
-                .build()?;
+            let builder = Adapter::builder(*tool, url.clone()).classifier(classifier);
+            let adapter = service_settings(builder, service, &guard)?.build()?;
             let client = client.clone();
             let tally = Arc::clone(&tally);
             let service = (*service).to_owned();
@@ -399,17 +405,7 @@ pub async fn run(args: DemoArgs) -> anyhow::Result<ExitCode> {
         }
         if *service == EXPORTER {
             let url = format!("http://{}/export", args.tools_addr);
-            let adapter = Adapter::builder("export", url.clone())
-                .classifier(HttpClassifier::new(NotFound::Unreachable).operation_id_at("/id"))
-                .follow(StatusUrl::default())
-                .operation_deadline(EXPORT_DEADLINE)
-                .retry(RetryPolicy::default().with_max_attempts(3)?)
-                .attempt_timeout(Duration::from_millis(500))
-                .deadline(Duration::from_secs(5))
-                .actor(*service)
-                .tracer_provider(guard.tracer_provider())
-                .meter_provider(guard.meter_provider())
-                .build()?;
+            let adapter = export_adapter(&url, service, &guard)?;
             tokio::spawn(start_exports(
                 Arc::new(adapter),
                 client.clone(),

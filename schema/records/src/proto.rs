@@ -216,6 +216,11 @@ record! {
         received_time_unix_nano: fixed64 = 20 => RECEIVED_TIME as Time,
         /// The collector that received it.
         collector_id: string = 21 => COLLECTOR_ID as Text,
+        /// `tool.resource.id`, credentials removed: the resource a completed or partial
+        /// operation produced or changed.
+        resource_id: string optional = 22 => RESOURCE_ID as OptText,
+        /// `tool.resource.version`: that resource's version, when its source said.
+        resource_version: string optional = 23 => RESOURCE_VERSION as OptText,
     }
 }
 

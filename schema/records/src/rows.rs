@@ -347,6 +347,12 @@ fn check(row: &Row) -> Result<(), Refusal> {
             if operation.operation_id.is_empty() {
                 return Err(refuse("missing_id", "operation_id is empty"));
             }
+            if operation.resource_version.is_some() && operation.resource_id.is_none() {
+                return Err(refuse(
+                    "missing_attribute",
+                    "resource_version is set without resource_id",
+                ));
+            }
         }
         // Checked by `Event::decode`.
         Row::Event(_) | Row::Rejected(_) => {}
@@ -689,6 +695,40 @@ mod tests {
         );
         assert!(
             matches!(&row, Row::Rejected(r) if r.reason == "unknown_source"),
+            "{row:?}"
+        );
+        // An operation's resource version without the resource.
+        let operation = |resource_id: Option<&str>| crate::proto::OperationEvent {
+            schema_version: 1,
+            event_id: "e".into(),
+            operation_id: "op".into(),
+            lifecycle_state: "completed".into(),
+            evidence_kind: Some("query".into()),
+            evidence_value: Some("GET /op".into()),
+            event_time_unix_nano: u64::try_from(NOW_MS).unwrap() * 1_000_000,
+            resource_id: resource_id.map(str::to_owned),
+            resource_version: Some("7".into()),
+            ..Default::default()
+        };
+        let (_, row) = decode(
+            &record(Table::OperationEvents, operation(None).encode_to_vec()),
+            &BOUNDS,
+            "k",
+        );
+        assert!(
+            matches!(&row, Row::Rejected(r) if r.reason == "missing_attribute"),
+            "{row:?}"
+        );
+        let (_, row) = decode(
+            &record(
+                Table::OperationEvents,
+                operation(Some("/exports/7")).encode_to_vec(),
+            ),
+            &BOUNDS,
+            "k",
+        );
+        assert!(
+            matches!(&row, Row::Operation(o) if o.resource_version.as_deref() == Some("7")),
             "{row:?}"
         );
         let no_value = SourceRecord {

@@ -119,6 +119,10 @@ pub mod column {
     pub const EVIDENCE_KIND: &str = "evidence_kind";
     /// The evidence of the outcome, e.g. a request id.
     pub const EVIDENCE_VALUE: &str = "evidence_value";
+    /// The resource an operation produced or changed.
+    pub const RESOURCE_ID: &str = "resource_id";
+    /// That resource's version, when its source said.
+    pub const RESOURCE_VERSION: &str = "resource_version";
     /// The rejection reason.
     pub const REASON: &str = "reason";
     /// What exactly was wrong.
@@ -286,6 +290,8 @@ impl Table {
                 column::TRACE_ID,
                 column::SPAN_ID,
                 column::EVIDENCE_VALUE,
+                column::RESOURCE_ID,
+                column::RESOURCE_VERSION,
             ],
         }
     }
@@ -355,7 +361,8 @@ impl Table {
                 column::EVIDENCE_VALUE,
             ],
             Self::OutcomeCounts => &[column::EXPORT_INTERVAL_MS, column::SOURCE],
-            Self::Rejected | Self::Heartbeats | Self::OperationEvents => &[],
+            Self::OperationEvents => &[column::RESOURCE_ID, column::RESOURCE_VERSION],
+            Self::Rejected | Self::Heartbeats => &[],
         }
     }
 

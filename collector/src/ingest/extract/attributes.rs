@@ -29,6 +29,8 @@ pub(super) enum Key {
     LifecycleState,
     OperationId,
     LifecycleReason,
+    ResourceId,
+    ResourceVersion,
     ProvenanceSourceSystem,
     ProvenanceActor,
     ProvenanceAdapter,
@@ -36,7 +38,7 @@ pub(super) enum Key {
 
 impl Key {
     /// Every key, in slot order.
-    const ALL: [Key; 23] = [
+    const ALL: [Key; 25] = [
         Key::OutcomeClass,
         Key::ToolName,
         Key::ToolTarget,
@@ -57,6 +59,8 @@ impl Key {
         Key::LifecycleState,
         Key::OperationId,
         Key::LifecycleReason,
+        Key::ResourceId,
+        Key::ResourceVersion,
         Key::ProvenanceSourceSystem,
         Key::ProvenanceActor,
         Key::ProvenanceAdapter,
@@ -86,6 +90,8 @@ impl Key {
             Key::LifecycleState => attr::LIFECYCLE_STATE,
             Key::OperationId => attr::OPERATION_ID,
             Key::LifecycleReason => attr::LIFECYCLE_REASON,
+            Key::ResourceId => attr::RESOURCE_ID,
+            Key::ResourceVersion => attr::RESOURCE_VERSION,
             Key::ProvenanceSourceSystem => attr::PROVENANCE_SOURCE_SYSTEM,
             Key::ProvenanceActor => attr::PROVENANCE_ACTOR,
             Key::ProvenanceAdapter => attr::PROVENANCE_ADAPTER,

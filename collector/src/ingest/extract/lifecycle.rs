@@ -58,6 +58,20 @@ pub(super) fn lifecycle_event(
         ));
     }
     let owned = |key| attributes.string(key).map(|value| value.map(str::to_owned));
+    let resource_id = owned(Key::ResourceId)?;
+    let resource_version = owned(Key::ResourceVersion)?;
+    // A version says which state of a resource the operation left; without the resource it
+    // says nothing.
+    if resource_version.is_some() && resource_id.is_none() {
+        return Err(refuse(
+            RejectReason::MissingAttribute,
+            format!(
+                "{} is missing: {} names no resource without it",
+                attr::RESOURCE_ID,
+                attr::RESOURCE_VERSION
+            ),
+        ));
+    }
     Ok(OperationEvent {
         schema_version: RECORD_SCHEMA_VERSION,
         event_id: hex(&event_id(service, event, scratch)),
@@ -74,6 +88,8 @@ pub(super) fn lifecycle_event(
         coverage: owned(Key::Coverage)?,
         evidence_kind: evidence_kind.map(|kind| kind.as_str().to_owned()),
         evidence_value: evidence_value.map(str::to_owned),
+        resource_id,
+        resource_version,
         source_system: attributes
             .required_string(Key::ProvenanceSourceSystem)?
             .to_owned(),

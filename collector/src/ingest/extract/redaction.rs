@@ -72,7 +72,7 @@ pub fn redact_count(count: &mut OutcomeCount) -> u64 {
 }
 
 /// Removes credentials from an operation event's free-form values: the target as a URL, and
-/// its id, texts and evidence as text. Returns how many values changed.
+/// its id, texts, evidence and resource as text. Returns how many values changed.
 pub fn redact_operation(event: &mut OperationEvent) -> u64 {
     let mut redacted = 0;
     scrub(&mut event.tool_target, true, &mut redacted);
@@ -81,6 +81,7 @@ pub fn redact_operation(event: &mut OperationEvent) -> u64 {
         &mut event.reason,
         &mut event.coverage,
         &mut event.evidence_value,
+        &mut event.resource_id,
         &mut event.actor,
         &mut event.authority,
     ]

@@ -1,6 +1,7 @@
 //! The demo's asynchronous export tool: the server side (`POST /export` answers 202 with
 //! `Operation-Location` and `Retry-After`; `GET /export/{id}` says `running` for a couple of reads,
-//! then the export's fate, decided at its acceptance by the scenario) and the caller that follows
+//! then the export's fate, decided at its acceptance by the scenario; an export that ended with
+//! rows names the file it wrote by `resourceLocation`) and the caller that follows
 //! its exports through the status URL, or starts one without waiting and resumes it later.
 
 use std::collections::BTreeMap;
@@ -15,10 +16,11 @@ use candor_adapter::classify::http::OPERATION_LOCATION;
 use candor_adapter::clock::TokioClock;
 use candor_adapter::follow::http::StatusUrl;
 use candor_adapter::http_client::HttpClient;
-use candor_adapter::{Adapter, AttemptContext, HttpClassifier};
+use candor_adapter::otlp::OtlpGuard;
+use candor_adapter::{Adapter, AttemptContext, HttpClassifier, NotFound};
 use candor_schema::Operation;
 
-use super::{EXPORTER, Scenario, Shared, Tally, count, json};
+use super::{EXPORTER, Scenario, Shared, Tally, count, json, service_settings};
 
 /// What becomes of an export, decided when it is accepted.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -202,9 +204,12 @@ pub(super) async fn export_status(
                 .insert(header::RETRY_AFTER, HeaderValue::from_static("1"));
             return response;
         }
-        Some(ExportRead::Ended(Ending::Succeeded)) => {
-            serde_json::json!({ "id": id, "status": "succeeded", "rows": 1200 })
-        }
+        Some(ExportRead::Ended(Ending::Succeeded)) => serde_json::json!({
+            "id": id,
+            "status": "succeeded",
+            "rows": 1200,
+            "resourceLocation": format!("{}/exports/{id}.csv", shared.tools_url),
+        }),
         Some(ExportRead::Ended(Ending::Failed)) => serde_json::json!({
             "id": id,
             "status": "failed",
@@ -215,6 +220,7 @@ pub(super) async fn export_status(
             "status": "partiallySucceeded",
             "covered": "2 of 3 regions",
             "rows": 800,
+            "resourceLocation": format!("{}/exports/{id}.csv", shared.tools_url),
         }),
     };
     json(StatusCode::OK, &body.to_string())
@@ -222,6 +228,21 @@ pub(super) async fn export_status(
 
 /// The exporter's adapter: it follows an accepted export through its status URL.
 pub(super) type ExportAdapter = Adapter<HttpClassifier, TokioClock, StatusUrl>;
+
+/// The adapter `service` starts exports at `url` with: the settings of its other adapters, and
+/// it follows each accepted export through its status URL for at most `EXPORT_DEADLINE`.
+pub(super) fn export_adapter(
+    url: &str,
+    service: &str,
+    telemetry: &OtlpGuard,
+) -> anyhow::Result<ExportAdapter> {
+    let builder = Adapter::builder("export", url)
+        .classifier(HttpClassifier::new(NotFound::Unreachable).operation_id_at("/id"))
+        .follow(StatusUrl::default())
+        .operation_deadline(EXPORT_DEADLINE);
+    let adapter = service_settings(builder, service, telemetry)?.build()?;
+    Ok(adapter)
+}
 
 /// Starts an export every `period`, from `offset` on. Each export runs in its own task, so that
 /// one followed to its deadline never holds back the next; there are at most about

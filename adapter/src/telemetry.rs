@@ -179,13 +179,18 @@ impl Telemetry {
         let class = envelope.class();
         let provenance = envelope.provenance();
         // Both kinds of event in time order; at the same moment the operation's state comes
-        // before the attempt's event, so that the call's terminal event stays its last.
+        // before the attempt's event, so that the call's terminal event stays its last. An
+        // attempt's event is at its start plus its whole milliseconds, so a state seen within
+        // the last attempt's final millisecond is placed at that attempt's end, not after it.
+        let end = envelope.attempts().last().map(|attempt| {
+            attempt.started_at.system_time() + Duration::from_millis(attempt.duration_ms)
+        });
         let mut events: Vec<(SystemTime, Event)> = transitions
             .iter()
             .map(|transition| {
+                let at = end.map_or(transition.at, |end| transition.at.min(end));
                 let attributes = self.lifecycle_attributes(provenance, transition);
-                let event = Event::new(names::LIFECYCLE_EVENT, transition.at, attributes, 0);
-                (transition.at, event)
+                (at, Event::new(names::LIFECYCLE_EVENT, at, attributes, 0))
             })
             .collect();
         for attempt in envelope.attempts().iter().filter(|a| is_eventful(a.class)) {

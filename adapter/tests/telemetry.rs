@@ -734,3 +734,68 @@ async fn a_followed_operation_records_each_state_it_went_through() {
         "http://export.test/v1/operations/7"
     );
 }
+
+/// A followed operation that failed within a fraction of a millisecond: its terminal
+/// `tool.outcome` event (at the following's start plus its whole milliseconds) stays the
+/// span's last event, after the `failed` state seen in that same millisecond.
+#[tokio::test]
+async fn the_terminal_event_stays_last_when_the_end_was_seen_within_a_millisecond() {
+    let sdk = Sdk::new(Sampler::AlwaysOn, true);
+    let adapter = Adapter::builder("export", "http://export.test/v1/jobs")
+        .classifier(HttpClassifier::new(NotFound::Unreachable))
+        .follow(StatusUrl::default())
+        .clock(FakeClock::default())
+        // The first status read waits 3 ms × 0.5: the end is seen 1.5 ms after the acceptance.
+        .retry(
+            RetryPolicy::default()
+                .with_backoff(Duration::from_millis(3), Duration::from_millis(3))
+                .unwrap(),
+        )
+        .jitter(candor_adapter::Jitter::fixed(0.5))
+        .tracer_provider(&sdk.tracer_provider)
+        .meter_provider(&sdk.meter_provider)
+        .build()
+        .unwrap();
+    let mut headers = HeaderMap::new();
+    headers.insert(
+        "operation-location",
+        HeaderValue::from_static("http://export.test/v1/operations/8"),
+    );
+    let start = ScriptedTool::returning([Ok(HttpResponse {
+        status: StatusCode::ACCEPTED,
+        headers,
+        body: Bytes::new(),
+        body_end: BodyEnd::Complete,
+        received_at: std::time::SystemTime::UNIX_EPOCH,
+    })]);
+    let reads = ScriptedTool::returning([json(
+        200,
+        r#"{"status":"Failed","error":{"message":"disk full"}}"#,
+    )]);
+    let envelope = adapter
+        .call_and_follow(|ctx| start.attempt(ctx), |_, ctx| reads.attempt(ctx))
+        .await;
+    assert_eq!(envelope.class(), OutcomeClass::AccessFailure);
+
+    let spans = sdk.finished_spans();
+    let kinds: Vec<&str> = spans[0]
+        .events
+        .iter()
+        .map(|event| event.name.as_ref())
+        .collect();
+    assert_eq!(
+        kinds,
+        [
+            names::LIFECYCLE_EVENT,
+            names::LIFECYCLE_EVENT,
+            names::OUTCOME_EVENT
+        ],
+        "accepted, failed, then the terminal event"
+    );
+    let times: Vec<_> = spans[0]
+        .events
+        .iter()
+        .map(|event| event.timestamp)
+        .collect();
+    assert!(times.is_sorted(), "{times:?}");
+}

@@ -93,7 +93,9 @@ class Handler(BaseHTTPRequestHandler):
     - ``/auth``: 401; ``/error``: 500; ``/flaky``: 503 the first time, then 200;
     - ``/truncated``: declares 100 bytes, sends 14 and closes; ``/big``: 200 with 4 KiB;
     - ``/gzip``: a gzip-encoded answer; ``/hang``: answers when the test ends;
-    - ``/disconnect``: closes without answering; ``/garbage``: answers with no HTTP.
+    - ``/disconnect``: closes without answering; ``/garbage``: answers with no HTTP;
+    - ``POST /exports``: 202, accepted with the status URL ``/operations/1``, which reads as
+      running the first time, then as succeeded.
     """
 
     server: ThreadingHTTPServer
@@ -149,6 +151,19 @@ class Handler(BaseHTTPRequestHandler):
         elif path == "/garbage":
             self.wfile.write(b"this is not http\r\n\r\n")
             self.close_connection = True
+        elif path == "/operations/1":
+            state = "Running" if count == 1 else "Succeeded"
+            self.send(200, json.dumps({"status": state}).encode(), json_type)
+        else:
+            self.send(404, b"no such path")
+
+    def do_POST(self) -> None:
+        path = self.path.split("?")[0]
+        self.state.hit(path)
+        self.rfile.read(int(self.headers.get("Content-Length") or 0))
+        if path == "/exports":
+            status_url = f"{self.state.url}/operations/1"
+            self.send(202, b"", {"Operation-Location": status_url})
         else:
             self.send(404, b"no such path")
 

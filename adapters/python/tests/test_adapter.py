@@ -13,22 +13,30 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 from opentelemetry.sdk.trace.sampling import ALWAYS_OFF
 
 from candor import (
+    ADAPTER_VERSION,
     AccessFailure,
     AccessFailureKind,
     Adapter,
     AttemptContext,
     Authority,
+    Classification,
     Empty,
     Envelope,
+    Evidence,
+    EvidenceKind,
     FixedJitter,
     FnClassifier,
     HttpClassifier,
     HttpExchange,
     HttpResponse,
+    Lifecycle,
+    LifecycleState,
     NextAction,
     NotFound,
+    Operation,
     OutcomeClass,
     Partial,
+    Resource,
     RetryAction,
     RetryPolicy,
     Success,
@@ -399,6 +407,56 @@ def test_only_the_terminal_event_carries_the_evidence(telemetry: Telemetry) -> N
     assert rescued["tool.retry.action"] == "retry"
     assert "tool.evidence.kind" not in rescued
     assert "tool.evidence.value" not in rescued
+
+
+def test_a_lifecycle_event_names_the_resource_the_operation_left(telemetry: Telemetry) -> None:
+    adapter: Adapter[Lifecycle] = Adapter(
+        "export",
+        "https://jobs.example/v1/jobs/j-77",
+        FnClassifier(lambda lifecycle: Classification(Success(None), lifecycle=lifecycle)),
+        clock=FakeClock(START),
+        meter_provider=telemetry.meter_provider,
+        tracer_provider=telemetry.tracer_provider,
+    )
+
+    def lifecycle_event(lifecycle: Lifecycle) -> dict[str, object]:
+        """The attributes of the ``tool.lifecycle`` event of a call that saw ``lifecycle``."""
+        adapter.call(lambda context: lifecycle)
+        [event] = telemetry.spans()[-1].events
+        assert event.name == "tool.lifecycle"
+        return dict(event.attributes or {})
+
+    completed = Lifecycle.completed(
+        Operation("j-77"),
+        Evidence(EvidenceKind.QUERY, "GET /v1/jobs/j-77 -> done"),
+        Resource("https://store.example/exports/e-9", '"v7"'),
+    )
+    assert lifecycle_event(completed) == {
+        "tool.name": "export",
+        "tool.target": "https://jobs.example/v1/jobs/j-77",
+        "tool.operation.id": "j-77",
+        "tool.lifecycle.state": "completed",
+        "tool.evidence.kind": "query",
+        "tool.evidence.value": "GET /v1/jobs/j-77 -> done",
+        "tool.resource.id": "https://store.example/exports/e-9",
+        "tool.resource.version": '"v7"',
+        "tool.provenance.source_system": "jobs.example",
+        "tool.provenance.adapter": ADAPTER_VERSION,
+    }
+    partial = lifecycle_event(
+        Lifecycle(
+            LifecycleState.PARTIAL,
+            Operation("j-78"),
+            covered="3 of 5 files",
+            resource=Resource("e-10"),
+        )
+    )
+    assert partial["tool.resource.id"] == "e-10"
+    assert "tool.resource.version" not in partial
+    unnamed = lifecycle_event(
+        Lifecycle.completed(Operation("j-79"), Evidence(EvidenceKind.JOB_ID, "j-79"))
+    )
+    assert not any(key.startswith("tool.resource.") for key in unnamed)
 
 
 def test_a_custom_classifier(telemetry: Telemetry) -> None:

@@ -34,6 +34,7 @@ from candor import (
     Partial,
     PartialKind,
     Provenance,
+    Resource,
     RetryAction,
     Success,
     Truncation,
@@ -134,6 +135,30 @@ def test_an_envelope_read_back_is_the_same() -> None:
     assert Envelope.from_dict(json.loads(original.to_json())).to_json() == original.to_json()
 
 
+def test_a_lifecycle_names_its_resource_after_its_own_field() -> None:
+    completed = Lifecycle.completed(
+        Operation("j-77"),
+        Evidence(EvidenceKind.QUERY, "GET /v1/jobs/j-77 -> done"),
+        Resource("https://store.example/exports/e-9", '"v7"'),
+    )
+    partial = Lifecycle(
+        LifecycleState.PARTIAL, Operation("j-78"), covered="3 of 5 files", resource=Resource("e-10")
+    )
+    assert dumps(completed.to_dict()) == (
+        '{"state":"completed","operation":{"id":"j-77"},'
+        '"verified_by":{"kind":"query","value":"GET /v1/jobs/j-77 -> done"},'
+        '"resource":{"id":"https://store.example/exports/e-9","version":"\\"v7\\""}}'
+    )
+    assert dumps(partial.to_dict()) == (
+        '{"state":"partial","operation":{"id":"j-78"},"covered":"3 of 5 files",'
+        '"resource":{"id":"e-10"}}'
+    )
+    for lifecycle in (completed, partial):
+        original = envelope(Success(None), lifecycle=lifecycle)
+        assert Envelope.from_json(original.to_json()) == original
+        assert Envelope.from_dict(json.loads(original.to_json())).to_json() == original.to_json()
+
+
 def test_written_envelopes_match_the_json_schema() -> None:
     schema = json.loads(SCHEMA.read_text(encoding="utf-8"))
     assert output_schema() == schema, "the packaged schema is a copy of spec/v1's"
@@ -161,6 +186,16 @@ def mutated(change: Any) -> dict[str, Any]:
     data = copy.deepcopy(valid())
     change(data)
     return data
+
+
+def completed_with_resource(resource: object) -> dict[str, Any]:
+    """A completed lifecycle, which allows ``finish``, naming ``resource``."""
+    return {
+        "state": "completed",
+        "operation": {"id": "j"},
+        "verified_by": {"kind": "query", "value": "GET /jobs/j"},
+        "resource": resource,
+    }
 
 
 @pytest.mark.parametrize(
@@ -209,6 +244,29 @@ def mutated(change: Any) -> dict[str, Any]:
             lifecycle={"state": "running", "operation": {"id": "j"}, "percent_complete": 256},
             next_actions=["poll", "compensate", "escalate"],
         ),
+        lambda d: d.update(
+            lifecycle={"state": "running", "operation": {"id": "j"}, "resource": {"id": "r"}},
+            next_actions=["poll", "compensate", "escalate"],
+        ),
+        lambda d: d.update(
+            lifecycle={"state": "accepted", "operation": {"id": "j"}, "resource": None},
+            next_actions=["poll", "compensate", "escalate"],
+        ),
+        lambda d: d.update(
+            lifecycle={
+                "state": "failed",
+                "operation": {"id": "j"},
+                "reason": "x",
+                "resource": {"id": "r"},
+            },
+            next_actions=["compensate", "escalate"],
+        ),
+        lambda d: d.update(lifecycle=completed_with_resource({"version": "v1"})),
+        lambda d: d.update(lifecycle=completed_with_resource({"id": 7})),
+        lambda d: d.update(lifecycle=completed_with_resource({"id": None})),
+        lambda d: d.update(lifecycle=completed_with_resource({"id": "r", "version": 7})),
+        lambda d: d.update(lifecycle=completed_with_resource({"id": "r", "etag": "v1"})),
+        lambda d: d.update(lifecycle=completed_with_resource("r")),
     ],
 )
 def test_a_reader_refuses_what_is_not_the_shape(change: Any) -> None:
@@ -234,6 +292,14 @@ def test_optional_fields_given_as_null_read_as_absent() -> None:
     read = Envelope.from_dict(data)
     assert read.authority is None
     assert "authority" not in read.to_dict()
+    data["lifecycle"] = completed_with_resource(None)
+    assert Envelope.from_dict(data).lifecycle == Lifecycle.completed(
+        Operation("j"), Evidence(EvidenceKind.QUERY, "GET /jobs/j")
+    )
+    data["lifecycle"] = completed_with_resource({"id": "r", "version": None})
+    read = Envelope.from_dict(data)
+    assert read.lifecycle is not None
+    assert read.lifecycle.resource == Resource("r")
 
 
 def test_text_with_a_field_given_twice_is_refused() -> None:
@@ -275,6 +341,14 @@ def test_a_lifecycle_carries_what_its_state_needs() -> None:
         Lifecycle(LifecycleState.COMPLETED, Operation("j"))
     with pytest.raises(ValueError, match="carries no covered"):
         Lifecycle(LifecycleState.ACCEPTED, Operation("j"), covered="x")
+    for state in (LifecycleState.ACCEPTED, LifecycleState.RUNNING, LifecycleState.CANCELLED):
+        with pytest.raises(ValueError, match="carries no resource"):
+            Lifecycle(state, Operation("j"), resource=Resource("r"))
+    with pytest.raises(ValueError, match="carries no resource"):
+        Lifecycle(LifecycleState.FAILED, Operation("j"), reason="x", resource=Resource("r"))
+    assert Lifecycle(
+        LifecycleState.PARTIAL, Operation("j"), covered="half", resource=Resource("r", "v2")
+    ).resource == Resource("r", "v2")
 
 
 def test_the_summary_follows_the_class() -> None:

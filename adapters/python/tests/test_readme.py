@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from candor import Envelope, OutcomeClass
+from candor import Envelope, LifecycleState, OutcomeClass, SystemClock
 
 from .conftest import Server
 
@@ -26,21 +26,31 @@ def test_the_first_example_runs(server: Server, capsys: pytest.CaptureFixture[st
     assert '"class":"success"' in capsys.readouterr().out
 
 
-def test_the_decorator_and_context_manager_examples_run(
-    server: Server, capsys: pytest.CaptureFixture[str]
+def test_the_other_examples_run(
+    server: Server, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     import httpx
 
+    # Following an operation waits between status reads; the test does not.
+    slept: list[int] = []
+    monkeypatch.setattr(SystemClock, "sleep", lambda self, ns: slept.append(ns))
     setup = blocks()[0].replace("https://search.example/v1/items", server.url + "/items")
     with httpx.Client() as client:
         scope = {"client": client, "url": server.url + "/items"}
         exec(compile(setup, str(README), "exec"), scope)  # noqa: S102
         for example in blocks()[1:]:
             scope["client"] = client  # the first example closed its own
-            exec(compile(example, str(README), "exec"), scope)  # noqa: S102
+            code = example.replace("https://exports.example/v1/exports", server.url + "/exports")
+            exec(compile(code, str(README), "exec"), scope)  # noqa: S102
             envelope = scope["envelope"]
             assert isinstance(envelope, Envelope)
             assert envelope.outcome_class is OutcomeClass.SUCCESS
+    # The last example followed the export through two status reads to its completion.
+    followed = scope["envelope"]
+    assert isinstance(followed, Envelope)
+    assert followed.lifecycle is not None
+    assert followed.lifecycle.state is LifecycleState.COMPLETED
+    assert len(slept) == 2
 
 
 def test_the_projects_readme_example_runs(

@@ -15,6 +15,12 @@ Build one :class:`Adapter` per tool and share it. A call is made in one of four 
   request itself. One attempt is observed, classified and recorded, and never retried: a
   transient AccessFailure ends as ``exhausted`` (its next actions are retry and escalate), so
   the caller decides whether to open another attempt.
+
+An adapter with a status reader (:mod:`candor.follow`) can also follow an operation that a call
+accepted to its end: ``adapter.call_and_follow(fn, read_status)`` makes the call and, when its
+answer accepted an operation, reads the operation's status with ``read_status(operation,
+attempt)`` until it ends; ``adapter.resume(operation, read_status)`` follows an operation that an
+earlier call accepted. ``acall_and_follow`` and ``aresume`` are their asynchronous forms.
 """
 
 from __future__ import annotations
@@ -27,7 +33,7 @@ from collections.abc import Awaitable, Callable, Coroutine
 from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 from types import TracebackType
-from typing import Any, Final, Generic, TypeVar, overload
+from typing import Any, Final, Generic, TypeAlias, TypeVar, overload
 
 from opentelemetry.metrics import MeterProvider
 from opentelemetry.trace import TracerProvider
@@ -35,9 +41,24 @@ from opentelemetry.trace import TracerProvider
 from candor._version import __version__
 from candor.classify import Classification, Classifier, ExceptionClassifier
 from candor.clock import Clock, SystemClock
-from candor.envelope import AccessFailure, Attempt, Authority, Envelope, Failure, Provenance
+from candor.envelope import (
+    AccessFailure,
+    Attempt,
+    Authority,
+    Envelope,
+    Evidence,
+    Failure,
+    Lifecycle,
+    Operation,
+    Outcome,
+    Partial,
+    Provenance,
+    Success,
+    Truncation,
+)
+from candor.follow import OperationStatus, StatusRead, StatusReader
 from candor.names import ADAPTER_NAME
-from candor.redact import redact_url
+from candor.redact import redact_text, redact_url
 from candor.retry import (
     Decision,
     GiveUp,
@@ -48,9 +69,9 @@ from candor.retry import (
     ns_of,
     timedelta_of,
 )
-from candor.telemetry import Telemetry
+from candor.telemetry import Telemetry, Transition
 from candor.timestamps import datetime_from_ns
-from candor.vocab import AccessFailureKind, RetryAction
+from candor.vocab import AccessFailureKind, EvidenceKind, LifecycleState, PartialKind, RetryAction
 
 __all__ = ["ADAPTER_VERSION", "Adapter", "AttemptContext", "Observation"]
 
@@ -58,6 +79,7 @@ ADAPTER_VERSION: Final = f"{ADAPTER_NAME}/{__version__}"
 """The adapter and its version, as recorded in every envelope's provenance."""
 
 R = TypeVar("R")
+T = TypeVar("T")
 _NS_PER_MS: Final = 1_000_000
 
 
@@ -112,8 +134,8 @@ def _debug_duration(ns: int) -> str:
     return f"{nanos}ns"
 
 
-def _timed_out(after_ns: int, cut_by_deadline: bool) -> Classification:
-    """An attempt that produced no answer in time.
+def _no_answer(after_ns: int, cut_by_deadline: bool) -> Failure:
+    """The failure of an attempt that produced no answer in time.
 
     It is labelled from the adapter's own knowledge that a request went out and nothing came
     back.
@@ -129,9 +151,7 @@ def _timed_out(after_ns: int, cut_by_deadline: bool) -> Classification:
         kind = AccessFailureKind.TIMEOUT
         message = f"no answer within the attempt timeout of {_debug_duration(after_ns)}"
         error_type = "timeout"
-    return Classification(
-        AccessFailure(Failure(kind, retryable=True, message=message, error_type=error_type))
-    )
+    return Failure(kind, retryable=True, message=message, error_type=error_type)
 
 
 def _close(awaitable: object) -> None:
@@ -172,7 +192,8 @@ class _Call(Generic[R]):
         return AttemptContext(self.number, min(self.adapter.attempt_timeout_ns, deadline_left))
 
     def timed_out(self, context: AttemptContext) -> Classification:
-        return _timed_out(context.timeout_ns, context.timeout_ns < self.adapter.attempt_timeout_ns)
+        cut_by_deadline = context.timeout_ns < self.adapter.attempt_timeout_ns
+        return Classification(AccessFailure(_no_answer(context.timeout_ns, cut_by_deadline)))
 
     def late(self, context: AttemptContext) -> bool:
         """Whether the attempt outlasted its timeout (a synchronous attempt cannot be cut)."""
@@ -216,7 +237,31 @@ class _Call(Generic[R]):
     def slept(self) -> None:
         self.offset = self.clock.monotonic_ns() - self.started
 
-    def finish(self, last: Classification) -> Envelope:
+    def add_following(
+        self, accepted: int, finished: int, outcome: Outcome, action: RetryAction | None
+    ) -> None:
+        """Records the attempt of a following: from the acceptance to the following's end.
+
+        ``accepted`` and ``finished`` are offsets from the call's start, in nanoseconds.
+        """
+        failure = outcome.failure if isinstance(outcome, AccessFailure) else None
+        started_at, started_ns = _stamp(self.started_wall + accepted)
+        self.attempts_started_ns.append(started_ns)
+        self.attempts.append(
+            Attempt(
+                number=len(self.attempts) + 1,
+                started_at=started_at,
+                duration_ms=_millis(finished - accepted),
+                outcome_class=outcome.CLASS,
+                failure_kind=outcome.failure_kind,
+                status=None if failure is None else failure.status,
+                retry_action=action,
+                error_type=None if failure is None else failure.error_type,
+            )
+        )
+        self.elapsed = finished
+
+    def finish(self, last: Classification, transitions: list[Transition] | None = None) -> Envelope:
         adapter = self.adapter
         finished_at, finished_ns = _stamp(self.started_wall + self.elapsed)
         # Positional arguments, as in settle.
@@ -242,8 +287,237 @@ class _Call(Generic[R]):
             started_ns=self.started_ns,
             finished_ns=finished_ns,
             attempts_started_ns=self.attempts_started_ns,
+            transitions=transitions,
         )
         return envelope
+
+
+@dataclass(frozen=True, slots=True)
+class _Ended:
+    """The operation ended."""
+
+    status: OperationStatus
+
+
+@dataclass(frozen=True, slots=True)
+class _Deadline:
+    """The operation deadline ran out before the operation ended."""
+
+
+@dataclass(frozen=True, slots=True)
+class _Unreadable:
+    """The status could not be read."""
+
+    failure: Failure
+    action: RetryAction
+
+
+_Ending: TypeAlias = _Ended | _Deadline | _Unreadable
+"""How a following ended."""
+
+
+def _ended(
+    operation: Operation, status: OperationStatus, acceptance: Evidence | None
+) -> tuple[Classification, RetryAction | None]:
+    """The call's classification when the operation ended in ``status``, and the action."""
+    lifecycle = status.lifecycle(operation)
+    if status.state is LifecycleState.COMPLETED:
+        return Classification(Success(status.result), status.verified_by, lifecycle), None
+    if status.state is LifecycleState.PARTIAL:
+        # Both are set on a partial status; ``or`` only tells the type checker.
+        truncation = Truncation(
+            PartialKind.OPERATION_PARTIAL, status.covered or "", status.dropped or ""
+        )
+        partial = Classification(Partial(status.result, truncation), acceptance, lifecycle)
+        return partial, RetryAction.ACCEPT_PARTIAL
+    name = redact_text(operation.id)
+    if status.state is LifecycleState.FAILED:
+        failure = Failure(
+            AccessFailureKind.TOOL_ERROR,
+            retryable=False,
+            message=f"operation {name} failed: {redact_text(status.reason or '')}",
+            error_type="operation_failed",
+        )
+    else:
+        failure = Failure(
+            AccessFailureKind.CANCELLED,
+            retryable=False,
+            message=f"operation {name} was cancelled before it finished",
+            error_type="operation_cancelled",
+        )
+    return Classification(AccessFailure(failure), acceptance, lifecycle), RetryAction.PERMANENT
+
+
+class _Following:
+    """One following in progress: the status reads of an operation, up to its end.
+
+    Times are offsets from the call's start in nanoseconds, as in :class:`_Call`; the following
+    starts at the acceptance.
+    """
+
+    def __init__(
+        self,
+        call: _Call[Any],
+        reader: StatusReader[Any],
+        operation: Operation,
+        *,
+        accepted: int,
+        wait: int,
+        acceptance: Evidence | None,
+        transitions: list[Transition],
+    ) -> None:
+        self.call = call
+        self.adapter = call.adapter
+        self.reader = reader
+        self.operation = operation
+        self.accepted = accepted
+        self.accepted_ns = _stamp(call.started_wall + accepted)[1]
+        self.wait = wait
+        """The wait before the next read."""
+        self.acceptance = acceptance
+        self.transitions = transitions
+        self.seen = transitions[-1].lifecycle.state if transitions else None
+        self.last_read: OperationStatus | None = None
+        """The last state read, until the end."""
+        self.reads = 0
+        self.failed_reads = 0
+        """Failed reads in a row."""
+        self.read_started = 0
+        refused = reader.refuse(operation)
+        self.ending: _Ending | None = (
+            None if refused is None else _Unreadable(refused, RetryAction.PERMANENT)
+        )
+
+    def since_acceptance(self) -> int:
+        call = self.call
+        return max(call.clock.monotonic_ns() - call.started - self.accepted, 0)
+
+    def due(self) -> bool:
+        """Whether another read is due, after the wait.
+
+        A read that would start at or after the operation deadline is not made: the following
+        ends there.
+        """
+        if self.ending is not None:
+            return False
+        if self.since_acceptance() + self.wait >= self.adapter.operation_deadline_ns:
+            self.ending = _Deadline()
+            return False
+        return True
+
+    def start_read(self) -> AttemptContext:
+        """Counts the read that starts now and gives its timeout."""
+        self.reads += 1
+        self.read_started = self.since_acceptance()
+        left = max(self.adapter.operation_deadline_ns - self.read_started, 0)
+        return AttemptContext(self.reads, min(self.adapter.attempt_timeout_ns, left))
+
+    def late(self, context: AttemptContext) -> bool:
+        """Whether the read outlasted its timeout (a synchronous read cannot be cut)."""
+        return self.since_acceptance() - self.read_started > context.timeout_ns
+
+    def timed_out(self, context: AttemptContext) -> StatusRead:
+        cut_by_deadline = context.timeout_ns < self.adapter.attempt_timeout_ns
+        return StatusRead(_no_answer(context.timeout_ns, cut_by_deadline))
+
+    def read(self, raw: object) -> StatusRead:
+        return self.reader.read(self.operation, raw)
+
+    def read_error(self, error: BaseException) -> StatusRead:
+        """What a status request that raised ``error`` read; the error itself when nothing."""
+        read = (
+            self.reader.read_exception(self.operation, error)
+            if isinstance(error, Exception)
+            else None
+        )
+        if read is None:
+            raise error
+        return read
+
+    def settled(self, done: asyncio.Future[object]) -> StatusRead:
+        """What a status request that finished read."""
+        error = done.exception()
+        return self.read(done.result()) if error is None else self.read_error(error)
+
+    def take(self, read: StatusRead) -> None:
+        """Takes one read: the following ends, or the wait before the next read is set.
+
+        The wait is the retry policy's backoff for the read's number, never less than the
+        ``Retry-After`` the read carried.
+        """
+        status = read.status
+        if isinstance(status, OperationStatus):
+            self.ending = self._status(status)
+        else:
+            self.ending = self._failure(status)
+        if self.ending is None:
+            backoff = self.call.policy.backoff_ns(self.reads, self.adapter.jitter.next_fraction())
+            self.wait = max(backoff, (read.retry_after_ms or 0) * _NS_PER_MS)
+
+    def _status(self, status: OperationStatus) -> _Ending | None:
+        if status.state is not self.seen:
+            self.seen = status.state
+            self.transitions.append(Transition(self._now_ns(), status.lifecycle(self.operation)))
+        if status.is_terminal:
+            return _Ended(status)
+        self.last_read = status
+        self.failed_reads = 0
+        return None
+
+    def _failure(self, failure: Failure) -> _Ending | None:
+        self.failed_reads += 1
+        if not failure.retryable:
+            return _Unreadable(failure, RetryAction.PERMANENT)
+        if self.failed_reads >= self.call.policy.max_attempts:
+            return _Unreadable(failure, RetryAction.EXHAUSTED)
+        return None
+
+    def _now_ns(self) -> int:
+        """Now, on the following attempt's grid of whole milliseconds from the acceptance.
+
+        An attempt's end is recorded in whole milliseconds; a state seen on the same grid is
+        never later than the terminal event, which stays the span's last.
+        """
+        return self.accepted_ns + _millis(self.since_acceptance()) * _NS_PER_MS
+
+    def finish(self) -> Envelope:
+        """The envelope: the start's attempts, then one attempt for the following."""
+        classification, action = self._end()
+        finished = self.accepted + self.since_acceptance()
+        self.call.add_following(self.accepted, finished, classification.outcome, action)
+        return self.call.finish(classification, self.transitions)
+
+    def _end(self) -> tuple[Classification, RetryAction | None]:
+        """The call's classification and the following's retry action (contract, 10.8)."""
+        operation = self.operation
+        last = (
+            Lifecycle.accepted(operation)
+            if self.last_read is None
+            else self.last_read.lifecycle(operation)
+        )
+        name = redact_text(operation.id)
+        match self.ending:
+            case _Ended(status=status):
+                return _ended(operation, status, self.acceptance)
+            case _Unreadable(failure=failure, action=action):
+                message = (
+                    f"reading the status of operation {name}, last seen {last.state}: "
+                    f"{failure.message}"
+                )
+                failure = replace(failure, message=message)
+            case _:
+                failure = Failure(
+                    AccessFailureKind.DEADLINE,
+                    retryable=True,
+                    message=(
+                        f"operation {name} was still {last.state} when the operation deadline "
+                        f"of {_debug_duration(self.adapter.operation_deadline_ns)} ran out, "
+                        f"after {self.reads} status read(s)"
+                    ),
+                    error_type="deadline",
+                )
+                action = RetryAction.EXHAUSTED
+        return Classification(AccessFailure(failure), self.acceptance, last), action
 
 
 class Adapter(Generic[R]):
@@ -258,8 +532,14 @@ class Adapter(Generic[R]):
     Credentials in ``target`` (user-info, token or signature parameters) are redacted before it
     is stored anywhere. ``source_system`` defaults to the target's host. Telemetry goes to the
     global OpenTelemetry providers unless ``tracer_provider`` and ``meter_provider`` are given;
-    a ``tool.call`` span is recorded for a call with an AccessFailure or Partial attempt, or for
-    every call with ``trace_every_call``. ``jitter`` and ``clock`` are for tests.
+    a ``tool.call`` span is recorded for a call with an AccessFailure or Partial attempt or an
+    asynchronous operation, or for every call with ``trace_every_call``. ``jitter`` and
+    ``clock`` are for tests.
+
+    ``status_reader`` declares how the tool reports the progress of an operation it accepted
+    (:class:`~candor.follow.StatusUrl`, :class:`~candor.follow.LongRunning` or the author's
+    :class:`~candor.follow.FnStatus`), so that :meth:`call_and_follow` and :meth:`resume` can
+    follow it to its end; ``operation_deadline`` bounds a following, from the acceptance.
     """
 
     def __init__(
@@ -271,6 +551,8 @@ class Adapter(Generic[R]):
         retry: RetryPolicy | None = None,
         attempt_timeout: timedelta = timedelta(seconds=10),
         deadline: timedelta = timedelta(seconds=30),
+        status_reader: StatusReader[Any] | None = None,
+        operation_deadline: timedelta = timedelta(minutes=10),
         source_system: str | None = None,
         actor: str | None = None,
         authority: Authority | None = None,
@@ -284,7 +566,11 @@ class Adapter(Generic[R]):
             raise ValueError(f"tool name must not be empty or white space, got {tool!r}")
         if not target.strip():
             raise ValueError(f"target must not be empty or white space, got {target!r}")
-        for setting, value in (("attempt_timeout", attempt_timeout), ("deadline", deadline)):
+        for setting, value in (
+            ("attempt_timeout", attempt_timeout),
+            ("deadline", deadline),
+            ("operation_deadline", operation_deadline),
+        ):
             if ns_of(value) <= 0:
                 raise ValueError(f"{setting} must be positive, got {value!r}")
         self.tool = tool
@@ -299,6 +585,11 @@ class Adapter(Generic[R]):
         """How long one attempt may take, in nanoseconds."""
         self.deadline_ns = ns_of(deadline)
         """How long the whole call, retries included, may take, in nanoseconds."""
+        self.status_reader = status_reader
+        """How the tool reports the progress of an operation it accepted, when declared."""
+        self.operation_deadline_ns = ns_of(operation_deadline)
+        """How long a followed operation may take from its acceptance to its end, in
+        nanoseconds."""
         self.source_system = source_system if source_system is not None else host_of(self.target)
         """The system that answers."""
         self.actor = actor
@@ -342,6 +633,10 @@ class Adapter(Generic[R]):
         classifier does not classify propagates, and the call records nothing.
         """
         call = _Call(self, self.policy)
+        return call.finish(self._run(call, fn))
+
+    def _run(self, call: _Call[R], fn: Callable[[AttemptContext], R]) -> Classification:
+        """Attempts ``fn`` under the retry policy; the last attempt's classification."""
         while True:
             context = call.next_context()
             try:
@@ -357,7 +652,7 @@ class Adapter(Generic[R]):
                 classification = call.timed_out(context)
             decision = call.settle(classification)
             if not isinstance(decision, Retry):
-                return call.finish(classification)
+                return classification
             self.clock.sleep(decision.after_ns)
             call.slept()
 
@@ -373,6 +668,12 @@ class Adapter(Generic[R]):
         never an Empty. An exception that the classifier does not classify propagates.
         """
         call = _Call(self, self.policy)
+        return call.finish(await self._arun(call, fn))
+
+    async def _arun(
+        self, call: _Call[R], fn: Callable[[AttemptContext], Awaitable[R]]
+    ) -> Classification:
+        """:meth:`_run` for attempts that return awaitables."""
         while True:
             context = call.next_context()
             try:
@@ -383,41 +684,203 @@ class Adapter(Generic[R]):
                 classification = await self._race(operation, context, call)
             decision = call.settle(classification)
             if not isinstance(decision, Retry):
-                return call.finish(classification)
+                return classification
             await self.clock.asleep(decision.after_ns)
             call.slept()
 
     async def _race(
         self, operation: Awaitable[R], context: AttemptContext, call: _Call[R]
     ) -> Classification:
-        """The operation's result classified, or a timeout when the clock's timer wins.
+        """The operation's result classified, or a timeout when the clock's timer wins."""
+        done = await self._settled(operation, context.timeout_ns)
+        if done is None:
+            return call.timed_out(context)
+        error = done.exception()
+        if error is None:
+            return self.classifier.classify(done.result())
+        if not isinstance(error, Exception):
+            raise error
+        return self._classify_error(error)
+
+    async def _settled(self, operation: Awaitable[T], timeout_ns: int) -> asyncio.Future[T] | None:
+        """The operation once it is done, or ``None`` when the clock's timer ran out first.
 
         The operation takes its first step before the timer is made, so an answer that is
         ready at once costs no timer.
         """
-        task: asyncio.Future[R] = asyncio.ensure_future(operation)
+        task: asyncio.Future[T] = asyncio.ensure_future(operation)
         timer: asyncio.Task[None] | None = None
         try:
             if not task.done():
                 await asyncio.sleep(0)
             if not task.done():
-                timer = asyncio.ensure_future(self.clock.asleep(context.timeout_ns))
+                timer = asyncio.ensure_future(self.clock.asleep(timeout_ns))
                 racing: set[asyncio.Future[Any]] = {task, timer}
                 await asyncio.wait(racing, return_when=asyncio.FIRST_COMPLETED)
-            if not task.done():
-                return call.timed_out(context)
-            error = task.exception()
-            if error is None:
-                return self.classifier.classify(task.result())
-            if not isinstance(error, Exception):
-                raise error
-            return self._classify_error(error)
+            return task if task.done() else None
         finally:
             for pending in (task, timer):
                 if pending is not None and not pending.done():
                     pending.cancel()
                     with contextlib.suppress(asyncio.CancelledError):
                         await pending
+
+    def call_and_follow(
+        self,
+        fn: Callable[[AttemptContext], R],
+        read_status: Callable[[Operation, AttemptContext], object],
+    ) -> Envelope:
+        """Runs one call like :meth:`call` and follows the operation its answer accepted.
+
+        When the answer accepted an operation (a 202, or what the status reader takes for an
+        acceptance), ``read_status(operation, attempt)`` makes one status request and the
+        adapter's status reader reads its raw result, until the operation ends. Each read waits
+        the retry policy's backoff, never less than the source's ``Retry-After``; a read that
+        fails transiently is made again, up to the policy's ``max_attempts`` failed reads in a
+        row. The call ends when the operation does, or as an AccessFailure ``deadline`` with the
+        last state read when the operation deadline runs out first (see :mod:`candor.follow`).
+        The envelope's attempts are the start's, then one for the following, from the acceptance
+        to its end. An answer that accepted nothing is returned as :meth:`call` returns it.
+
+        Raises :class:`TypeError` when the adapter has no status reader. A synchronous read
+        cannot be interrupted: pass ``attempt.timeout_seconds`` to the client; one that returns
+        after its timeout is a timed-out read. An exception that the status reader does not read
+        (:meth:`~candor.follow.StatusReader.read_exception`) propagates, and the call records
+        nothing.
+        """
+        reader = self._status_reader()
+        call = _Call(self, self.policy)
+        last = self._run(call, fn)
+        following = self._accepted(call, last, reader)
+        if following is None:
+            return call.finish(last)
+        return self._follow(following, read_status)
+
+    async def acall_and_follow(
+        self,
+        fn: Callable[[AttemptContext], Awaitable[R]],
+        read_status: Callable[[Operation, AttemptContext], Awaitable[object]],
+    ) -> Envelope:
+        """:meth:`call_and_follow` with the attempts and status reads of :meth:`acall`.
+
+        A status read that outlasts its timeout is cancelled.
+        """
+        reader = self._status_reader()
+        call = _Call(self, self.policy)
+        last = await self._arun(call, fn)
+        following = self._accepted(call, last, reader)
+        if following is None:
+            return call.finish(last)
+        return await self._afollow(following, read_status)
+
+    def resume(
+        self, operation: Operation, read_status: Callable[[Operation, AttemptContext], object]
+    ) -> Envelope:
+        """Follows an operation that an earlier call accepted to its end.
+
+        ``operation`` is the earlier envelope's ``lifecycle.operation``; the following is that of
+        :meth:`call_and_follow`. The first status read is made at once and the operation deadline
+        counts from now. The envelope has one attempt, the following, and its evidence is the
+        operation's id unless the operation completed.
+        """
+        return self._follow(self._resumed(operation), read_status)
+
+    async def aresume(
+        self,
+        operation: Operation,
+        read_status: Callable[[Operation, AttemptContext], Awaitable[object]],
+    ) -> Envelope:
+        """:meth:`resume` with the status reads of :meth:`acall_and_follow`."""
+        return await self._afollow(self._resumed(operation), read_status)
+
+    def _status_reader(self) -> StatusReader[Any]:
+        if self.status_reader is None:
+            raise TypeError(
+                "following an operation needs a status reader: Adapter(..., "
+                "status_reader=StatusUrl()), LongRunning() or FnStatus(mapping)"
+            )
+        return self.status_reader
+
+    def _accepted(
+        self, call: _Call[R], last: Classification, reader: StatusReader[Any]
+    ) -> _Following | None:
+        """The following of the operation that the call's answer accepted, if it accepted one."""
+        operation = reader.accepted(last) if isinstance(last.outcome, Success) else None
+        if operation is None:
+            return None
+        accepted = call.elapsed
+        # An acceptance that the classifier did not report as one (an operation resource) is
+        # seen as accepted all the same.
+        lifecycle = last.lifecycle if last.lifecycle is not None else Lifecycle.accepted(operation)
+        seen = Transition(_stamp(call.started_wall + accepted)[1], lifecycle, last.evidence)
+        backoff = self.policy.backoff_ns(1, self.jitter.next_fraction())
+        wait = max(backoff, (last.poll_after_ms or 0) * _NS_PER_MS)
+        return _Following(
+            call,
+            reader,
+            operation,
+            accepted=accepted,
+            wait=wait,
+            acceptance=last.evidence,
+            transitions=[seen],
+        )
+
+    def _resumed(self, operation: Operation) -> _Following:
+        """The following of an operation accepted earlier: its first read is due at once."""
+        reader = self._status_reader()
+        # The acceptance was seen by the call that returned it.
+        return _Following(
+            _Call(self, self.policy),
+            reader,
+            operation,
+            accepted=0,
+            wait=0,
+            acceptance=Evidence(EvidenceKind.JOB_ID, operation.id),
+            transitions=[],
+        )
+
+    def _follow(
+        self, following: _Following, read_status: Callable[[Operation, AttemptContext], object]
+    ) -> Envelope:
+        """Reads the status until the following ends, sleeping on the clock between reads."""
+        while following.due():
+            if following.wait:
+                self.clock.sleep(following.wait)
+            context = following.start_read()
+            try:
+                raw = read_status(following.operation, context)
+            except Exception as error:  # noqa: BLE001 - handed to the status reader
+                read = following.read_error(error)
+            else:
+                if inspect.isawaitable(raw):
+                    _close(raw)
+                    raise TypeError(
+                        "the status read returned an awaitable: use acall_and_follow or aresume"
+                    )
+                read = following.read(raw)
+            following.take(following.timed_out(context) if following.late(context) else read)
+        return following.finish()
+
+    async def _afollow(
+        self,
+        following: _Following,
+        read_status: Callable[[Operation, AttemptContext], Awaitable[object]],
+    ) -> Envelope:
+        """:meth:`_follow` with asynchronous sleeps, and reads cut at their timeout."""
+        while following.due():
+            if following.wait:
+                await self.clock.asleep(following.wait)
+            context = following.start_read()
+            try:
+                pending = read_status(following.operation, context)
+            except Exception as error:  # noqa: BLE001 - handed to the status reader
+                following.take(following.read_error(error))
+                continue
+            done = await self._settled(pending, context.timeout_ns)
+            following.take(
+                following.timed_out(context) if done is None else following.settled(done)
+            )
+        return following.finish()
 
     @overload
     def wrap(self, fn: Callable[..., R]) -> Callable[..., Envelope]: ...

@@ -44,6 +44,7 @@ __all__ = [
     "Outcome",
     "Partial",
     "Provenance",
+    "Resource",
     "Success",
     "Truncation",
     "legal_next_actions",
@@ -353,17 +354,34 @@ class Operation:
         return out
 
 
-# What each state carries besides the operation: (field, required).
-_STATE_FIELDS: Final[dict[LifecycleState, tuple[str, bool] | None]] = {
-    LifecycleState.ACCEPTED: None,
-    LifecycleState.QUEUED: None,
-    LifecycleState.RUNNING: ("percent_complete", False),
-    LifecycleState.PARTIAL: ("covered", True),
-    LifecycleState.COMPLETED: ("verified_by", True),
-    LifecycleState.CANCELLED: None,
-    LifecycleState.FAILED: ("reason", True),
+@dataclass(frozen=True, slots=True)
+class Resource:
+    """The resource an asynchronous operation produced or changed, as its end named it."""
+
+    id: str
+    """The resource's stable id or URL."""
+    version: str | None = None
+    """Its version, when the source said (an ``ETag``, a version number), so that a reader can
+    tell the state the operation left from a later change."""
+
+    def to_dict(self) -> JsonObject:
+        """The JSON object, absent fields left out."""
+        out: JsonObject = {"id": self.id}
+        _put(out, "version", self.version)
+        return out
+
+
+# What each state carries besides the operation: each field's name and whether it is required.
+_STATE_FIELDS: Final[dict[LifecycleState, dict[str, bool]]] = {
+    LifecycleState.ACCEPTED: {},
+    LifecycleState.QUEUED: {},
+    LifecycleState.RUNNING: {"percent_complete": False},
+    LifecycleState.PARTIAL: {"covered": True, "resource": False},
+    LifecycleState.COMPLETED: {"verified_by": True, "resource": False},
+    LifecycleState.CANCELLED: {},
+    LifecycleState.FAILED: {"reason": True},
 }
-_LIFECYCLE_EXTRAS: Final = ("percent_complete", "covered", "verified_by", "reason")
+_LIFECYCLE_EXTRAS: Final = ("percent_complete", "covered", "verified_by", "reason", "resource")
 
 
 @dataclass(frozen=True, slots=True)
@@ -373,8 +391,9 @@ class Lifecycle:
     Each state carries the operation and what that state needs: ``running`` an optional
     ``percent_complete``, ``partial`` what was ``covered``, ``failed`` a ``reason``, and
     ``completed`` the :class:`Evidence` that ``verified_by`` a read independent of the
-    acceptance. A field another state carries is refused, and so is a ``completed`` without
-    evidence.
+    acceptance. ``partial`` and ``completed`` may also name the :class:`Resource` the operation
+    produced or changed. A field another state carries is refused, and so is a ``completed``
+    without evidence.
     """
 
     state: LifecycleState
@@ -389,16 +408,19 @@ class Lifecycle:
     """The read that verified completion (``completed`` only)."""
     reason: str | None = None
     """Why it failed (``failed`` only)."""
+    resource: Resource | None = None
+    """The resource the operation produced or changed, when its end named one (``partial`` and
+    ``completed`` only)."""
 
     def __post_init__(self) -> None:
         own = _STATE_FIELDS[self.state]
         for name in _LIFECYCLE_EXTRAS:
             value = getattr(self, name)
-            if own is not None and own[0] == name:
-                if own[1] and value is None:
-                    raise ValueError(f"a {self.state} lifecycle needs {name}")
-            elif value is not None:
-                raise ValueError(f"a {self.state} lifecycle carries no {name}")
+            if name not in own:
+                if value is not None:
+                    raise ValueError(f"a {self.state} lifecycle carries no {name}")
+            elif own[name] and value is None:
+                raise ValueError(f"a {self.state} lifecycle needs {name}")
 
     @classmethod
     def accepted(cls, operation: Operation) -> Lifecycle:
@@ -406,17 +428,24 @@ class Lifecycle:
         return cls(LifecycleState.ACCEPTED, operation)
 
     @classmethod
-    def completed(cls, operation: Operation, verified_by: Evidence) -> Lifecycle:
-        """Finished, verified by a read independent of the acceptance."""
-        return cls(LifecycleState.COMPLETED, operation, verified_by=verified_by)
+    def completed(
+        cls, operation: Operation, verified_by: Evidence, resource: Resource | None = None
+    ) -> Lifecycle:
+        """Finished, verified by a read independent of the acceptance.
+
+        ``resource`` is what the operation produced or changed, when its end named it.
+        """
+        return cls(LifecycleState.COMPLETED, operation, verified_by=verified_by, resource=resource)
 
     def to_dict(self) -> JsonObject:
-        """The JSON object: the state, the operation and the state's own field."""
+        """The JSON object: the state, the operation and the state's own fields."""
         out: JsonObject = {"state": self.state.value, "operation": self.operation.to_dict()}
         _put(out, "percent_complete", self.percent_complete)
         _put(out, "covered", self.covered)
         if self.verified_by is not None:
             out["verified_by"] = self.verified_by.to_dict()
+        if self.resource is not None:
+            out["resource"] = self.resource.to_dict()
         _put(out, "reason", self.reason)
         return out
 

@@ -99,6 +99,12 @@ class attr:  # noqa: N801 - a namespace of constants, spelled like the Rust modu
     """On a ``tool.lifecycle`` event, the asynchronous operation's id."""
     LIFECYCLE_REASON: Final = "tool.lifecycle.reason"
     """On a ``tool.lifecycle`` event of a failed operation, why it failed."""
+    RESOURCE_ID: Final = "tool.resource.id"
+    """On a ``tool.lifecycle`` event of a completed or partial operation, the id of the resource
+    its end named (the lifecycle's ``resource.id``)."""
+    RESOURCE_VERSION: Final = "tool.resource.version"
+    """With :attr:`RESOURCE_ID`, the resource's version when the source said
+    (``resource.version``)."""
     PROVENANCE_SOURCE_SYSTEM: Final = "tool.provenance.source_system"
     """On a ``tool.lifecycle`` event, the envelope's ``provenance.source_system``."""
     PROVENANCE_ACTOR: Final = "tool.provenance.actor"

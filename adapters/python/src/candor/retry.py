@@ -149,6 +149,15 @@ class RetryPolicy:
         doublings = min(max(attempt - 1, 0), 31)
         return min(ns_of(self.initial_backoff) * (1 << doublings), ns_of(self.max_backoff))
 
+    def backoff_ns(self, attempt: int, jitter: float) -> int:
+        """The wait after attempt ``attempt`` (1-based), in nanoseconds, before any Retry-After.
+
+        That is the ceiling times ``jitter``, the draw held within ``[0, 1]`` (a NaN draws 0),
+        rounded to the nanosecond.
+        """
+        fraction = 0.0 if math.isnan(jitter) else min(max(jitter, 0.0), 1.0)
+        return _mul_f64(self._ceiling_ns(attempt), fraction)
+
     def decide(self, attempt: int, elapsed: timedelta, outcome: Outcome, jitter: float) -> Decision:
         """Decides what follows attempt ``attempt`` (1-based), ``elapsed`` after the call started.
 
@@ -165,8 +174,7 @@ class RetryPolicy:
             return _PERMANENT
         if attempt >= self.max_attempts:
             return _EXHAUSTED
-        fraction = 0.0 if math.isnan(jitter) else min(max(jitter, 0.0), 1.0)
-        wait = _mul_f64(self._ceiling_ns(attempt), fraction)
+        wait = self.backoff_ns(attempt, jitter)
         if failure.retry_after_ms is not None:
             retry_after = failure.retry_after_ms * 1_000_000
             if retry_after > ns_of(self.retry_after_cap):

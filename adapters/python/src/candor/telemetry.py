@@ -1,12 +1,14 @@
 """Telemetry through the OpenTelemetry API: the ``tool.call`` span and ``tool.outcomes``.
 
-The span carries one ``tool.outcome`` event per AccessFailure attempt and per Partial.
+The span carries one ``tool.outcome`` event per AccessFailure attempt and per Partial, and one
+``tool.lifecycle`` event per state of an asynchronous operation that the call saw.
 
-Everything is derived from the finished envelope, after the call, with the real timestamps: a
-Success or an Empty costs one counter increment and no span, unless every call was asked to be
-traced. ``tool.outcomes`` is an observable counter over per-class totals: each meter provider
-gets one instrument, whose callback reports four totals per tool and target, zeros included.
-Each event is also logged on the ``candor.outcome`` logger.
+Everything is derived from the finished envelope (but for the states a followed operation went
+through, which the call hands over as :class:`Transition` values), after the call, with the
+real timestamps: a Success or an Empty costs one counter increment and no span, unless every
+call was asked to be traced. ``tool.outcomes`` is an observable counter over per-class totals:
+each meter provider gets one instrument, whose callback reports four totals per tool and target,
+zeros included. Each event is also logged on the ``candor.outcome`` logger.
 
 :class:`ExportHeartbeat` is for a host that sets up its own SDK: the gauge
 ``candor.adapter.export_interval``, which tells Candor when the instance's next metric export is
@@ -20,6 +22,7 @@ import math
 import threading
 import weakref
 from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
 from typing import Final
 
 from opentelemetry import metrics, trace
@@ -29,11 +32,11 @@ from opentelemetry.util.types import AttributeValue
 
 from candor import names
 from candor._version import __version__
-from candor.envelope import AccessFailure, Attempt, Envelope, Lifecycle, Partial
+from candor.envelope import AccessFailure, Attempt, Envelope, Evidence, Lifecycle, Partial
 from candor.names import attr
 from candor.vocab import FailureKind, LifecycleState, OutcomeClass, RetryAction
 
-__all__ = ["MIRROR_LOGGER", "ExportHeartbeat", "Telemetry"]
+__all__ = ["MIRROR_LOGGER", "ExportHeartbeat", "Telemetry", "Transition"]
 
 MIRROR_LOGGER: Final = "candor.outcome"
 """The logger that mirrors each ``tool.outcome`` event for local logs."""
@@ -44,6 +47,18 @@ _CLASSES: Final = tuple(OutcomeClass)
 
 Attributes = dict[str, AttributeValue]
 _I64_MAX: Final = 2**63 - 1
+
+
+@dataclass(frozen=True, slots=True)
+class Transition:
+    """A state of an asynchronous operation that a call saw, and when."""
+
+    at_ns: int
+    """When the call saw it, in nanoseconds since the epoch."""
+    lifecycle: Lifecycle
+    """The state, with the operation."""
+    evidence: Evidence | None = None
+    """For an acceptance, the evidence of the answer that accepted it."""
 
 
 def _i64(value: int) -> int:
@@ -246,13 +261,16 @@ class Telemetry:
         started_ns: int,
         finished_ns: int,
         attempts_started_ns: Sequence[int],
+        transitions: Sequence[Transition] | None = None,
     ) -> None:
         """Records a finished call.
 
         The counter counts every call; the span and its events are recorded when something
-        went wrong (or when every call is traced). ``started_ns``, ``finished_ns`` and
-        ``attempts_started_ns`` are the envelope's times (the provenance's and each attempt's
-        ``started_at``) in nanoseconds since the epoch, as the call measured them.
+        went wrong, when the call saw an asynchronous operation, or when every call is traced.
+        ``started_ns``, ``finished_ns`` and ``attempts_started_ns`` are the envelope's times
+        (the provenance's and each attempt's ``started_at``) in nanoseconds since the epoch, as
+        the call measured them. ``transitions`` are the states of an operation the call saw, in
+        order; by default the envelope's lifecycle, seen when the call ended.
         """
         cls = envelope.outcome_class
         lifecycle = envelope.lifecycle
@@ -276,7 +294,15 @@ class Telemetry:
             if attempt.outcome_class in _EVENTFUL:
                 eventful.append((attempt, started))
         if eventful or self.trace_every_call or lifecycle is not None:
-            self._emit_span(envelope, max_attempts, cls, kind, started_ns, finished_ns, eventful)
+            if transitions is None:
+                transitions = (
+                    ()
+                    if lifecycle is None
+                    else (Transition(finished_ns, lifecycle, envelope.evidence),)
+                )
+            self._emit_span(
+                envelope, max_attempts, cls, kind, started_ns, finished_ns, eventful, transitions
+            )
 
     def _emit_span(
         self,
@@ -287,6 +313,7 @@ class Telemetry:
         started_ns: int,
         finished_ns: int,
         eventful: list[tuple[Attempt, int]],
+        transitions: Sequence[Transition],
     ) -> None:
         lifecycle = envelope.lifecycle
         attributes = self._span_attributes_of(cls, kind)
@@ -299,21 +326,10 @@ class Telemetry:
             attributes=attributes,
             start_time=started_ns,
         )
-        if lifecycle is not None:
-            # The one state this call saw, when it ended (rule TELEMETRY-LIFECYCLE); it comes
-            # before an outcome event of the same moment, so the terminal event stays last.
-            span.add_event(
-                names.LIFECYCLE_EVENT,
-                self._lifecycle_attributes(envelope, lifecycle),
-                timestamp=finished_ns,
-            )
-        for attempt, attempt_started_ns in eventful:
-            _mirror(envelope, attempt)
-            span.add_event(
-                names.OUTCOME_EVENT,
-                self._event_attributes(envelope, attempt, max_attempts),
-                timestamp=attempt_started_ns + attempt.duration_ms * 1_000_000,
-            )
+        for name, event_attributes, at_ns in self._events(
+            envelope, max_attempts, eventful, transitions
+        ):
+            span.add_event(name, event_attributes, timestamp=at_ns)
         if not span.is_recording():
             self._instruments.unrecorded.add(1, self._counts.attributes[cls])
             _log.warning(
@@ -324,6 +340,40 @@ class Telemetry:
         if isinstance(envelope.outcome, AccessFailure):
             span.set_status(Status(StatusCode.ERROR, envelope.outcome.failure.message))
         span.end(end_time=finished_ns)
+
+    def _events(
+        self,
+        envelope: Envelope,
+        max_attempts: int,
+        eventful: list[tuple[Attempt, int]],
+        transitions: Sequence[Transition],
+    ) -> list[tuple[str, Attributes, int]]:
+        """The span's events in time order: each name, attributes and time.
+
+        The operation's states (rule TELEMETRY-LIFECYCLE) come before an outcome event of the
+        same moment, so that the call's terminal event stays its last.
+        """
+        events = [
+            (
+                names.LIFECYCLE_EVENT,
+                self._lifecycle_attributes(envelope, transition),
+                transition.at_ns,
+            )
+            for transition in transitions
+        ]
+        for attempt, attempt_started_ns in eventful:
+            _mirror(envelope, attempt)
+            events.append(
+                (
+                    names.OUTCOME_EVENT,
+                    self._event_attributes(envelope, attempt, max_attempts),
+                    attempt_started_ns + attempt.duration_ms * 1_000_000,
+                )
+            )
+        if transitions:
+            # Stable: the states, listed first, stay first among events of the same moment.
+            events.sort(key=lambda event: event[2])
+        return events
 
     def _span_attributes_of(self, cls: OutcomeClass, kind: FailureKind | None) -> Attributes:
         """The span's attributes: the identity, the final class, the last failure kind."""
@@ -336,8 +386,9 @@ class Telemetry:
             self._span_attributes[cls, kind] = attributes
         return attributes
 
-    def _lifecycle_attributes(self, envelope: Envelope, lifecycle: Lifecycle) -> Attributes:
+    def _lifecycle_attributes(self, envelope: Envelope, transition: Transition) -> Attributes:
         """The attributes of a ``tool.lifecycle`` event (rule TELEMETRY-LIFECYCLE)."""
+        lifecycle = transition.lifecycle
         attributes: Attributes = dict(self._identity)
         attributes[attr.OPERATION_ID] = lifecycle.operation.id
         attributes[attr.LIFECYCLE_STATE] = lifecycle.state.value
@@ -348,13 +399,18 @@ class Telemetry:
         evidence = (
             lifecycle.verified_by
             if lifecycle.state is LifecycleState.COMPLETED
-            else envelope.evidence
+            else transition.evidence
             if lifecycle.state is LifecycleState.ACCEPTED
             else None
         )
         if evidence is not None:
             attributes[attr.EVIDENCE_KIND] = evidence.kind.value
             attributes[attr.EVIDENCE_VALUE] = evidence.value
+        resource = lifecycle.resource
+        if resource is not None:
+            attributes[attr.RESOURCE_ID] = resource.id
+            if resource.version is not None:
+                attributes[attr.RESOURCE_VERSION] = resource.version
         provenance = envelope.provenance
         attributes[attr.PROVENANCE_SOURCE_SYSTEM] = provenance.source_system
         if provenance.actor is not None:

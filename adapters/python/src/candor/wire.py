@@ -27,6 +27,7 @@ from candor.envelope import (
     Outcome,
     Partial,
     Provenance,
+    Resource,
     Success,
     Truncation,
     legal_next_actions,
@@ -338,12 +339,18 @@ def _operation(value: object, path: str) -> Operation:
     )
 
 
+def _resource(value: object, path: str) -> Resource:
+    data = _object(value, path, ("id",), ("version",))
+    return Resource(id=_str(data["id"], _at(path, "id")), version=_opt_str(data, "version", path))
+
+
+# Each state's fields besides `state` and `operation`: (required, optional).
 _LIFECYCLE_FIELDS: Final[dict[LifecycleState, tuple[tuple[str, ...], tuple[str, ...]]]] = {
     LifecycleState.ACCEPTED: ((), ()),
     LifecycleState.QUEUED: ((), ()),
     LifecycleState.RUNNING: ((), ("percent_complete",)),
-    LifecycleState.PARTIAL: (("covered",), ()),
-    LifecycleState.COMPLETED: (("verified_by",), ()),
+    LifecycleState.PARTIAL: (("covered",), ("resource",)),
+    LifecycleState.COMPLETED: (("verified_by",), ("resource",)),
     LifecycleState.CANCELLED: ((), ()),
     LifecycleState.FAILED: (("reason",), ()),
 }
@@ -359,6 +366,8 @@ def _lifecycle(value: object, path: str) -> Lifecycle:
     data = _object(value, path, ("state", "operation", *required), optional)
     # A state's own field is required (not nullable) where the state needs it.
     needs = set(required)
+    # A `resource` on a state that carries none was refused above, as an unknown field.
+    resource = data.get("resource")
     return Lifecycle(
         state=state,
         operation=_operation(data["operation"], _at(path, "operation")),
@@ -370,6 +379,7 @@ def _lifecycle(value: object, path: str) -> Lifecycle:
             else None
         ),
         reason=_str(data["reason"], _at(path, "reason")) if "reason" in needs else None,
+        resource=None if resource is None else _resource(resource, _at(path, "resource")),
     )
 
 

@@ -28,6 +28,9 @@ class Classification:
     """A handle that verifies the outcome, when the response carried one."""
     lifecycle: Lifecycle | None = None
     """The state of an asynchronous operation the response reported on."""
+    poll_after_ms: int | None = None
+    """How long the source asked to wait before the status of the operation it accepted is
+    read (the acceptance's ``Retry-After``), in milliseconds."""
 
 
 class Classifier(Protocol[R_contra]):

@@ -484,6 +484,7 @@ class HttpClassifier:
             Success(body, self._extent(None, None)),
             Evidence(EvidenceKind.JOB_ID, operation_id),
             Lifecycle.accepted(Operation(operation_id, status_url=location)),
+            _retry_after_ms(response),
         )
 
     def _extent(self, items: int | None, declared_total: int | None) -> Extent:

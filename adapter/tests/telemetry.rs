@@ -641,6 +641,19 @@ async fn a_followed_operation_is_counted_by_how_it_ended_never_as_accepted() {
     );
 }
 
+/// A 202 whose status is read at `status_url`.
+fn accepted(status_url: &'static str) -> HttpExchange {
+    let mut headers = HeaderMap::new();
+    headers.insert("operation-location", HeaderValue::from_static(status_url));
+    Ok(HttpResponse {
+        status: StatusCode::ACCEPTED,
+        headers,
+        body: Bytes::new(),
+        body_end: BodyEnd::Complete,
+        received_at: std::time::SystemTime::UNIX_EPOCH,
+    })
+}
+
 /// Each state a followed operation went through is one `tool.lifecycle` event, in order, with
 /// the operation's id and the call's provenance; a repeated state is no new event, and the
 /// completion carries the evidence that verified it.
@@ -656,18 +669,7 @@ async fn a_followed_operation_records_each_state_it_went_through() {
         .meter_provider(&sdk.meter_provider)
         .build()
         .unwrap();
-    let mut headers = HeaderMap::new();
-    headers.insert(
-        "operation-location",
-        HeaderValue::from_static("http://export.test/v1/operations/7"),
-    );
-    let start = ScriptedTool::returning([Ok(HttpResponse {
-        status: StatusCode::ACCEPTED,
-        headers,
-        body: Bytes::new(),
-        body_end: BodyEnd::Complete,
-        received_at: std::time::SystemTime::UNIX_EPOCH,
-    })]);
+    let start = ScriptedTool::returning([accepted("http://export.test/v1/operations/7")]);
     let reads = ScriptedTool::returning([
         json(200, r#"{"status":"NotStarted"}"#),
         json(200, r#"{"status":"Running","percentComplete":10}"#),
@@ -756,18 +758,7 @@ async fn the_terminal_event_stays_last_when_the_end_was_seen_within_a_millisecon
         .meter_provider(&sdk.meter_provider)
         .build()
         .unwrap();
-    let mut headers = HeaderMap::new();
-    headers.insert(
-        "operation-location",
-        HeaderValue::from_static("http://export.test/v1/operations/8"),
-    );
-    let start = ScriptedTool::returning([Ok(HttpResponse {
-        status: StatusCode::ACCEPTED,
-        headers,
-        body: Bytes::new(),
-        body_end: BodyEnd::Complete,
-        received_at: std::time::SystemTime::UNIX_EPOCH,
-    })]);
+    let start = ScriptedTool::returning([accepted("http://export.test/v1/operations/8")]);
     let reads = ScriptedTool::returning([json(
         200,
         r#"{"status":"Failed","error":{"message":"disk full"}}"#,

@@ -775,61 +775,41 @@ mod tests {
         );
     }
 
-    /// A table written before a column was added gains it when opened: old rows read as null,
-    /// new rows carry their value, and the table's schema ends with the added column.
-    #[test]
-    fn a_table_without_an_added_column_gains_it_and_its_old_rows_read_as_null() {
-        use candor_records::proto::OutcomeCount;
-        use candor_records::tables::Arrival;
-        use deltalake::arrow::array::{Array as _, Int64Array, StringArray};
+    /// Creates `table` as a compactor that knew none of its added columns made it, holding
+    /// `old`; opens it with this build (which adds them) and commits `new`; then reads `columns`
+    /// of both rows as text, ordered by the first. Returns the table's column names and the rows.
+    fn evolve_and_read(
+        table: Table,
+        old: (Meta, Row),
+        new: (Meta, Row),
+        columns: &[&str],
+    ) -> (Vec<String>, Vec<Vec<Option<String>>>) {
+        use deltalake::arrow::array::{Array as _, StringArray};
+        use deltalake::arrow::compute::cast;
+        use deltalake::arrow::datatypes::DataType;
         use deltalake::datafusion::prelude::SessionContext;
 
         let root = std::env::temp_dir().join(format!(
-            "candor-added-column-{}-{}",
+            "candor-added-columns-{}-{}-{}",
+            table.name(),
             std::process::id(),
             std::time::SystemTime::now()
                 .duration_since(std::time::UNIX_EPOCH)
                 .expect("after the epoch")
                 .as_nanos()
         ));
-        let table = Table::OutcomeCounts;
-        let row = |offset: i64, point_id: &str, interval: Option<u64>| {
-            let meta = Meta {
-                partition: 0,
-                offset,
-                kafka_micros: 1_700_000_000_000_000,
-                arrival: Arrival::OnTime,
-            };
-            let count = OutcomeCount {
-                schema_version: 1,
-                point_id: point_id.into(),
-                service_name: "shop".into(),
-                tool_target: "https://search.example".into(),
-                outcome_class: "success".into(),
-                time_unix_nano: 1_700_000_000_000_000_000,
-                temporality: 2,
-                export_interval_ms: interval,
-                source: interval.map(|_| "adapter".to_owned()),
-                ..Default::default()
-            };
-            (meta, Row::Count(Box::new(count)))
-        };
         let runtime = tokio::runtime::Builder::new_current_thread()
             .enable_all()
             .build()
             .expect("runtime");
-        let (fields, values) = runtime.block_on(async {
+        let read = runtime.block_on(async {
             let root = root.to_str().expect("a UTF-8 path");
-            // The table as a compactor that did not know the column made it, with one row.
-            let old_row = row(0, "old", None);
-            create_before_added_columns(root, table, &[&old_row])
+            create_before_added_columns(root, table, &[&old])
                 .await
                 .expect("old table");
-
-            // Opened by this build: the column is added, then a row with it is committed.
+            // Opened by this build: the columns are added, then a row with them is committed.
             let mut delta = open_or_create(root, table).await.expect("evolved");
-            let new_row = row(1, "new", Some(10_000));
-            let new_rows = [new_row];
+            let new_rows = [new];
             let spans = BTreeMap::from([(
                 (table, 0),
                 Span {
@@ -862,52 +842,82 @@ mod tests {
                 .collect();
             let context = SessionContext::new();
             let provider = again.table_provider().await.expect("provider");
-            context
-                .register_table("counts", provider)
-                .expect("register");
+            context.register_table("t", provider).expect("register");
             let batches = context
                 .sql(&format!(
-                    "SELECT {}, {}, {} FROM counts ORDER BY {}",
-                    column::POINT_ID,
-                    column::EXPORT_INTERVAL_MS,
-                    column::SOURCE,
-                    column::POINT_ID
+                    "SELECT {} FROM t ORDER BY {}",
+                    columns.join(", "),
+                    columns[0]
                 ))
                 .await
                 .expect("query")
                 .collect()
                 .await
                 .expect("rows");
-            let mut values = Vec::new();
+            let mut rows = Vec::new();
             for batch in &batches {
-                let ids = deltalake::arrow::compute::cast(
-                    batch.column(0),
-                    &deltalake::arrow::datatypes::DataType::Utf8,
-                )
-                .expect("text");
-                let ids = ids.as_any().downcast_ref::<StringArray>().expect("ids");
-                let intervals = batch
-                    .column(1)
-                    .as_any()
-                    .downcast_ref::<Int64Array>()
-                    .expect("intervals");
-                let sources = deltalake::arrow::compute::cast(
-                    batch.column(2),
-                    &deltalake::arrow::datatypes::DataType::Utf8,
-                )
-                .expect("text");
-                let sources = sources
-                    .as_any()
-                    .downcast_ref::<StringArray>()
-                    .expect("sources");
+                let texts: Vec<_> = (0..columns.len())
+                    .map(|i| cast(batch.column(i), &DataType::Utf8).expect("text"))
+                    .collect();
                 for i in 0..batch.num_rows() {
-                    let interval = (!intervals.is_null(i)).then(|| intervals.value(i));
-                    let source = (!sources.is_null(i)).then(|| sources.value(i).to_owned());
-                    values.push((ids.value(i).to_owned(), interval, source));
+                    rows.push(
+                        texts
+                            .iter()
+                            .map(|array| {
+                                let text = array
+                                    .as_any()
+                                    .downcast_ref::<StringArray>()
+                                    .expect("strings");
+                                (!text.is_null(i)).then(|| text.value(i).to_owned())
+                            })
+                            .collect(),
+                    );
                 }
             }
-            (fields, values)
+            (fields, rows)
         });
+        std::fs::remove_dir_all(&root).expect("clean up");
+        read
+    }
+
+    fn text(value: &str) -> Option<String> {
+        Some(value.to_owned())
+    }
+
+    /// A table written before a column was added gains it when opened: old rows read as null,
+    /// new rows carry their value, and the table's schema ends with the added column.
+    #[test]
+    fn a_table_without_an_added_column_gains_it_and_its_old_rows_read_as_null() {
+        use candor_records::proto::OutcomeCount;
+        use candor_records::tables::Arrival;
+
+        let row = |offset: i64, point_id: &str, interval: Option<u64>| {
+            let meta = Meta {
+                partition: 0,
+                offset,
+                kafka_micros: 1_700_000_000_000_000,
+                arrival: Arrival::OnTime,
+            };
+            let count = OutcomeCount {
+                schema_version: 1,
+                point_id: point_id.into(),
+                service_name: "shop".into(),
+                tool_target: "https://search.example".into(),
+                outcome_class: "success".into(),
+                time_unix_nano: 1_700_000_000_000_000_000,
+                temporality: 2,
+                export_interval_ms: interval,
+                source: interval.map(|_| "adapter".to_owned()),
+                ..Default::default()
+            };
+            (meta, Row::Count(Box::new(count)))
+        };
+        let (fields, values) = evolve_and_read(
+            Table::OutcomeCounts,
+            row(0, "old", None),
+            row(1, "new", Some(10_000)),
+            &[column::POINT_ID, column::EXPORT_INTERVAL_MS, column::SOURCE],
+        );
         assert_eq!(
             fields[fields.len() - 2..],
             [column::EXPORT_INTERVAL_MS, column::SOURCE],
@@ -916,11 +926,10 @@ mod tests {
         assert_eq!(
             values,
             [
-                ("new".to_owned(), Some(10_000), Some("adapter".to_owned())),
-                ("old".to_owned(), None, None)
+                vec![text("new"), text("10000"), text("adapter")],
+                vec![text("old"), None, None]
             ]
         );
-        std::fs::remove_dir_all(&root).expect("clean up");
     }
 
     /// `operation_events` written before the resource columns gains them when opened: the old
@@ -929,20 +938,7 @@ mod tests {
     fn operation_events_gain_the_resource_columns_and_old_rows_read_as_null() {
         use candor_records::proto::OperationEvent;
         use candor_records::tables::Arrival;
-        use deltalake::arrow::array::{Array as _, StringArray};
-        use deltalake::arrow::compute::cast;
-        use deltalake::arrow::datatypes::DataType;
-        use deltalake::datafusion::prelude::SessionContext;
 
-        let root = std::env::temp_dir().join(format!(
-            "candor-added-resource-{}-{}",
-            std::process::id(),
-            std::time::SystemTime::now()
-                .duration_since(std::time::UNIX_EPOCH)
-                .expect("after the epoch")
-                .as_nanos()
-        ));
-        let table = Table::OperationEvents;
         let row = |offset: i64, id: &str, resource: Option<(&str, &str)>| {
             let meta = Meta {
                 partition: 0,
@@ -969,82 +965,16 @@ mod tests {
             };
             (meta, Row::Operation(Box::new(event)))
         };
-        let runtime = tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()
-            .expect("runtime");
-        let (fields, values) = runtime.block_on(async {
-            let root = root.to_str().expect("a UTF-8 path");
-            create_before_added_columns(root, table, &[&row(0, "old", None)])
-                .await
-                .expect("old table");
-            let mut delta = open_or_create(root, table).await.expect("evolved");
-            let new_rows = [row(1, "new", Some(("/exports/e-7", "\"v7\"")))];
-            let spans = BTreeMap::from([(
-                (table, 0),
-                Span {
-                    from: 0,
-                    to: 2,
-                    rows: &new_rows,
-                },
-            )]);
-            let properties = writer_properties(
-                table,
-                FileSettings {
-                    row_group_rows: 1024,
-                    zstd_level: 1,
-                },
-            );
-            commit(&mut delta, table, &spans, &properties, HashMap::new())
-                .await
-                .expect("commit");
-            let fields: Vec<String> = delta
-                .snapshot()
-                .expect("snapshot")
-                .schema()
-                .fields()
-                .map(|field| field.name().clone())
-                .collect();
-            let context = SessionContext::new();
-            let provider = delta.table_provider().await.expect("provider");
-            context
-                .register_table("operations", provider)
-                .expect("register");
-            let batches = context
-                .sql(&format!(
-                    "SELECT {}, {}, {} FROM operations ORDER BY {}",
-                    column::OPERATION_ID,
-                    column::RESOURCE_ID,
-                    column::RESOURCE_VERSION,
-                    column::OPERATION_ID
-                ))
-                .await
-                .expect("query")
-                .collect()
-                .await
-                .expect("rows");
-            let mut values = Vec::new();
-            for batch in &batches {
-                let texts: Vec<_> = (0..3)
-                    .map(|i| cast(batch.column(i), &DataType::Utf8).expect("text"))
-                    .collect();
-                let texts: Vec<&StringArray> = texts
-                    .iter()
-                    .map(|array| array.as_any().downcast_ref().expect("strings"))
-                    .collect();
-                for i in 0..batch.num_rows() {
-                    let value = |column: &StringArray| {
-                        (!column.is_null(i)).then(|| column.value(i).to_owned())
-                    };
-                    values.push((
-                        texts[0].value(i).to_owned(),
-                        value(texts[1]),
-                        value(texts[2]),
-                    ));
-                }
-            }
-            (fields, values)
-        });
+        let (fields, values) = evolve_and_read(
+            Table::OperationEvents,
+            row(0, "old", None),
+            row(1, "new", Some(("/exports/e-7", "\"v7\""))),
+            &[
+                column::OPERATION_ID,
+                column::RESOURCE_ID,
+                column::RESOURCE_VERSION,
+            ],
+        );
         assert_eq!(
             fields[fields.len() - 2..],
             [column::RESOURCE_ID, column::RESOURCE_VERSION],
@@ -1053,14 +983,9 @@ mod tests {
         assert_eq!(
             values,
             [
-                (
-                    "new".to_owned(),
-                    Some("/exports/e-7".to_owned()),
-                    Some("\"v7\"".to_owned())
-                ),
-                ("old".to_owned(), None, None)
+                vec![text("new"), text("/exports/e-7"), text("\"v7\"")],
+                vec![text("old"), None, None]
             ]
         );
-        std::fs::remove_dir_all(&root).expect("clean up");
     }
 }

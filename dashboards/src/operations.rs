@@ -20,7 +20,7 @@ use std::borrow::Cow;
 use std::collections::{BTreeMap, HashMap};
 
 use candor_query::commands::{
-    OpenStatus, Operation, OperationEventRow, OperationKey, OperationTotals, status, totals,
+    OpenStatus, Operation, OperationEventRow, OperationKey, OperationTotals, fold, status, totals,
 };
 use candor_query::coverage::InstanceSilence;
 use candor_query::window::{Micros, serialize_micros};
@@ -57,28 +57,19 @@ impl Operations {
             return;
         };
         let event = OperationEventRow {
-            service: record.service_name.clone(),
+            key: OperationKey {
+                service: record.service_name.clone(),
+                tool: record.tool_name.clone(),
+                target: record.tool_target.clone(),
+                operation_id: record.operation_id.clone(),
+            },
             instance: record.service_instance_id.clone(),
-            tool: record.tool_name.clone(),
-            target: record.tool_target.clone(),
-            operation_id: record.operation_id.clone(),
             state,
             at: i64::try_from(record.event_time_unix_nano / 1000).unwrap_or(i64::MAX),
             actor: record.actor.clone(),
             source_system: record.source_system.clone(),
         };
-        let key = OperationKey {
-            service: event.service.clone(),
-            tool: event.tool.clone(),
-            target: event.target.clone(),
-            operation_id: event.operation_id.clone(),
-        };
-        match self.by_key.get_mut(&key) {
-            Some(operation) => operation.add(event),
-            None => {
-                self.by_key.insert(key, Operation::of(event));
-            }
-        }
+        fold(&mut self.by_key, event);
     }
 
     /// Lets go of the ended operations whose latest event is before `start`, then of the

@@ -13,7 +13,8 @@
 //! it ([`adapter_calls`]); unknown, never 0 %, when no call was counted or the counts could not
 //! be read.
 
-use std::collections::BTreeMap;
+use std::collections::HashMap;
+use std::hash::BuildHasher;
 use std::time::Duration;
 
 use candor_records::proto::OutcomeSource;
@@ -80,16 +81,10 @@ pub const OPERATIONS_COLUMNS: [&str; 12] = [
 /// One row of `operation_events`, as the judgement needs it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct OperationEventRow {
-    /// `service_name`.
-    pub service: String,
+    /// The operation it is an event of.
+    pub key: OperationKey,
     /// `service_instance_id`.
     pub instance: String,
-    /// `tool_name`.
-    pub tool: String,
-    /// `tool_target`.
-    pub target: String,
-    /// `operation_id`.
-    pub operation_id: String,
     /// `lifecycle_state`.
     pub state: LifecycleState,
     /// `event_time`.
@@ -140,12 +135,7 @@ impl Operation {
     /// The operation of its first event.
     pub fn of(event: OperationEventRow) -> Self {
         Self {
-            key: OperationKey {
-                service: event.service,
-                tool: event.tool,
-                target: event.target,
-                operation_id: event.operation_id,
-            },
+            key: event.key,
             state: event.state,
             first_state: event.state,
             first_seen: event.at,
@@ -208,22 +198,37 @@ impl Operation {
 /// open ones the further along (running over queued over accepted). Copies of an event count
 /// once, as any event does: they agree.
 pub fn latest_states(events: impl IntoIterator<Item = OperationEventRow>) -> Vec<Operation> {
-    let mut operations: BTreeMap<OperationKey, Operation> = BTreeMap::new();
+    let mut operations = Folded::default();
     for event in events {
-        let key = OperationKey {
-            service: event.service.clone(),
-            tool: event.tool.clone(),
-            target: event.target.clone(),
-            operation_id: event.operation_id.clone(),
-        };
-        match operations.get_mut(&key) {
-            Some(operation) => operation.add(event),
-            None => {
-                operations.insert(key, Operation::of(event));
-            }
+        fold(&mut operations, event);
+    }
+    in_key_order(operations)
+}
+
+/// Operations folded from their events ([`fold`]), by key; the keys are strings written by the
+/// collector, so a fast hasher suffices.
+type Folded = HashMap<OperationKey, Operation, foldhash::fast::FixedState>;
+
+/// Takes `event` into the operations folded so far: it starts its operation when it is the first
+/// of it, else it is added to it ([`Operation::add`]).
+pub fn fold<S: BuildHasher>(
+    operations: &mut HashMap<OperationKey, Operation, S>,
+    event: OperationEventRow,
+) {
+    match operations.get_mut(&event.key) {
+        Some(operation) => operation.add(event),
+        None => {
+            operations.insert(event.key.clone(), Operation::of(event));
         }
     }
-    operations.into_values().collect()
+}
+
+/// The folded operations in key order.
+fn in_key_order(operations: Folded) -> Vec<Operation> {
+    let mut operations: Vec<Operation> = operations.into_values().collect();
+    // The keys are those of a map: no two are equal, so the unstable sort orders them fully.
+    operations.sort_unstable_by(|a, b| a.key.cmp(&b.key));
+    operations
 }
 
 /// What is known of an open operation.
@@ -523,9 +528,9 @@ pub fn open_rows(judged: &[(Operation, Option<OpenStatus>)], end: Micros) -> Row
     rows
 }
 
-/// The events of one batch of [`read_events`]' columns, appended to `out`; returns how many rows
-/// had a lifecycle state this reader does not know, which are left out.
-fn event_rows(batch: &RecordBatch, out: &mut Vec<OperationEventRow>) -> Result<u64, CommandError> {
+/// Folds the events of one batch of [`read_operations`]' columns into `operations`; returns how
+/// many rows had a lifecycle state this reader does not know, which are left out.
+fn fold_batch(batch: &RecordBatch, operations: &mut Folded) -> Result<u64, CommandError> {
     let service = texts(batch, column::SERVICE_NAME)?;
     let instance = texts(batch, column::SERVICE_INSTANCE_ID)?;
     let tool = texts(batch, column::TOOL_NAME)?;
@@ -542,30 +547,36 @@ fn event_rows(batch: &RecordBatch, out: &mut Vec<OperationEventRow>) -> Result<u
             unknown += 1;
             continue;
         };
-        out.push(OperationEventRow {
-            service: service.value(row).to_owned(),
+        let event = OperationEventRow {
+            key: OperationKey {
+                service: service.value(row).to_owned(),
+                tool: tool.value(row).to_owned(),
+                target: target.value(row).to_owned(),
+                operation_id: operation_id.value(row).to_owned(),
+            },
             instance: instance.value(row).to_owned(),
-            tool: tool.value(row).to_owned(),
-            target: target.value(row).to_owned(),
-            operation_id: operation_id.value(row).to_owned(),
             state: lifecycle,
             at: time.value(row),
             actor: (!actor.is_null(row)).then(|| actor.value(row).to_owned()),
             source_system: source_system.value(row).to_owned(),
-        });
+        };
+        fold(operations, event);
     }
     Ok(unknown)
 }
 
-/// The operation events of the window that match the filters, and how many were left out for a
-/// state this reader does not know.
-async fn read_events(
+/// Every operation of the window's events that match the filters, in no order (each with its
+/// latest state, as [`latest_states`] folds it), and how many events were left out for a state
+/// this reader does not know. The events are folded batch by batch as they are read, never held
+/// all at once.
+async fn read_operations(
     reader: &Reader,
     query: &OperationsQuery,
-) -> Result<(Vec<OperationEventRow>, u64), CommandError> {
+) -> Result<(Vec<Operation>, u64), CommandError> {
+    use futures_util::StreamExt as _;
     let table = Table::OperationEvents;
     let window = query.window;
-    let batches = reader
+    let mut stream = reader
         .context
         .table(table.name())
         .await
@@ -588,15 +599,16 @@ async fn read_events(
             col(column::SOURCE_SYSTEM),
         ])
         .map_err(read)?
-        .collect()
+        .execute_stream()
         .await
         .map_err(read)?;
-    let mut events = Vec::with_capacity(batches.iter().map(RecordBatch::num_rows).sum());
+    let mut operations = Folded::default();
     let mut unknown = 0u64;
-    for batch in &batches {
-        unknown += event_rows(batch, &mut events)?;
+    while let Some(batch) = stream.next().await {
+        unknown += fold_batch(&batch.map_err(read)?, &mut operations)?;
     }
-    Ok((events, unknown))
+    // The answer orders only the open ones, by age (`open_rows`); the totals need no order.
+    Ok((operations.into_values().collect(), unknown))
 }
 
 /// How far before the window a counter series' baseline point is looked for: the default
@@ -669,8 +681,7 @@ pub async fn operations(
             totals: OperationTotals::default(),
         });
     }
-    let (events, unknown_states) = read_events(reader, query).await?;
-    let operations = latest_states(events);
+    let (operations, unknown_states) = read_operations(reader, query).await?;
     let now = reader.now();
     let end = query.window.until.min(now);
     // As far as the silences were judged: their end when the instance never came back.
@@ -762,11 +773,13 @@ mod tests {
         at: Micros,
     ) -> OperationEventRow {
         OperationEventRow {
-            service: "shop".into(),
+            key: OperationKey {
+                service: "shop".into(),
+                tool: "export".into(),
+                target: "https://reports.internal/v1/exports".into(),
+                operation_id: operation_id.into(),
+            },
             instance: instance.into(),
-            tool: "export".into(),
-            target: "https://reports.internal/v1/exports".into(),
-            operation_id: operation_id.into(),
             state,
             at,
             actor: None,
@@ -786,6 +799,12 @@ mod tests {
 
     fn only(events: Vec<OperationEventRow>) -> Operation {
         let mut operations = latest_states(events);
+        assert_eq!(operations.len(), 1, "{operations:?}");
+        operations.remove(0)
+    }
+
+    fn only_of(operations: Folded) -> Operation {
+        let mut operations = in_key_order(operations);
         assert_eq!(operations.len(), 1, "{operations:?}");
         operations.remove(0)
     }
@@ -1177,12 +1196,9 @@ mod tests {
             ),
         ])
         .unwrap();
-        let mut events = Vec::new();
-        assert_eq!(event_rows(&batch, &mut events).unwrap(), 1);
-        assert_eq!(events.len(), 2);
-        assert_eq!(events[0].actor.as_deref(), Some("alice"));
-        assert_eq!(events[1].actor, None);
-        let operation = only(events);
+        let mut operations = Folded::default();
+        assert_eq!(fold_batch(&batch, &mut operations).unwrap(), 1);
+        let operation = only_of(operations);
         assert_eq!(
             (operation.state, operation.first_seen, operation.last_seen),
             (LifecycleState::Running, 1, 3)

@@ -25,8 +25,9 @@ shift || true
 base="${CANDOR_FIRST_RUN_DIR:-/tmp/candor-first-run}"
 rm -rf "$base/home" "$base/bin" "$base/clone" "$base/target" "$base/data"
 mkdir -p "$base/home" "$base/bin"
-# The toolchain's proxies only, so that nothing else under ~/.cargo/bin (Tansu) is found.
-for tool in cargo rustc rustdoc rustup rustfmt; do
+# The toolchain's proxies only (cargo fmt and cargo clippy among them), so that nothing else
+# under ~/.cargo/bin (Tansu, cargo-deny) is found.
+for tool in cargo cargo-clippy cargo-fmt clippy-driver rustc rustdoc rustfmt rustup; do
     ln -s "$(command -v "$tool")" "$base/bin/$tool"
 done
 commit="$(git -C "$repo" rev-parse "$rev")"

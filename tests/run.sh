@@ -128,12 +128,8 @@ banner "cargo doc (rustdoc warnings are errors)"
 RUSTDOCFLAGS="-D warnings" cargo doc --workspace --no-deps --all-features --locked
 
 # The end-to-end suite starts the binaries as real processes; a test build does not make them.
-# The tests and examples are built beside them so that the two builds are one: with test
-# targets selected, Cargo unifies the dev-dependencies' features into every dependency (the
-# schema tests' jsonschema adds serde_json's float_roundtrip, for one). Binaries built alone
-# would take another build of every dependency those features reach, DataFusion among them.
-banner "cargo build (binaries the end-to-end suite runs, and the tests)"
-cargo build --workspace --bins --tests --examples --all-features --locked
+banner "cargo build (binaries the end-to-end suite runs)"
+cargo build --workspace --bins --all-features --locked
 
 wait_for_tansu
 # --no-fail-fast: one run reports every failing test, not just the first.

@@ -28,7 +28,7 @@ pub use events::{EventsAnswer, incident, summarize, trace, trace_id};
 pub use failure_rates::{RatesAnswer, RatesQuery, SpikesQuery, rates, spikes};
 pub use operations::{
     OPERATIONS_COLUMNS, OpenStatus, Operation, OperationEventRow, OperationKey, OperationTotals,
-    OperationsAnswer, OperationsQuery, fold, latest_states, operations, status, totals,
+    OperationsAnswer, OperationsQuery, fold, operations, status, totals,
 };
 pub use reconciliation::{RECONCILE_COLUMNS, ReconcileAnswer, ReconcileQuery, reconcile};
 

@@ -2,7 +2,7 @@
 //! `tool.lifecycle` events of `operation_events`.
 //!
 //! An operation is one (service, tool, target, operation id). Its state is the one of its latest
-//! event in the window ([`latest_states`]); it is open while that state is not terminal. An open
+//! event in the window ([`fold`]); it is open while that state is not terminal. An open
 //! operation is `unknown` when the adapter instance that sent its latest event went silent after
 //! it (nobody was left to report its end), else `stuck` once it has been open for `--stuck-after`,
 //! else `pending` ([`status`]).
@@ -147,7 +147,7 @@ impl Operation {
         }
     }
 
-    /// Takes in one more of its events; of two, the state that wins is the one `latest_states`
+    /// Takes in one more of its events; of two, the state that wins is the one [`fold`]
     /// describes.
     pub fn add(&mut self, event: OperationEventRow) {
         if (event.at, event.state) < (self.first_seen, self.first_state) {
@@ -191,26 +191,19 @@ impl Operation {
     }
 }
 
-/// Every operation of `events`, in key order, with its latest state: that of its event with the
-/// greatest time. Of two events at the same time a terminal state wins, and of two terminal ones
-/// the later in the vocabulary's order (failed over cancelled over completed over partial), so
-/// that a completion contradicted by a failure at the same instant is not taken for one; of two
-/// open ones the further along (running over queued over accepted). Copies of an event count
-/// once, as any event does: they agree.
-pub fn latest_states(events: impl IntoIterator<Item = OperationEventRow>) -> Vec<Operation> {
-    let mut operations = Folded::default();
-    for event in events {
-        fold(&mut operations, event);
-    }
-    in_key_order(operations)
-}
-
 /// Operations folded from their events ([`fold`]), by key; the keys are strings written by the
 /// collector, so a fast hasher suffices.
 type Folded = HashMap<OperationKey, Operation, foldhash::fast::FixedState>;
 
 /// Takes `event` into the operations folded so far: it starts its operation when it is the first
 /// of it, else it is added to it ([`Operation::add`]).
+///
+/// Folded in any order, every operation ends with its latest state: that of its event with the
+/// greatest time. Of two events at the same time a terminal state wins, and of two terminal ones
+/// the later in the vocabulary's order (failed over cancelled over completed over partial), so
+/// that a completion contradicted by a failure at the same instant is not taken for one; of two
+/// open ones the further along (running over queued over accepted). Copies of an event count
+/// once, as any event does: they agree.
 pub fn fold<S: BuildHasher>(
     operations: &mut HashMap<OperationKey, Operation, S>,
     event: OperationEventRow,
@@ -221,14 +214,6 @@ pub fn fold<S: BuildHasher>(
             operations.insert(event.key.clone(), Operation::of(event));
         }
     }
-}
-
-/// The folded operations in key order.
-fn in_key_order(operations: Folded) -> Vec<Operation> {
-    let mut operations: Vec<Operation> = operations.into_values().collect();
-    // The keys are those of a map: no two are equal, so the unstable sort orders them fully.
-    operations.sort_unstable_by(|a, b| a.key.cmp(&b.key));
-    operations
 }
 
 /// What is known of an open operation.
@@ -566,7 +551,7 @@ fn fold_batch(batch: &RecordBatch, operations: &mut Folded) -> Result<u64, Comma
 }
 
 /// Every operation of the window's events that match the filters, in no order (each with its
-/// latest state, as [`latest_states`] folds it), and how many events were left out for a state
+/// latest state, as [`fold`] gives it), and how many events were left out for a state
 /// this reader does not know. The events are folded batch by batch as they are read, never held
 /// all at once.
 async fn read_operations(
@@ -797,14 +782,27 @@ mod tests {
         }
     }
 
-    fn only(events: Vec<OperationEventRow>) -> Operation {
-        let mut operations = latest_states(events);
-        assert_eq!(operations.len(), 1, "{operations:?}");
-        operations.remove(0)
+    /// Every operation of `events` ([`fold`]), in key order.
+    fn latest_states(events: impl IntoIterator<Item = OperationEventRow>) -> Vec<Operation> {
+        let mut operations = Folded::default();
+        for event in events {
+            fold(&mut operations, event);
+        }
+        in_key_order(operations)
     }
 
-    fn only_of(operations: Folded) -> Operation {
-        let mut operations = in_key_order(operations);
+    fn in_key_order(operations: Folded) -> Vec<Operation> {
+        let mut operations: Vec<Operation> = operations.into_values().collect();
+        operations.sort_unstable_by(|a, b| a.key.cmp(&b.key));
+        operations
+    }
+
+    fn only(events: Vec<OperationEventRow>) -> Operation {
+        only_of(latest_states(events))
+    }
+
+    fn only_of(operations: impl IntoIterator<Item = Operation>) -> Operation {
+        let mut operations: Vec<Operation> = operations.into_iter().collect();
         assert_eq!(operations.len(), 1, "{operations:?}");
         operations.remove(0)
     }
@@ -1198,7 +1196,7 @@ mod tests {
         .unwrap();
         let mut operations = Folded::default();
         assert_eq!(fold_batch(&batch, &mut operations).unwrap(), 1);
-        let operation = only_of(operations);
+        let operation = only_of(operations.into_values());
         assert_eq!(
             (operation.state, operation.first_seen, operation.last_seen),
             (LifecycleState::Running, 1, 3)

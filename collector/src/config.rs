@@ -17,12 +17,14 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use candor_kafka::{ExtraSettings, Role};
+use candor_records::proto::OutcomeSource;
 use candor_service::config::{
     bootstrap_servers, invalid, nonzero_usize, parse_brokers, parse_toml, socket_addr,
 };
 use serde::Deserialize;
 
 pub use crate::ingest::extract::derived::DerivedConfig;
+use crate::ingest::extract::derived::{Conventions, RawConvention};
 pub use crate::spool::SpoolSettings;
 
 /// The error type and rules every service shares ([`candor_service::config`]), named from here too.
@@ -59,12 +61,13 @@ pub use candor_service::config::{BrokerAddr, ConfigError, parse_duration};
 /// | `spool.dir` | unset: no spool | a local directory where records Kafka cannot take yet are kept (fsynced) before the request is acknowledged, and drained to Kafka in order when it returns |
 /// | `spool.max_bytes` | `1073741824` (1 GiB) | most bytes of records spooled; past it, requests are answered "retry later" (UNAVAILABLE / 503) |
 /// | `spool.max_age` | `"24h"` | oldest a spooled record may grow; an older one is dropped unsent, counted and logged |
-/// | `derived.genai` | `true` | count the calls of GenAI `execute_tool` spans (contract section 10.7) |
-/// | `derived.mcp` | `true` | count the calls of MCP `tools/call` spans |
+/// | `derived.genai` | `true` | count the calls of the conventions of the `genai` layer: GenAI `execute_tool` spans, OpenInference, OpenLLMetry, the Vercel AI SDK, Spring AI, pydantic-ai (contract section 10.7) |
+/// | `derived.mcp` | `true` | count the calls of the conventions of the `mcp` layer: MCP `tools/call` spans, Logfire's MCP spans |
 /// | `derived.http` | `true` | count the calls of HTTP client spans |
-/// | `derived.tool_name_attributes` | `gen_ai.tool.name`, then `mcp.tool.name` | span attributes that name a GenAI or MCP call's tool, the first present winning |
-/// | `derived.tool_call_id_attributes` | `gen_ai.tool.call.id` | span attributes that identify one tool call across its GenAI and MCP spans |
+/// | `derived.disable` | `[]` | built-in conventions not to recognise, by name |
+/// | `derived.conventions` | `[]` | conventions of the team's own, tried before the built-in ones; one named like a built-in convention takes its place (CONFIGURATION.md, "Derived conventions") |
 /// | `derived.request_id_attributes` | `http.response.header.x-request-id`, then `http.response.header.x_request_id` (older conventions) | HTTP span attributes holding the request id its server assigned; a failed call's evidence |
+/// | `derived.max_result_bytes` | `65536` | longest captured result read for failure markers; a longer one is not read, and counted |
 /// | `derived.max_targets_per_service` | `500` | most distinct derived targets and tools kept per service, counted together; later ones are recorded as `other` and counted |
 /// | `derived.max_targets` | `200000` | most distinct derived targets kept over all services, which bounds the memory of the cap |
 /// | `derived.forget_targets_after` | `"1h"` | a kept target or tool that no call named for this long gives up its place under the cap (within two such periods) |
@@ -382,12 +385,14 @@ pub struct RawDerived {
     pub mcp: bool,
     /// `derived.http`.
     pub http: bool,
-    /// `derived.tool_name_attributes`.
-    pub tool_name_attributes: Vec<String>,
-    /// `derived.tool_call_id_attributes`.
-    pub tool_call_id_attributes: Vec<String>,
+    /// `derived.disable`.
+    pub disable: Vec<String>,
+    /// `derived.conventions`.
+    pub conventions: Vec<RawConvention>,
     /// `derived.request_id_attributes`.
     pub request_id_attributes: Vec<String>,
+    /// `derived.max_result_bytes`.
+    pub max_result_bytes: i64,
     /// `derived.max_targets_per_service`.
     pub max_targets_per_service: i64,
     /// `derived.max_targets`.
@@ -400,12 +405,13 @@ impl Default for RawDerived {
     fn default() -> Self {
         let config = DerivedConfig::default();
         Self {
-            genai: config.genai,
-            mcp: config.mcp,
-            http: config.http,
-            tool_name_attributes: config.tool_name_attributes,
-            tool_call_id_attributes: config.tool_call_id_attributes,
+            genai: true,
+            mcp: true,
+            http: true,
+            disable: Vec::new(),
+            conventions: Vec::new(),
             request_id_attributes: config.request_id_attributes,
+            max_result_bytes: config.max_result_bytes as i64,
             max_targets_per_service: config.max_targets_per_service as i64,
             max_targets: config.max_targets as i64,
             forget_targets_after: format!("{}s", config.forget_targets_after.as_secs()),
@@ -421,25 +427,33 @@ impl RawDerived {
                 .filter(|&n| n > 0)
                 .ok_or_else(|| invalid(key, value, "must be at least 1"))
         };
-        for (key, names) in [
-            ("derived.tool_name_attributes", &self.tool_name_attributes),
-            (
-                "derived.tool_call_id_attributes",
-                &self.tool_call_id_attributes,
-            ),
-            ("derived.request_id_attributes", &self.request_id_attributes),
-        ] {
-            if let Some(blank) = names.iter().find(|name| name.trim().is_empty()) {
-                return Err(invalid(key, blank, "names must not be blank"));
-            }
+        if let Some(blank) = self
+            .request_id_attributes
+            .iter()
+            .find(|name| name.trim().is_empty())
+        {
+            return Err(invalid(
+                "derived.request_id_attributes",
+                blank,
+                "names must not be blank",
+            ));
         }
+        let layers = [
+            (OutcomeSource::Genai, self.genai),
+            (OutcomeSource::Mcp, self.mcp),
+            (OutcomeSource::Http, self.http),
+        ];
+        let conventions = Conventions::new(self.conventions, &self.disable, |layer| {
+            layers.iter().any(|(l, on)| *l == layer && *on)
+        })
+        .map_err(|error| {
+            let (key, value, reason) = error.parts();
+            invalid(key, value, reason)
+        })?;
         Ok(DerivedConfig {
-            genai: self.genai,
-            mcp: self.mcp,
-            http: self.http,
-            tool_name_attributes: self.tool_name_attributes,
-            tool_call_id_attributes: self.tool_call_id_attributes,
+            conventions,
             request_id_attributes: self.request_id_attributes,
+            max_result_bytes: count("derived.max_result_bytes", self.max_result_bytes)?,
             max_targets_per_service: count(
                 "derived.max_targets_per_service",
                 self.max_targets_per_service,

@@ -61,7 +61,11 @@ pub mod names {
         IGNORED_LOG_RECORDS_TOTAL = "candor_collector_ignored_log_records_total",
             "Log records ignored for not being an outcome event.";
         DERIVED_CALLS_TOTAL = "candor_collector_derived_calls_total",
-            "Calls derived from standard spans (GenAI execute_tool, MCP tools/call, HTTP client), by source and class. A derived call without error is unverified, never a success: a derived failure rate is a lower bound.";
+            "Calls derived from the spans of a convention the collector recognises (GenAI execute_tool, MCP tools/call, HTTP client, OpenInference, OpenLLMetry, the Vercel AI SDK, Spring AI, declared ones), by source, convention and class. A derived call without error is unverified, never a success: a derived failure rate is a lower bound.";
+        DERIVED_RESULT_FAILURES_TOTAL = "candor_collector_derived_result_failures_total",
+            "Derived calls whose spans reported no error but whose captured result holds a failure marker of their convention (an MCP result's isError, a LangChain ToolMessage's status error): counted as access_failure, kind tool_error.";
+        DERIVED_RESULTS_UNREAD_TOTAL = "candor_collector_derived_results_unread_total",
+            "Captured results of derived calls longer than derived.max_result_bytes, not read for failure markers: their calls stay unverified.";
         DERIVED_JOINED_TOTAL = "candor_collector_derived_joined_total",
             "Derived spans counted as part of another span's call, by what counted it: adapter (an adapter declared the call) or derived (a GenAI or MCP span of the same call).";
         DERIVED_TARGETS_FOLDED_TOTAL = "candor_collector_derived_targets_folded_total",
@@ -129,6 +133,8 @@ pub mod names {
         pub const ACTION: &str = "action";
         /// Where a derived call came from: `genai`, `mcp` or `http`.
         pub const SOURCE: &str = "source";
+        /// The convention a derived call was recognised by, e.g. `openinference`.
+        pub const CONVENTION: &str = "convention";
         /// A derived call's class: `access_failure`, `unverified` or `cancelled`.
         pub const CLASS: &str = "class";
         /// What counted a joined span: `adapter` or `derived`.
@@ -239,6 +245,8 @@ pub struct CollectorMetrics {
     derived_calls: Family<Counter>,
     derived_joined: Family<Counter>,
     derived_targets_folded: Counter,
+    derived_result_failures: Counter,
+    derived_results_unread: Counter,
     redacted_values: Counter,
     heartbeats_sent: Counter,
     heartbeat_failures: Counter,
@@ -287,9 +295,14 @@ impl Default for CollectorMetrics {
             ignored_spans: m.counter(names::IGNORED_SPANS_TOTAL),
             ignored_metrics: m.counter(names::IGNORED_METRICS_TOTAL),
             ignored_log_records: m.counter(names::IGNORED_LOG_RECORDS_TOTAL),
-            derived_calls: m.counters(names::DERIVED_CALLS_TOTAL, &[label::SOURCE, label::CLASS]),
+            derived_calls: m.counters(
+                names::DERIVED_CALLS_TOTAL,
+                &[label::SOURCE, label::CONVENTION, label::CLASS],
+            ),
             derived_joined: m.counters(names::DERIVED_JOINED_TOTAL, &[label::INTO]),
             derived_targets_folded: m.counter(names::DERIVED_TARGETS_FOLDED_TOTAL),
+            derived_result_failures: m.counter(names::DERIVED_RESULT_FAILURES_TOTAL),
+            derived_results_unread: m.counter(names::DERIVED_RESULTS_UNREAD_TOTAL),
             redacted_values: m.counter(names::REDACTED_VALUES_TOTAL),
             heartbeats_sent: m.counter(names::HEARTBEATS_SENT_TOTAL),
             heartbeat_failures: m.counter(names::HEARTBEAT_FAILURES_TOTAL),
@@ -393,11 +406,13 @@ impl CollectorMetrics {
     }
     /// Counts what derivation made of one request's standard spans.
     pub fn derived(&self, stats: &crate::ingest::extract::derived::DerivedStats) {
-        for (source, class, n) in &stats.calls {
+        for (source, convention, class, n) in &stats.calls {
             self.derived_calls
-                .with(&[source.as_str(), class.as_str()])
+                .with(&[source.as_str(), convention.as_str(), class.as_str()])
                 .inc_by(*n);
         }
+        self.derived_result_failures.inc_by(stats.result_failures);
+        self.derived_results_unread.inc_by(stats.results_unread);
         if stats.joined_into_adapter > 0 {
             self.derived_joined
                 .with(&["adapter"])

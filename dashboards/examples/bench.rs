@@ -143,6 +143,7 @@ fn main() {
                     collector_id: "bench".into(),
                     export_interval_ms: None,
                     source: None,
+                    convention: None,
                 };
                 offset += 1;
                 batch.push(record(

@@ -15,7 +15,7 @@
 use std::hint::black_box;
 
 use candor_collector::ingest::decode::{Encoding, decode_request};
-use candor_collector::ingest::extract::derived::{Derivation, DerivedConfig};
+use candor_collector::ingest::extract::derived::{Conventions, Derivation, DerivedConfig};
 use candor_collector::ingest::extract::{Limits, Received, extract_traces};
 use candor_collector::sink::kafka::encode;
 use candor_e2e::load::{mix_request, request};
@@ -79,9 +79,7 @@ fn derive(c: &mut Criterion) {
     let limits = Limits::default();
     let on = Derivation::default();
     let off = Derivation::new(DerivedConfig {
-        genai: false,
-        mcp: false,
-        http: false,
+        conventions: Conventions::new(Vec::new(), &[], |_| false).unwrap(),
         ..DerivedConfig::default()
     });
     let received = |derivation| Received {

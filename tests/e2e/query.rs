@@ -88,6 +88,7 @@ impl Series<'_> {
             collector_id: "golden".into(),
             export_interval_ms: None,
             source: None,
+            convention: None,
         }
     }
 }

@@ -907,7 +907,8 @@ mod tests {
                 time_unix_nano: 1_700_000_000_000_000_000,
                 temporality: 2,
                 export_interval_ms: interval,
-                source: interval.map(|_| "adapter".to_owned()),
+                source: interval.map(|_| "genai".to_owned()),
+                convention: interval.map(|_| "openinference".to_owned()),
                 ..Default::default()
             };
             (meta, Row::Count(Box::new(count)))
@@ -916,18 +917,32 @@ mod tests {
             Table::OutcomeCounts,
             row(0, "old", None),
             row(1, "new", Some(10_000)),
-            &[column::POINT_ID, column::EXPORT_INTERVAL_MS, column::SOURCE],
+            &[
+                column::POINT_ID,
+                column::EXPORT_INTERVAL_MS,
+                column::SOURCE,
+                column::CONVENTION,
+            ],
         );
         assert_eq!(
-            fields[fields.len() - 2..],
-            [column::EXPORT_INTERVAL_MS, column::SOURCE],
+            fields[fields.len() - 3..],
+            [
+                column::EXPORT_INTERVAL_MS,
+                column::SOURCE,
+                column::CONVENTION
+            ],
             "{fields:?}"
         );
         assert_eq!(
             values,
             [
-                vec![text("new"), text("10000"), text("adapter")],
-                vec![text("old"), None, None]
+                vec![
+                    text("new"),
+                    text("10000"),
+                    text("genai"),
+                    text("openinference")
+                ],
+                vec![text("old"), None, None, None]
             ]
         );
     }

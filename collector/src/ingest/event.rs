@@ -75,6 +75,8 @@ pub struct OutcomeEventRef<'a> {
     pub evidence_kind: Option<EvidenceKind>,
     /// The evidence itself, credentials removed.
     pub evidence_value: Option<Cow<'a, str>>,
+    /// The convention a derived call was recognised by; `None` for an adapter's event.
+    pub convention: Option<Cow<'a, str>>,
 }
 
 impl From<&OutcomeEventRef<'_>> for OutcomeEvent {
@@ -131,6 +133,7 @@ impl OutcomeEventRef<'_> {
             tool_call_id: optional(&self.tool_call_id),
             evidence_kind: self.evidence_kind.map(|kind| text(kind.as_str())),
             evidence_value: optional(&self.evidence_value),
+            convention: optional(&self.convention),
         }
     }
 }
@@ -232,6 +235,7 @@ pub(crate) mod tests {
             tool_call_id: texts.map(Cow::Borrowed),
             evidence_kind: numbers.map(|_| EvidenceKind::RequestId),
             evidence_value: texts.map(Cow::Borrowed),
+            convention: texts.map(Cow::Borrowed),
         }
     }
 

@@ -315,6 +315,7 @@ pub fn extract_traces<'a>(
     for resource_spans in &request.resource_spans {
         let service = service_of(resource_spans.resource.as_ref());
         for scope_spans in &resource_spans.scope_spans {
+            let scope = scope_spans.scope.as_ref().map_or("", |s| s.name.as_str());
             for span in &scope_spans.spans {
                 let mut carried = false;
                 for event in &span.events {
@@ -333,11 +334,17 @@ pub fn extract_traces<'a>(
                     if !carried {
                         events.out.ignored += 1;
                     }
-                } else if let Some(source) = received.derivation.recognise(span) {
+                } else if let Some(convention) = received.derivation.recognise(span, scope) {
                     candidates.push(Candidate {
                         service: services.len(),
                         span,
-                        source,
+                        convention,
+                        source: received
+                            .derivation
+                            .config()
+                            .conventions
+                            .get(convention)
+                            .layer,
                     });
                 } else {
                     events.out.ignored += 1;

@@ -87,6 +87,10 @@ record! {
         /// The evidence itself, credentials removed: e.g. the request id to quote to the
         /// tool's owner.
         evidence_value: string optional = 31 => EVIDENCE_VALUE as OptText,
+        /// The convention a derived call was recognised by (e.g. `openinference`,
+        /// `otel-genai`, or a name the collector's configuration declared); absent for an
+        /// adapter's own event and in records written before conventions were named.
+        convention: string optional = 32 => CONVENTION as OptText,
     }
 }
 
@@ -124,6 +128,9 @@ record! {
         export_interval_ms: uint64 optional = 14 => EXPORT_INTERVAL_MS as OptLong,
         /// Where the count came from ([`OutcomeSource`]), as on `OutcomeEvent.source`.
         source: string optional = 15 => SOURCE as OptText,
+        /// The convention a derived count's calls were recognised by, as on
+        /// `OutcomeEvent.convention`.
+        convention: string optional = 16 => CONVENTION as OptText,
     }
 }
 

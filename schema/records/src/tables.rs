@@ -119,6 +119,8 @@ pub mod column {
     pub const EVIDENCE_KIND: &str = "evidence_kind";
     /// The evidence of the outcome, e.g. a request id.
     pub const EVIDENCE_VALUE: &str = "evidence_value";
+    /// The convention a derived call was recognised by.
+    pub const CONVENTION: &str = "convention";
     /// The resource an operation produced or changed.
     pub const RESOURCE_ID: &str = "resource_id";
     /// That resource's version, when its source said.
@@ -359,8 +361,13 @@ impl Table {
                 column::TOOL_CALL_ID,
                 column::EVIDENCE_KIND,
                 column::EVIDENCE_VALUE,
+                column::CONVENTION,
             ],
-            Self::OutcomeCounts => &[column::EXPORT_INTERVAL_MS, column::SOURCE],
+            Self::OutcomeCounts => &[
+                column::EXPORT_INTERVAL_MS,
+                column::SOURCE,
+                column::CONVENTION,
+            ],
             Self::OperationEvents => &[column::RESOURCE_ID, column::RESOURCE_VERSION],
             Self::Rejected | Self::Heartbeats => &[],
         }

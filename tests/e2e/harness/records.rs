@@ -128,6 +128,7 @@ pub fn realistic_counts(first: u64, last: u64) -> Vec<(String, Vec<u8>)> {
                     collector_id: "collector-1".into(),
                     export_interval_ms: Some(60_000),
                     source: Some(OutcomeSource::Adapter.as_str().into()),
+                    convention: None,
                 };
                 points.push((target.clone(), count.encode_to_vec()));
             }

@@ -4,13 +4,13 @@ use candor_records::proto::{CountClass, OutcomeEvent, OutcomeSource};
 use candor_schema::names::{attr, resource, semconv};
 use candor_schema::{FailureKind, OutcomeClass};
 use opentelemetry_proto::tonic::collector::trace::v1::ExportTraceServiceRequest;
-use opentelemetry_proto::tonic::common::v1::{AnyValue, KeyValue, any_value};
+use opentelemetry_proto::tonic::common::v1::{AnyValue, InstrumentationScope, KeyValue, any_value};
 use opentelemetry_proto::tonic::resource::v1::Resource;
 use opentelemetry_proto::tonic::trace::v1::{
     ResourceSpans, ScopeSpans, Span, Status, span, status,
 };
 
-use super::derived::{DerivedConfig, OTHER_TARGET};
+use super::derived::{Conventions, DerivedConfig, OTHER_TARGET, RawConvention};
 use super::*;
 
 const TRACE: [u8; 16] = [7; 16];
@@ -119,6 +119,8 @@ struct Seen {
     /// (source, tool, target, class, value), sorted.
     counts: Vec<(String, String, String, String, u64)>,
     point_ids: Vec<String>,
+    /// The conventions of the counts, in the order of `counts`.
+    conventions: Vec<String>,
     rejections: Vec<Rejection>,
     ignored: u64,
     /// Values whose credentials were removed.
@@ -146,18 +148,23 @@ fn extract_at(spans: Vec<Span>, derivation: &Derivation, received_at: u64) -> Se
         .iter()
         .map(|c| {
             (
-                c.source.clone().unwrap_or_default(),
-                c.tool_name.clone(),
-                c.tool_target.clone(),
-                c.outcome_class.clone(),
-                c.value,
+                (
+                    c.source.clone().unwrap_or_default(),
+                    c.tool_name.clone(),
+                    c.tool_target.clone(),
+                    c.outcome_class.clone(),
+                    c.value,
+                ),
+                c.convention.clone().unwrap_or_default(),
             )
         })
         .collect();
     counts.sort();
+    let (counts, conventions) = counts.into_iter().unzip();
     Seen {
         events: out.events.iter().map(OutcomeEvent::from).collect(),
         counts,
+        conventions,
         point_ids: out.counts.iter().map(|c| c.point_id.clone()).collect(),
         rejections: out.rejections,
         ignored: out.ignored,
@@ -191,7 +198,12 @@ fn a_genai_tool_span_without_error_is_counted_as_unverified_never_as_success() {
     assert_eq!(seen.ignored, 0);
     assert_eq!(
         seen.stats.calls,
-        [(OutcomeSource::Genai, CountClass::Unverified, 1)]
+        [(
+            OutcomeSource::Genai,
+            "otel-genai".to_owned(),
+            CountClass::Unverified,
+            1
+        )]
     );
 }
 
@@ -549,7 +561,8 @@ fn a_request_a_tool_made_counts_on_its_own() {
 #[test]
 fn a_source_turned_off_is_ignored() {
     let derivation = Derivation::new(DerivedConfig {
-        http: false,
+        conventions: Conventions::new(Vec::new(), &[], |layer| layer != OutcomeSource::Http)
+            .unwrap(),
         ..DerivedConfig::default()
     });
     let seen = extract_with(
@@ -567,15 +580,21 @@ fn a_source_turned_off_is_ignored() {
 }
 
 #[test]
-fn a_configured_alias_names_the_tool() {
+fn a_declared_entry_under_a_built_in_name_takes_its_place() {
+    let mut otel_mcp = RawConvention::built_in()
+        .into_iter()
+        .find(|c| c.name == "otel-mcp")
+        .unwrap();
+    otel_mcp.tool_name.insert(0, "vendor.tool".to_owned());
     let derivation = Derivation::new(DerivedConfig {
-        tool_name_attributes: vec!["vendor.tool".to_owned()],
+        conventions: Conventions::new(vec![otel_mcp], &[], |_| true).unwrap(),
         ..DerivedConfig::default()
     });
     let mut span = mcp(1, 0, vec![text("vendor.tool", "grep")]);
     span.name = "call".to_owned();
     let seen = extract_with(vec![span], &derivation);
     assert_eq!(seen.counts, [count("mcp", "grep", "grep", "unverified", 1)]);
+    assert_eq!(seen.conventions, ["otel-mcp"]);
 }
 
 #[test]
@@ -1012,5 +1031,322 @@ fn a_target_no_call_names_for_a_period_gives_up_its_place_under_the_cap() {
     assert_eq!(
         target(&extract_at(call("a"), &derivation, later + 1)),
         OTHER_TARGET
+    );
+}
+
+/// A span carrying a captured result in `key`.
+fn with_result(mut span: Span, key: &str, result: &str) -> Span {
+    span.attributes.push(text(key, result));
+    span
+}
+
+fn openinference_tool(id: u8, tool: &str) -> Span {
+    span(
+        id,
+        0,
+        tool,
+        span::SpanKind::Internal,
+        vec![
+            text("openinference.span.kind", "TOOL"),
+            text(attr::TOOL_NAME, tool),
+        ],
+    )
+}
+
+fn vercel_tool(id: u8, tool: &str) -> Span {
+    span(
+        id,
+        0,
+        "ai.toolCall",
+        span::SpanKind::Internal,
+        vec![
+            text("ai.operationId", "ai.toolCall"),
+            text("ai.toolCall.name", tool),
+            text("ai.toolCall.id", &format!("call_{tool}_{id}")),
+        ],
+    )
+}
+
+#[test]
+fn openinference_tool_spans_count_with_their_convention_and_handled_errors_fail() {
+    // As LangChain traced by OpenInference sends them: a success, a raised error (status
+    // ERROR with an exception event), and an error LangChain handled (status OK, the
+    // ToolMessage's status in the captured output).
+    let mut ok = with_result(
+        openinference_tool(1, "lookup"),
+        "output.value",
+        r#"{"type": "tool", "data": {"content": "found q1", "tool_call_id": "c-1", "status": "success"}}"#,
+    );
+    ok.status = Some(Status {
+        code: status::StatusCode::Ok as i32,
+        ..Default::default()
+    });
+    let raised = failed(openinference_tool(2, "broken"), Some("ConnectionError"));
+    let mut handled = with_result(
+        openinference_tool(3, "guarded"),
+        "output.value",
+        r#"{"type": "tool", "data": {"content": "quota exceeded for q1", "tool_call_id": "c-3", "status": "error"}}"#,
+    );
+    handled.status = ok.status.clone();
+    let seen = extract(vec![ok, raised, handled]);
+    assert_eq!(
+        seen.counts,
+        [
+            count("genai", "broken", "broken", "access_failure", 1),
+            count("genai", "guarded", "guarded", "access_failure", 1),
+            count("genai", "lookup", "lookup", "unverified", 1),
+        ]
+    );
+    assert_eq!(seen.conventions, ["openinference"; 3]);
+    let by_tool = |tool: &str| {
+        seen.events
+            .iter()
+            .find(|e| e.tool_name == tool)
+            .unwrap_or_else(|| panic!("no event of {tool}: {:?}", seen.events))
+    };
+    let broken = by_tool("broken");
+    assert_eq!(broken.failure_kind, FailureKind::Connect.as_str());
+    assert_eq!(broken.convention.as_deref(), Some("openinference"));
+    let guarded = by_tool("guarded");
+    assert_eq!(guarded.failure_kind, FailureKind::ToolError.as_str());
+    assert_eq!(guarded.error_type.as_deref(), Some("tool_error"));
+    let message = guarded.error_message.as_deref().unwrap();
+    assert!(
+        message.contains("output.value") && message.contains("/data/status = \"error\""),
+        "{message}"
+    );
+    assert_eq!(seen.stats.result_failures, 1);
+}
+
+#[test]
+fn an_openinference_exception_event_alone_marks_a_failure() {
+    let mut span = openinference_tool(1, "broken");
+    span.events.push(span::Event {
+        name: semconv::EXCEPTION_EVENT.to_owned(),
+        time_unix_nano: END,
+        attributes: vec![text(semconv::EXCEPTION_TYPE, "TimeoutError")],
+        ..Default::default()
+    });
+    let seen = extract(vec![span]);
+    assert_eq!(
+        seen.counts,
+        [count("genai", "broken", "broken", "access_failure", 1)]
+    );
+    assert_eq!(seen.events[0].failure_kind, FailureKind::Timeout.as_str());
+}
+
+#[test]
+fn a_vercel_mcp_result_with_is_error_fails_a_call_its_span_reports_as_success() {
+    let mcp_error =
+        r#"{"content":[{"type":"text","text":"upstream index unavailable"}],"isError":true}"#;
+    let seen = extract(vec![
+        with_result(
+            vercel_tool(1, "weather"),
+            "ai.toolCall.result",
+            r#"{"city":"Oslo"}"#,
+        ),
+        with_result(
+            vercel_tool(2, "mcp_search"),
+            "ai.toolCall.result",
+            mcp_error,
+        ),
+        failed(vercel_tool(3, "explode"), Some("Error")),
+        failed(vercel_tool(4, "slow"), Some("AbortError")),
+    ]);
+    assert_eq!(
+        seen.counts,
+        [
+            count("genai", "explode", "explode", "access_failure", 1),
+            count("genai", "mcp_search", "mcp_search", "access_failure", 1),
+            count("genai", "slow", "slow", "cancelled", 1),
+            count("genai", "weather", "weather", "unverified", 1),
+        ]
+    );
+    assert_eq!(seen.conventions, ["vercel-ai"; 4]);
+    let search = seen
+        .events
+        .iter()
+        .find(|e| e.tool_name == "mcp_search")
+        .unwrap();
+    assert_eq!(search.failure_kind, FailureKind::ToolError.as_str());
+    assert_eq!(search.tool_call_id.as_deref(), Some("call_mcp_search_2"));
+    assert_eq!(search.convention.as_deref(), Some("vercel-ai"));
+}
+
+#[test]
+fn a_result_over_the_bound_is_not_read_and_is_counted() {
+    let derivation = Derivation::new(DerivedConfig {
+        max_result_bytes: 16,
+        ..DerivedConfig::default()
+    });
+    let mcp_error = r#"{"content":[],"isError":true}"#;
+    let seen = extract_with(
+        vec![with_result(
+            vercel_tool(1, "search"),
+            "ai.toolCall.result",
+            mcp_error,
+        )],
+        &derivation,
+    );
+    assert_eq!(
+        seen.counts,
+        [count("genai", "search", "search", "unverified", 1)]
+    );
+    assert_eq!(seen.stats.results_unread, 1);
+    assert_eq!(seen.stats.result_failures, 0);
+}
+
+#[test]
+fn openllmetry_failure_attributes_and_handled_errors_fail_its_calls() {
+    let tool = |id: u8, name: &str, extra: Vec<KeyValue>| {
+        let mut attributes = vec![
+            text("traceloop.span.kind", "tool"),
+            text(semconv::GEN_AI_OPERATION_NAME, semconv::EXECUTE_TOOL),
+            text(semconv::GEN_AI_TOOL_NAME, name),
+        ];
+        attributes.extend(extra);
+        span(
+            id,
+            0,
+            &format!("{} {name}", semconv::EXECUTE_TOOL),
+            span::SpanKind::Internal,
+            attributes,
+        )
+    };
+    let handled = r#"{"output": {"lc": 1, "type": "constructor", "id": ["langchain", "schema", "messages", "ToolMessage"], "kwargs": {"content": "quota exceeded", "status": "error"}}, "kwargs": {"name": "guarded"}}"#;
+    let success = r#"{"output": {"lc": 1, "kwargs": {"content": "found", "status": "success"}}}"#;
+    let seen = extract(vec![
+        tool(1, "lookup", vec![text("gen_ai.tool.call.result", success)]),
+        // Marked failed by the task status alone, without a span status.
+        tool(2, "broken", vec![text("gen_ai.task.status", "failure")]),
+        tool(3, "guarded", vec![text("gen_ai.tool.call.result", handled)]),
+    ]);
+    assert_eq!(
+        seen.counts,
+        [
+            count("genai", "broken", "broken", "access_failure", 1),
+            count("genai", "guarded", "guarded", "access_failure", 1),
+            count("genai", "lookup", "lookup", "unverified", 1),
+        ]
+    );
+    assert_eq!(seen.conventions, ["openllmetry"; 3]);
+}
+
+#[test]
+fn a_declared_convention_recognises_a_made_up_framework() {
+    let acme: RawConvention = toml::from_str(
+        "name = \"acme-agent\"\nlayer = \"genai\"\n\
+         recognise = [{ attribute = \"acme.kind\", equals = \"tool\" }]\n\
+         tool_name = [\"acme.tool\"]\ncall_id = [\"acme.call\"]\n\
+         failure = [{ attribute = \"acme.outcome\", equals = \"failed\" }]\n\
+         cancel = [{ attribute = \"acme.aborted\" }]\n\
+         result = [\"acme.result\"]\n\
+         result_markers = [{ pointer = \"/ok\", equals = false }]",
+    )
+    .unwrap();
+    let derivation = Derivation::new(DerivedConfig {
+        conventions: Conventions::new(vec![acme], &[], |_| true).unwrap(),
+        ..DerivedConfig::default()
+    });
+    let tool = |id: u8, name: &str, extra: Vec<KeyValue>| {
+        let mut attributes = vec![text("acme.kind", "tool"), text("acme.tool", name)];
+        attributes.extend(extra);
+        span(id, 0, "acme", span::SpanKind::Internal, attributes)
+    };
+    let seen = extract_with(
+        vec![
+            tool(1, "fine", vec![text("acme.result", r#"{"ok": true}"#)]),
+            tool(2, "refused", vec![text("acme.result", r#"{"ok": false}"#)]),
+            tool(3, "failed", vec![text("acme.outcome", "failed")]),
+            tool(4, "stopped", vec![text("acme.aborted", "yes")]),
+            // Not a tool span of the framework.
+            span(
+                5,
+                0,
+                "acme",
+                span::SpanKind::Internal,
+                vec![text("acme.kind", "llm")],
+            ),
+        ],
+        &derivation,
+    );
+    assert_eq!(
+        seen.counts,
+        [
+            count("genai", "failed", "failed", "access_failure", 1),
+            count("genai", "fine", "fine", "unverified", 1),
+            count("genai", "refused", "refused", "access_failure", 1),
+            count("genai", "stopped", "stopped", "cancelled", 1),
+        ]
+    );
+    assert_eq!(seen.conventions, ["acme-agent"; 4]);
+    assert_eq!(seen.ignored, 1);
+}
+
+#[test]
+fn a_pydantic_ai_deferred_call_is_cancelled_and_a_validation_failure_fails() {
+    let tool = |id: u8, name: &str, extra: Vec<KeyValue>| {
+        let mut attributes = vec![
+            text(semconv::GEN_AI_OPERATION_NAME, semconv::EXECUTE_TOOL),
+            text(semconv::GEN_AI_TOOL_NAME, name),
+        ];
+        attributes.extend(extra);
+        span(
+            id,
+            0,
+            &format!("{} {name}", semconv::EXECUTE_TOOL),
+            span::SpanKind::Internal,
+            attributes,
+        )
+    };
+    let spans = vec![
+        tool(
+            1,
+            "approve",
+            vec![text("pydantic_ai.tool.deferral.name", "approval")],
+        ),
+        tool(
+            2,
+            "typed",
+            vec![text("pydantic_ai.tool.failure_stage", "validation")],
+        ),
+    ];
+    let limits = Limits::default();
+    let mut request = request(spans);
+    request.resource_spans[0].scope_spans[0].scope = Some(InstrumentationScope {
+        name: "pydantic-ai".to_owned(),
+        ..Default::default()
+    });
+    let derivation = Derivation::default();
+    let received = Received {
+        collector_id: "c-1",
+        time_unix_nano: END + 5,
+        limits: &limits,
+        derivation: &derivation,
+    };
+    let out = extract_traces(&request, &received);
+    let mut classes: Vec<(String, String, Option<String>)> = out
+        .counts
+        .iter()
+        .map(|c| {
+            (
+                c.tool_name.clone(),
+                c.outcome_class.clone(),
+                c.convention.clone(),
+            )
+        })
+        .collect();
+    classes.sort();
+    let pydantic = Some("pydantic-ai".to_owned());
+    assert_eq!(
+        classes,
+        [
+            (
+                "approve".to_owned(),
+                "cancelled".to_owned(),
+                pydantic.clone()
+            ),
+            ("typed".to_owned(), "access_failure".to_owned(), pydantic),
+        ]
     );
 }

@@ -3,7 +3,9 @@
 //! error code) onto failure kinds, and tells a call its caller cancelled from a failed one.
 //!
 //! Spans from GenAI, MCP and HTTP client instrumentations carry no Candor class. A span with
-//! `error.type`, or with status ERROR, is a failed call; its identifier is `error.type`, else the
+//! `error.type`, with status ERROR or with a failure signal of its convention, is a failed call
+//! (a cancellation signal of its convention makes it a cancelled one); its identifier is
+//! `error.type`, else the
 //! `exception` event's type, else its status code. The identifier is matched on its last dotted
 //! segment (`httpx.ConnectTimeout` → `ConnectTimeout`), case-insensitively, by the rules below
 //! in order; an identifier no rule knows keeps its text and the kind [`DerivedKind::Unknown`].
@@ -33,14 +35,19 @@ pub use candor_schema::AccessFailureKind as DerivedKind;
 pub struct SpanError<'a> {
     /// `error.type`, when set.
     pub error_type: Option<&'a str>,
-    /// Whether the span's status is ERROR.
-    pub status_error: bool,
+    /// Whether the span is marked failed: its status is ERROR, or a failure signal of its
+    /// convention holds (an attribute such as `gen_ai.task.status = failure`, or an `exception`
+    /// event where the convention reads one as a failure).
+    pub marked_failed: bool,
     /// The `exception` event's `exception.type`, when the span has one.
     pub exception_type: Option<&'a str>,
     /// `http.response.status_code` (or the older `http.status_code`), when set.
     pub http_status: Option<i64>,
     /// `rpc.response.status_code` (a JSON-RPC error code), when set.
     pub rpc_status: Option<i64>,
+    /// The cancellation signal of the span's convention that holds, when one does (an
+    /// attribute's key, an error type or the beginning of a message).
+    pub cancelled_by: Option<&'a str>,
 }
 
 /// What a derived call came to.
@@ -65,7 +72,12 @@ pub enum DerivedOutcome {
 
 /// Classifies a derived call by its span's error (see the module's table).
 pub fn classify(span: SpanError<'_>) -> DerivedOutcome {
-    if span.error_type.is_none() && !span.status_error {
+    if let Some(signal) = span.cancelled_by {
+        return DerivedOutcome::Cancelled {
+            error_type: signal.to_owned(),
+        };
+    }
+    if span.error_type.is_none() && !span.marked_failed {
         return DerivedOutcome::Contact;
     }
     let error_type = span
@@ -170,7 +182,7 @@ fn kind_of_code(code: i64) -> DerivedKind {
 
 /// The part after the last `.` (a qualified class name's own name); the whole text when it has
 /// none, or when what follows the dot is not a name (`context canceled` stays whole).
-fn last_segment(text: &str) -> &str {
+pub fn last_segment(text: &str) -> &str {
     match text.rsplit_once('.') {
         Some((_, name)) if !name.is_empty() && !name.contains(' ') => name,
         _ => text,
@@ -246,7 +258,7 @@ mod tests {
             "CANCELLED",
         ] {
             let outcome = classify(SpanError {
-                status_error: true,
+                marked_failed: true,
                 exception_type: Some(error_type),
                 ..SpanError::default()
             });
@@ -269,7 +281,7 @@ mod tests {
         // pydantic-ai: status ERROR and an exception event, no error.type.
         assert_eq!(
             failure(SpanError {
-                status_error: true,
+                marked_failed: true,
                 exception_type: Some("ConnectionError"),
                 ..SpanError::default()
             }),
@@ -287,7 +299,7 @@ mod tests {
         // httpx with the old names: status ERROR and a status code only.
         assert_eq!(
             failure(SpanError {
-                status_error: true,
+                marked_failed: true,
                 http_status: Some(503),
                 ..SpanError::default()
             }),
@@ -296,7 +308,7 @@ mod tests {
         // A JSON-RPC error with nothing else.
         assert_eq!(
             failure(SpanError {
-                status_error: true,
+                marked_failed: true,
                 rpc_status: Some(-32602),
                 ..SpanError::default()
             }),
@@ -321,7 +333,7 @@ mod tests {
         // Status ERROR and nothing else to go on.
         assert_eq!(
             failure(SpanError {
-                status_error: true,
+                marked_failed: true,
                 ..SpanError::default()
             }),
             (DerivedKind::Unknown, "_OTHER".to_owned())

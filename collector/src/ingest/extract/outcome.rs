@@ -228,6 +228,7 @@ pub(super) fn outcome_event<'a>(
         tool_call_id: None,
         evidence_kind,
         evidence_value: evidence_value.map(Cow::Borrowed),
+        convention: None,
     })
 }
 
@@ -441,5 +442,6 @@ pub(super) fn outcome_count(
         // Set by the caller from the export's gauge, which is not part of the point.
         export_interval_ms: None,
         source: Some(OutcomeSource::Adapter.as_str().to_owned()),
+        convention: None,
     })
 }

@@ -265,8 +265,9 @@ mod tests {
                 proptest::option::of(texts()),
                 proptest::option::of(texts()),
             ),
+            proptest::option::of(texts()),
         )
-            .prop_map(|(a, b, c, d, e, f)| OutcomeEvent {
+            .prop_map(|(a, b, c, d, e, f, g)| OutcomeEvent {
                 schema_version: a.0,
                 event_id: a.1,
                 trace_id: a.2,
@@ -298,6 +299,7 @@ mod tests {
                 tool_call_id: f.3,
                 evidence_kind: f.4,
                 evidence_value: f.5,
+                convention: g,
             })
     }
 

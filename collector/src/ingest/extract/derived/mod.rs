@@ -1,0 +1,654 @@
+//! Outcomes derived from the spans that instrumentation already emits (the contract's section
+//! 10.7): tool calls recognised by one table of conventions ([`conventions`]), among them the
+//! OpenTelemetry GenAI, MCP and HTTP conventions, OpenInference, OpenLLMetry, the Vercel AI SDK
+//! and Spring AI.
+//!
+//! Such a span carries no Candor class. A span with status ERROR, `error.type` or a failure
+//! signal of its convention is a failed call ([`super::failure_type::classify`]), stored as an
+//! `access_failure` event of its layer (the records' `source`: `genai`, `mcp` or `http`) and
+//! convention. A span without error whose captured result holds a failure marker of its
+//! convention (an MCP result's `isError: true`, a LangChain `ToolMessage`'s `status: "error"`) is
+//! a failed call of kind `tool_error` too. Any other span says only that contact was made, so it
+//! is counted as `unverified`, never as a success. Every recognised call is counted in a delta
+//! point of `outcome_counts` per service, instance, source, convention, tool, target, class and
+//! minute, which gives a derived group a denominator without a counter.
+//!
+//! The module's parts: [`conventions`] (the table and recognition), `read` (a span's
+//! attributes), `join` (which spans are one call), `cap` (the bound on targets per service) and
+//! `target` (an HTTP call's target).
+//!
+//! **One call counted once**, decided here, within one request:
+//! - a derived span under an adapter's `tool.call` span (or the adapter's span itself) is the
+//!   adapter's call: its declaration wins and the derived span is not counted;
+//! - GenAI and MCP spans of one call (nested, or sharing a call id in one trace) count once, as
+//!   the outermost of them, failed when any of them failed;
+//! - an HTTP span under a GenAI or MCP span is a request the tool made, and counts on its own.
+//!
+//! Spans of one call that travel in different requests are not joined (see ARCHITECTURE.md).
+
+use std::borrow::Cow;
+use std::sync::Mutex;
+use std::time::Duration;
+
+use candor_records::proto::{
+    CountClass, OutcomeCount, OutcomeSource, RECORD_SCHEMA_VERSION, Temporality,
+};
+use candor_schema::names::{self, semconv};
+use candor_schema::{EvidenceKind, FailureKind, OutcomeClass};
+use opentelemetry_proto::tonic::trace::v1::Span;
+use sha2::{Digest, Sha256};
+
+use super::failure_type::{DerivedKind, DerivedOutcome, classify};
+use super::outcome::status_message;
+
+mod cap;
+pub mod conventions;
+mod join;
+mod read;
+mod target;
+
+use cap::{Kept, TargetBook};
+use conventions::ResultCheck;
+pub use conventions::{Convention, Conventions, ConventionsError, RawConvention};
+use join::{join, joinable_traces};
+use read::{Facts, exception_of, first_string, first_text, span_error};
+use target::{http_method, http_target};
+
+/// Maps and sets keyed by span ids and short texts, hashed with foldhash: the keys come from one
+/// request, and SipHash's resistance to chosen keys would cost a few times more per key here.
+type HashMap<K, V> = std::collections::HashMap<K, V, foldhash::fast::RandomState>;
+type HashSet<K> = std::collections::HashSet<K, foldhash::fast::RandomState>;
+use super::{
+    OutcomeEventRef, Received, Refusal, RejectReason, Service, bounded, content_id, refuse,
+};
+
+/// What a target past a service's cap is recorded as.
+pub const OTHER_TARGET: &str = "other";
+
+/// How the collector derives outcomes from standard spans.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DerivedConfig {
+    /// The conventions spans are recognised by, in the order they are tried.
+    pub conventions: Conventions,
+    /// The attributes of an HTTP span that hold the request id its server assigned (captured
+    /// response headers), the first present winning: a failed call's evidence.
+    pub request_id_attributes: Vec<String>,
+    /// The longest captured result read for failure markers, in bytes; a longer one is not
+    /// read, and counted.
+    pub max_result_bytes: usize,
+    /// The most distinct derived targets and tools kept per service (counted together); a
+    /// later one is recorded as [`OTHER_TARGET`] and counted.
+    pub max_targets_per_service: usize,
+    /// The most distinct derived targets kept over all services, which bounds the memory the
+    /// cap needs.
+    pub max_targets: usize,
+    /// A kept target or tool that no call named for this long gives up its place under the cap.
+    pub forget_targets_after: Duration,
+}
+
+impl Default for DerivedConfig {
+    fn default() -> Self {
+        Self {
+            conventions: Conventions::default(),
+            request_id_attributes: vec![
+                semconv::HTTP_RESPONSE_HEADER_X_REQUEST_ID.to_owned(),
+                semconv::HTTP_RESPONSE_HEADER_X_REQUEST_ID_OLD.to_owned(),
+            ],
+            max_result_bytes: 65_536,
+            max_targets_per_service: 500,
+            max_targets: 200_000,
+            forget_targets_after: Duration::from_secs(3600),
+        }
+    }
+}
+
+/// The derivation: its configuration, and the derived targets each service has been seen with
+/// (the one state extraction keeps between requests).
+#[derive(Debug, Default)]
+pub struct Derivation {
+    config: DerivedConfig,
+    targets: Mutex<TargetBook>,
+}
+
+impl Derivation {
+    /// A derivation configured by `config`.
+    pub fn new(config: DerivedConfig) -> Self {
+        Self {
+            config,
+            targets: Mutex::default(),
+        }
+    }
+
+    /// Its configuration.
+    pub fn config(&self) -> &DerivedConfig {
+        &self.config
+    }
+
+    /// Which convention a span of the instrumentation scope `scope` is a call of, if any (its
+    /// index in the table): done for every span that carries no `tool.outcome` event.
+    pub(super) fn recognise(&self, span: &Span, scope: &str) -> Option<usize> {
+        self.config.conventions.recognise(span, scope)
+    }
+
+    fn convention(&self, index: usize) -> &Convention {
+        self.config.conventions.get(index)
+    }
+}
+
+/// A span recognised as a derived call, waiting for the request's other spans.
+pub(super) struct Candidate<'a> {
+    /// Its resource's index in the request's list of services.
+    pub service: usize,
+    pub span: &'a Span,
+    /// The index of the convention it was recognised by.
+    pub convention: usize,
+    /// That convention's layer.
+    pub source: OutcomeSource,
+}
+
+/// A span's place in its trace: (trace id, span id).
+pub(super) type SpanKey<'a> = (&'a [u8], &'a [u8]);
+
+/// What derivation made of one request.
+#[derive(Debug, Default, Clone, PartialEq)]
+pub struct DerivedStats {
+    /// Spans recognised as calls of a derived source: each is counted, joined into another
+    /// span's call, or refused.
+    pub spans: u64,
+    /// Calls refused, one rejection each (with the spans joined into them).
+    pub refused: u64,
+    /// Calls counted, by source, convention and class.
+    pub calls: Vec<(OutcomeSource, String, CountClass, u64)>,
+    /// Calls without an error on their spans that their captured result showed failed.
+    pub result_failures: u64,
+    /// Captured results longer than `max_result_bytes`, not read: their calls stay unverified.
+    pub results_unread: u64,
+    /// Derived spans not counted because an adapter's span declared their call.
+    pub joined_into_adapter: u64,
+    /// GenAI or MCP spans counted as part of another span of the same call.
+    pub joined_into_derived: u64,
+    /// Calls whose target or tool was folded into [`OTHER_TARGET`] by the cap.
+    pub folded_targets: u64,
+    /// Failed calls past the request's `max_events_per_request` (with the adapter's events
+    /// before them): counted, but without an event of their own; one rejection stands for them.
+    pub events_over_limit: u64,
+}
+
+impl DerivedStats {
+    /// Calls counted as `access_failure`: one event each, but for those over the limit.
+    pub fn failed_calls(&self) -> u64 {
+        self.calls
+            .iter()
+            .filter(|(_, _, class, _)| *class == CountClass::Outcome(OutcomeClass::AccessFailure))
+            .map(|(_, _, _, n)| n)
+            .sum()
+    }
+}
+
+/// The calls of one request's candidates: failure events, count points, refusals.
+pub(super) struct Derived<'a> {
+    pub events: Vec<OutcomeEventRef<'a>>,
+    pub counts: Vec<OutcomeCount>,
+    pub refusals: Vec<(Refusal, usize, &'a Span)>,
+    /// The service and span of the first failed call past the event limit.
+    pub first_over_limit: Option<(usize, &'a Span)>,
+    /// For an adapter's span under a GenAI or MCP span with a tool call id, that id: the
+    /// adapter's events on the span take it.
+    pub adapter_call_ids: Vec<(SpanKey<'a>, &'a str)>,
+    pub stats: DerivedStats,
+}
+
+/// Derives the calls of `candidates`; `adapter_spans` are the request's spans that an adapter
+/// declared (its `tool.call` spans), and `all_spans` every span of the request, for the joins.
+pub(super) fn derive<'a>(
+    candidates: &[Candidate<'a>],
+    adapter_spans: &[SpanKey<'a>],
+    all_spans: impl Fn() -> Vec<&'a Span>,
+    services: &[Service<'a>],
+    received: &Received<'a>,
+    derivation: &Derivation,
+    room_for_events: usize,
+) -> Derived<'a> {
+    let mut out = Derived {
+        first_over_limit: None,
+        adapter_call_ids: Vec::new(),
+        events: Vec::new(),
+        counts: Vec::new(),
+        refusals: Vec::new(),
+        stats: DerivedStats::default(),
+    };
+    // Where each candidate's call is counted: itself, or the candidate that stands for the
+    // call (`None`: an adapter's span does).
+    out.stats.spans = candidates.len() as u64;
+    // A span sent twice in one request is one call: its copies stand for it.
+    // Keyed by the ids as numbers: hashed and compared without a call per byte string. A span
+    // whose ids are not of their lengths is refused below, whatever its copies.
+    let mut first_copy: HashMap<(u128, u64), usize> = HashMap::default();
+    let copy_of: Vec<Option<usize>> = candidates
+        .iter()
+        .enumerate()
+        .map(|(index, c)| {
+            let trace = <[u8; 16]>::try_from(c.span.trace_id.as_slice()).ok()?;
+            let span = <[u8; 8]>::try_from(c.span.span_id.as_slice()).ok()?;
+            let key = (u128::from_ne_bytes(trace), u64::from_ne_bytes(span));
+            let first = *first_copy.entry(key).or_insert(index);
+            (first != index).then_some(first)
+        })
+        .collect();
+    let mut stands_for: Vec<Option<usize>> = copy_of
+        .iter()
+        .enumerate()
+        .map(|(index, copy)| Some(copy.unwrap_or(index)))
+        .collect();
+    let joinable = joinable_traces(candidates, adapter_spans);
+    if !joinable.is_empty() {
+        let adapter_spans: HashSet<SpanKey<'a>> = adapter_spans.iter().copied().collect();
+        let spans: Vec<&'a Span> = all_spans()
+            .into_iter()
+            .filter(|span| joinable.contains(span.trace_id.as_slice()))
+            .collect();
+        out.adapter_call_ids = join(
+            candidates,
+            &copy_of,
+            &adapter_spans,
+            &spans,
+            derivation,
+            &mut stands_for,
+        );
+    }
+    // (call, member) for every counted span, sorted: each call's spans are one run, in request
+    // order (the call's own span among them, wherever the request put it).
+    let mut members: Vec<(usize, usize)> = Vec::with_capacity(candidates.len());
+    for (index, call) in stands_for.iter().enumerate() {
+        match call {
+            None => out.stats.joined_into_adapter += 1,
+            Some(call) => {
+                if *call != index {
+                    out.stats.joined_into_derived += 1;
+                }
+                members.push((*call, index));
+            }
+        }
+    }
+    members.sort_unstable();
+    let mut points: HashMap<PointKey, Point> = HashMap::default();
+    let service_keys: Vec<u64> = services
+        .iter()
+        .map(|service| TargetBook::service_key(&service.name))
+        .collect();
+    let mut book = derivation
+        .targets
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    book.advance(received.time_unix_nano, derivation.config());
+    for call_members in members.chunk_by(|a, b| a.0 == b.0) {
+        let index = call_members[0].0;
+        let candidate = &candidates[index];
+        let service = &services[candidate.service];
+        let config = derivation.config();
+        let convention = derivation.convention(candidate.convention);
+        let own_facts = Facts::read(candidate.span, convention);
+        let call = match describe(candidate, convention, &own_facts, received) {
+            Ok(call) => call,
+            Err(refusal) => {
+                out.stats.refused += 1;
+                out.refusals
+                    .push((refusal, candidate.service, candidate.span));
+                continue;
+            }
+        };
+        // The outermost span names the call. It failed when any of its spans failed (the
+        // call's own span first, then the others in request order); else it was cancelled
+        // when one of them was; else its captured result decides, when one holds a failure
+        // marker; else contact was made.
+        let own_outcome = outcome_of(candidate.span, convention, &own_facts);
+        let outcomes: Vec<(usize, Facts<'a>, DerivedOutcome)> =
+            std::iter::once((index, own_facts, own_outcome))
+                .chain(
+                    call_members
+                        .iter()
+                        .map(|&(_, member)| member)
+                        .filter(|m| *m != index)
+                        .map(|member| {
+                            let span = candidates[member].span;
+                            let convention = derivation.convention(candidates[member].convention);
+                            let facts = Facts::read(span, convention);
+                            let outcome = outcome_of(span, convention, &facts);
+                            (member, facts, outcome)
+                        }),
+                )
+                .collect();
+        let ending = outcomes
+            .iter()
+            .find(|(_, _, outcome)| matches!(outcome, DerivedOutcome::Failure { .. }))
+            .or_else(|| {
+                outcomes
+                    .iter()
+                    .find(|(_, _, outcome)| matches!(outcome, DerivedOutcome::Cancelled { .. }))
+            });
+        let failure: Option<Failure<'_, 'a>> = match ending {
+            Some((member, facts, DerivedOutcome::Failure { kind, error_type })) => {
+                let failed = candidates[*member].span;
+                let exception = exception_of(failed);
+                Some(Failure {
+                    member: *member,
+                    facts,
+                    kind: *kind,
+                    error_type: Cow::Borrowed(error_type),
+                    message: status_message(failed)
+                        .or(exception.message)
+                        .map(Cow::Borrowed),
+                    exception_type: exception.exception_type,
+                })
+            }
+            Some(_) => None,
+            None => outcomes.iter().find_map(|(member, facts, _)| {
+                let span = candidates[*member].span;
+                let convention = derivation.convention(candidates[*member].convention);
+                match convention.check_result(span, config.max_result_bytes) {
+                    ResultCheck::Failure { attribute, marker } => {
+                        out.stats.result_failures += 1;
+                        Some(Failure {
+                            member: *member,
+                            facts,
+                            kind: DerivedKind::ToolError,
+                            error_type: Cow::Borrowed(DerivedKind::ToolError.as_str()),
+                            message: Some(Cow::Owned(format!(
+                                "the captured result in {attribute} holds {marker}, though its \
+                                 span reports no error"
+                            ))),
+                            exception_type: None,
+                        })
+                    }
+                    ResultCheck::TooLarge => {
+                        out.stats.results_unread += 1;
+                        None
+                    }
+                    ResultCheck::NotCaptured | ResultCheck::Clean => None,
+                }
+            }),
+        };
+        let service_key = service_keys[candidate.service];
+        let keep_target = book.admit(service_key, Kept::Target, &call.target, config);
+        let keep_tool = book.admit(service_key, Kept::Tool, call.tool_name, config);
+        if !(keep_target && keep_tool) {
+            out.stats.folded_targets += 1;
+        }
+        let target = if keep_target {
+            call.target
+        } else {
+            OTHER_TARGET.to_owned()
+        };
+        let tool_name = if keep_tool {
+            call.tool_name
+        } else {
+            OTHER_TARGET
+        };
+        let class = match (ending, failure) {
+            (_, Some(failure)) if out.events.len() >= room_for_events => {
+                out.stats.events_over_limit += 1;
+                out.first_over_limit
+                    .get_or_insert((candidate.service, candidates[failure.member].span));
+                CountClass::Outcome(OutcomeClass::AccessFailure)
+            }
+            (_, Some(failure)) => {
+                let limit = received.limits.max_value_bytes;
+                let owned = |text: &str| Cow::Owned(bounded(text, limit).into_owned());
+                let tool_call_id = outcomes.iter().find_map(|(member, _, _)| {
+                    let convention = derivation.convention(candidates[*member].convention);
+                    first_string(&candidates[*member].span.attributes, &convention.call_id)
+                });
+                let request_id = outcomes.iter().find_map(|(member, _, _)| {
+                    first_text(
+                        &candidates[*member].span.attributes,
+                        &config.request_id_attributes,
+                    )
+                });
+                let facts = failure.facts;
+                out.events.push(OutcomeEventRef {
+                    event_id: event_id(service, candidate.source, candidate.span),
+                    trace_id: call.trace_id,
+                    span_id: call.span_id,
+                    event_time_unix_nano: call.time_unix_nano,
+                    service_name: service.name.clone(),
+                    service_instance_id: service.instance.clone(),
+                    outcome_class: OutcomeClass::AccessFailure,
+                    tool_name,
+                    tool_target: Cow::Owned(target.clone()),
+                    failure_kind: FailureKind::from(failure.kind),
+                    retry_action: None,
+                    retry_attempt: facts.attempt(),
+                    retry_max_attempts: 0,
+                    retry_backoff_ms: None,
+                    http_status_code: facts
+                        .http_status
+                        .and_then(|status| u16::try_from(status).ok())
+                        .map(u32::from),
+                    error_type: Some(owned(&failure.error_type)),
+                    partial_returned: None,
+                    partial_expected: None,
+                    coverage: None,
+                    dropped: None,
+                    authority: None,
+                    received_time_unix_nano: received.time_unix_nano,
+                    collector_id: received.collector_id,
+                    source: candidate.source,
+                    error_message: failure.message.as_deref().map(owned),
+                    exception_type: failure.exception_type.map(owned),
+                    rpc_status_code: facts.rpc_status.map(|code| Cow::Owned(code.to_string())),
+                    tool_call_id: tool_call_id.map(owned),
+                    evidence_kind: request_id.map(|_| EvidenceKind::RequestId),
+                    evidence_value: request_id.map(owned),
+                    convention: Some(Cow::Owned(convention.name.clone())),
+                });
+                CountClass::Outcome(OutcomeClass::AccessFailure)
+            }
+            (Some((_, _, DerivedOutcome::Cancelled { .. })), None) => CountClass::Cancelled,
+            // No span of the call had a failure or a cancellation, and no result a marker.
+            _ => CountClass::Unverified,
+        };
+        let key = PointKey {
+            service: candidate.service,
+            source: candidate.source,
+            convention: candidate.convention,
+            tool: tool_name,
+            target,
+            class,
+            minute: call.time_unix_nano / NANOS_PER_MINUTE,
+        };
+        let point = points.entry(key).or_insert_with(|| Point {
+            start: call.time_unix_nano,
+            time: call.time_unix_nano,
+            value: 0,
+            ids: Sha256::new(),
+        });
+        point.start = point.start.min(call.time_unix_nano);
+        point.time = point.time.max(call.time_unix_nano);
+        point.value += 1;
+        point.ids.update(call.trace_id);
+        point.ids.update(call.span_id);
+    }
+    drop(book);
+    let mut calls: HashMap<(OutcomeSource, usize, CountClass), u64> = HashMap::default();
+    for (key, point) in points {
+        *calls
+            .entry((key.source, key.convention, key.class))
+            .or_default() += point.value;
+        let service = &services[key.service];
+        let ids = point.ids.finalize();
+        out.counts.push(OutcomeCount {
+            schema_version: RECORD_SCHEMA_VERSION,
+            point_id: content_id(&[
+                service.name.as_bytes(),
+                service.instance.as_bytes(),
+                key.source.as_str().as_bytes(),
+                key.class.as_str().as_bytes(),
+                &ids,
+            ]),
+            service_name: service.name.clone().into_owned(),
+            service_instance_id: service.instance.clone().into_owned(),
+            tool_name: key.tool.to_owned(),
+            tool_target: key.target,
+            outcome_class: key.class.as_str().to_owned(),
+            start_time_unix_nano: point.start,
+            time_unix_nano: point.time,
+            value: point.value,
+            temporality: Temporality::Delta.into(),
+            received_time_unix_nano: received.time_unix_nano,
+            collector_id: received.collector_id.to_owned(),
+            export_interval_ms: None,
+            source: Some(key.source.as_str().to_owned()),
+            convention: Some(derivation.convention(key.convention).name.clone()),
+        });
+    }
+    // The points of one request in a stable order, so that a retried request is the same.
+    out.counts.sort_by(|a, b| a.point_id.cmp(&b.point_id));
+    let mut calls: Vec<_> = calls
+        .into_iter()
+        .map(|((source, convention, class), n)| {
+            let name = derivation.convention(convention).name.clone();
+            (source, name, class, n)
+        })
+        .collect();
+    calls.sort_unstable();
+    out.stats.calls = calls;
+    out
+}
+
+const NANOS_PER_MINUTE: u64 = 60_000_000_000;
+
+/// A failed call: the span that says so, and what it says.
+struct Failure<'o, 'a> {
+    /// The failed span's index among the candidates.
+    member: usize,
+    facts: &'o Facts<'a>,
+    kind: DerivedKind,
+    error_type: Cow<'o, str>,
+    message: Option<Cow<'a, str>>,
+    exception_type: Option<&'a str>,
+}
+
+/// What one span of a call says it came to, read by its convention.
+fn outcome_of<'a>(span: &'a Span, convention: &Convention, facts: &Facts<'a>) -> DerivedOutcome {
+    classify(span_error(span, convention, facts))
+}
+
+#[derive(PartialEq, Eq, Hash)]
+struct PointKey<'a> {
+    service: usize,
+    source: OutcomeSource,
+    convention: usize,
+    tool: &'a str,
+    target: String,
+    class: CountClass,
+    minute: u64,
+}
+
+struct Point {
+    start: u64,
+    time: u64,
+    value: u64,
+    /// The calls' span ids, in request order: the point's identity.
+    ids: Sha256,
+}
+
+/// What names a derived call: its ids, time, tool and target.
+struct Call<'a> {
+    trace_id: [u8; 16],
+    span_id: [u8; 8],
+    time_unix_nano: u64,
+    tool_name: &'a str,
+    target: String,
+}
+
+fn describe<'a>(
+    candidate: &Candidate<'a>,
+    convention: &Convention,
+    facts: &Facts<'a>,
+    received: &Received<'_>,
+) -> Result<Call<'a>, Refusal> {
+    let span = candidate.span;
+    let trace_id: [u8; 16] = match span.trace_id.as_slice().try_into() {
+        Ok(id) if id != [0; 16] => id,
+        _ => {
+            return Err(refuse(
+                RejectReason::InvalidTraceId,
+                format!("trace id of {} bytes", span.trace_id.len()),
+            ));
+        }
+    };
+    let span_id: [u8; 8] = match span.span_id.as_slice().try_into() {
+        Ok(id) if id != [0; 8] => id,
+        _ => {
+            return Err(refuse(
+                RejectReason::InvalidSpanId,
+                format!("span id of {} bytes", span.span_id.len()),
+            ));
+        }
+    };
+    let time_unix_nano = if span.end_time_unix_nano != 0 {
+        span.end_time_unix_nano
+    } else {
+        span.start_time_unix_nano
+    };
+    if time_unix_nano == 0 {
+        return Err(refuse(RejectReason::MissingTime, "the span has no time"));
+    }
+    let limit = received.limits.max_value_bytes;
+    let (tool_name, target) = match candidate.source {
+        OutcomeSource::Http => (http_method(facts.http_method), http_target(facts)),
+        source => {
+            let tool = facts
+                .tool_name
+                .or_else(|| convention.tool_in_span_name(&span.name))
+                .unwrap_or("unknown");
+            let target = match (facts.server_address, facts.server_port) {
+                (Some(host), Some(port)) => format!("{host}:{port}"),
+                (Some(host), None) => host.to_owned(),
+                // An MCP server on standard input and output has no address.
+                (None, _)
+                    if source == OutcomeSource::Mcp && facts.network_transport == Some("pipe") =>
+                {
+                    "stdio".to_owned()
+                }
+                (None, _) => tool.to_owned(),
+            };
+            (tool, target)
+        }
+    };
+    for (what, text) in [("tool name", tool_name), ("target", target.as_str())] {
+        if text.len() > limit {
+            return Err(refuse(
+                RejectReason::ValueTooLong,
+                format!("the {what} is {} bytes; the limit is {limit}", text.len()),
+            ));
+        }
+    }
+    Ok(Call {
+        trace_id,
+        span_id,
+        time_unix_nano,
+        tool_name,
+        target,
+    })
+}
+
+/// A derived event's id: from its service, source and span, so that the same span sent again
+/// gets the same id.
+fn event_id(service: &Service<'_>, source: OutcomeSource, span: &Span) -> [u8; 16] {
+    let mut hasher = Sha256::new();
+    for part in [
+        service.name.as_bytes(),
+        service.instance.as_bytes(),
+        source.as_str().as_bytes(),
+        names::OUTCOME_EVENT.as_bytes(),
+        &span.trace_id,
+        &span.span_id,
+    ] {
+        hasher.update((part.len() as u64).to_be_bytes());
+        hasher.update(part);
+    }
+    let mut id = [0u8; 16];
+    id.copy_from_slice(&hasher.finalize()[..16]);
+    id
+}

@@ -125,6 +125,9 @@ pub enum GroupBy {
     Tool,
     /// `service_name`.
     Service,
+    /// `convention`: the convention a derived call was recognised by (`adapter` for an
+    /// adapter's calls, the layer for derived rows written before conventions were named).
+    Convention,
 }
 
 impl GroupBy {
@@ -133,6 +136,15 @@ impl GroupBy {
             Self::Target => column::TOOL_TARGET,
             Self::Tool => column::TOOL_NAME,
             Self::Service => column::SERVICE_NAME,
+            Self::Convention => column::CONVENTION,
+        }
+    }
+
+    /// The group's value in `frame`, named [`GroupBy::column`].
+    fn expr(self, frame: &DataFrame) -> Expr {
+        match self {
+            Self::Convention => convention_column(frame),
+            other => col(other.column()),
         }
     }
 
@@ -141,8 +153,24 @@ impl GroupBy {
             Self::Target => "target",
             Self::Tool => "tool",
             Self::Service => "service",
+            Self::Convention => "convention",
         }
     }
+}
+
+/// The `convention` column, with a name for every row: the source where it has none (an
+/// adapter's row, or a derived one written before conventions were named), and `adapter` where
+/// a row has neither.
+fn convention_column(frame: &DataFrame) -> Expr {
+    use deltalake::datafusion::logical_expr::when;
+    let convention = added_text_column(frame, column::CONVENTION);
+    let source = source_column(frame);
+    let adapter = candor_records::proto::OutcomeSource::Adapter.as_str();
+    when(convention.clone().is_not_null(), convention)
+        .when(source.clone().is_not_null(), source)
+        .otherwise(lit(adapter))
+        .map(|expr| expr.alias(column::CONVENTION))
+        .unwrap_or_else(|_| col(column::CONVENTION))
 }
 
 fn timestamp(at: Micros) -> Expr {

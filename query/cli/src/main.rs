@@ -135,7 +135,8 @@ enum Command {
         window: WindowArgs,
         #[command(flatten)]
         filters: FilterArgs,
-        /// Group by target, tool or service.
+        /// Group by target, tool, service or convention (the one a derived call was
+        /// recognised by; `adapter` for an adapter's calls).
         #[arg(long, value_enum, default_value_t = GroupBy::Target)]
         by: GroupBy,
         /// Bucket width (5m, 1h); one bucket over the whole window when absent.

@@ -22,6 +22,7 @@ const EVENT_COLUMNS: &[&str] = &[
     column::TOOL_NAME,
     column::TOOL_TARGET,
     column::SOURCE,
+    column::CONVENTION,
     column::OUTCOME_CLASS,
     column::FAILURE_KIND,
     column::RETRY_ACTION,
@@ -104,7 +105,13 @@ pub fn summarize(rows: &Rows) -> Vec<String> {
         if source.is_empty() || source == OutcomeSource::Adapter.as_str() {
             *actions.entry(text(column::RETRY_ACTION)).or_default() += 1;
         } else {
-            *derived.entry(source).or_default() += 1;
+            let convention = text(column::CONVENTION);
+            let key = if convention.is_empty() {
+                source
+            } else {
+                format!("{source} ({convention})")
+            };
+            *derived.entry(key).or_default() += 1;
         }
         *services.entry(text(column::SERVICE_NAME)).or_default() += 1;
     }

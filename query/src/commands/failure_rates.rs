@@ -28,7 +28,8 @@ use crate::reader::Reader;
 use crate::window::{Micros, Window, micros_of, rfc3339};
 
 use super::{
-    CommandError, Filters, GroupBy, Texts, ints, read, source_column, texts, views, window_filter,
+    CommandError, Filters, GroupBy, Texts, convention_column, ints, read, source_column, texts,
+    views, window_filter,
 };
 
 /// The parameters of `rates`.
@@ -114,12 +115,14 @@ pub(super) async fn points(
         column::OUTCOME_CLASS,
         column::TEMPORALITY,
         column::SOURCE,
+        column::CONVENTION,
     ];
     let source = source_column(&frame);
     let mut columns: Vec<Expr> = series
         .iter()
         .map(|name| match *name {
             column::SOURCE => source.clone(),
+            column::CONVENTION => convention_column(&frame),
             name => col(name),
         })
         .collect();
@@ -170,9 +173,9 @@ pub(super) async fn points(
         let value = ints(batch, column::VALUE)?;
         for row in 0..batch.num_rows() {
             // Copies of a point (from the tail and the table) are counted once by `increases`.
-            let parts: [&str; 7] = std::array::from_fn(|part| series_text[part].value(row));
+            let parts: [&str; 8] = std::array::from_fn(|part| series_text[part].value(row));
             let (number, found) = known.intern(&parts, || {
-                let [_, _, _, _, class, temporality, source] = parts;
+                let [_, _, _, _, class, temporality, source, _] = parts;
                 let cumulative = match temporality {
                     "cumulative" => true,
                     "delta" => false,
@@ -279,7 +282,7 @@ async fn failure_events_frame(
         });
     }
     let mut columns = vec![
-        col(by.column()).alias("group"),
+        by.expr(&frame).alias("group"),
         col(column::RETRY_ACTION).alias("action"),
         source_column(&frame).alias("source"),
     ];

@@ -81,6 +81,12 @@ ensure_python_venv
 # The end-to-end harness runs this Python (CANDOR_PYTHON), wherever CANDOR_VENV put the venv.
 export CANDOR_PYTHON="${CANDOR_PYTHON:-$CANDOR_VENV/bin/python}"
 
+# The Vercel AI SDK emitter of the end-to-end suite (Node, from the machine's image), from its
+# lock file; npm's own cache keeps a second clone's install off the network.
+banner "npm ci (tests/e2e/clients/vercel_ai)"
+command -v node >/dev/null || { echo "node is missing: the Vercel AI SDK emitter needs Node.js 20 or later" >&2; exit 1; }
+(cd tests/e2e/clients/vercel_ai && npm ci --no-audit --no-fund --loglevel=error)
+
 banner "promtool check rules + test rules (dashboards/prometheus)"
 promtool check rules dashboards/prometheus/candor.rules.yml
 promtool test rules dashboards/prometheus/candor.rules.test.yml

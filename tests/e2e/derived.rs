@@ -1,7 +1,9 @@
 //! Calls derived from the telemetry real emitters already send (the contract's section 10.7):
 //! a pydantic-ai agent's GenAI `execute_tool` spans, `opentelemetry-instrumentation-httpx`'s
-//! HTTP client spans and the `mcp` SDK's `tools/call` spans, through the collector and the
-//! compactor to `candor rates` and `candor incident`.
+//! HTTP client spans and the `mcp` SDK's `tools/call` spans; LangChain tools traced by
+//! OpenInference and by OpenLLMetry, and the Vercel AI SDK's `ai.toolCall` spans, each by its
+//! own convention; through the collector and the compactor to `candor rates` and
+//! `candor incident`.
 
 use std::collections::BTreeMap;
 use std::time::{Duration, SystemTime};
@@ -10,7 +12,7 @@ use candor_e2e::collector::{Collector, Options};
 use candor_e2e::compactor::{self, Compactor};
 use candor_e2e::query::candor;
 use candor_e2e::tansu::Tansu;
-use candor_e2e::{rfc3339, run_python_client, tempdir, wait_for};
+use candor_e2e::{rfc3339, run_node_client, run_python_client, tempdir, wait_for};
 use candor_schema::names::resource;
 use serde_json::{Value, json};
 
@@ -189,4 +191,219 @@ async fn standard_tool_spans_of_real_emitters_count_with_their_failures_and_neve
     let slow = incident("slow");
     assert!(slow.rows().is_empty(), "{:#?}", slow.rows());
     assert_eq!(slow.class(), "empty");
+}
+
+/// `candor rates --by tool` of one service: tool → (unverified, access_failure, cancelled,
+/// success + empty + partial).
+fn by_tool(rows: &[Value]) -> BTreeMap<String, [u64; 4]> {
+    rows.iter()
+        .map(|row| {
+            let n = |class: &str| row[class].as_u64().unwrap_or(0);
+            (
+                row["tool"].as_str().unwrap().to_owned(),
+                [
+                    n("unverified"),
+                    n("access_failure"),
+                    n("cancelled"),
+                    n("success") + n("empty") + n("partial"),
+                ],
+            )
+        })
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn agent_frameworks_count_by_their_own_conventions_with_the_failures_their_spans_hide() {
+    let tansu = Tansu::start().await;
+    let collector = Collector::start(&tansu.bootstrap, Options::default()).await;
+    let root = tempdir("frameworks");
+    let _compactor = Compactor::start(&tansu.bootstrap, &root, compactor::Options::default()).await;
+    let since = rfc3339(collector.covered_since().await);
+    // LangChain tools, once under OpenInference and once under OpenLLMetry (services
+    // `agent-py-openinference` and `agent-py-openllmetry`), over OTLP/gRPC.
+    let python = run_python_client(
+        "framework_emitters.py",
+        &json!({
+            "endpoint": collector.grpc_endpoint,
+            "resource": { resource::SERVICE_NAME: "agent-py", resource::SERVICE_INSTANCE_ID: "py-1" },
+        }),
+        Duration::from_secs(120),
+    )
+    .await;
+    // The Vercel AI SDK from Node, over OTLP/HTTP protobuf.
+    let node = run_node_client(
+        "vercel_ai/emit.mjs",
+        &json!({
+            "endpoint": collector.http_endpoint,
+            "resource": { resource::SERVICE_NAME: "agent-js", resource::SERVICE_INSTANCE_ID: "js-1" },
+        }),
+        Duration::from_secs(120),
+    )
+    .await;
+    let until = rfc3339(SystemTime::now());
+    collector.heartbeat_after_now().await;
+
+    // Each tool's calls, by the class its convention's spans and results say: `broken` and
+    // `explode` raised; `guarded` was a LangChain tool error the framework handled (a
+    // ToolMessage with status "error", its span without error); `mcp_search` returned an MCP
+    // result with `isError: true` as an ordinary result.
+    let langchain: BTreeMap<String, [u64; 4]> = [
+        ("lookup".to_owned(), [2, 0, 0, 0]),
+        ("broken".to_owned(), [0, 1, 0, 0]),
+        ("guarded".to_owned(), [0, 1, 0, 0]),
+    ]
+    .into_iter()
+    .collect();
+    let vercel: BTreeMap<String, [u64; 4]> = [
+        ("weather".to_owned(), [2, 0, 0, 0]),
+        ("explode".to_owned(), [0, 1, 0, 0]),
+        ("mcp_search".to_owned(), [0, 1, 0, 0]),
+    ]
+    .into_iter()
+    .collect();
+    let services = [
+        (
+            python["openinference"]["service"]
+                .as_str()
+                .unwrap()
+                .to_owned(),
+            langchain.clone(),
+        ),
+        (
+            python["openllmetry"]["service"]
+                .as_str()
+                .unwrap()
+                .to_owned(),
+            langchain,
+        ),
+        (node["service"].as_str().unwrap().to_owned(), vercel),
+    ];
+    for (service, expected) in &services {
+        wait_for(
+            &format!("{service}'s calls in `candor rates --by tool`, over a covered window"),
+            Duration::from_secs(90),
+            || async {
+                let answer = candor(
+                    &root,
+                    &[
+                        "rates",
+                        "--by",
+                        "tool",
+                        "--service",
+                        service,
+                        "--since",
+                        &since,
+                        "--until",
+                        &until,
+                        "--no-live",
+                    ],
+                );
+                (answer.class() == "success" && by_tool(&answer.rows()) == *expected).then_some(())
+            },
+        )
+        .await;
+    }
+    // Grouped by convention: each framework's calls under its own name, none as a success.
+    let answer = candor(
+        &root,
+        &[
+            "rates",
+            "--by",
+            "convention",
+            "--since",
+            &since,
+            "--until",
+            &until,
+            "--no-live",
+        ],
+    );
+    let conventions: BTreeMap<(String, String), [u64; 4]> = answer
+        .rows()
+        .iter()
+        .map(|row| {
+            let n = |class: &str| row[class].as_u64().unwrap_or(0);
+            (
+                (
+                    row["convention"].as_str().unwrap().to_owned(),
+                    row["source"].as_str().unwrap().to_owned(),
+                ),
+                [
+                    n("unverified"),
+                    n("access_failure"),
+                    n("cancelled"),
+                    n("success") + n("empty") + n("partial"),
+                ],
+            )
+        })
+        .collect();
+    let expected: BTreeMap<(String, String), [u64; 4]> =
+        ["openinference", "openllmetry", "vercel-ai"]
+            .into_iter()
+            .map(|name| ((name.to_owned(), "genai".to_owned()), [2, 2, 0, 0]))
+            .collect();
+    assert_eq!(conventions, expected, "{:#}", answer.json());
+
+    // The failures the spans reported as success say where they were read.
+    let incident = |target: &str| {
+        let answer = candor(
+            &root,
+            &[
+                "incident",
+                "--target",
+                target,
+                "--since",
+                &since,
+                "--until",
+                &until,
+                "--no-live",
+            ],
+        );
+        assert!(answer.stderr.is_empty(), "{}", answer.stderr);
+        answer.rows()
+    };
+    let mut guarded: Vec<(String, String, String)> = incident("guarded")
+        .iter()
+        .map(|event| {
+            assert!(
+                event["error_message"]
+                    .as_str()
+                    .is_some_and(|m| m.contains("captured result") && m.contains("\"error\"")),
+                "{event}"
+            );
+            (
+                event["convention"].as_str().unwrap().to_owned(),
+                event["failure_kind"].as_str().unwrap().to_owned(),
+                event["error_type"].as_str().unwrap().to_owned(),
+            )
+        })
+        .collect();
+    guarded.sort();
+    let tool_error = |convention: &str| {
+        (
+            convention.to_owned(),
+            "tool_error".to_owned(),
+            "tool_error".to_owned(),
+        )
+    };
+    assert_eq!(
+        guarded,
+        [tool_error("openinference"), tool_error("openllmetry")]
+    );
+    let search = incident("mcp_search");
+    assert_eq!(search.len(), 1, "{search:#?}");
+    assert_eq!(search[0]["convention"], "vercel-ai");
+    assert_eq!(search[0]["failure_kind"], "tool_error");
+    assert_eq!(search[0]["tool_call_id"], "call_mcp_search_1");
+    assert!(
+        search[0]["error_message"]
+            .as_str()
+            .is_some_and(|m| m.contains("ai.toolCall.result") && m.contains("/isError = true")),
+        "{}",
+        search[0]
+    );
+    // A raised error keeps its exception, read by the emitter's convention.
+    let explode = incident("explode");
+    assert_eq!(explode.len(), 1, "{explode:#?}");
+    assert_eq!(explode[0]["convention"], "vercel-ai");
+    assert_eq!(explode[0]["exception_type"], "Error");
 }

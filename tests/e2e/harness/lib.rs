@@ -115,12 +115,45 @@ pub async fn run_python_client(
     spec: &serde_json::Value,
     timeout: Duration,
 ) -> serde_json::Value {
+    let tests = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let mut command = tokio::process::Command::new(python());
+    command
+        .arg(tests.join("e2e/clients").join(script))
+        .env("PYTHONPATH", tests.join("../adapters/python/src"));
+    run_json_client(command, script, spec, timeout).await
+}
+
+/// Runs the Node client `tests/e2e/clients/{script}` as [`run_python_client`] runs a Python one.
+/// Its folder's `node_modules` is installed by `tests/run.sh` (`npm ci`).
+pub async fn run_node_client(
+    script: &str,
+    spec: &serde_json::Value,
+    timeout: Duration,
+) -> serde_json::Value {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("e2e/clients")
+        .join(script);
+    let modules = path.with_file_name("node_modules");
+    assert!(
+        modules.is_dir(),
+        "{} is missing: tests/run.sh installs it with `npm ci`",
+        modules.display()
+    );
+    let mut command = tokio::process::Command::new("node");
+    command.arg(&path);
+    run_json_client(command, script, spec, timeout).await
+}
+
+/// Runs `command` with `spec` as JSON on its stdin, and returns the JSON it printed.
+async fn run_json_client(
+    mut command: tokio::process::Command,
+    script: &str,
+    spec: &serde_json::Value,
+    timeout: Duration,
+) -> serde_json::Value {
     use tokio::io::AsyncWriteExt as _;
 
-    let tests = Path::new(env!("CARGO_MANIFEST_DIR"));
-    let mut child = tokio::process::Command::new(python())
-        .arg(tests.join("e2e/clients").join(script))
-        .env("PYTHONPATH", tests.join("../adapters/python/src"))
+    let mut child = command
         .env_remove("OTEL_EXPORTER_OTLP_ENDPOINT")
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())

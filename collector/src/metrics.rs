@@ -64,6 +64,8 @@ pub mod names {
             "Calls derived from the spans of a convention the collector recognises (GenAI execute_tool, MCP tools/call, HTTP client, OpenInference, OpenLLMetry, the Vercel AI SDK, Spring AI, declared ones), by source, convention and class. A derived call without error is unverified, never a success: a derived failure rate is a lower bound.";
         DERIVED_RESULT_FAILURES_TOTAL = "candor_collector_derived_result_failures_total",
             "Derived calls whose spans reported no error but whose captured result holds a failure marker of their convention (an MCP result's isError, a LangChain ToolMessage's status error): counted as access_failure, kind tool_error.";
+        DERIVED_SAMPLING_UNKNOWN_TOTAL = "candor_collector_derived_sampling_unknown_total",
+            "Derived calls counted from spans that carried no sampling threshold (th in the ot entry of their trace state): their counts are of the spans the senders kept, whatever their samplers left out.";
         DERIVED_RESULTS_UNREAD_TOTAL = "candor_collector_derived_results_unread_total",
             "Captured results of derived calls longer than derived.max_result_bytes, not read for failure markers: their calls stay unverified.";
         DERIVED_JOINED_TOTAL = "candor_collector_derived_joined_total",
@@ -247,6 +249,7 @@ pub struct CollectorMetrics {
     derived_targets_folded: Counter,
     derived_result_failures: Counter,
     derived_results_unread: Counter,
+    derived_sampling_unknown: Counter,
     redacted_values: Counter,
     heartbeats_sent: Counter,
     heartbeat_failures: Counter,
@@ -303,6 +306,7 @@ impl Default for CollectorMetrics {
             derived_targets_folded: m.counter(names::DERIVED_TARGETS_FOLDED_TOTAL),
             derived_result_failures: m.counter(names::DERIVED_RESULT_FAILURES_TOTAL),
             derived_results_unread: m.counter(names::DERIVED_RESULTS_UNREAD_TOTAL),
+            derived_sampling_unknown: m.counter(names::DERIVED_SAMPLING_UNKNOWN_TOTAL),
             redacted_values: m.counter(names::REDACTED_VALUES_TOTAL),
             heartbeats_sent: m.counter(names::HEARTBEATS_SENT_TOTAL),
             heartbeat_failures: m.counter(names::HEARTBEAT_FAILURES_TOTAL),
@@ -413,6 +417,7 @@ impl CollectorMetrics {
         }
         self.derived_result_failures.inc_by(stats.result_failures);
         self.derived_results_unread.inc_by(stats.results_unread);
+        self.derived_sampling_unknown.inc_by(stats.sampling_unknown);
         if stats.joined_into_adapter > 0 {
             self.derived_joined
                 .with(&["adapter"])

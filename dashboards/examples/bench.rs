@@ -144,6 +144,7 @@ fn main() {
                     export_interval_ms: None,
                     source: None,
                     convention: None,
+                    sampling: None,
                 };
                 offset += 1;
                 batch.push(record(

@@ -89,6 +89,7 @@ impl Series<'_> {
             export_interval_ms: None,
             source: None,
             convention: None,
+            sampling: None,
         }
     }
 }

@@ -909,6 +909,7 @@ mod tests {
                 export_interval_ms: interval,
                 source: interval.map(|_| "genai".to_owned()),
                 convention: interval.map(|_| "openinference".to_owned()),
+                sampling: interval.map(|_| "weighted".to_owned()),
                 ..Default::default()
             };
             (meta, Row::Count(Box::new(count)))
@@ -922,14 +923,16 @@ mod tests {
                 column::EXPORT_INTERVAL_MS,
                 column::SOURCE,
                 column::CONVENTION,
+                column::SAMPLING,
             ],
         );
         assert_eq!(
-            fields[fields.len() - 3..],
+            fields[fields.len() - 4..],
             [
                 column::EXPORT_INTERVAL_MS,
                 column::SOURCE,
-                column::CONVENTION
+                column::CONVENTION,
+                column::SAMPLING
             ],
             "{fields:?}"
         );
@@ -940,9 +943,10 @@ mod tests {
                     text("new"),
                     text("10000"),
                     text("genai"),
-                    text("openinference")
+                    text("openinference"),
+                    text("weighted")
                 ],
-                vec![text("old"), None, None, None]
+                vec![text("old"), None, None, None, None]
             ]
         );
     }

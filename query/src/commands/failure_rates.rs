@@ -9,7 +9,7 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use candor_records::proto::{CountClass, OutcomeSource};
+use candor_records::proto::{CountClass, OutcomeSource, Sampling};
 use candor_records::tables::{Table, column};
 use candor_schema::{OutcomeClass, RetryAction};
 use deltalake::arrow::array::{
@@ -28,8 +28,8 @@ use crate::reader::Reader;
 use crate::window::{Micros, Window, micros_of, rfc3339};
 
 use super::{
-    CommandError, Filters, GroupBy, Texts, convention_column, ints, read, source_column, texts,
-    views, window_filter,
+    CommandError, Filters, GroupBy, Texts, added_text_column, convention_column, ints, read,
+    source_column, texts, views, window_filter,
 };
 
 /// The parameters of `rates`.
@@ -94,7 +94,7 @@ pub(super) async fn points(
     by: GroupBy,
     filters: &Filters,
     merge: bool,
-) -> Result<(Vec<Point>, u64), CommandError> {
+) -> Result<(Vec<Point>, u64, GroupSampling), CommandError> {
     let frame = reader
         .context
         .table(Table::OutcomeCounts.name())
@@ -116,6 +116,7 @@ pub(super) async fn points(
         column::TEMPORALITY,
         column::SOURCE,
         column::CONVENTION,
+        column::SAMPLING,
     ];
     let source = source_column(&frame);
     let mut columns: Vec<Expr> = series
@@ -123,6 +124,7 @@ pub(super) async fn points(
         .map(|name| match *name {
             column::SOURCE => source.clone(),
             column::CONVENTION => convention_column(&frame),
+            column::SAMPLING => added_text_column(&frame, column::SAMPLING),
             name => col(name),
         })
         .collect();
@@ -144,6 +146,7 @@ pub(super) async fn points(
             group: std::sync::Arc<str>,
             class: CountClass,
             cumulative: bool,
+            sampling: Option<Sampling>,
         },
         UnspecifiedTemporality,
         UnknownClass,
@@ -153,6 +156,7 @@ pub(super) async fn points(
     // At most one point per row: reserved once, rather than grown (and copied) by doubling.
     let mut out = Vec::with_capacity(batches.iter().map(RecordBatch::num_rows).sum());
     let mut unspecified = 0u64;
+    let mut group_sampling = GroupSampling::new();
     let group_part = series
         .iter()
         .position(|name| *name == by.column())
@@ -173,9 +177,9 @@ pub(super) async fn points(
         let value = ints(batch, column::VALUE)?;
         for row in 0..batch.num_rows() {
             // Copies of a point (from the tail and the table) are counted once by `increases`.
-            let parts: [&str; 8] = std::array::from_fn(|part| series_text[part].value(row));
+            let parts: [&str; 9] = std::array::from_fn(|part| series_text[part].value(row));
             let (number, found) = known.intern(&parts, || {
-                let [_, _, _, _, class, temporality, source, _] = parts;
+                let [_, _, _, _, class, temporality, source, _, sampling] = parts;
                 let cumulative = match temporality {
                     "cumulative" => true,
                     "delta" => false,
@@ -192,6 +196,7 @@ pub(super) async fn points(
                         )),
                         class,
                         cumulative,
+                        sampling: Sampling::parse(sampling),
                     },
                     Err(_) => Series::UnknownClass,
                 }
@@ -201,16 +206,28 @@ pub(super) async fn points(
                     group,
                     class,
                     cumulative,
-                } => out.push(Point {
-                    series: number as u128,
-                    group: std::sync::Arc::clone(group),
-                    class: *class,
-                    cumulative: *cumulative,
-                    start: start.value(row),
-                    time: time.value(row),
-                    value: value.value(row),
-                    id: rates::id_key(id.value(row)),
-                }),
+                    sampling,
+                } => {
+                    if let Some(sampling) = sampling {
+                        let seen = group_sampling
+                            .entry(std::sync::Arc::clone(group))
+                            .or_default();
+                        match sampling {
+                            Sampling::Weighted => seen.weighted = true,
+                            Sampling::Unknown => seen.unknown = true,
+                        }
+                    }
+                    out.push(Point {
+                        series: number as u128,
+                        group: std::sync::Arc::clone(group),
+                        class: *class,
+                        cumulative: *cumulative,
+                        start: start.value(row),
+                        time: time.value(row),
+                        value: value.value(row),
+                        id: rates::id_key(id.value(row)),
+                    });
+                }
                 Series::UnspecifiedTemporality => {
                     if window.contains(time.value(row))
                         && unspecified_ids.insert(rates::id_key(id.value(row)))
@@ -230,8 +247,34 @@ pub(super) async fn points(
             }
         }
     }
-    Ok((out, unspecified))
+    Ok((out, unspecified, group_sampling))
 }
+
+/// What the derived counts of a group said of their spans' sampling.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub(super) struct SamplingSeen {
+    /// Some were weighted by their spans' sampling thresholds.
+    pub weighted: bool,
+    /// Some counted spans whose sampling is unknown.
+    pub unknown: bool,
+}
+
+impl SamplingSeen {
+    /// How a row states it: `unknown` when any count's sampling is unknown (the row then counts
+    /// only what the senders kept), else `weighted`.
+    fn label(self) -> Option<&'static str> {
+        if self.unknown {
+            Some(Sampling::Unknown.as_str())
+        } else if self.weighted {
+            Some(Sampling::Weighted.as_str())
+        } else {
+            None
+        }
+    }
+}
+
+/// Per group key, what its derived counts said of their sampling.
+pub(super) type GroupSampling = BTreeMap<std::sync::Arc<str>, SamplingSeen>;
 
 /// Terminal failure events (retry action other than `retry`) per (group, bucket start), of one
 /// class when `class` is given.
@@ -459,7 +502,7 @@ pub async fn rates(reader: &Reader, query: &RatesQuery) -> Result<RatesAnswer, C
     let events_frame =
         failure_events_frame(reader, buckets, query.by, &query.filters, None).await?;
     let events_task = SpawnedTask::spawn(count_failure_events(events_frame, buckets, merge));
-    let (points, unspecified) = points(
+    let (points, unspecified, sampling) = points(
         reader,
         lookback_since,
         query.window,
@@ -490,11 +533,13 @@ pub async fn rates(reader: &Reader, query: &RatesQuery) -> Result<RatesAnswer, C
         "accepted",
         "silent_failure_rate",
         "rate_bound",
+        "sampling",
         "denominator",
         "failure_events",
     ]);
     let mut missing = 0usize;
     let mut lower_bounds = 0usize;
+    let (mut weighted, mut sampling_unknown) = (0usize, 0usize);
     for row in &found {
         let (label, group) = split_group(&row.group);
         let counts = |pick: fn(&ClassCounts) -> u64| {
@@ -508,6 +553,14 @@ pub async fn rates(reader: &Reader, query: &RatesQuery) -> Result<RatesAnswer, C
         let bound = rate_bound(row.counts.as_ref(), row.rate().is_some());
         if bound == Some(LOWER_BOUND) {
             lower_bounds += 1;
+        }
+        let sampled = sampling
+            .get(row.group.as_str())
+            .and_then(|seen| seen.label());
+        match sampled {
+            Some(label) if label == Sampling::Unknown.as_str() => sampling_unknown += 1,
+            Some(_) => weighted += 1,
+            None => {}
         }
         rows.push(vec![
             Value::from(group),
@@ -524,6 +577,7 @@ pub async fn rates(reader: &Reader, query: &RatesQuery) -> Result<RatesAnswer, C
             counts(|c| c.accepted),
             row.rate().map_or(Value::Null, Value::from),
             bound.map_or(Value::Null, Value::from),
+            sampled.map_or(Value::Null, Value::from),
             serde_json::to_value(denominator).unwrap_or(Value::Null),
             Value::from(row.failure_events),
         ]);
@@ -531,6 +585,21 @@ pub async fn rates(reader: &Reader, query: &RatesQuery) -> Result<RatesAnswer, C
     let mut notes = Vec::new();
     if lower_bounds > 0 {
         notes.push(lower_bound_note(lower_bounds));
+    }
+    if sampling_unknown > 0 {
+        notes.push(format!(
+            "{sampling_unknown} row(s) count derived calls from spans whose sampling is unknown \
+             (sampling = unknown): they count the spans the senders kept; a head sampler's \
+             left-out calls are not in them, and a tail sampler that keeps failures makes their \
+             failure share too high"
+        ));
+    }
+    if weighted > 0 {
+        notes.push(format!(
+            "{weighted} row(s) count derived calls weighted by their spans' sampling thresholds \
+             (sampling = weighted): estimates of the calls made, each kept span standing for the \
+             inverse of its sampling probability"
+        ));
     }
     if missing > 0 {
         notes.push(format!(
@@ -609,7 +678,7 @@ pub async fn spikes(reader: &Reader, query: &SpikesQuery) -> Result<RatesAnswer,
     };
     let lookback_since = baseline_start.saturating_sub(micros_of(query.lookback));
     let merge = query.merge_sources;
-    let (points, _) = points(
+    let (points, _, _) = points(
         reader,
         lookback_since,
         whole,

@@ -619,7 +619,7 @@ async fn counted_calls(
         .window
         .since
         .saturating_sub(micros_of(COUNTER_LOOKBACK));
-    let (points, unspecified) = failure_rates::points(
+    let (points, unspecified, _) = failure_rates::points(
         reader,
         since,
         query.window,

@@ -131,6 +131,11 @@ record! {
         /// The convention a derived count's calls were recognised by, as on
         /// `OutcomeEvent.convention`.
         convention: string optional = 16 => CONVENTION as OptText,
+        /// What a derived count knows of how its spans were sampled ([`Sampling`]):
+        /// `weighted` (each span carried a sampling threshold, and `value` is the calls they
+        /// stand for) or `unknown` (no threshold: `value` counts the spans kept); absent on an
+        /// adapter's count, which no sampler thins.
+        sampling: string optional = 17 => SAMPLING as OptText,
     }
 }
 
@@ -325,6 +330,36 @@ impl CountClass {
                 "class {text:?} is not counted for source {source_name}"
             ))
         }
+    }
+}
+
+/// What a derived count knows of how its spans were sampled.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Sampling {
+    /// Every span counted carried OpenTelemetry's consistent sampling threshold (`th` in the
+    /// `ot` entry of its trace state): the count is the calls they stand for, each span weighted
+    /// by its adjusted count (the inverse of its sampling probability), rounded.
+    Weighted,
+    /// The spans carried no threshold: the count is of the spans the sender kept; how many
+    /// calls a head sampler left out, or how many a tail sampler's choice added, is unknown.
+    Unknown,
+}
+
+impl Sampling {
+    /// Every state.
+    pub const ALL: &'static [Sampling] = &[Self::Weighted, Self::Unknown];
+
+    /// The stored spelling.
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            Self::Weighted => "weighted",
+            Self::Unknown => "unknown",
+        }
+    }
+
+    /// The state spelled `text`, if any.
+    pub fn parse(text: &str) -> Option<Self> {
+        Self::ALL.iter().copied().find(|s| s.as_str() == text)
     }
 }
 

@@ -121,6 +121,8 @@ pub mod column {
     pub const EVIDENCE_VALUE: &str = "evidence_value";
     /// The convention a derived call was recognised by.
     pub const CONVENTION: &str = "convention";
+    /// What a derived count knows of its spans' sampling ([`crate::proto::Sampling`]).
+    pub const SAMPLING: &str = "sampling";
     /// The resource an operation produced or changed.
     pub const RESOURCE_ID: &str = "resource_id";
     /// That resource's version, when its source said.
@@ -367,6 +369,7 @@ impl Table {
                 column::EXPORT_INTERVAL_MS,
                 column::SOURCE,
                 column::CONVENTION,
+                column::SAMPLING,
             ],
             Self::OperationEvents => &[column::RESOURCE_ID, column::RESOURCE_VERSION],
             Self::Rejected | Self::Heartbeats => &[],

@@ -129,6 +129,7 @@ pub fn realistic_counts(first: u64, last: u64) -> Vec<(String, Vec<u8>)> {
                     export_interval_ms: Some(60_000),
                     source: Some(OutcomeSource::Adapter.as_str().into()),
                     convention: None,
+                    sampling: None,
                 };
                 points.push((target.clone(), count.encode_to_vec()));
             }

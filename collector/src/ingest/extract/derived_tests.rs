@@ -1350,3 +1350,53 @@ fn a_pydantic_ai_deferred_call_is_cancelled_and_a_validation_failure_fails() {
         ]
     );
 }
+
+#[test]
+fn spans_with_a_sampling_threshold_are_weighted_and_those_without_are_marked_unknown() {
+    let sampled = |id: u8, tool: &str, state: &str| {
+        let mut span = genai(id, 0, tool);
+        span.trace_state = state.to_owned();
+        span
+    };
+    let limits = Limits::default();
+    let request = request(vec![
+        // Kept at one in four and one in two: they stand for six calls.
+        sampled(1, "search", "ot=th:c"),
+        sampled(2, "search", "ot=rv:00000000000001;th:8"),
+        failed(sampled(3, "search", "ot=th:c"), Some("TimeoutError")),
+        // No threshold: one span is one call, whatever was left out.
+        sampled(4, "search", "vendor=x"),
+        sampled(5, "search", "ot=th:zz"),
+    ]);
+    let derivation = Derivation::default();
+    let received = Received {
+        collector_id: "c-1",
+        time_unix_nano: END + 5,
+        limits: &limits,
+        derivation: &derivation,
+    };
+    let out = extract_traces(&request, &received);
+    let mut points: Vec<(String, String, u64)> = out
+        .counts
+        .iter()
+        .map(|c| {
+            (
+                c.outcome_class.clone(),
+                c.sampling.clone().unwrap_or_default(),
+                c.value,
+            )
+        })
+        .collect();
+    points.sort();
+    assert_eq!(
+        points,
+        [
+            ("access_failure".to_owned(), "weighted".to_owned(), 4),
+            ("unverified".to_owned(), "unknown".to_owned(), 2),
+            ("unverified".to_owned(), "weighted".to_owned(), 6),
+        ]
+    );
+    assert_eq!(out.derived.sampling_unknown, 2);
+    // One failure event per failed span kept: events are not weighted.
+    assert_eq!(out.events.len(), 1);
+}

@@ -443,5 +443,6 @@ pub(super) fn outcome_count(
         export_interval_ms: None,
         source: Some(OutcomeSource::Adapter.as_str().to_owned()),
         convention: None,
+        sampling: None,
     })
 }

@@ -13,6 +13,14 @@
 //! point of `outcome_counts` per service, instance, source, convention, tool, target, class and
 //! minute, which gives a derived group a denominator without a counter.
 //!
+//! **Sampling.** A call is weighted as the span that names it was sampled: a span whose trace
+//! state carries OpenTelemetry's consistent sampling threshold (`th` in the `ot` entry) stands
+//! for the inverse of its sampling probability, and its point (`sampling` = `weighted`) counts
+//! the calls its spans stand for, rounded; a span without one is counted as one call, in a
+//! point whose `sampling` is `unknown`: a head sampler's left-out calls are not in it, and a tail
+//! sampler that keeps errors makes its failure share too high. Failure events are not weighted:
+//! one per failed span kept.
+//!
 //! The module's parts: [`conventions`] (the table and recognition), `read` (a span's
 //! attributes), `join` (which spans are one call), `cap` (the bound on targets per service) and
 //! `target` (an HTTP call's target).
@@ -31,7 +39,7 @@ use std::sync::Mutex;
 use std::time::Duration;
 
 use candor_records::proto::{
-    CountClass, OutcomeCount, OutcomeSource, RECORD_SCHEMA_VERSION, Temporality,
+    CountClass, OutcomeCount, OutcomeSource, RECORD_SCHEMA_VERSION, Sampling, Temporality,
 };
 use candor_schema::names::{self, semconv};
 use candor_schema::{EvidenceKind, FailureKind, OutcomeClass};
@@ -51,7 +59,7 @@ use cap::{Kept, TargetBook};
 use conventions::ResultCheck;
 pub use conventions::{Convention, Conventions, ConventionsError, RawConvention};
 use join::{join, joinable_traces};
-use read::{Facts, exception_of, first_string, first_text, span_error};
+use read::{Facts, SpanSampling, exception_of, first_string, first_text, sampling_of, span_error};
 use target::{http_method, http_target};
 
 /// Maps and sets keyed by span ids and short texts, hashed with foldhash: the keys come from one
@@ -163,6 +171,9 @@ pub struct DerivedStats {
     pub result_failures: u64,
     /// Captured results longer than `max_result_bytes`, not read: their calls stay unverified.
     pub results_unread: u64,
+    /// Calls counted from spans without a sampling threshold (their count is of the spans
+    /// kept).
+    pub sampling_unknown: u64,
     /// Derived spans not counted because an adapter's span declared their call.
     pub joined_into_adapter: u64,
     /// GenAI or MCP spans counted as part of another span of the same call.
@@ -447,6 +458,8 @@ pub(super) fn derive<'a>(
             // No span of the call had a failure or a cancellation, and no result a marker.
             _ => CountClass::Unverified,
         };
+        // The call is sampled as the span that names it was.
+        let sampling = sampling_of(&candidate.span.trace_state);
         let key = PointKey {
             service: candidate.service,
             source: candidate.source,
@@ -455,16 +468,24 @@ pub(super) fn derive<'a>(
             target,
             class,
             minute: call.time_unix_nano / NANOS_PER_MINUTE,
+            sampling: match sampling {
+                SpanSampling::Known { .. } => Sampling::Weighted,
+                SpanSampling::Unknown => Sampling::Unknown,
+            },
         };
         let point = points.entry(key).or_insert_with(|| Point {
             start: call.time_unix_nano,
             time: call.time_unix_nano,
             value: 0,
+            weight: 0.0,
             ids: Sha256::new(),
         });
         point.start = point.start.min(call.time_unix_nano);
         point.time = point.time.max(call.time_unix_nano);
         point.value += 1;
+        if let SpanSampling::Known { adjusted_count } = sampling {
+            point.weight += adjusted_count;
+        }
         point.ids.update(call.trace_id);
         point.ids.update(call.span_id);
     }
@@ -474,6 +495,15 @@ pub(super) fn derive<'a>(
         *calls
             .entry((key.source, key.convention, key.class))
             .or_default() += point.value;
+        if key.sampling == Sampling::Unknown {
+            out.stats.sampling_unknown += point.value;
+        }
+        // A weighted point counts the calls its spans stand for, rounded to a whole call: at
+        // least the spans themselves, each standing for one call or more.
+        let value = match key.sampling {
+            Sampling::Weighted => (point.weight.round() as u64).max(point.value),
+            Sampling::Unknown => point.value,
+        };
         let service = &services[key.service];
         let ids = point.ids.finalize();
         out.counts.push(OutcomeCount {
@@ -492,13 +522,14 @@ pub(super) fn derive<'a>(
             outcome_class: key.class.as_str().to_owned(),
             start_time_unix_nano: point.start,
             time_unix_nano: point.time,
-            value: point.value,
+            value,
             temporality: Temporality::Delta.into(),
             received_time_unix_nano: received.time_unix_nano,
             collector_id: received.collector_id.to_owned(),
             export_interval_ms: None,
             source: Some(key.source.as_str().to_owned()),
             convention: Some(derivation.convention(key.convention).name.clone()),
+            sampling: Some(key.sampling.as_str().to_owned()),
         });
     }
     // The points of one request in a stable order, so that a retried request is the same.
@@ -542,12 +573,16 @@ struct PointKey<'a> {
     target: String,
     class: CountClass,
     minute: u64,
+    sampling: Sampling,
 }
 
 struct Point {
     start: u64,
     time: u64,
+    /// The spans counted.
     value: u64,
+    /// The sum of their adjusted counts, for a weighted point.
+    weight: f64,
     /// The calls' span ids, in request order: the point's identity.
     ids: Sha256,
 }

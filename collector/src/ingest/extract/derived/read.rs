@@ -202,3 +202,100 @@ pub(super) fn first_string<'a>(attributes: &'a [KeyValue], keys: &[String]) -> O
             .filter(|value| !value.is_empty())
     })
 }
+
+/// How a span was sampled, as its trace state says: OpenTelemetry's consistent probability
+/// sampling writes the rejection threshold `th` (1 to 14 lower-case hex digits, the top of a
+/// 56-bit number, trailing zeros left out) in the `ot` entry, and a span kept under threshold
+/// `T` was kept with probability `(2^56 - T) / 2^56`.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub(super) enum SpanSampling {
+    /// The threshold is known: the span stands for `adjusted_count` spans (the inverse of its
+    /// probability; 1 for `th:0`, everything kept).
+    Known {
+        /// How many spans this one stands for.
+        adjusted_count: f64,
+    },
+    /// No threshold, or one that is not well formed: how many spans like it were left out is
+    /// unknown.
+    Unknown,
+}
+
+/// 2^56, the range of consistent sampling's randomness and thresholds.
+const SAMPLING_RANGE: f64 = 72_057_594_037_927_936.0;
+
+/// What `trace_state` (a W3C `tracestate` header's value) says of the span's sampling.
+pub(super) fn sampling_of(trace_state: &str) -> SpanSampling {
+    let threshold = trace_state
+        .split(',')
+        .filter_map(|member| member.trim().split_once('='))
+        .find(|(key, _)| *key == "ot")
+        .and_then(|(_, value)| {
+            value
+                .split(';')
+                .filter_map(|field| field.split_once(':'))
+                .find(|(key, _)| *key == "th")
+                .map(|(_, th)| th)
+        });
+    let Some(th) = threshold else {
+        return SpanSampling::Unknown;
+    };
+    let well_formed = (1..=14).contains(&th.len())
+        && th
+            .bytes()
+            .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b));
+    if !well_formed {
+        return SpanSampling::Unknown;
+    }
+    // The digits are the top of a 14-digit number: `th:8` is 0x80000000000000.
+    let Ok(top) = u64::from_str_radix(th, 16) else {
+        return SpanSampling::Unknown;
+    };
+    let threshold = top << (4 * (14 - th.len()));
+    // A threshold is below 2^56 (14 hex digits), so the probability is above 0.
+    let kept = SAMPLING_RANGE - threshold as f64;
+    SpanSampling::Known {
+        adjusted_count: SAMPLING_RANGE / kept,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_sampling_threshold_gives_the_adjusted_count_of_its_span() {
+        let count = |state: &str| match sampling_of(state) {
+            SpanSampling::Known { adjusted_count } => Some(adjusted_count),
+            SpanSampling::Unknown => None,
+        };
+        // Everything kept, half, a quarter, one in 2^12.
+        assert_eq!(count("ot=th:0"), Some(1.0));
+        assert_eq!(count("ot=th:8"), Some(2.0));
+        assert_eq!(count("ot=th:c"), Some(4.0));
+        assert_eq!(count("ot=th:fff"), Some(4096.0));
+        // Among other entries and fields, with the spaces the header allows.
+        assert_eq!(
+            count("vendor=x, ot=rv:0123456789abcd;th:8 ,other=y"),
+            Some(2.0)
+        );
+        // One in three: th = 2^56 * 2 / 3, written to 14 digits.
+        let third = count("ot=th:aaaaaaaaaaaaab").unwrap();
+        assert!((third - 3.0).abs() < 1e-9, "{third}");
+    }
+
+    #[test]
+    fn a_span_without_a_well_formed_threshold_has_unknown_sampling() {
+        for state in [
+            "",
+            "vendor=x",
+            "ot=rv:0123456789abcd",
+            "ot=th:",
+            "ot=th:G",
+            "ot=th:8A",
+            "ot=th:123456789abcdef",
+            "xot=th:8",
+        ] {
+            assert_eq!(sampling_of(state), SpanSampling::Unknown, "{state:?}");
+        }
+    }
+}

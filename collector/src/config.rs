@@ -719,6 +719,44 @@ mod tests {
         Config::from_toml_str(text).unwrap_err().to_string()
     }
 
+    /// A convention of the team's own is read from `[[derived.conventions]]` and put first; a
+    /// faulty one is refused with its key, and a built-in name to disable must exist.
+    #[test]
+    fn declared_conventions_are_validated_and_tried_first() {
+        let config = Config::from_toml_str(
+            "[derived]\ndisable = [\"openllmetry\"]\n\
+             [[derived.conventions]]\nname = \"acme-agent\"\nlayer = \"genai\"\n\
+             recognise = [{ attribute = \"acme.kind\", equals = \"tool\" }]\n\
+             tool_name = [\"acme.tool\"]\n",
+        )
+        .unwrap();
+        let names: Vec<&str> = config
+            .derived
+            .conventions
+            .table()
+            .iter()
+            .map(|c| c.name.as_str())
+            .collect();
+        assert_eq!(names.first(), Some(&"acme-agent"));
+        assert!(!names.contains(&"openllmetry"), "{names:?}");
+
+        let refused = refusal(
+            "[[derived.conventions]]\nname = \"acme\"\nlayer = \"genai\"\n\
+             recognise = [{ attribute = \"acme.kind\", equals = \"tool\", at_least = 1 }]\n",
+        );
+        assert!(
+            refused.contains("derived.conventions[0].recognise[0].equals"),
+            "{refused}"
+        );
+        let refused = refusal("[derived]\ndisable = [\"no-such-convention\"]\n");
+        assert!(refused.contains("derived.disable"), "{refused}");
+        let refused = refusal(
+            "[[derived.conventions]]\nname = \"acme\"\nlayer = \"genai\"\n\
+             recognise = [{ attribute = \"acme.kind\" }]\nunknown_key = 1\n",
+        );
+        assert!(refused.contains("unknown_key"), "{refused}");
+    }
+
     #[test]
     fn empty_file_validates_to_the_documented_defaults() {
         let c = Config::from_toml_str("").unwrap();

@@ -51,6 +51,7 @@ use super::outcome::status_message;
 
 mod cap;
 pub mod conventions;
+mod declared;
 mod join;
 mod read;
 mod target;

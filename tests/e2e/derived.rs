@@ -20,23 +20,28 @@ use serde_json::{Value, json};
 /// success + empty + partial).
 type Counted = BTreeMap<(String, String), [u64; 4]>;
 
+/// A row's (unverified, access_failure, cancelled, success + empty + partial).
+fn classes(row: &Value) -> [u64; 4] {
+    let n = |class: &str| row[class].as_u64().unwrap_or(0);
+    [
+        n("unverified"),
+        n("access_failure"),
+        n("cancelled"),
+        n("success") + n("empty") + n("partial"),
+    ]
+}
+
+/// A row's `key` and `source`, as texts.
+fn group(row: &Value, key: &str) -> (String, String) {
+    (
+        row[key].as_str().unwrap().to_owned(),
+        row["source"].as_str().unwrap().to_owned(),
+    )
+}
+
 fn counted(rows: &[Value]) -> Counted {
     rows.iter()
-        .map(|row| {
-            let n = |class: &str| row[class].as_u64().unwrap_or(0);
-            (
-                (
-                    row["target"].as_str().unwrap().to_owned(),
-                    row["source"].as_str().unwrap().to_owned(),
-                ),
-                [
-                    n("unverified"),
-                    n("access_failure"),
-                    n("cancelled"),
-                    n("success") + n("empty") + n("partial"),
-                ],
-            )
-        })
+        .map(|row| (group(row, "target"), classes(row)))
         .collect()
 }
 
@@ -197,18 +202,7 @@ async fn standard_tool_spans_of_real_emitters_count_with_their_failures_and_neve
 /// success + empty + partial).
 fn by_tool(rows: &[Value]) -> BTreeMap<String, [u64; 4]> {
     rows.iter()
-        .map(|row| {
-            let n = |class: &str| row[class].as_u64().unwrap_or(0);
-            (
-                row["tool"].as_str().unwrap().to_owned(),
-                [
-                    n("unverified"),
-                    n("access_failure"),
-                    n("cancelled"),
-                    n("success") + n("empty") + n("partial"),
-                ],
-            )
-        })
+        .map(|row| (row["tool"].as_str().unwrap().to_owned(), classes(row)))
         .collect()
 }
 
@@ -320,21 +314,7 @@ async fn agent_frameworks_count_by_their_own_conventions_with_the_failures_their
     let conventions: BTreeMap<(String, String), [u64; 4]> = answer
         .rows()
         .iter()
-        .map(|row| {
-            let n = |class: &str| row[class].as_u64().unwrap_or(0);
-            (
-                (
-                    row["convention"].as_str().unwrap().to_owned(),
-                    row["source"].as_str().unwrap().to_owned(),
-                ),
-                [
-                    n("unverified"),
-                    n("access_failure"),
-                    n("cancelled"),
-                    n("success") + n("empty") + n("partial"),
-                ],
-            )
-        })
+        .map(|row| (group(row, "convention"), classes(row)))
         .collect();
     let expected: BTreeMap<(String, String), [u64; 4]> =
         ["openinference", "openllmetry", "vercel-ai"]

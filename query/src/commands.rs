@@ -141,10 +141,10 @@ impl GroupBy {
     }
 
     /// The group's value in `frame`, named [`GroupBy::column`].
-    fn expr(self, frame: &DataFrame) -> Expr {
+    fn expr(self, frame: &DataFrame) -> Result<Expr, CommandError> {
         match self {
             Self::Convention => convention_column(frame),
-            other => col(other.column()),
+            other => Ok(col(other.column())),
         }
     }
 
@@ -161,7 +161,7 @@ impl GroupBy {
 /// The `convention` column, with a name for every row: the source where it has none (an
 /// adapter's row, or a derived one written before conventions were named), and `adapter` where
 /// a row has neither.
-fn convention_column(frame: &DataFrame) -> Expr {
+fn convention_column(frame: &DataFrame) -> Result<Expr, CommandError> {
     use deltalake::datafusion::logical_expr::when;
     let convention = added_text_column(frame, column::CONVENTION);
     let source = source_column(frame);
@@ -170,7 +170,7 @@ fn convention_column(frame: &DataFrame) -> Expr {
         .when(source.clone().is_not_null(), source)
         .otherwise(lit(adapter))
         .map(|expr| expr.alias(column::CONVENTION))
-        .unwrap_or_else(|_| col(column::CONVENTION))
+        .map_err(read)
 }
 
 fn timestamp(at: Micros) -> Expr {

@@ -122,12 +122,12 @@ pub(super) async fn points(
     let mut columns: Vec<Expr> = series
         .iter()
         .map(|name| match *name {
-            column::SOURCE => source.clone(),
+            column::SOURCE => Ok(source.clone()),
             column::CONVENTION => convention_column(&frame),
-            column::SAMPLING => added_text_column(&frame, column::SAMPLING),
-            name => col(name),
+            column::SAMPLING => Ok(added_text_column(&frame, column::SAMPLING)),
+            name => Ok(col(name)),
         })
-        .collect();
+        .collect::<Result<_, CommandError>>()?;
     columns.extend([
         cast_expr(col(column::START_TIME), DataType::Int64).alias(column::START_TIME),
         cast_expr(col(column::TIME), DataType::Int64).alias(column::TIME),
@@ -262,11 +262,11 @@ pub(super) struct SamplingSeen {
 impl SamplingSeen {
     /// How a row states it: `unknown` when any count's sampling is unknown (the row then counts
     /// only what the senders kept), else `weighted`.
-    fn label(self) -> Option<&'static str> {
+    fn state(self) -> Option<Sampling> {
         if self.unknown {
-            Some(Sampling::Unknown.as_str())
+            Some(Sampling::Unknown)
         } else if self.weighted {
-            Some(Sampling::Weighted.as_str())
+            Some(Sampling::Weighted)
         } else {
             None
         }
@@ -325,7 +325,7 @@ async fn failure_events_frame(
         });
     }
     let mut columns = vec![
-        by.expr(&frame).alias("group"),
+        by.expr(&frame)?.alias("group"),
         col(column::RETRY_ACTION).alias("action"),
         source_column(&frame).alias("source"),
     ];
@@ -556,10 +556,10 @@ pub async fn rates(reader: &Reader, query: &RatesQuery) -> Result<RatesAnswer, C
         }
         let sampled = sampling
             .get(row.group.as_str())
-            .and_then(|seen| seen.label());
+            .and_then(|seen| seen.state());
         match sampled {
-            Some(label) if label == Sampling::Unknown.as_str() => sampling_unknown += 1,
-            Some(_) => weighted += 1,
+            Some(Sampling::Unknown) => sampling_unknown += 1,
+            Some(Sampling::Weighted) => weighted += 1,
             None => {}
         }
         rows.push(vec![
@@ -577,7 +577,7 @@ pub async fn rates(reader: &Reader, query: &RatesQuery) -> Result<RatesAnswer, C
             counts(|c| c.accepted),
             row.rate().map_or(Value::Null, Value::from),
             bound.map_or(Value::Null, Value::from),
-            sampled.map_or(Value::Null, Value::from),
+            sampled.map_or(Value::Null, |state| Value::from(state.as_str())),
             serde_json::to_value(denominator).unwrap_or(Value::Null),
             Value::from(row.failure_events),
         ]);

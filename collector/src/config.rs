@@ -56,7 +56,8 @@ pub use candor_service::config::{BrokerAddr, ConfigError, parse_duration};
 /// | `kafka.compression_level` | unset: 1 for zstd, the codec's own default for lz4 | librdkafka `compression.level`: 1–12 for zstd, 0–12 for lz4; not for `none` or `snappy`. zstd's own default (3) made the collector spend about a fifth more CPU per event (`tests/bench/collector.sh`) |
 /// | `kafka.extra` | empty | more librdkafka settings passed as-is (SASL, TLS); values are strings |
 /// | `kafka.extra_env` | empty | librdkafka settings whose values come from environment variables: setting → variable name |
-/// | `heartbeat.interval` | `"10s"` | how often a heartbeat goes to `candor.heartbeats.v1` |
+/// | `heartbeat.interval` | `"10s"` | how often a heartbeat goes to `candor.heartbeats.v1`; also the width of the intervals senders' heartbeats are about |
+/// | `heartbeat.max_sender_intervals` | `100000` | most senders' heartbeats (a sender and an interval its data fell in) kept between two heartbeats; past it, more are counted in `candor_collector_sender_intervals_dropped_total` and not kept, and their senders may be judged silent |
 /// | `metrics.addr` | `"127.0.0.1:8888"` | self-metrics listen address |
 /// | `spool.dir` | unset: no spool | a local directory where records Kafka cannot take yet are kept (fsynced) before the request is acknowledged, and drained to Kafka in order when it returns |
 /// | `spool.max_bytes` | `1073741824` (1 GiB) | most bytes of records spooled; past it, requests are answered "retry later" (UNAVAILABLE / 503) |
@@ -217,12 +218,16 @@ impl Default for RawKafka {
 pub struct RawHeartbeat {
     /// `heartbeat.interval`.
     pub interval: String,
+    /// `heartbeat.max_sender_intervals`.
+    pub max_sender_intervals: NonZeroUsize,
 }
 
 impl Default for RawHeartbeat {
     fn default() -> Self {
         Self {
             interval: "10s".into(),
+            max_sender_intervals: NonZeroUsize::new(crate::ingest::senders::DEFAULT_MAX_INTERVALS)
+                .unwrap_or(NonZeroUsize::MIN),
         }
     }
 }
@@ -472,6 +477,8 @@ impl RawDerived {
 pub struct HeartbeatConfig {
     /// Time between two heartbeats.
     pub interval: Duration,
+    /// Most senders' heartbeats kept between two heartbeats.
+    pub max_sender_intervals: NonZeroUsize,
 }
 
 /// Validated `[metrics]`.
@@ -548,7 +555,10 @@ impl RawConfig {
             otlp,
             limits,
             kafka,
-            heartbeat: HeartbeatConfig { interval },
+            heartbeat: HeartbeatConfig {
+                interval,
+                max_sender_intervals: self.heartbeat.max_sender_intervals,
+            },
             metrics: MetricsConfig {
                 addr: socket_addr("metrics.addr", &self.metrics.addr)?,
             },

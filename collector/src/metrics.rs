@@ -90,6 +90,10 @@ pub mod names {
             "Heartbeat records sent.";
         HEARTBEAT_FAILURES_TOTAL = "candor_collector_heartbeat_failures_total",
             "Heartbeat records that could not be sent.";
+        SENDER_HEARTBEATS_SENT_TOTAL = "candor_collector_sender_heartbeats_sent_total",
+            "Senders' heartbeats sent: one per sender and interval its data fell in, written with each heartbeat.";
+        SENDER_INTERVALS_DROPPED_TOTAL = "candor_collector_sender_intervals_dropped_total",
+            "Intervals a sender was heard in that were not kept, past heartbeat.max_sender_intervals between two heartbeats: the sender may be judged silent in them.";
         KAFKA_REACHABLE = "candor_collector_kafka_reachable",
             "1 when Kafka answered at the last contact, else 0.";
         UNAUTHENTICATED_TOTAL = "candor_collector_unauthenticated_total",
@@ -247,6 +251,8 @@ pub struct CollectorMetrics {
     derived_calls: Family<Counter>,
     derived_joined: Family<Counter>,
     derived_targets_folded: Counter,
+    sender_heartbeats_sent: Counter,
+    sender_intervals_dropped: Counter,
     derived_result_failures: Counter,
     derived_results_unread: Counter,
     derived_sampling_unknown: Counter,
@@ -304,6 +310,8 @@ impl Default for CollectorMetrics {
             ),
             derived_joined: m.counters(names::DERIVED_JOINED_TOTAL, &[label::INTO]),
             derived_targets_folded: m.counter(names::DERIVED_TARGETS_FOLDED_TOTAL),
+            sender_heartbeats_sent: m.counter(names::SENDER_HEARTBEATS_SENT_TOTAL),
+            sender_intervals_dropped: m.counter(names::SENDER_INTERVALS_DROPPED_TOTAL),
             derived_result_failures: m.counter(names::DERIVED_RESULT_FAILURES_TOTAL),
             derived_results_unread: m.counter(names::DERIVED_RESULTS_UNREAD_TOTAL),
             derived_sampling_unknown: m.counter(names::DERIVED_SAMPLING_UNKNOWN_TOTAL),
@@ -508,13 +516,20 @@ impl CollectorMetrics {
         self.spool_oldest_age.set(gauge(oldest_age_seconds));
     }
 
-    /// A heartbeat spooled behind records waiting for Kafka.
-    pub fn heartbeat_spooled(&self) {
+    /// A heartbeat spooled behind records waiting for Kafka, with the senders' heartbeats
+    /// beside it.
+    pub fn heartbeat_spooled(&self, senders: u64) {
         self.heartbeats_spooled.inc();
+        self.sender_heartbeats_sent.inc_by(senders);
     }
-    /// Counts a heartbeat sent.
-    pub fn heartbeat_sent(&self) {
+    /// Counts a heartbeat sent, with the senders' heartbeats sent beside it.
+    pub fn heartbeat_sent(&self, senders: u64) {
         self.heartbeats_sent.inc();
+        self.sender_heartbeats_sent.inc_by(senders);
+    }
+    /// Counts sender intervals not kept, the book being full.
+    pub fn sender_intervals_dropped(&self, dropped: u64) {
+        self.sender_intervals_dropped.inc_by(dropped);
     }
     /// Records whether Kafka answered; logs the first report and every change.
     pub fn set_kafka_reachable(&self, reachable: bool) {
@@ -662,7 +677,7 @@ mod tests {
         m.ignored_metrics(1);
         m.records_produced(topic::OUTCOME_EVENTS, 2);
         m.set_producer_queue_depth(9);
-        m.heartbeat_sent();
+        m.heartbeat_sent(0);
         m.set_kafka_reachable(true);
         m.rejected(&[("missing_target", 1)], "no target");
         m.delivery_failed(topic::OUTCOME_EVENTS, "MessageTimedOut");

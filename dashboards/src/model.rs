@@ -20,6 +20,7 @@
 use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
 use std::sync::Arc;
 
+use candor_query::coverage::SeenBy;
 use candor_query::rates::{ClassCounts, cumulative_increase, id_key, key};
 use candor_query::window::Micros;
 use candor_records::proto::{CountClass, Heartbeat, OutcomeCount, OutcomeSource, Temporality};
@@ -186,13 +187,16 @@ struct SeriesState {
     time: Micros,
 }
 
-/// An adapter instance, as its counter points show it.
+/// An instance that reports: an adapter's, as its counter points show it, or one whose calls
+/// are derived from its spans, as the collectors' senders' heartbeats show it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct InstanceSeen {
     /// Its service.
     pub service: Arc<str>,
     /// Its `service.instance.id`.
     pub instance: Arc<str>,
+    /// What shows its exports.
+    pub seen_by: SeenBy,
     /// Its first point's time.
     #[serde(serialize_with = "candor_query::window::serialize_micros")]
     pub first: Micros,
@@ -306,6 +310,9 @@ pub struct Model {
     event_ids: RecentIds,
     point_ids: RecentIds,
     instances: HashMap<(Arc<str>, Arc<str>), InstanceSeen>,
+    /// The instances with derived calls, with their newest point's time: a sender is judged
+    /// only when it has some.
+    derived_instances: HashMap<(Arc<str>, Arc<str>), Micros>,
     collectors: BTreeMap<String, CollectorSeen>,
     rejected: BTreeMap<String, u64>,
     applied: Applied,
@@ -335,6 +342,7 @@ impl Model {
             event_ids: RecentIds::default(),
             point_ids: RecentIds::default(),
             instances: HashMap::new(),
+            derived_instances: HashMap::new(),
             collectors: BTreeMap::new(),
             rejected: BTreeMap::new(),
             applied: Applied::default(),
@@ -490,8 +498,16 @@ impl Model {
         let time = i64::try_from(count.time_unix_nano / 1000).unwrap_or(i64::MAX);
         let start = i64::try_from(count.start_time_unix_nano / 1000).unwrap_or(i64::MAX);
         let value = i64::try_from(count.value).unwrap_or(i64::MAX);
-        // Only an adapter exports on a schedule; a derived point comes when spans do.
-        if !source.is_derived() {
+        // Only an adapter exports on a schedule; a derived point comes when spans do, and its
+        // instance is seen by the senders' heartbeats.
+        if source.is_derived() {
+            let instance = (
+                self.name(&count.service_name),
+                self.name(&count.service_instance_id),
+            );
+            let newest = self.derived_instances.entry(instance).or_insert(time);
+            *newest = (*newest).max(time);
+        } else {
             self.see_instance(count, time);
         }
         let increase = if count.temporality == Temporality::Cumulative as i32 {
@@ -548,23 +564,50 @@ impl Model {
     }
 
     fn see_instance(&mut self, count: &OutcomeCount, time: Micros) {
-        let service = self.name(&count.service_name);
-        let instance = self.name(&count.service_instance_id);
         let declared = count
             .export_interval_ms
             .map(|ms| i64::try_from(ms).unwrap_or(i64::MAX).saturating_mul(1000));
+        self.see_export(
+            SeenBy::Adapter,
+            &count.service_name,
+            &count.service_instance_id,
+            time,
+            declared,
+        );
+    }
+
+    /// Applies one export of an instance at `time`, declaring `declared` as its interval.
+    fn see_export(
+        &mut self,
+        seen_by: SeenBy,
+        service: &str,
+        instance: &str,
+        time: Micros,
+        declared: Option<Micros>,
+    ) {
+        let service = self.name(service);
+        let instance = self.name(instance);
+        let fresh = InstanceSeen {
+            service: Arc::clone(&service),
+            instance: Arc::clone(&instance),
+            seen_by,
+            first: time,
+            last: time,
+            interval_micros: None,
+            stopped: false,
+            replaced: false,
+        };
         let seen = self
             .instances
-            .entry((Arc::clone(&service), Arc::clone(&instance)))
-            .or_insert(InstanceSeen {
-                service,
-                instance,
-                first: time,
-                last: time,
-                interval_micros: None,
-                stopped: false,
-                replaced: false,
-            });
+            .entry((service, instance))
+            .or_insert_with(|| fresh.clone());
+        // An adapter's exports say more than a sender's heartbeats: once it has them, an
+        // instance is judged by them alone.
+        match (seen.seen_by, seen_by) {
+            (SeenBy::Spans, SeenBy::Adapter) => *seen = fresh,
+            (SeenBy::Adapter, SeenBy::Spans) => return,
+            _ => {}
+        }
         if time > seen.last {
             // An instance that declares its interval is believed; a final export comes early.
             if declared.is_none() {
@@ -587,6 +630,10 @@ impl Model {
 
     fn apply_heartbeat(&mut self, beat: &Heartbeat) {
         let time = i64::try_from(beat.time_unix_nano / 1000).unwrap_or(i64::MAX);
+        if let (Some(service), Some(instance)) = (&beat.service_name, &beat.service_instance_id) {
+            self.see_export(SeenBy::Spans, service, instance, time, None);
+            return;
+        }
         let interval = i64::try_from(beat.interval_ms)
             .unwrap_or(i64::MAX)
             .saturating_mul(1000);
@@ -615,6 +662,7 @@ impl Model {
         // longer are; otherwise one that died without a replacement would mark every panel
         // partial for as long as the dashboards run.
         self.instances.retain(|_, seen| seen.last >= start);
+        self.derived_instances.retain(|_, newest| *newest >= start);
         self.operations.prune(start);
     }
 
@@ -731,10 +779,18 @@ impl Model {
             .map(|(key, total)| (self.failure_keys.key(*key), *total))
     }
 
-    /// Every adapter instance seen, by service then instance, each marked replaced when a new
-    /// instance of its service started after its newest export.
+    /// Every instance seen (an adapter's, or one with derived calls whose senders' heartbeats
+    /// arrived), by service then instance, each marked replaced when a new instance of its
+    /// service started after its newest export.
     pub fn instances(&self) -> Vec<InstanceSeen> {
-        let mut all: Vec<InstanceSeen> = self.instances.values().cloned().collect();
+        let mut all: Vec<InstanceSeen> = self
+            .instances
+            .iter()
+            .filter(|(key, seen)| {
+                seen.seen_by == SeenBy::Adapter || self.derived_instances.contains_key(*key)
+            })
+            .map(|(_, seen)| seen.clone())
+            .collect();
         all.sort_by(|a, b| (&a.service, &a.instance).cmp(&(&b.service, &b.instance)));
         let firsts: Vec<(Arc<str>, Arc<str>, Micros)> = all
             .iter()
@@ -972,6 +1028,47 @@ mod tests {
             .map(|seen| seen.instance.to_string())
             .collect();
         assert_eq!(instances, ["i-1"], "a derived point is no export");
+
+        // Senders' heartbeats are the exports of an instance with derived calls; those of a
+        // sender without any, and those of an adapter's instance, judge nothing.
+        let sender = |instance: &str, at: Micros| {
+            Row::Heartbeat(Box::new(Heartbeat {
+                collector_id: "c-1".into(),
+                time_unix_nano: nanos(at),
+                interval_ms: 10_000,
+                service_name: Some("svc".into()),
+                service_instance_id: Some(instance.into()),
+                sender_items: Some(5),
+                ..Heartbeat::default()
+            }))
+        };
+        for at in [T0 + 10 * SECOND, T0 + 20 * SECOND, T0 + 30 * SECOND] {
+            for instance in ["i-1", "i-2", "i-3"] {
+                apply(&mut m, sender(instance, at), T0 + 40 * SECOND);
+            }
+        }
+        let seen: Vec<(String, SeenBy, Option<Micros>)> = m
+            .instances()
+            .iter()
+            .map(|seen| {
+                (
+                    seen.instance.to_string(),
+                    seen.seen_by,
+                    seen.interval_micros,
+                )
+            })
+            .collect();
+        assert_eq!(
+            seen,
+            [
+                ("i-1".to_owned(), SeenBy::Adapter, None),
+                ("i-2".to_owned(), SeenBy::Spans, Some(10 * SECOND)),
+            ]
+        );
+        assert!(
+            m.collectors().next().is_none(),
+            "a sender's heartbeat is not its collector's"
+        );
     }
 
     #[test]

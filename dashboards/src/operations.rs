@@ -140,6 +140,7 @@ pub fn silences(instances: &[InstanceRow], now: Micros) -> Vec<InstanceSilence> 
         .map(|row| InstanceSilence {
             service: row.seen.service.to_string(),
             instance: row.seen.instance.to_string(),
+            seen_by: row.seen.seen_by,
             from: row.seen.last,
             to: now,
             every: row.seen.interval_micros.unwrap_or(0),
@@ -469,6 +470,7 @@ mod tests {
             seen: InstanceSeen {
                 service: Arc::from("reporting"),
                 instance: Arc::from(name),
+                seen_by: candor_query::coverage::SeenBy::Adapter,
                 first: NOW - 60 * MINUTE,
                 last: NOW - 30 * MINUTE,
                 interval_micros: Some(10 * SECOND),

@@ -4,6 +4,7 @@
 
 use std::collections::BTreeMap;
 
+use candor_query::coverage::SeenBy;
 use candor_query::rates::{ClassCounts, Spike, SpikeRule, spikes};
 use candor_query::window::{Micros, serialize_micros};
 use serde::Serialize;
@@ -309,9 +310,13 @@ fn silent_instance_gaps(rows: &[InstanceRow]) -> Vec<String> {
     rows.iter()
         .filter(|row| row.silent)
         .map(|row| {
+            let (what, sent) = match row.seen.seen_by {
+                SeenBy::Adapter => ("adapter instance", "counter point"),
+                SeenBy::Spans => ("instance", "span or other telemetry"),
+            };
             format!(
-                "adapter instance {} of service {} has sent no counter point since {}{}: its \
-                 calls since are unknown",
+                "{what} {} of service {} has sent no {sent} since {}{}: its calls since are \
+                 unknown",
                 row.seen.instance,
                 row.seen.service,
                 when(row.seen.last),
@@ -337,6 +342,7 @@ mod tests {
         InstanceSeen {
             service: Arc::from("shop"),
             instance: Arc::from(instance),
+            seen_by: SeenBy::Adapter,
             first: NOW - 30 * MINUTE,
             last,
             interval_micros: Some(10 * SECOND),

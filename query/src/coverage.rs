@@ -143,22 +143,37 @@ pub struct Heartbeat {
     pub from_tail: bool,
 }
 
-/// An adapter instance that sent no counter point for longer than its own exports promise: the
-/// calls it made then are unknown.
+/// An instance that sent nothing for longer than its own exports promise: the calls it made
+/// then are unknown.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct InstanceSilence {
     /// `service.name`.
     pub service: String,
-    /// `service.instance.id`.
+    /// `service.instance.id` (for a sender seen by its spans, its host and process when it
+    /// names no instance).
     pub instance: String,
-    /// Its last counter point before the silence.
+    /// How the instance was seen.
+    pub seen_by: SeenBy,
+    /// Its last export before the silence.
     #[serde(serialize_with = "crate::window::serialize_micros")]
     pub from: Micros,
-    /// Its next counter point, or how far the answer looked.
+    /// Its next export, or how far the answer looked.
     #[serde(serialize_with = "crate::window::serialize_micros")]
     pub to: Micros,
-    /// How often it exported before, in microseconds (the median spacing of its points).
+    /// How often it exported before, in microseconds (its declared interval, else the median
+    /// spacing of its exports).
     pub every: Micros,
+}
+
+/// How an instance's exports are seen.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum SeenBy {
+    /// An adapter's counter points.
+    Adapter,
+    /// The collector's senders' heartbeats: the instance sends standard spans (or other
+    /// telemetry) and no adapter's counter, and its calls are derived from its spans.
+    Spans,
 }
 
 /// What an answer covered.
@@ -295,9 +310,13 @@ impl Coverage {
             ));
         }
         for silence in &self.silent_instances {
+            let (what, sent) = match silence.seen_by {
+                SeenBy::Adapter => ("adapter instance", "counter point"),
+                SeenBy::Spans => ("instance", "span or other telemetry"),
+            };
             gaps.push(format!(
-                "adapter instance {} of service {} sent no counter point between {} and {} (it \
-                 exported every {:.1} s before): its calls then are unknown",
+                "{what} {} of service {} sent no {sent} between {} and {} (it exported every \
+                 {:.1} s before): its calls then are unknown",
                 silence.instance,
                 silence.service,
                 rfc3339(silence.from),
@@ -352,13 +371,16 @@ pub fn silences(heartbeats: &[(Micros, Micros)], window: Window) -> Vec<(Micros,
 /// reporting when it began.
 pub const INSTANCE_LOOKBACK: Micros = 3_600_000_000;
 
-/// One export of an adapter instance, as its counter points show it.
+/// One export of an instance: an adapter's, as its counter points show it, or a sender's, as
+/// the collector's senders' heartbeats show it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Export {
     /// `service.name`.
     pub service: String,
     /// `service.instance.id`.
     pub instance: String,
+    /// What shows the export.
+    pub seen_by: SeenBy,
     /// The points' time.
     pub at: Micros,
     /// The export heartbeat it carried (`candor.adapter.export_interval`), in microseconds: 0
@@ -390,12 +412,15 @@ pub fn instance_silences(
     /// the question.
     type Exports = (Vec<(Micros, Option<Micros>)>, bool);
     let mut instances: BTreeMap<(&str, &str), Exports> = BTreeMap::new();
+    let mut seen_by: BTreeMap<(&str, &str), SeenBy> = BTreeMap::new();
     for export in exports {
-        let entry = instances
-            .entry((export.service.as_str(), export.instance.as_str()))
-            .or_default();
+        let key = (export.service.as_str(), export.instance.as_str());
+        let entry = instances.entry(key).or_default();
         entry.0.push((export.at, export.interval));
         entry.1 |= export.concerned;
+        // An adapter's exports say more than a sender's heartbeats.
+        let by = seen_by.entry(key).or_insert(export.seen_by);
+        *by = (*by).min(export.seen_by);
     }
     for (list, _) in instances.values_mut() {
         // The smallest declaration of a time first, so that a final export's 0 wins its time.
@@ -432,6 +457,10 @@ pub fn instance_silences(
                 silent.push(InstanceSilence {
                     service: service.to_owned(),
                     instance: instance.to_owned(),
+                    seen_by: seen_by
+                        .get(&(service, instance))
+                        .copied()
+                        .unwrap_or(SeenBy::Adapter),
                     from,
                     to,
                     every,
@@ -697,6 +726,7 @@ mod tests {
             .map(|&at| Export {
                 service: service.to_owned(),
                 instance: instance.to_owned(),
+                seen_by: SeenBy::Adapter,
                 at: at * SECOND,
                 interval: interval.map(|seconds| seconds * SECOND),
                 concerned: true,
@@ -753,6 +783,33 @@ mod tests {
         );
     }
 
+    #[test]
+    fn a_sender_seen_by_its_spans_is_judged_by_their_spacing_and_named_so() {
+        // Senders' heartbeats every 10 s until 100 s: silent from then to what is known.
+        let beats: Vec<Micros> = (0..=10).map(|n| n * 10).collect();
+        let mut exports = points("agent", "web-1/4242", &beats);
+        for export in &mut exports {
+            export.seen_by = SeenBy::Spans;
+        }
+        let silent = instance_silences(&exports, span(50, 300), 200 * SECOND);
+        assert_eq!(
+            silent
+                .iter()
+                .map(|s| (s.seen_by, s.from / SECOND, s.to / SECOND, s.every / SECOND))
+                .collect::<Vec<_>>(),
+            vec![(SeenBy::Spans, 100, 200, 10)]
+        );
+        let mut coverage = Coverage::new(Some(span(50, 300)), Vec::new(), None, 300 * SECOND);
+        coverage.silent_instances = silent;
+        assert!(
+            coverage.gaps().iter().any(|gap| gap.starts_with(
+                "instance web-1/4242 of service agent sent no span or other telemetry"
+            )),
+            "{:?}",
+            coverage.gaps()
+        );
+    }
+
     fn span(since: Micros, until: Micros) -> Window {
         Window {
             since: since * SECOND,
@@ -770,6 +827,7 @@ mod tests {
             vec![InstanceSilence {
                 service: "shop".into(),
                 instance: "a".into(),
+                seen_by: SeenBy::Adapter,
                 from: 100 * SECOND,
                 to: 200 * SECOND,
                 every: 10 * SECOND,
@@ -852,6 +910,7 @@ mod tests {
         coverage.silent_instances.push(InstanceSilence {
             service: "shop".into(),
             instance: "shop-7".into(),
+            seen_by: SeenBy::Adapter,
             from: NOW - 60 * SECOND,
             to: NOW,
             every: 10 * SECOND,

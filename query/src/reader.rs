@@ -20,15 +20,14 @@ use deltalake::datafusion::error::DataFusionError;
 use deltalake::datafusion::prelude::{DataFrame, Expr, SessionConfig, SessionContext, col, lit};
 use deltalake::datafusion::scalar::ScalarValue;
 
-use crate::commands::Filters;
 use crate::coverage::{
-    Coverage, Export, Heartbeat, INSTANCE_LOOKBACK, SourceReport, SourceState,
-    before_first_heartbeat, instance_silences, silences,
+    Coverage, Heartbeat, SourceReport, SourceState, before_first_heartbeat, silences,
 };
 use crate::store::{FileSpan, OpenTable, Provider, StoreError, TableRoot, spanning};
 use crate::tail::{TailSettings, TopicTail};
 use crate::window::{Micros, Window, micros_of, now};
 
+mod exports;
 mod tail_join;
 
 use tail_join::{dedupe_within, read_tail, tail_detail};
@@ -232,117 +231,6 @@ impl Reader {
         coverage
     }
 
-    /// Adds to `coverage` the adapter instances that went silent inside its window while the
-    /// pipeline was live ([`instance_silences`]), among those with a counter point matching
-    /// `filters` (every instance without filters). Without a window there is no stretch to
-    /// judge.
-    pub async fn add_instance_silences(&self, coverage: &mut Coverage, filters: Option<&Filters>) {
-        let Some(window) = coverage.window else {
-            return;
-        };
-        let known_until = coverage.covered_until.unwrap_or(self.now).min(self.now);
-        match self.exports(window, filters).await {
-            Ok(exports) => {
-                coverage.silent_instances = instance_silences(&exports, window, known_until);
-            }
-            // Not looking is not finding none: the answer is partial.
-            Err(err) => coverage.unchecked.push(format!(
-                "the counter points could not be read, so adapter instances that went silent \
-                 were not looked for: {err}"
-            )),
-        }
-    }
-
-    /// The adapter instances' exports from [`INSTANCE_LOOKBACK`] before `window` to its end: one
-    /// per instance and point time, with the smallest export interval its points carried (a
-    /// final export's 0 wins) and whether any of them matches `filters`.
-    async fn exports(
-        &self,
-        window: Window,
-        filters: Option<&Filters>,
-    ) -> Result<Vec<Export>, DataFusionError> {
-        use deltalake::arrow::array::{BooleanArray, Int64Array, StringArray};
-        use deltalake::arrow::datatypes::{DataType, TimeUnit};
-        use deltalake::datafusion::functions_aggregate::expr_fn::{bool_or, min};
-        const INTERVAL: &str = "interval";
-        const CONCERNED: &str = "concerned";
-        let at = |micros| ScalarValue::TimestampMicrosecond(Some(micros), Some("UTC".into()));
-        let time = col(column::TIME);
-        let since = window.since.saturating_sub(INSTANCE_LOOKBACK);
-        let frame = self
-            .window_frame(Table::OutcomeCounts, since, window.until)
-            .await?
-            .filter(
-                time.clone()
-                    .gt_eq(lit(at(since)))
-                    .and(time.clone().lt(lit(at(window.until)))),
-            )?;
-        // Only an adapter exports: the points of derived calls come when spans do, so their
-        // spacing says nothing of an instance's exports.
-        let frame = match declared_rows(&frame) {
-            Some(declared) => frame.filter(declared)?,
-            None => frame,
-        };
-        // A table written before the column was added, and not opened by a compactor since,
-        // has no export intervals.
-        let interval = if frame
-            .schema()
-            .has_column_with_unqualified_name(column::EXPORT_INTERVAL_MS)
-        {
-            col(column::EXPORT_INTERVAL_MS)
-        } else {
-            lit(ScalarValue::Int64(None))
-        };
-        let concerned = filters.and_then(Filters::expr).unwrap_or_else(|| lit(true));
-        let batches = frame
-            .aggregate(
-                vec![
-                    col(column::SERVICE_NAME),
-                    col(column::SERVICE_INSTANCE_ID),
-                    time,
-                ],
-                vec![
-                    min(interval).alias(INTERVAL),
-                    bool_or(concerned).alias(CONCERNED),
-                ],
-            )?
-            .collect()
-            .await?;
-        let unexpected =
-            || DataFusionError::Internal("unexpected counter point column types".into());
-        let mut exports = Vec::new();
-        for batch in &batches {
-            let services = cast(batch.column(0), &DataType::Utf8)?;
-            let instances = cast(batch.column(1), &DataType::Utf8)?;
-            let times = cast(
-                batch.column(2),
-                &DataType::Timestamp(TimeUnit::Microsecond, None),
-            )?;
-            let intervals = cast(batch.column(3), &DataType::Int64)?;
-            let concerned = cast(batch.column(4), &DataType::Boolean)?;
-            let (Some(services), Some(instances), Some(times), Some(intervals), Some(concerned)) = (
-                services.as_any().downcast_ref::<StringArray>(),
-                instances.as_any().downcast_ref::<StringArray>(),
-                times.as_any().downcast_ref::<TimestampMicrosecondArray>(),
-                intervals.as_any().downcast_ref::<Int64Array>(),
-                concerned.as_any().downcast_ref::<BooleanArray>(),
-            ) else {
-                return Err(unexpected());
-            };
-            for row in 0..batch.num_rows() {
-                exports.push(Export {
-                    service: services.value(row).to_owned(),
-                    instance: instances.value(row).to_owned(),
-                    at: times.value(row),
-                    interval: (!intervals.is_null(row))
-                        .then(|| intervals.value(row).saturating_mul(1000)),
-                    concerned: !concerned.is_null(row) && concerned.value(row),
-                });
-            }
-        }
-        Ok(exports)
-    }
-
     /// `(time, interval)` of every heartbeat from a little before `window` to its end, by time.
     async fn heartbeats_around(
         &self,
@@ -353,10 +241,8 @@ impl Reader {
         let before = window.since.saturating_sub(3 * 3_600_000_000);
         let at = |micros| ScalarValue::TimestampMicrosecond(Some(micros), Some("UTC".into()));
         let time = col(column::TIME);
-        let batches = self
-            .context
-            .table(Table::Heartbeats.name())
-            .await?
+        let beats = collectors_beats(self.context.table(Table::Heartbeats.name()).await?)?;
+        let batches = beats
             .filter(
                 time.clone()
                     .gt_eq(lit(at(before)))
@@ -545,7 +431,9 @@ impl Reader {
             }
         }
         for (_, row) in &rows {
-            if let Row::Heartbeat(beat) = row {
+            if let Row::Heartbeat(beat) = row
+                && !beat.is_senders()
+            {
                 self.offer_heartbeat(Some(Heartbeat {
                     at: row.time_micros(),
                     interval: i64::try_from(beat.interval_ms)
@@ -691,9 +579,7 @@ impl Reader {
         &self,
         provider: Arc<dyn TableProvider>,
     ) -> Result<Option<Heartbeat>, DataFusionError> {
-        let batches = self
-            .context
-            .read_table(provider)?
+        let batches = collectors_beats(self.context.read_table(provider)?)?
             .sort(vec![col(column::TIME).sort(false, false)])?
             .limit(0, Some(1))?
             .select(vec![col(column::TIME), col(column::INTERVAL_MS)])?
@@ -772,6 +658,19 @@ pub(crate) fn declared_rows(frame: &DataFrame) -> Option<Expr> {
                 .is_null()
                 .or(source.eq(lit(OutcomeSource::Adapter.as_str())))
         })
+}
+
+/// The collectors' own heartbeats of a heartbeats frame, without the senders' heartbeats
+/// beside them (a table written before those has only the collectors').
+fn collectors_beats(frame: DataFrame) -> Result<DataFrame, DataFusionError> {
+    if frame
+        .schema()
+        .has_column_with_unqualified_name(column::SERVICE_NAME)
+    {
+        frame.filter(col(column::SERVICE_NAME).is_null())
+    } else {
+        Ok(frame)
+    }
 }
 
 /// The name of a table source in a coverage report.

@@ -95,6 +95,10 @@ pub mod resource {
     pub const SERVICE_NAME: &str = "service.name";
     /// The instance of that service.
     pub const SERVICE_INSTANCE_ID: &str = "service.instance.id";
+    /// OpenTelemetry's host name: with [`PROCESS_PID`], a sender's instance when it names none.
+    pub const HOST_NAME: &str = "host.name";
+    /// OpenTelemetry's process id: with [`HOST_NAME`], a sender's instance when it names none.
+    pub const PROCESS_PID: &str = "process.pid";
 }
 
 /// OpenTelemetry's standard span attributes and values the collector derives outcomes from, for

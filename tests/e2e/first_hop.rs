@@ -4,7 +4,8 @@
 //! could not take are sent again, and afterwards every closed counter window reconciles and the
 //! table holds every event exactly once. An adapter cut off from the collector (a proxy between
 //! them, cut) turns answers about its targets partial, naming it, until its held batches arrive;
-//! one that shut down is not silent.
+//! one that shut down is not silent. A sender with no adapter, seen only by the standard tool
+//! spans it sends, is judged silent the same way by the spacing of its spans.
 
 use std::collections::BTreeSet;
 use std::path::Path;
@@ -20,7 +21,7 @@ use candor_e2e::query::{Answer, candor};
 use candor_e2e::tansu::Tansu;
 use candor_e2e::{free_port, rfc3339, tempdir, wait_for};
 use candor_schema::OutcomeClass;
-use candor_schema::names::table;
+use candor_schema::names::{semconv, table};
 
 use crate::ingest::json;
 use crate::reconcile::adapter;
@@ -314,6 +315,57 @@ fn incident(root: &Path, bootstrap: &str, target: &str, since: SystemTime) -> An
     candor(root, &args)
 }
 
+/// Waits until `candor incident` about `target` is partial and names one silent instance, and
+/// returns the silent instances.
+async fn judged_silent(
+    collector: &Collector,
+    root: &Path,
+    bootstrap: &str,
+    target: &str,
+    since: SystemTime,
+) -> serde_json::Value {
+    let answer = wait_for(
+        "the cut-off instance to be judged silent",
+        Duration::from_secs(30),
+        || async {
+            collector.heartbeat_after_now().await;
+            let answer = incident(root, bootstrap, target, since);
+            // An answer asked just past the newest heartbeat is partial too; the one looked
+            // for names the silent instance.
+            let names_one = answer.json()["coverage"]["silent_instances"]
+                .as_array()
+                .is_some_and(|silent| !silent.is_empty());
+            (answer.class() == "partial" && names_one).then_some(answer)
+        },
+    )
+    .await;
+    assert_answered(&answer, 3, "partial", "cut off");
+    let silent = answer.json()["coverage"]["silent_instances"].clone();
+    assert_eq!(silent.as_array().map(Vec::len), Some(1), "{silent:#}");
+    silent
+}
+
+/// Waits until `candor incident` about `target` answers "No failures": every instance it
+/// concerns was heard from across the window.
+async fn answered_empty(
+    collector: &Collector,
+    root: &Path,
+    bootstrap: &str,
+    target: &str,
+    since: SystemTime,
+) {
+    wait_for(
+        "every instance to be heard from across the window",
+        Duration::from_secs(60),
+        || async {
+            collector.heartbeat_after_now().await;
+            let answer = incident(root, bootstrap, target, since);
+            (answer.class() == "empty").then_some(())
+        },
+    )
+    .await;
+}
+
 fn telemetry_as(endpoint: &str, service: &str, instance: &str) -> OtlpGuard {
     let mut config = OtlpConfig::new(endpoint, service);
     config.service_instance_id = Some(instance.into());
@@ -356,26 +408,10 @@ async fn an_adapter_cut_off_from_the_collector_makes_answers_about_its_targets_p
     // Cut off: no export reaches the collector. Once three of its intervals have passed
     // without one, the answer about its target is partial.
     proxy.cut().await;
-    let after = wait_for(
-        "the cut-off instance to be judged silent",
-        Duration::from_secs(30),
-        || async {
-            collector.heartbeat_after_now().await;
-            let answer = incident(&root, &tansu.bootstrap, CUT, since);
-            // An answer asked just past the newest heartbeat is partial too; the one looked
-            // for names the silent instance.
-            let names_one = answer.json()["coverage"]["silent_instances"]
-                .as_array()
-                .is_some_and(|silent| !silent.is_empty());
-            (answer.class() == "partial" && names_one).then_some(answer)
-        },
-    )
-    .await;
-    assert_answered(&after, 3, "partial", "cut off");
-    let silent = after.json()["coverage"]["silent_instances"].clone();
+    let silent = judged_silent(&collector, &root, &tansu.bootstrap, CUT, since).await;
     assert_eq!(silent[0]["instance"], "checkout-cut", "{silent:#}");
     assert_eq!(silent[0]["service"], "checkout", "{silent:#}");
-    assert_eq!(silent.as_array().map(Vec::len), Some(1), "{silent:#}");
+    assert_eq!(silent[0]["seen_by"], "adapter", "{silent:#}");
 
     // The instance that shut down has not exported for as long, and is not silent.
     let stopped = incident(&root, &tansu.bootstrap, DONE, since);
@@ -393,16 +429,75 @@ async fn an_adapter_cut_off_from_the_collector_makes_answers_about_its_targets_p
 
     // Connected again: the batches it held arrive, and fill the stretch in.
     proxy.restore().await;
-    wait_for(
-        "the held batches to fill the silence in",
-        Duration::from_secs(60),
-        || async {
-            collector.heartbeat_after_now().await;
-            let answer = incident(&root, &tansu.bootstrap, CUT, since);
-            (answer.class() == "empty").then_some(())
-        },
-    )
-    .await;
+    answered_empty(&collector, &root, &tansu.bootstrap, CUT, since).await;
     drop(cut_guard);
+    let _ = std::fs::remove_dir_all(&root);
+}
+
+/// Ends a GenAI `execute_tool` span of `tool` every 100 ms through `tracer` until `stop` is set:
+/// a sender with no adapter, whose calls are derived from its spans.
+fn standard_tool_spans<T>(
+    tracer: T,
+    tool: &'static str,
+    stop: Arc<std::sync::atomic::AtomicBool>,
+) -> tokio::task::JoinHandle<u64>
+where
+    T: opentelemetry::trace::Tracer + Send + 'static,
+{
+    use opentelemetry::KeyValue;
+    use opentelemetry::trace::Span as _;
+    tokio::spawn(async move {
+        let mut ended = 0u64;
+        while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+            {
+                let mut span = tracer.start(format!("{} {tool}", semconv::EXECUTE_TOOL));
+                span.set_attributes([
+                    KeyValue::new(semconv::GEN_AI_OPERATION_NAME, semconv::EXECUTE_TOOL),
+                    KeyValue::new(semconv::GEN_AI_TOOL_NAME, tool),
+                    KeyValue::new(semconv::GEN_AI_TOOL_CALL_ID, format!("call-{ended}")),
+                ]);
+                span.end();
+            }
+            ended += 1;
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        ended
+    })
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_sender_seen_only_by_its_spans_cut_off_makes_answers_about_its_tools_partial() {
+    const TOOL: &str = "lookup";
+    let tansu = Tansu::start().await;
+    let collector = Collector::start(&tansu.bootstrap, Options::default()).await;
+    let root = tempdir("first-hop-spans-cut");
+    let _compactor = Compactor::start(&tansu.bootstrap, &root, compactor::Options::default()).await;
+    let since = collector.covered_since().await;
+    let mut proxy = Proxy::start(&collector.grpc_endpoint).await;
+    // The adapter's exporter only carries the spans (it keeps batches it could not send, as a
+    // host's exporter with a retry queue does); no adapter is built on it, so no counter is.
+    let guard = telemetry_as(&proxy.endpoint, "agent", "agent-cut");
+    let tracer = opentelemetry::trace::TracerProvider::tracer(guard.tracer_provider(), "agent");
+    let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let sending = standard_tool_spans(tracer, TOOL, stop.clone());
+
+    // Its calls are derived, and answers about its tool see them.
+    answered_empty(&collector, &root, &tansu.bootstrap, TOOL, since).await;
+
+    // Cut off while the collector stays healthy: three of its heartbeats' spacing without one
+    // of its spans, and the answer about its tool is partial, naming it as seen by its spans.
+    proxy.cut().await;
+    let silent = judged_silent(&collector, &root, &tansu.bootstrap, TOOL, since).await;
+    assert_eq!(silent[0]["service"], "agent", "{silent:#}");
+    assert_eq!(silent[0]["instance"], "agent-cut", "{silent:#}");
+    assert_eq!(silent[0]["seen_by"], "spans", "{silent:#}");
+
+    // Connected again: the spans it held arrive with their own end times and fill the
+    // stretch in.
+    proxy.restore().await;
+    answered_empty(&collector, &root, &tansu.bootstrap, TOOL, since).await;
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    assert!(sending.await.unwrap() > 0);
+    drop(guard);
     let _ = std::fs::remove_dir_all(&root);
 }

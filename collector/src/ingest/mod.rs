@@ -12,5 +12,6 @@ pub mod extract;
 pub mod grpc;
 #[cfg(feature = "service")]
 pub mod http;
+pub mod senders;
 #[cfg(feature = "service")]
 pub mod service;

@@ -10,6 +10,7 @@ use opentelemetry_proto::tonic::collector::trace::v1::ExportTraceServiceRequest;
 
 use super::extract::derived::{Derivation, DerivedStats};
 use super::extract::{self, Limits, Received, Rejection};
+use super::senders::{Heard, Senders};
 use crate::error::{ErrorCode, ServiceError};
 use crate::metrics::CollectorMetrics;
 use crate::sink::kafka::{DeliveryError, KafkaRecord, Producer, encode};
@@ -55,6 +56,8 @@ struct Extracted {
     ignored: u64,
     /// Values a credential was removed from.
     redacted: u64,
+    /// Who sent the request, and when its data is from.
+    heard: Heard,
 }
 
 /// Counts since the last heartbeat.
@@ -80,6 +83,7 @@ pub struct Ingest {
     since_heartbeat: SinceHeartbeat,
     spool: Option<Arc<Spool>>,
     derivation: Arc<Derivation>,
+    senders: Arc<Senders>,
 }
 
 /// Where a request's records went.
@@ -111,7 +115,20 @@ impl Ingest {
             since_heartbeat: SinceHeartbeat::default(),
             spool: None,
             derivation: Arc::default(),
+            senders: Arc::default(),
         }
+    }
+
+    /// Keeps the senders heard between two heartbeats in `senders`, whose intervals are as
+    /// wide as the heartbeat interval.
+    pub fn with_senders(mut self, senders: Senders) -> Self {
+        self.senders = Arc::new(senders);
+        self
+    }
+
+    /// The senders heard since the last heartbeat.
+    pub fn senders(&self) -> &Senders {
+        &self.senders
     }
 
     /// Derives calls from standard spans as `derivation` says (by default from every source).
@@ -136,9 +153,12 @@ impl Ingest {
         self.retry_after
     }
 
-    /// Delivers a heartbeat like a request's records: behind whatever is spooled.
-    pub async fn deliver_heartbeat(&self, record: KafkaRecord) -> Result<Delivered, ServiceError> {
-        self.deliver(std::slice::from_ref(&record)).await
+    /// Delivers heartbeats like a request's records: behind whatever is spooled.
+    pub async fn deliver_heartbeats(
+        &self,
+        records: &[KafkaRecord],
+    ) -> Result<Delivered, ServiceError> {
+        self.deliver(records).await
     }
 
     /// The collector's id.
@@ -202,8 +222,13 @@ impl Ingest {
         &self,
         request: ExportTraceServiceRequest,
     ) -> Result<Acknowledged, ServiceError> {
+        let width = self.senders.width();
         let (extracted, received_at) = self
-            .extract(move |received| events(extract::extract_traces(&request, received)))
+            .extract(move |received| {
+                let mut extracted = events(extract::extract_traces(&request, received));
+                extracted.heard = Heard::of_traces(&request, width, received.time_unix_nano);
+                extracted
+            })
             .await?;
         self.metrics.ignored_spans(extracted.ignored);
         self.deliver_events(extracted, received_at).await
@@ -227,6 +252,7 @@ impl Ingest {
         let derived_events = extracted.derived.failed_calls() - extracted.derived.events_over_limit;
         self.deliver_all(extracted.records, &extracted.rejections, received_at)
             .await?;
+        self.heard(extracted.heard);
         // Beside `events_received`, which counts an adapter's events only.
         self.metrics.events_accepted(
             accepted
@@ -255,8 +281,13 @@ impl Ingest {
         &self,
         request: ExportLogsServiceRequest,
     ) -> Result<Acknowledged, ServiceError> {
+        let width = self.senders.width();
         let (extracted, received_at) = self
-            .extract(move |received| events(extract::extract_logs(&request, received)))
+            .extract(move |received| {
+                let mut extracted = events(extract::extract_logs(&request, received));
+                extracted.heard = Heard::of_logs(&request, width, received.time_unix_nano);
+                extracted
+            })
             .await?;
         self.metrics.ignored_log_records(extracted.ignored);
         self.deliver_events(extracted, received_at).await
@@ -268,9 +299,11 @@ impl Ingest {
         &self,
         request: ExportMetricsServiceRequest,
     ) -> Result<Acknowledged, ServiceError> {
+        let width = self.senders.width();
         let (extracted, received_at) = self
             .extract(move |received| {
                 let out = extract::extract_metrics(&request, received);
+                let heard = Heard::of_metrics(&request, width, received.time_unix_nano);
                 Extracted {
                     records: out.counts.iter().map(encode::outcome_count).collect(),
                     derived_counts: 0,
@@ -281,6 +314,7 @@ impl Ingest {
                     seen: out.points_seen,
                     ignored: out.ignored_metrics,
                     redacted: out.redacted,
+                    heard,
                 }
             })
             .await?;
@@ -290,12 +324,19 @@ impl Ingest {
         let accepted = extracted.records.len() as u64;
         self.deliver_all(extracted.records, &extracted.rejections, received_at)
             .await?;
+        self.heard(extracted.heard);
         self.metrics.counts_accepted(accepted);
         let counts = &self.since_heartbeat;
         counts
             .accepted_counts
             .fetch_add(accepted, Ordering::Relaxed);
         Ok(self.acknowledge(&extracted.rejections, "tool.outcomes data point(s)"))
+    }
+
+    /// Records who sent a request Kafka now holds.
+    fn heard(&self, heard: Heard) {
+        let dropped = self.senders.record(heard);
+        self.metrics.sender_intervals_dropped(dropped);
     }
 
     /// Runs `extract` (extraction and encoding, CPU work proportional to the request) off the
@@ -465,6 +506,7 @@ fn events(out: extract::EventsExtract<'_>) -> Extracted {
         seen: out.outcome_events_seen,
         ignored: out.ignored,
         redacted: out.redacted,
+        heard: Heard::default(),
     }
 }
 

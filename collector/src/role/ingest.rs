@@ -13,6 +13,7 @@ use candor_collector::config::{Config, RawConfig};
 use candor_collector::ingest::auth::BearerAuth;
 use candor_collector::ingest::extract::Limits;
 use candor_collector::ingest::extract::derived::Derivation;
+use candor_collector::ingest::senders::Senders;
 use candor_collector::ingest::service::{Delivered, Ingest, unix_nanos};
 use candor_collector::ingest::{grpc, http};
 use candor_collector::metrics::CollectorMetrics;
@@ -215,7 +216,11 @@ async fn build(config: Config) -> anyhow::Result<Collector> {
         RETRY_AFTER,
         config.otlp.max_in_flight_requests.get(),
     )
-    .with_derivation(Derivation::new(config.derived.clone()));
+    .with_derivation(Derivation::new(config.derived.clone()))
+    .with_senders(Senders::new(
+        config.heartbeat.interval,
+        config.heartbeat.max_sender_intervals.get(),
+    ));
     if let Some(settings) = &config.spool {
         let spool = Spool::open(settings).context("spool.dir")?;
         let level = spool.level();
@@ -504,8 +509,9 @@ async fn heartbeats(
     }
 }
 
-/// Sends one heartbeat with the counts since the last one; on failure the counts go back, so
-/// that the next heartbeat still reports them.
+/// Sends one heartbeat with the counts since the last one, and the senders' heartbeats of
+/// what was heard since; on failure the counts and the senders go back, so that the next
+/// heartbeat still reports them.
 async fn send_heartbeat(ingest: &Ingest, started: u64, interval: Duration) {
     let counts = ingest.since_heartbeat();
     let heartbeat = Heartbeat {
@@ -517,13 +523,17 @@ async fn send_heartbeat(ingest: &Ingest, started: u64, interval: Duration) {
         accepted_events: counts.accepted_events.swap(0, Ordering::Relaxed),
         accepted_counts: counts.accepted_counts.swap(0, Ordering::Relaxed),
         rejected: counts.rejected.swap(0, Ordering::Relaxed),
+        ..Heartbeat::default()
     };
-    match ingest
-        .deliver_heartbeat(encode::heartbeat(&heartbeat))
-        .await
-    {
-        Ok(Delivered::Kafka) => ingest.metrics().heartbeat_sent(),
-        Ok(Delivered::Spooled) => ingest.metrics().heartbeat_spooled(),
+    let senders = ingest.senders().take(ingest.collector_id(), started);
+    let sent = senders.len() as u64;
+    let records: Vec<_> = std::iter::once(&heartbeat)
+        .chain(&senders)
+        .map(encode::heartbeat)
+        .collect();
+    match ingest.deliver_heartbeats(&records).await {
+        Ok(Delivered::Kafka) => ingest.metrics().heartbeat_sent(sent),
+        Ok(Delivered::Spooled) => ingest.metrics().heartbeat_spooled(sent),
         Err(err) => {
             counts
                 .accepted_events
@@ -534,6 +544,8 @@ async fn send_heartbeat(ingest: &Ingest, started: u64, interval: Duration) {
             counts
                 .rejected
                 .fetch_add(heartbeat.rejected, Ordering::Relaxed);
+            let dropped = ingest.senders().restore(senders);
+            ingest.metrics().sender_intervals_dropped(dropped);
             ingest.metrics().heartbeat_failed(&err.message);
         }
     }

@@ -193,6 +193,7 @@ fn full_overview() -> Overview {
                 seen: InstanceSeen {
                     service: Arc::from(HOSTILE),
                     instance: Arc::from(format!("{HOSTILE}-1")),
+                    seen_by: candor_query::coverage::SeenBy::Adapter,
                     first: NOW - 10 * MINUTE,
                     last: NOW - SECOND,
                     interval_micros: Some(500_000),
@@ -205,6 +206,7 @@ fn full_overview() -> Overview {
                 seen: InstanceSeen {
                     service: Arc::from("shop"),
                     instance: Arc::from("shop-2"),
+                    seen_by: candor_query::coverage::SeenBy::Adapter,
                     first: NOW - 10 * MINUTE,
                     last: NOW - 9 * MINUTE,
                     interval_micros: None,

@@ -776,6 +776,7 @@ mod tests {
         InstanceSilence {
             service: "shop".into(),
             instance: instance.into(),
+            seen_by: crate::coverage::SeenBy::Adapter,
             from,
             to,
             every: 10 * SECOND,

@@ -165,22 +165,43 @@ record! {
 }
 
 record! {
-    /// A collector's liveness record. Topic `candor.heartbeats.v1`, keyed by `collector_id`.
+    /// A liveness record. Topic `candor.heartbeats.v1`, keyed by `collector_id`.
+    ///
+    /// A collector's own heartbeat says it was alive at `time_unix_nano`. Beside it, a
+    /// sender's heartbeat (`service_name` set) says that the collector heard from that sender,
+    /// since its previous heartbeat, about the interval from `time_unix_nano` for
+    /// `interval_ms`: what judges a sender seen only through its standard spans for silence.
     row Heartbeat, view HeartbeatFields, columns HeartbeatColumns {
         /// The collector's id.
         collector_id: string = 2 => COLLECTOR_ID as Text,
-        /// When the heartbeat was sent.
+        /// When the heartbeat was sent; on a sender's heartbeat, the start of the interval its
+        /// data fell in.
         time_unix_nano: fixed64 = 3 => TIME as Time,
         /// When the collector started.
         started_time_unix_nano: fixed64 = 4 => STARTED_TIME as Time,
-        /// The heartbeat interval.
+        /// The heartbeat interval; on a sender's heartbeat, the length of its interval (the
+        /// collector's heartbeat interval).
         interval_ms: uint64 = 5 => INTERVAL_MS as Long,
-        /// Events accepted since the previous heartbeat.
+        /// Events accepted since the previous heartbeat; 0 on a sender's heartbeat.
         accepted_events: uint64 = 6 => ACCEPTED_EVENTS as Long,
-        /// Counter points accepted since the previous heartbeat.
+        /// Counter points accepted since the previous heartbeat; 0 on a sender's heartbeat.
         accepted_counts: uint64 = 7 => ACCEPTED_COUNTS as Long,
-        /// Events and points refused since the previous heartbeat.
+        /// Events and points refused since the previous heartbeat; 0 on a sender's heartbeat.
         rejected: uint64 = 8 => REJECTED_RECORDS as Long,
+        /// On a sender's heartbeat, the sender's `service.name`; absent on a collector's own.
+        service_name: string optional = 9 => SERVICE_NAME as OptText,
+        /// On a sender's heartbeat, its instance, as on `OutcomeCount.service_instance_id`.
+        service_instance_id: string optional = 10 => SERVICE_INSTANCE_ID as OptText,
+        /// On a sender's heartbeat, how many spans, log records and metrics it sent whose time
+        /// fell in the interval (a span's end, a log record's time, a metrics export's arrival).
+        sender_items: uint64 optional = 11 => SENDER_ITEMS as OptLong,
+    }
+}
+
+impl Heartbeat {
+    /// Whether this is a sender's heartbeat, written by a collector beside its own.
+    pub fn is_senders(&self) -> bool {
+        self.service_name.is_some()
     }
 }
 

@@ -153,6 +153,8 @@ pub mod column {
     pub const ACCEPTED_COUNTS: &str = "accepted_counts";
     /// Events and points refused since the previous heartbeat.
     pub const REJECTED_RECORDS: &str = "rejected_records";
+    /// On a sender's heartbeat, the spans, log records and metrics it sent in the interval.
+    pub const SENDER_ITEMS: &str = "sender_items";
     /// An asynchronous operation's id.
     pub const OPERATION_ID: &str = "operation_id";
     /// An operation's state, wire spelling.

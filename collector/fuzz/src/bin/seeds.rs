@@ -870,6 +870,16 @@ fn kafka_record(root: &Path) -> Result<usize> {
         accepted_events: 12,
         accepted_counts: 40,
         rejected: 2,
+        ..Heartbeat::default()
+    };
+    let senders = Heartbeat {
+        service_name: Some("checkout".to_owned()),
+        service_instance_id: Some("web-1/4242".to_owned()),
+        sender_items: Some(1_000),
+        accepted_events: 0,
+        accepted_counts: 0,
+        rejected: 0,
+        ..heartbeat.clone()
     };
     let events = Table::OutcomeEvents;
     corpus.add("outcome-event", &record(events, 0, &event.encode_to_vec())?)?;
@@ -884,6 +894,10 @@ fn kafka_record(root: &Path) -> Result<usize> {
     corpus.add(
         "heartbeat",
         &record(Table::Heartbeats, 0, &heartbeat.encode_to_vec())?,
+    )?;
+    corpus.add(
+        "senders-heartbeat",
+        &record(Table::Heartbeats, 0, &senders.encode_to_vec())?,
     )?;
     corpus.add(
         "partial-without-timestamp",

@@ -383,13 +383,64 @@ pub struct Conventions {
     keys: Vec<String>,
     /// Per key, its index in `keys`.
     key_index: HashMap<String, usize>,
-    /// Bit `n` set when some key is `n` bytes long (keys of 128 bytes or more set none, and are
-    /// always looked up): most attributes of most spans are passed over on their length alone.
-    key_lengths: u128,
-    /// Whether some key is 128 bytes or longer.
-    long_keys: bool,
+    /// Which attribute keys may be among `keys`, without hashing them.
+    key_filter: KeyFilter,
     /// Per convention and recognition, the index of its attribute's key.
     recognition_keys: Vec<Vec<Option<usize>>>,
+    /// The conventions (their indexes, in order) with a recognition that tests no attribute:
+    /// the only ones a span without any recognition key can be a call of.
+    without_attribute: Vec<usize>,
+}
+
+/// A filter over attribute keys that passes every recognition key and, without hashing, most
+/// others: by the key's length, first byte and last byte. Most attributes of most spans are
+/// passed over on it alone.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+struct KeyFilter {
+    /// Bit `n` set when some key is `n` bytes long (keys of 128 bytes or more set none).
+    lengths: u128,
+    /// Whether some key is 128 bytes or longer (such attributes are always looked up).
+    long: bool,
+    /// Bit `b` set when some key begins with the byte `b`.
+    first: [u64; 4],
+    /// Bit `b` set when some key ends with the byte `b`.
+    last: [u64; 4],
+}
+
+impl KeyFilter {
+    fn of(keys: &[String]) -> Self {
+        let mut filter = Self::default();
+        for key in keys {
+            let (Some(&first), Some(&last)) = (key.as_bytes().first(), key.as_bytes().last())
+            else {
+                continue;
+            };
+            if key.len() < 128 {
+                filter.lengths |= 1 << key.len();
+            } else {
+                filter.long = true;
+            }
+            filter.first[usize::from(first >> 6)] |= 1 << (first & 63);
+            filter.last[usize::from(last >> 6)] |= 1 << (last & 63);
+        }
+        filter
+    }
+
+    /// Whether `key` may be one of the keys: false only when it is none of them.
+    fn may_hold(&self, key: &str) -> bool {
+        let bytes = key.as_bytes();
+        let (Some(&first), Some(&last)) = (bytes.first(), bytes.last()) else {
+            return false;
+        };
+        let length = if bytes.len() < 128 {
+            self.lengths & (1 << bytes.len()) != 0
+        } else {
+            self.long
+        };
+        length
+            && self.first[usize::from(first >> 6)] & (1 << (first & 63)) != 0
+            && self.last[usize::from(last >> 6)] & (1 << (last & 63)) != 0
+    }
 }
 
 impl Default for Conventions {
@@ -542,18 +593,19 @@ impl Conventions {
         if keys.len() > MAX_RECOGNITION_KEYS {
             return Err(ConventionsError::TooManyKeys { count: keys.len() });
         }
-        let key_lengths = keys
+        let without_attribute = table
             .iter()
-            .filter(|key| key.len() < 128)
-            .fold(0u128, |bits, key| bits | 1 << key.len());
-        let long_keys = keys.iter().any(|key| key.len() >= 128);
+            .enumerate()
+            .filter(|(_, c)| c.recognise.iter().any(|r| r.attribute.is_none()))
+            .map(|(index, _)| index)
+            .collect();
         Ok(Self {
             table,
+            key_filter: KeyFilter::of(&keys),
             keys,
             key_index,
-            key_lengths,
-            long_keys,
             recognition_keys,
+            without_attribute,
         })
     }
 
@@ -576,13 +628,7 @@ impl Conventions {
         let mut values: [Option<&AnyValue>; MAX_RECOGNITION_KEYS] = [None; MAX_RECOGNITION_KEYS];
         let mut any = false;
         for kv in &span.attributes {
-            let len = kv.key.len();
-            let maybe = if len < 128 {
-                self.key_lengths & (1 << len) != 0
-            } else {
-                self.long_keys
-            };
-            if !maybe {
+            if !self.key_filter.may_hold(&kv.key) {
                 continue;
             }
             if let Some(&index) = self.key_index.get(kv.key.as_str()) {
@@ -591,6 +637,23 @@ impl Conventions {
             }
         }
         let kind = SpanKind::of(span.kind);
+        let rest_holds = |recognition: &Recognition| {
+            recognition.span_kind.is_none_or(|k| Some(k) == kind)
+                && recognition.scope.as_deref().is_none_or(|s| s == scope)
+                && recognition
+                    .span_name
+                    .as_ref()
+                    .is_none_or(|pattern| pattern.matches(&span.name).is_some())
+        };
+        if !any {
+            // No attribute test can hold: only recognitions without one, in table order.
+            return self.without_attribute.iter().copied().find(|&index| {
+                self.table[index]
+                    .recognise
+                    .iter()
+                    .any(|recognition| recognition.attribute.is_none() && rest_holds(recognition))
+            });
+        }
         self.table
             .iter()
             .enumerate()
@@ -601,16 +664,10 @@ impl Conventions {
                     .zip(&self.recognition_keys[index])
                     .any(|(recognition, key)| {
                         let attribute_holds = match (&recognition.attribute, key) {
-                            (Some(test), Some(key)) => any && test.test.holds(values[*key]),
+                            (Some(test), Some(key)) => test.test.holds(values[*key]),
                             _ => true,
                         };
-                        attribute_holds
-                            && recognition.span_kind.is_none_or(|k| Some(k) == kind)
-                            && recognition.scope.as_deref().is_none_or(|s| s == scope)
-                            && recognition
-                                .span_name
-                                .as_ref()
-                                .is_none_or(|pattern| pattern.matches(&span.name).is_some())
+                        attribute_holds && rest_holds(recognition)
                     })
             })
     }
@@ -686,6 +743,33 @@ mod tests {
         conventions
             .recognise(span, scope)
             .map(|index| conventions.get(index).name.clone())
+    }
+
+    #[test]
+    fn the_key_filter_passes_every_recognition_key_and_few_others() {
+        let conventions = Conventions::default();
+        let filter = &conventions.key_filter;
+        for key in conventions.recognition_keys() {
+            assert!(filter.may_hold(key), "{key}");
+        }
+        // Ordinary spans' attributes, most of them passed over without a lookup.
+        let ordinary = [
+            "db.system.name",
+            "db.query.text",
+            "server.address",
+            "server.port",
+            "user_agent.original",
+            "code.function.name",
+            "url.path",
+        ];
+        let passed: Vec<&str> = ordinary
+            .into_iter()
+            .filter(|key| filter.may_hold(key))
+            .collect();
+        assert_eq!(passed, [] as [&str; 0]);
+        assert!(!filter.may_hold(""));
+        // A long key is looked up only when some recognition key is long.
+        assert!(!filter.may_hold(&"g".repeat(200)));
     }
 
     #[test]

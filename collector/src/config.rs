@@ -72,6 +72,8 @@ pub use candor_service::config::{BrokerAddr, ConfigError, parse_duration};
 /// | `derived.max_targets_per_service` | `500` | most distinct derived targets and tools kept per service, counted together; later ones are recorded as `other` and counted |
 /// | `derived.max_targets` | `200000` | most distinct derived targets kept over all services, which bounds the memory of the cap |
 /// | `derived.forget_targets_after` | `"1h"` | a kept target or tool that no call named for this long gives up its place under the cap (within two such periods) |
+/// | `derived.join_window` | `"30s"` | how long a counted GenAI or MCP call is remembered (between this and twice this), so that its spans arriving in later requests (another process's, a later batch's) are not counted again |
+/// | `derived.max_join_keys` | `3500000` | the most keys the join across requests keeps (one per span, parent and tool call id of each counted call; a 17-byte slot each in a table up to twice their number, about 72 MiB at most by default); past it, the oldest are forgotten early and counted in `candor_collector_derived_join_keys_dropped_total` |
 ///
 /// Durations are numbers with units, added up: `250ms`, `5s`, `2m`, `1h 30m`, `2d` (see
 /// [`parse_duration`]).
@@ -404,6 +406,10 @@ pub struct RawDerived {
     pub max_targets: i64,
     /// `derived.forget_targets_after`.
     pub forget_targets_after: String,
+    /// `derived.join_window`.
+    pub join_window: String,
+    /// `derived.max_join_keys`.
+    pub max_join_keys: i64,
 }
 
 impl Default for RawDerived {
@@ -420,6 +426,8 @@ impl Default for RawDerived {
             max_targets_per_service: config.max_targets_per_service as i64,
             max_targets: config.max_targets as i64,
             forget_targets_after: format!("{}s", config.forget_targets_after.as_secs()),
+            join_window: format!("{}s", config.join_window.as_secs()),
+            max_join_keys: config.max_join_keys as i64,
         }
     }
 }
@@ -468,6 +476,8 @@ impl RawDerived {
                 "derived.forget_targets_after",
                 &self.forget_targets_after,
             )?,
+            join_window: parse_duration("derived.join_window", &self.join_window)?,
+            max_join_keys: count("derived.max_join_keys", self.max_join_keys)?,
         })
     }
 }

@@ -69,7 +69,13 @@ pub mod names {
         DERIVED_RESULTS_UNREAD_TOTAL = "candor_collector_derived_results_unread_total",
             "Captured results of derived calls longer than derived.max_result_bytes, not read for failure markers: their calls stay unverified.";
         DERIVED_JOINED_TOTAL = "candor_collector_derived_joined_total",
-            "Derived spans counted as part of another span's call, by what counted it: adapter (an adapter declared the call) or derived (a GenAI or MCP span of the same call).";
+            "Derived spans counted as part of another span's call, by what counted it: adapter (an adapter declared the call), derived (a GenAI or MCP span of the same call in the same request) or earlier_request (a span of the same call that an earlier request counted, within derived.join_window).";
+        DERIVED_REVISED_TOTAL = "candor_collector_derived_revised_total",
+            "Derived calls an earlier request counted without a failure (or cancellation) that a later request's spans of the same call showed: counted again at that class, so the failure is not lost, and the call is in two classes.";
+        DERIVED_JOIN_KEYS_DROPPED_TOTAL = "candor_collector_derived_join_keys_dropped_total",
+            "Keys of counted derived calls the join across requests forgot before derived.join_window ended, or did not keep, to stay under derived.max_join_keys: a later span of such a call may count it again.";
+        DERIVED_JOIN_KEYS = "candor_collector_derived_join_keys",
+            "Keys of counted derived calls the join across requests holds (a 17-byte slot each in a table that holds up to twice as many slots as keys).";
         DERIVED_TARGETS_FOLDED_TOTAL = "candor_collector_derived_targets_folded_total",
             "Derived calls recorded with the target or tool \"other\": their service had reached its cap of distinct derived targets and tools.";
         REDACTED_VALUES_TOTAL = "candor_collector_redacted_values_total",
@@ -143,7 +149,7 @@ pub mod names {
         pub const CONVENTION: &str = "convention";
         /// A derived call's class: `access_failure`, `unverified` or `cancelled`.
         pub const CLASS: &str = "class";
-        /// What counted a joined span: `adapter` or `derived`.
+        /// What counted a joined span: `adapter`, `derived` or `earlier_request`.
         pub const INTO: &str = "into";
     }
 
@@ -251,6 +257,9 @@ pub struct CollectorMetrics {
     derived_calls: Family<Counter>,
     derived_joined: Family<Counter>,
     derived_targets_folded: Counter,
+    derived_revised: Counter,
+    derived_join_keys_dropped: Counter,
+    derived_join_keys: Gauge,
     sender_heartbeats_sent: Counter,
     sender_intervals_dropped: Counter,
     derived_result_failures: Counter,
@@ -310,6 +319,9 @@ impl Default for CollectorMetrics {
             ),
             derived_joined: m.counters(names::DERIVED_JOINED_TOTAL, &[label::INTO]),
             derived_targets_folded: m.counter(names::DERIVED_TARGETS_FOLDED_TOTAL),
+            derived_revised: m.counter(names::DERIVED_REVISED_TOTAL),
+            derived_join_keys_dropped: m.counter(names::DERIVED_JOIN_KEYS_DROPPED_TOTAL),
+            derived_join_keys: m.gauge(names::DERIVED_JOIN_KEYS),
             sender_heartbeats_sent: m.counter(names::SENDER_HEARTBEATS_SENT_TOTAL),
             sender_intervals_dropped: m.counter(names::SENDER_INTERVALS_DROPPED_TOTAL),
             derived_result_failures: m.counter(names::DERIVED_RESULT_FAILURES_TOTAL),
@@ -436,7 +448,19 @@ impl CollectorMetrics {
                 .with(&["derived"])
                 .inc_by(stats.joined_into_derived);
         }
+        if stats.joined_across_requests > 0 {
+            self.derived_joined
+                .with(&["earlier_request"])
+                .inc_by(stats.joined_across_requests);
+        }
+        self.derived_revised.inc_by(stats.revised_across_requests);
         self.derived_targets_folded.inc_by(stats.folded_targets);
+    }
+    /// Counts what the join across requests kept of a stored request's derived calls.
+    pub fn derived_remembered(&self, remembered: crate::ingest::extract::derived::Remembered) {
+        self.derived_join_keys_dropped.inc_by(remembered.dropped);
+        self.derived_join_keys
+            .set(i64::try_from(remembered.held).unwrap_or(i64::MAX));
     }
     /// Counts values a credential was removed from.
     pub fn redacted_values(&self, n: u64) {

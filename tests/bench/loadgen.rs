@@ -6,7 +6,8 @@
 //! `/proc/PID` when `--collector-pid` is given). With `--kafka-brokers` it checks that the
 //! events topic holds every accepted event (a fresh topic: stored = high watermark − low).
 //! With `--mix`, each request holds `--batch` spans of a realistic mix instead (80 % ordinary
-//! spans, 20 % GenAI, MCP and HTTP client spans, `candor_e2e::load::mix_request`), and the
+//! spans, 20 % GenAI, MCP and HTTP client spans, `candor_e2e::load::mix_request`, its traces
+//! renumbered in every request so that its calls are new calls), and the
 //! figures count spans. With `--raw-kafka` and `--preload N` it produces N records straight to the
 //! topics instead: outcome events, or with `--operations` the `tool.lifecycle` events of
 //! asynchronous operations.
@@ -498,6 +499,7 @@ async fn main() -> anyhow::Result<()> {
         };
         let per_connection_rate = args.rate.map(|r| r as f64 / args.connections as f64);
         let batch = args.batch;
+        let mix = args.mix;
         tasks.push(tokio::spawn(async move {
             let mut client = TraceServiceClient::connect(endpoint)
                 .await?
@@ -510,8 +512,12 @@ async fn main() -> anyhow::Result<()> {
                     let due = started + Duration::from_secs_f64(sent as f64 * batch as f64 / rate);
                     tokio::time::sleep_until(due.into()).await;
                 }
+                let mut request = request.clone();
+                if mix {
+                    candor_e2e::load::renumber_traces(&mut request, sent);
+                }
                 let t0 = Instant::now();
-                match client.export(request.clone()).await {
+                match client.export(request).await {
                     Ok(response) => {
                         let rejected = response
                             .into_inner()

@@ -2,7 +2,8 @@
 //! a pydantic-ai agent's GenAI `execute_tool` spans, `opentelemetry-instrumentation-httpx`'s
 //! HTTP client spans and the `mcp` SDK's `tools/call` spans; LangChain tools traced by
 //! OpenInference and by OpenLLMetry, and the Vercel AI SDK's `ai.toolCall` spans, each by its
-//! own convention; through the collector and the compactor to `candor rates` and
+//! own convention; an MCP client and server in two processes, each call counted once across
+//! their export requests; through the collector and the compactor to `candor rates` and
 //! `candor incident`.
 
 use std::collections::BTreeMap;
@@ -10,7 +11,7 @@ use std::time::{Duration, SystemTime};
 
 use candor_e2e::collector::{Collector, Options};
 use candor_e2e::compactor::{self, Compactor};
-use candor_e2e::query::candor;
+use candor_e2e::query::{Answer, candor};
 use candor_e2e::tansu::Tansu;
 use candor_e2e::{rfc3339, run_node_client, run_python_client, tempdir, wait_for};
 use candor_schema::names::resource;
@@ -43,6 +44,28 @@ fn counted(rows: &[Value]) -> Counted {
     rows.iter()
         .map(|row| (group(row, "target"), classes(row)))
         .collect()
+}
+
+/// Waits until `candor rates` over [`since`, `until`] counts `expected`, and returns its answer.
+async fn rates_until(
+    root: &std::path::Path,
+    since: &str,
+    until: &str,
+    expected: &Counted,
+    what: &str,
+) -> Answer {
+    wait_for(
+        &format!("{what} in `candor rates`, over a covered window"),
+        Duration::from_secs(90),
+        || async {
+            let answer = candor(
+                root,
+                &["rates", "--since", since, "--until", until, "--no-live"],
+            );
+            (answer.class() == "success" && counted(&answer.rows()) == *expected).then_some(answer)
+        },
+    )
+    .await
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -80,18 +103,7 @@ async fn standard_tool_spans_of_real_emitters_count_with_their_failures_and_neve
     ]
     .into_iter()
     .collect();
-    let answer = wait_for(
-        "every derived call in `candor rates`, over a covered window",
-        Duration::from_secs(90),
-        || async {
-            let answer = candor(
-                &root,
-                &["rates", "--since", &since, "--until", &until, "--no-live"],
-            );
-            (answer.class() == "success" && counted(&answer.rows()) == expected).then_some(answer)
-        },
-    )
-    .await;
+    let answer = rates_until(&root, &since, &until, &expected, "every derived call").await;
     for row in answer.rows() {
         assert_eq!(
             row["success"], 0,
@@ -386,4 +398,60 @@ async fn agent_frameworks_count_by_their_own_conventions_with_the_failures_their
     assert_eq!(explode.len(), 1, "{explode:#?}");
     assert_eq!(explode[0]["convention"], "vercel-ai");
     assert_eq!(explode[0]["exception_type"], "Error");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_mcp_client_and_server_in_two_processes_count_each_call_once() {
+    let tansu = Tansu::start().await;
+    let collector = Collector::start(&tansu.bootstrap, Options::default()).await;
+    let root = tempdir("mcp-two-processes");
+    let _compactor = Compactor::start(&tansu.bootstrap, &root, compactor::Options::default()).await;
+    let since = rfc3339(collector.covered_since().await);
+    // Each side exports its own spans, as its own service: the server's span of a call (under
+    // the client's, by the trace context in the request) reaches the collector first.
+    run_python_client(
+        "mcp_two_processes.py",
+        &json!({
+            "endpoint": collector.grpc_endpoint,
+            "client": { resource::SERVICE_NAME: "mcp-client", resource::SERVICE_INSTANCE_ID: "client-1" },
+            "server": { resource::SERVICE_NAME: "mcp-server", resource::SERVICE_INSTANCE_ID: "server-1" },
+        }),
+        Duration::from_secs(120),
+    )
+    .await;
+    let until = rfc3339(SystemTime::now());
+    collector.heartbeat_after_now().await;
+
+    // One call per tool, counted where it was first seen: `search` failed by its server's
+    // span (its result said `isError: true`), which the client's span does not show.
+    let expected: Counted = [
+        (("add".to_owned(), "mcp".to_owned()), [1, 0, 0, 0]),
+        (("search".to_owned(), "mcp".to_owned()), [0, 1, 0, 0]),
+    ]
+    .into_iter()
+    .collect();
+    let answer = rates_until(&root, &since, &until, &expected, "each MCP call once").await;
+    assert_eq!(answer.rows().len(), 2, "{:#?}", answer.rows());
+    // The client's two spans joined the calls its server's spans had counted.
+    let joined = collector
+        .sample("candor_collector_derived_joined_total{into=\"earlier_request\"}")
+        .await;
+    assert_eq!(joined, Some(2.0), "{}", collector.metrics().await);
+    let incident = candor(
+        &root,
+        &[
+            "incident",
+            "--target",
+            "search",
+            "--since",
+            &since,
+            "--until",
+            &until,
+            "--no-live",
+        ],
+    );
+    let rows = incident.rows();
+    assert_eq!(rows.len(), 1, "{rows:#?}");
+    assert_eq!(rows[0]["service_name"], "mcp-server", "{rows:#?}");
+    assert_eq!(rows[0]["failure_kind"], "tool_error", "{rows:#?}");
 }

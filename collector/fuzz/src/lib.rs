@@ -261,7 +261,11 @@ pub fn check_traces(request: &ExportTraceServiceRequest) {
         );
         let calls: u64 = derived.calls.iter().map(|(_, _, _, n)| n).sum();
         assert_eq!(
-            calls + derived.joined_into_adapter + derived.joined_into_derived + derived.refused,
+            calls
+                + derived.joined_into_adapter
+                + derived.joined_into_derived
+                + derived.joined_across_requests
+                + derived.refused,
             derived.spans,
             "every derived span is counted, joined or refused"
         );

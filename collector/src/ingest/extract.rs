@@ -229,6 +229,9 @@ pub struct EventsExtract<'a> {
     pub ignored: u64,
     /// What derivation made of the request's standard spans.
     pub derived: DerivedStats,
+    /// The derived calls counted, for the join across requests to remember once Kafka holds
+    /// the request ([`derived::Derivation::remember`]).
+    pub remember: derived::Remember,
     /// `tool.outcome` events seen, valid or not.
     pub outcome_events_seen: u64,
     /// `tool.lifecycle` events seen, valid or not.
@@ -444,6 +447,7 @@ pub fn extract_traces<'a>(
             events.out.counts.push(count);
         }
         events.out.derived = derived.stats;
+        events.out.remember = derived.remember;
     }
     events.finish()
 }

@@ -8,7 +8,7 @@ use opentelemetry_proto::tonic::collector::logs::v1::ExportLogsServiceRequest;
 use opentelemetry_proto::tonic::collector::metrics::v1::ExportMetricsServiceRequest;
 use opentelemetry_proto::tonic::collector::trace::v1::ExportTraceServiceRequest;
 
-use super::extract::derived::{Derivation, DerivedStats};
+use super::extract::derived::{Derivation, DerivedStats, Remember};
 use super::extract::{self, Limits, Received, Rejection};
 use super::senders::{Heard, Senders};
 use crate::error::{ErrorCode, ServiceError};
@@ -58,6 +58,8 @@ struct Extracted {
     redacted: u64,
     /// Who sent the request, and when its data is from.
     heard: Heard,
+    /// The derived calls it counted, for the join across requests.
+    remember: Remember,
 }
 
 /// Counts since the last heartbeat.
@@ -253,6 +255,10 @@ impl Ingest {
         self.deliver_all(extracted.records, &extracted.rejections, received_at)
             .await?;
         self.heard(extracted.heard);
+        if !extracted.remember.is_empty() {
+            let remembered = self.derivation.remember(extracted.remember, received_at);
+            self.metrics.derived_remembered(remembered);
+        }
         // Beside `events_received`, which counts an adapter's events only.
         self.metrics.events_accepted(
             accepted
@@ -315,6 +321,7 @@ impl Ingest {
                     ignored: out.ignored_metrics,
                     redacted: out.redacted,
                     heard,
+                    remember: Remember::default(),
                 }
             })
             .await?;
@@ -325,6 +332,10 @@ impl Ingest {
         self.deliver_all(extracted.records, &extracted.rejections, received_at)
             .await?;
         self.heard(extracted.heard);
+        if !extracted.remember.is_empty() {
+            let remembered = self.derivation.remember(extracted.remember, received_at);
+            self.metrics.derived_remembered(remembered);
+        }
         self.metrics.counts_accepted(accepted);
         let counts = &self.since_heartbeat;
         counts
@@ -507,6 +518,7 @@ fn events(out: extract::EventsExtract<'_>) -> Extracted {
         ignored: out.ignored,
         redacted: out.redacted,
         heard: Heard::default(),
+        remember: out.remember,
     }
 }
 

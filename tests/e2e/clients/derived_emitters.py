@@ -28,9 +28,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 import httpx2
-from mcp import Client
-from mcp.server.mcpserver import MCPServer
-from mcp_types import CallToolResult, TextContent
+from mcp_tools import call_both, tools_server
 from opentelemetry import trace
 from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import OTLPSpanExporter
 from opentelemetry.instrumentation.httpx import HTTPX2ClientInstrumentor
@@ -128,25 +126,7 @@ async def agent_calls(base: str, closed: str) -> None:
 
 
 async def mcp_calls() -> None:
-    server = MCPServer("tools")
-
-    @server.tool()
-    def add(a: int, b: int) -> int:
-        """Adds."""
-        return a + b
-
-    @server.tool()
-    def search(q: str) -> CallToolResult:
-        """Reports an error in its result."""
-        return CallToolResult(
-            content=[TextContent(type="text", text=f"index offline for {q}")], is_error=True
-        )
-
-    async with Client(server) as client:
-        added = await client.call_tool("add", {"a": 1, "b": 2})
-        failed = await client.call_tool("search", {"q": "x"})
-    if added.is_error or not failed.is_error:
-        raise SystemExit(f"unexpected MCP results: {added!r}, {failed!r}")
+    await call_both(tools_server())
 
 
 def main() -> None:

@@ -90,6 +90,26 @@ pub fn request(connection: usize, batch: usize) -> ExportTraceServiceRequest {
     )
 }
 
+/// Makes `request` (of [`mix_request`]) the `sent`-th of its connection: its traces renumbered,
+/// so that each request's calls are new calls, as in a fleet, and not copies of the first
+/// request's (which the collector's join across requests would count once).
+pub fn renumber_traces(request: &mut ExportTraceServiceRequest, sent: u64) {
+    let spans = request
+        .resource_spans
+        .iter_mut()
+        .flat_map(|r| &mut r.scope_spans)
+        .flat_map(|s| &mut s.spans);
+    for span in spans {
+        if let Some(low) = span.trace_id.get_mut(8..16)
+            && let Ok(bytes) = <[u8; 8]>::try_from(&*low)
+        {
+            // A mix request's trace numbers stay under 2^24 per connection.
+            let renumbered = u64::from_be_bytes(bytes) ^ (sent << 24);
+            low.copy_from_slice(&renumbered.to_be_bytes());
+        }
+    }
+}
+
 /// A request of `spans` spans of a realistic mix for the collector's derived sources: out of every
 /// 10, 8 ordinary (a server span, database calls, internal work) and 2 tool spans (a GenAI tool
 /// call or an MCP call, and an HTTP request it made); two spans in a hundred, one tool call in

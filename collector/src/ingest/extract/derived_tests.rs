@@ -126,6 +126,8 @@ struct Seen {
     /// Values whose credentials were removed.
     redacted: u64,
     stats: derived::DerivedStats,
+    /// The calls to remember once Kafka holds the request.
+    remember: derived::Remember,
 }
 
 fn extract_with(spans: Vec<Span>, derivation: &Derivation) -> Seen {
@@ -170,6 +172,7 @@ fn extract_at(spans: Vec<Span>, derivation: &Derivation, received_at: u64) -> Se
         ignored: out.ignored,
         redacted: out.redacted,
         stats: out.derived,
+        remember: out.remember,
     }
 }
 
@@ -519,6 +522,108 @@ fn spans_sharing_a_tool_call_id_count_once_even_when_not_nested() {
         [count("genai", "fetch", "fetch", "unverified", 2)]
     );
     assert_eq!(seen.stats.joined_into_derived, 1);
+}
+
+/// Extracts `spans` received at `at` and, as the service does once Kafka holds them, remembers
+/// their calls.
+fn stored(spans: Vec<Span>, derivation: &Derivation, at: u64) -> Seen {
+    let mut seen = extract_at(spans, derivation, at);
+    derivation.remember(std::mem::take(&mut seen.remember), at);
+    seen
+}
+
+/// A server's span of an MCP tool call (another process's), under the client's span `parent`.
+fn mcp_server(id: u8, parent: u8, attributes: Vec<KeyValue>) -> Span {
+    let mut server = mcp(id, parent, attributes);
+    server.kind = span::SpanKind::Server as i32;
+    server
+        .attributes
+        .push(text(semconv::GEN_AI_OPERATION_NAME, semconv::EXECUTE_TOOL));
+    server
+}
+
+#[test]
+fn a_call_whose_spans_arrive_in_two_requests_counts_once_and_its_failure_is_never_lost() {
+    const SECOND: u64 = 1_000_000_000;
+    let derivation = Derivation::default();
+    let tool = || text(semconv::GEN_AI_TOOL_NAME, "search");
+    // The server's failed span first, then the client's span it is the child of.
+    let server = stored(
+        vec![failed(mcp_server(2, 1, vec![tool()]), None)],
+        &derivation,
+        END + SECOND,
+    );
+    assert_eq!(
+        server.counts,
+        [count("mcp", "search", "search", "access_failure", 1)]
+    );
+    let client = stored(vec![mcp(1, 0, vec![tool()])], &derivation, END + 2 * SECOND);
+    assert_eq!(client.counts, [], "the client's span is the counted call");
+    assert_eq!(client.stats.joined_across_requests, 1);
+
+    // A span with the same tool call id in the trace, in a third request: the same call.
+    let mut first = genai(3, 0, "lookup");
+    first
+        .attributes
+        .push(text(semconv::GEN_AI_TOOL_CALL_ID, "call_3"));
+    stored(vec![first], &derivation, END + 3 * SECOND);
+    let mut again = genai(4, 0, "lookup");
+    again
+        .attributes
+        .push(text(semconv::GEN_AI_TOOL_CALL_ID, "call_3"));
+    let joined = stored(vec![again.clone()], &derivation, END + 4 * SECOND);
+    assert_eq!(joined.counts, []);
+
+    // The other order: the client's span counted only contact, and the server's failure that
+    // arrives after it is counted too, and said to be.
+    let derivation = Derivation::default();
+    let client = stored(vec![mcp(1, 0, vec![tool()])], &derivation, END + SECOND);
+    assert_eq!(
+        client.counts,
+        [count("mcp", "search", "search", "unverified", 1)]
+    );
+    let server = stored(
+        vec![failed(mcp_server(2, 1, vec![tool()]), None)],
+        &derivation,
+        END + 2 * SECOND,
+    );
+    assert_eq!(
+        server.counts,
+        [count("mcp", "search", "search", "access_failure", 1)]
+    );
+    assert_eq!(server.events.len(), 1);
+    assert_eq!(server.stats.revised_across_requests, 1);
+    // Past two windows the call is forgotten: a copy sent that late counts again.
+    let late = stored(
+        vec![mcp(1, 0, vec![tool()])],
+        &derivation,
+        END + 70 * SECOND,
+    );
+    assert_eq!(
+        late.counts,
+        [count("mcp", "search", "search", "unverified", 1)]
+    );
+
+    // A request that was never stored leaves nothing to join.
+    let derivation = Derivation::default();
+    extract_at(vec![again.clone()], &derivation, END + SECOND);
+    let sent_again = extract_at(vec![again], &derivation, END + 2 * SECOND);
+    assert_eq!(
+        sent_again.counts,
+        [count("genai", "lookup", "lookup", "unverified", 1)]
+    );
+}
+
+#[test]
+fn sibling_calls_in_two_requests_are_two_calls() {
+    let derivation = Derivation::default();
+    stored(vec![genai(2, 1, "fetch")], &derivation, END + 1);
+    let sibling = stored(vec![genai(3, 1, "fetch")], &derivation, END + 2);
+    assert_eq!(
+        sibling.counts,
+        [count("genai", "fetch", "fetch", "unverified", 1)],
+        "two tool calls of one agent span are two calls"
+    );
 }
 
 #[test]

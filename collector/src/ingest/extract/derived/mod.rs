@@ -32,7 +32,14 @@
 //!   the outermost of them, failed when any of them failed;
 //! - an HTTP span under a GenAI or MCP span is a request the tool made, and counts on its own.
 //!
-//! Spans of one call that travel in different requests are not joined (see ARCHITECTURE.md).
+//!
+//! **Across requests** ([`calls`]): a GenAI or MCP call counted in an earlier request is
+//! remembered for `join_window` (by its spans' ids, their parents' ids and its tool call ids),
+//! once Kafka holds that request. A later call whose span is the child, the parent or a copy of
+//! a remembered span, or shares its call id in the trace, is the same call and is not counted
+//! again, unless it shows a failure (or a cancellation) the counted one did not: then it is
+//! counted at its own class too, so a failure seen only in the later request is never lost
+//! (`revised_across_requests`). Requests handled at the same time are not joined.
 
 use std::borrow::Cow;
 use std::sync::Mutex;
@@ -49,6 +56,7 @@ use sha2::{Digest, Sha256};
 use super::failure_type::{DerivedKind, DerivedOutcome, classify};
 use super::outcome::status_message;
 
+mod calls;
 mod cap;
 pub mod conventions;
 mod declared;
@@ -56,6 +64,8 @@ mod join;
 mod read;
 mod target;
 
+use calls::{CallBook, Rank};
+pub use calls::{Remember, Remembered};
 use cap::{Kept, TargetBook};
 use conventions::ResultCheck;
 pub use conventions::{Convention, Conventions, ConventionsError, RawConvention};
@@ -93,6 +103,13 @@ pub struct DerivedConfig {
     pub max_targets: usize,
     /// A kept target or tool that no call named for this long gives up its place under the cap.
     pub forget_targets_after: Duration,
+    /// How long a counted GenAI or MCP call is remembered, so that its spans in later requests
+    /// are not counted again (kept between this and twice this).
+    pub join_window: Duration,
+    /// The most keys the join across requests keeps (a call has one per span, per parent and
+    /// per tool call id); past it the oldest are forgotten early, and counted. The default keeps
+    /// the table at 2^22 slots of 17 bytes (about 72 MiB).
+    pub max_join_keys: usize,
 }
 
 impl Default for DerivedConfig {
@@ -107,6 +124,8 @@ impl Default for DerivedConfig {
             max_targets_per_service: 500,
             max_targets: 200_000,
             forget_targets_after: Duration::from_secs(3600),
+            join_window: Duration::from_secs(30),
+            max_join_keys: 3_500_000,
         }
     }
 }
@@ -117,6 +136,7 @@ impl Default for DerivedConfig {
 pub struct Derivation {
     config: DerivedConfig,
     targets: Mutex<TargetBook>,
+    calls: Mutex<CallBook>,
 }
 
 impl Derivation {
@@ -125,7 +145,19 @@ impl Derivation {
         Self {
             config,
             targets: Mutex::default(),
+            calls: Mutex::default(),
         }
+    }
+
+    /// Remembers the calls of a request Kafka now holds (received at `now`, Unix nanoseconds),
+    /// so that their spans in later requests join them.
+    pub fn remember(&self, calls: Remember, now: u64) -> Remembered {
+        let mut book = self
+            .calls
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        book.advance(now, self.config.join_window);
+        book.remember(calls, self.config.max_join_keys)
     }
 
     /// Its configuration.
@@ -179,6 +211,12 @@ pub struct DerivedStats {
     pub joined_into_adapter: u64,
     /// GenAI or MCP spans counted as part of another span of the same call.
     pub joined_into_derived: u64,
+    /// GenAI or MCP calls not counted because an earlier request counted them: the span that
+    /// names each (its other spans are in `joined_into_derived`).
+    pub joined_across_requests: u64,
+    /// Calls an earlier request counted that a later one counted again, at the failure or
+    /// cancellation its spans showed and the earlier ones did not.
+    pub revised_across_requests: u64,
     /// Calls whose target or tool was folded into [`OTHER_TARGET`] by the cap.
     pub folded_targets: u64,
     /// Failed calls past the request's `max_events_per_request` (with the adapter's events
@@ -207,6 +245,8 @@ pub(super) struct Derived<'a> {
     /// For an adapter's span under a GenAI or MCP span with a tool call id, that id: the
     /// adapter's events on the span take it.
     pub adapter_call_ids: Vec<(SpanKey<'a>, &'a str)>,
+    /// The counted GenAI and MCP calls, to remember once Kafka holds the request.
+    pub remember: Remember,
     pub stats: DerivedStats,
 }
 
@@ -227,6 +267,7 @@ pub(super) fn derive<'a>(
         events: Vec::new(),
         counts: Vec::new(),
         refusals: Vec::new(),
+        remember: Remember::default(),
         stats: DerivedStats::default(),
     };
     // Where each candidate's call is counted: itself, or the candidate that stands for the
@@ -293,6 +334,12 @@ pub(super) fn derive<'a>(
         .lock()
         .unwrap_or_else(std::sync::PoisonError::into_inner);
     book.advance(received.time_unix_nano, derivation.config());
+    let mut earlier = derivation
+        .calls
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    earlier.advance(received.time_unix_nano, derivation.config().join_window);
+    let (mut lookups, mut keys) = (Vec::new(), Vec::new());
     for call_members in members.chunk_by(|a, b| a.0 == b.0) {
         let index = call_members[0].0;
         let candidate = &candidates[index];
@@ -380,6 +427,43 @@ pub(super) fn derive<'a>(
                 }
             }),
         };
+        if candidate.source != OutcomeSource::Http {
+            let rank = match (ending, &failure) {
+                (_, Some(_)) => Rank::Failed,
+                (Some((_, _, DerivedOutcome::Cancelled { .. })), None) => Rank::Cancelled,
+                _ => Rank::Contact,
+            };
+            // What an earlier request's call would have left (`lookups`), and what this one
+            // leaves (`keys`): see `calls`.
+            let trace = candidate.span.trace_id.as_slice();
+            lookups.clear();
+            keys.clear();
+            for &(_, member) in call_members {
+                let span = candidates[member].span;
+                let own = earlier.span(trace, &span.span_id);
+                lookups.extend([own, earlier.parent(trace, &span.span_id)]);
+                keys.push(own);
+                if !span.parent_span_id.is_empty() {
+                    lookups.push(earlier.span(trace, &span.parent_span_id));
+                    keys.push(earlier.parent(trace, &span.parent_span_id));
+                }
+                let convention = derivation.convention(candidates[member].convention);
+                if let Some(id) = first_string(&span.attributes, &convention.call_id) {
+                    let id = earlier.call_id(trace, id);
+                    lookups.push(id);
+                    keys.push(id);
+                }
+            }
+            match earlier.counted(lookups.iter().copied()) {
+                Some(counted) if counted >= rank => {
+                    out.stats.joined_across_requests += 1;
+                    continue;
+                }
+                Some(_) => out.stats.revised_across_requests += 1,
+                None => {}
+            }
+            out.remember.call(keys.iter().copied(), rank);
+        }
         let service_key = service_keys[candidate.service];
         let keep_target = book.admit(service_key, Kept::Target, &call.target, config);
         let keep_tool = book.admit(service_key, Kept::Tool, call.tool_name, config);
@@ -491,6 +575,7 @@ pub(super) fn derive<'a>(
         point.ids.update(call.span_id);
     }
     drop(book);
+    drop(earlier);
     let mut calls: HashMap<(OutcomeSource, usize, CountClass), u64> = HashMap::default();
     for (key, point) in points {
         *calls

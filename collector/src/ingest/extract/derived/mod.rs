@@ -33,7 +33,7 @@
 //! - an HTTP span under a GenAI or MCP span is a request the tool made, and counts on its own.
 //!
 //!
-//! **Across requests** ([`calls`]): a GenAI or MCP call counted in an earlier request is
+//! **Across requests** (`calls`): a GenAI or MCP call counted in an earlier request is
 //! remembered for `join_window` (by its spans' ids, their parents' ids and its tool call ids),
 //! once Kafka holds that request. A later call whose span is the child, the parent or a copy of
 //! a remembered span, or shares its call id in the trace, is the same call and is not counted

@@ -221,6 +221,7 @@ fn following(
                 operation: Operation {
                     id: "op-1".into(),
                     status_url: Some("http://exports.internal/v1/operations/op-1".into()),
+                    generated: false,
                 },
             }),
             ..Classification::new(Outcome::Success {

@@ -3,6 +3,7 @@
 
 #![allow(clippy::unwrap_used)] // a panic in a test or a benchmark set-up is its failure report
 
+use std::collections::BTreeSet;
 use std::time::{Duration, SystemTime};
 
 use bytes::Bytes;
@@ -540,6 +541,28 @@ fn cases() -> Vec<Case> {
 }
 
 #[test]
+fn acceptances_whose_source_names_no_operation_never_share_an_id() {
+    let classifier = plain();
+    let ids: BTreeSet<String> = (0..1000)
+        .map(|n| {
+            let got = classifier.classify(response(202, &[], ""));
+            let operation = accepted_operation("nameless 202", &got);
+            assert!(operation.generated, "{operation:?}");
+            assert!(operation.id.starts_with("candor-"), "{operation:?}");
+            assert_eq!(operation.id.len(), "candor-".len() + 32, "{operation:?}");
+            assert_eq!(got.evidence, None, "a made-up id is no evidence");
+            if n == 0 {
+                // One the source named is not generated.
+                let named = classifier.classify(response(202, &[("X-Request-Id", "r-1")], ""));
+                assert!(!accepted_operation("named", &named).generated);
+            }
+            operation.id.clone()
+        })
+        .collect();
+    assert_eq!(ids.len(), 1000);
+}
+
+#[test]
 fn every_rule_of_the_http_table_classifies_as_documented() {
     for case in cases() {
         let name = case.name;
@@ -684,8 +707,16 @@ proptest! {
         classifier in classifiers(),
         exchange in prop_oneof![4 => responses(100u16..600), 1 => transport_errors()],
     ) {
-        let first = classifier.classify(exchange.clone());
-        let second = classifier.classify(exchange);
+        let mut first = classifier.classify(exchange.clone());
+        let mut second = classifier.classify(exchange);
+        // An operation id made up for a nameless acceptance is new each time, by design.
+        let generated = |c: &Classification<Value>| {
+            c.lifecycle.as_ref().is_some_and(|l| l.operation().generated)
+        };
+        if generated(&first) {
+            prop_assert!(generated(&second));
+            prop_assert_ne!(first.lifecycle.take(), second.lifecycle.take());
+        }
         prop_assert_eq!(first, second);
     }
 

@@ -679,6 +679,7 @@ async fn an_author_status_read_can_verify_completion_by_reading_the_resource_bac
             Operation {
                 id: "e-9".into(),
                 status_url: None,
+                generated: false,
             },
             |_: &Operation, context: AttemptContext| reads.attempt(context),
         )

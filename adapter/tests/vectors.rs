@@ -509,9 +509,36 @@ fn run_call(case: &CallCase) -> Vec<String> {
     if left > 0 {
         errors.push(format!("{left} listed attempt(s) were never made"));
     }
+    GENERATED_IDS.with_borrow_mut(Vec::clear);
     compare_envelope(&envelope, &case.expect.envelope, &mut errors);
     compare_telemetry(case, &spans, &metrics, &meter_provider, &mut errors);
+    let generated: BTreeSet<String> = GENERATED_IDS
+        .with_borrow_mut(std::mem::take)
+        .into_iter()
+        .collect();
+    if generated.len() > 1 {
+        errors.push(format!(
+            "the ids matched by $generated_id differ within the case: {generated:?}"
+        ));
+    }
     errors
+}
+
+thread_local! {
+    /// The texts `$generated_id` matched in the case being compared (one case at a time on a
+    /// thread), which must all be one id.
+    static GENERATED_IDS: std::cell::RefCell<Vec<String>> = const { std::cell::RefCell::new(Vec::new()) };
+}
+
+/// Whether `text` is an id an adapter made (rule `HTTP-202`): `candor-` and 32 lowercase
+/// hexadecimal digits.
+fn is_generated_id(text: &str) -> bool {
+    text.strip_prefix("candor-").is_some_and(|hex| {
+        hex.len() == 32
+            && hex
+                .bytes()
+                .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
+    })
 }
 
 fn compare_envelope(envelope: &Envelope<Value>, expected: &Value, errors: &mut Vec<String>) {
@@ -746,7 +773,15 @@ fn match_text(matcher: &Value, actual: &Value, path: &str, errors: &mut Vec<Stri
             .unwrap_or_default()
     };
     for key in matcher.as_object().into_iter().flat_map(|map| map.keys()) {
-        if !["$contains", "$excludes", "$max_chars", "$any"].contains(&key.as_str()) {
+        if ![
+            "$contains",
+            "$excludes",
+            "$max_chars",
+            "$any",
+            "$generated_id",
+        ]
+        .contains(&key.as_str())
+        {
             errors.push(format!("{path}: unknown matcher {key}"));
         }
     }
@@ -759,6 +794,14 @@ fn match_text(matcher: &Value, actual: &Value, path: &str, errors: &mut Vec<Stri
         if text.contains(word) {
             errors.push(format!("{path}: {text:?} contains {word:?}"));
         }
+    }
+    if matcher["$generated_id"] == Value::Bool(true) {
+        if !is_generated_id(text) {
+            errors.push(format!(
+                "{path}: {text:?} is not an id the adapter made (candor- and 32 hex digits)"
+            ));
+        }
+        GENERATED_IDS.with_borrow_mut(|ids| ids.push(text.to_owned()));
     }
     if let Some(max) = matcher["$max_chars"].as_u64()
         && text.chars().count() as u64 > max

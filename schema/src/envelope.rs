@@ -256,6 +256,10 @@ pub struct Operation {
     /// Where its status can be read, when the source said.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub status_url: Option<String>,
+    /// True when the source named no id and the adapter made `id` up: unique to the call, but
+    /// nothing the source knows the operation by. Absent (false) otherwise.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub generated: bool,
 }
 
 /// The resource an asynchronous operation produced or changed, as its end named it.

@@ -136,6 +136,7 @@ fn examples() -> Vec<Envelope<Value>> {
                 operation: Operation {
                     id: "j-7".into(),
                     status_url: Some("https://search.example/jobs/j-7".into()),
+                    generated: false,
                 },
             }),
         ),

@@ -441,16 +441,19 @@ impl HttpClassifier {
         let location = header_str(&response.headers, &OPERATION_LOCATION)
             .or_else(|| header_str(&response.headers, &LOCATION))
             .map(str::to_owned);
-        let id = from_body
+        let named = from_body
             .or_else(|| location.clone())
-            .or_else(|| header_str(&response.headers, &self.request_id_header).map(str::to_owned))
-            .unwrap_or_else(|| "unidentified".into());
+            .or_else(|| header_str(&response.headers, &self.request_id_header).map(str::to_owned));
+        // The source named no id: one made up here keeps this operation apart from every other,
+        // and is no evidence of anything the source holds.
+        let generated = named.is_none();
+        let id = named.unwrap_or_else(generated_operation_id);
         Classification {
             outcome: Outcome::Success {
                 payload: body,
                 extent: self.extent(None, None),
             },
-            evidence: Some(Evidence {
+            evidence: (!generated).then(|| Evidence {
                 kind: EvidenceKind::JobId,
                 value: id.clone(),
             }),
@@ -458,6 +461,7 @@ impl HttpClassifier {
                 operation: Operation {
                     id,
                     status_url: location,
+                    generated,
                 },
             }),
             poll_after: retry_after(&response.headers, response.received_at),
@@ -511,6 +515,24 @@ impl Classify<HttpExchange> for HttpClassifier {
         }
     }
 }
+
+/// An operation id for an acceptance whose source named none (rule `HTTP-202`): `candor-` and 32
+/// lowercase hexadecimal digits, two SipHash values of a process-wide counter under keys the
+/// standard library draws at random, so no two calls share one.
+pub fn generated_operation_id() -> String {
+    use std::hash::{BuildHasher as _, Hasher as _};
+    static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let half = || {
+        let mut hasher = std::collections::hash_map::RandomState::new().build_hasher();
+        hasher.write_u64(n);
+        hasher.finish()
+    };
+    format!("{GENERATED_ID_PREFIX}{:016x}{:016x}", half(), half())
+}
+
+/// What every operation id the adapter makes begins with.
+pub const GENERATED_ID_PREFIX: &str = "candor-";
 
 fn protocol_failure(message: String, retryable: bool) -> Outcome<Value> {
     Outcome::AccessFailure {

@@ -246,6 +246,7 @@ impl ReadStatus<HttpExchange> for LongRunning {
         Some(Operation {
             id: name.to_owned(),
             status_url: None,
+            generated: false,
         })
     }
 

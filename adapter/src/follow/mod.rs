@@ -164,7 +164,7 @@ pub trait ReadStatus<R>: Send + Sync {
 ///     }),
 ///     _ => StatusRead::status(OperationStatus::Running { percent_complete: None }),
 /// });
-/// let operation = Operation { id: "e-1".into(), status_url: None };
+/// let operation = Operation { id: "e-1".into(), status_url: None, generated: false };
 /// assert!(reader.read(&operation, ("done".into(), Some(7))).status.unwrap().is_terminal());
 /// ```
 pub struct FnStatus<F> {

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import random
+import re
 from collections.abc import Callable
 from datetime import UTC, datetime
 
@@ -241,9 +242,13 @@ def test_a_202_is_an_acceptance_named_by_the_body_location_or_request_id() -> No
     assert by_request_id.outcome.payload is None
     assert by_request_id.lifecycle is not None
     assert by_request_id.lifecycle.operation.id == "r-1"
-    nameless = CLASSIFIER.classify(HttpResponse(202))
-    assert nameless.lifecycle is not None
-    assert nameless.lifecycle.operation.id == "unidentified"
+    nameless = [CLASSIFIER.classify(HttpResponse(202)) for _ in range(1000)]
+    ids = {c.lifecycle.operation.id for c in nameless if c.lifecycle is not None}
+    assert len(ids) == 1000, "acceptances whose source named nothing never share an id"
+    assert all(re.fullmatch(r"candor-[0-9a-f]{32}", id) for id in ids)
+    assert all(c.lifecycle is not None and c.lifecycle.operation.generated for c in nameless)
+    assert all(c.evidence is None for c in nameless), "a made-up id is no evidence"
+    assert not by_request_id.lifecycle.operation.generated
     cut = CLASSIFIER.classify(HttpResponse(202, body=b"{}", body_end=BodySizeCap(2)))
     assert isinstance(cut.outcome, Partial)
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import copy
 import json
 from datetime import UTC, datetime, timedelta
+from importlib import resources
 from pathlib import Path
 from typing import Any
 
@@ -396,4 +397,11 @@ def test_the_mcp_rendering() -> None:
             "isError"
         ]
         is False
+    )
+
+
+def test_the_packaged_schema_is_the_specs() -> None:
+    packaged = resources.files("candor").joinpath("envelope.v1.schema.json").read_text("utf-8")
+    assert json.loads(packaged) == json.loads(SCHEMA.read_text("utf-8")), (
+        "copy spec/v1/envelope.v1.schema.json to adapters/python/src/candor/"
     )

@@ -451,7 +451,11 @@ def test_an_acceptance_without_a_status_url_cannot_be_followed_and_says_so(
     assert failure.kind is AccessFailureKind.PROTOCOL
     assert failure.error_type == "no_status_url"
     assert not failure.retryable
-    assert envelope.lifecycle == Lifecycle.accepted(Operation("unidentified"))
+    assert envelope.lifecycle is not None
+    operation = envelope.lifecycle.operation
+    assert operation.generated
+    assert operation.id.startswith("candor-")
+    assert operation.status_url is None
     assert following(envelope).retry_action is RetryAction.PERMANENT
     assert (source.starts, source.reads, clock.slept) == (1, [], [])
 

@@ -284,8 +284,11 @@ def run_call(case: dict[str, Json]) -> list[str]:
     if script.steps:
         errors.append(f"{len(script.steps)} listed attempt(s) were never made")
     expect = case["expect"]
+    generated_ids.clear()
     compare_envelope(envelope, expect["envelope"], errors)
     compare_telemetry(expect, spans, reader, errors)
+    if len(set(generated_ids)) > 1:
+        errors.append(f"the ids matched by $generated_id differ within the case: {generated_ids}")
     tracer_provider.shutdown()
     meter_provider.shutdown()
     return errors
@@ -424,7 +427,13 @@ def run_envelope(case: dict[str, Json]) -> list[str]:
 
 # --- The comparison, as the Rust runner makes it -------------------------------------------
 
-MATCHER_KEYS = {"$contains", "$excludes", "$max_chars", "$any"}
+MATCHER_KEYS = {"$contains", "$excludes", "$max_chars", "$any", "$generated_id"}
+
+GENERATED_ID = re.compile(r"candor-[0-9a-f]{32}")
+"""An id an adapter made (rule ``HTTP-202``)."""
+
+generated_ids: list[str] = []
+"""The texts ``$generated_id`` matched in the case being compared, which must all be one id."""
 
 
 def is_matcher(value: Json) -> bool:
@@ -479,6 +488,10 @@ def match_text(matcher: dict[str, Json], actual: Json, path: str, errors: list[s
     errors.extend(
         f"{path}: {actual!r} contains {word!r}" for word in words("$excludes") if word in actual
     )
+    if matcher.get("$generated_id") is True:
+        if GENERATED_ID.fullmatch(actual) is None:
+            errors.append(f"{path}: {actual!r} is not an id the adapter made")
+        generated_ids.append(actual)
     limit = matcher.get("$max_chars")
     if isinstance(limit, int) and not isinstance(limit, bool) and len(actual) > limit:
         errors.append(f"{path}: {len(actual)} characters, at most {limit} expected")

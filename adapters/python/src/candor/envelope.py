@@ -346,11 +346,16 @@ class Operation:
     """The operation's stable id (a job id, not a label)."""
     status_url: str | None = None
     """Where its status can be read, when the source said."""
+    generated: bool = False
+    """True when the source named no id and the adapter made ``id`` up: unique to the call, but
+    nothing the source knows the operation by."""
 
     def to_dict(self) -> JsonObject:
         """The JSON object, absent fields left out."""
         out: JsonObject = {"id": self.id}
         _put(out, "status_url", self.status_url)
+        if self.generated:
+            out["generated"] = True
         return out
 
 

@@ -333,9 +333,11 @@ def _attempt(value: object, path: str) -> Attempt:
 
 
 def _operation(value: object, path: str) -> Operation:
-    data = _object(value, path, ("id",), ("status_url",))
+    data = _object(value, path, ("id",), ("status_url", "generated"))
     return Operation(
-        id=_str(data["id"], _at(path, "id")), status_url=_opt_str(data, "status_url", path)
+        id=_str(data["id"], _at(path, "id")),
+        status_url=_opt_str(data, "status_url", path),
+        generated="generated" in data and _bool(data["generated"], _at(path, "generated")),
     )
 
 

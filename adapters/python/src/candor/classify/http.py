@@ -28,6 +28,7 @@ one, a top-level JSON array is the collection and any other JSON value is a sing
 from __future__ import annotations
 
 import re
+import secrets
 import time
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -473,22 +474,42 @@ class HttpClassifier:
         location = response.header("operation-location")
         if location is None:
             location = response.header("location")
-        operation_id = (
+        named = (
             from_body
             if from_body is not None
             else location
             if location is not None
-            else response.header(self.request_id_header) or "unidentified"
+            else response.header(self.request_id_header)
         )
+        # The source named no id: one made up here keeps this operation apart from every
+        # other, and is no evidence of anything the source holds.
+        if named is None:
+            operation = Operation(generated_operation_id(), status_url=location, generated=True)
+            evidence = None
+        else:
+            operation = Operation(named, status_url=location)
+            evidence = Evidence(EvidenceKind.JOB_ID, named)
         return Classification(
             Success(body, self._extent(None, None)),
-            Evidence(EvidenceKind.JOB_ID, operation_id),
-            Lifecycle.accepted(Operation(operation_id, status_url=location)),
+            evidence,
+            Lifecycle.accepted(operation),
             _retry_after_ms(response),
         )
 
     def _extent(self, items: int | None, declared_total: int | None) -> Extent:
         return Extent(items=items, declared_total=declared_total, scope=self.scope)
+
+
+GENERATED_ID_PREFIX: Final = "candor-"
+"""What every operation id the adapter makes begins with."""
+
+
+def generated_operation_id() -> str:
+    """An operation id for an acceptance whose source named none (rule ``HTTP-202``).
+
+    ``candor-`` and 32 lowercase hexadecimal digits, 128 random bits, so no two calls share one.
+    """
+    return GENERATED_ID_PREFIX + secrets.token_hex(16)
 
 
 def _status_failure(code: int) -> tuple[AccessFailureKind, bool]:

@@ -32,6 +32,37 @@ pub struct AttemptContext {
     pub number: u32,
     /// How long this attempt may take before the adapter abandons it.
     pub timeout: Duration,
+    /// The call's idempotency key, the same for every attempt of the call, when the adapter
+    /// makes one ([`AdapterBuilder::idempotency_key`]): the operation sends it unchanged in the
+    /// `Idempotency-Key` header.
+    pub idempotency_key: Option<IdempotencyKey>,
+}
+
+/// A call's idempotency key: `candor-` and 32 lowercase hexadecimal digits, new for each call.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub struct IdempotencyKey([u8; IdempotencyKey::LEN]);
+
+impl IdempotencyKey {
+    const LEN: usize = 39;
+
+    /// A new key, unique to the call.
+    fn new() -> Self {
+        let mut key = [0u8; Self::LEN];
+        key.copy_from_slice(crate::classify::http::generated_operation_id().as_bytes());
+        Self(key)
+    }
+
+    /// The key as the header carries it.
+    pub fn as_str(&self) -> &str {
+        // Made of ASCII only (`new`): always valid UTF-8.
+        std::str::from_utf8(&self.0).unwrap_or_default()
+    }
+}
+
+impl std::fmt::Debug for IdempotencyKey {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
 }
 
 /// Placeholder for a builder that has not been given a classifier yet; an adapter built with it
@@ -86,6 +117,9 @@ pub struct AdapterBuilder<C = NoClassifier, K = TokioClock, S = NoFollow> {
     authority: Option<Authority>,
     jitter: Option<Jitter>,
     telemetry: TelemetryConfig,
+    method: http::Method,
+    idempotent: Option<bool>,
+    idempotency_key: bool,
 }
 
 impl<C, K, S> AdapterBuilder<C, K, S> {
@@ -110,6 +144,9 @@ impl<C, K, S> AdapterBuilder<C, K, S> {
             authority: self.authority,
             jitter: self.jitter,
             telemetry: self.telemetry,
+            method: self.method,
+            idempotent: self.idempotent,
+            idempotency_key: self.idempotency_key,
         }
     }
 
@@ -209,6 +246,28 @@ impl<C, K, S> AdapterBuilder<C, K, S> {
         self
     }
 
+    /// The request's method (default `GET`): whether a call that may have been applied can be
+    /// sent again follows from it, unless [`AdapterBuilder::idempotent`] says (rule
+    /// `RETRY-UNSAFE`).
+    pub fn method(mut self, method: http::Method) -> Self {
+        self.method = method;
+        self
+    }
+
+    /// Declares whether a call may be made twice with the effect of once, whatever its method.
+    pub fn idempotent(mut self, idempotent: bool) -> Self {
+        self.idempotent = Some(idempotent);
+        self
+    }
+
+    /// Makes one idempotency key per call and gives it to every attempt
+    /// ([`AttemptContext::idempotency_key`]), which sends it in the `Idempotency-Key` header: the
+    /// call may then be sent again after an attempt that may have been applied.
+    pub fn idempotency_key(mut self, on: bool) -> Self {
+        self.idempotency_key = on;
+        self
+    }
+
     /// Checks the settings and builds the adapter.
     pub fn build(self) -> Result<Adapter<C, K, S>, BuildError> {
         if self.tool.trim().is_empty() {
@@ -248,6 +307,11 @@ impl<C, K, S> AdapterBuilder<C, K, S> {
             authority: self.authority,
             jitter: self.jitter.unwrap_or_else(Jitter::from_entropy),
             telemetry,
+            repeatable: self.idempotency_key
+                || self
+                    .idempotent
+                    .unwrap_or_else(|| is_idempotent_method(&self.method)),
+            idempotency_key: self.idempotency_key,
         })
     }
 }
@@ -272,6 +336,9 @@ pub struct Adapter<C, K = TokioClock, S = NoFollow> {
     authority: Option<Authority>,
     jitter: Jitter,
     telemetry: Telemetry,
+    /// Whether a call may be sent again after an attempt that may have been applied.
+    repeatable: bool,
+    idempotency_key: bool,
 }
 
 impl Adapter<NoClassifier, TokioClock> {
@@ -295,6 +362,9 @@ impl Adapter<NoClassifier, TokioClock> {
             authority: None,
             jitter: None,
             telemetry: TelemetryConfig::default(),
+            method: http::Method::GET,
+            idempotent: None,
+            idempotency_key: false,
         }
     }
 }
@@ -436,18 +506,28 @@ impl<C, K: Clock, S> Adapter<C, K, S> {
         let mut attempts = Vec::with_capacity(1);
         let mut number = 0;
         let mut attempt_offset = Duration::ZERO;
+        let idempotency_key = self.idempotency_key.then(IdempotencyKey::new);
         let (last, finished) = loop {
             number += 1;
             let deadline_left = self.deadline.saturating_sub(attempt_offset);
             let timeout = self.attempt_timeout.min(deadline_left);
-            let context = AttemptContext { number, timeout };
+            let context = AttemptContext {
+                number,
+                timeout,
+                idempotency_key,
+            };
             let raw = race(operation(context), || self.clock.sleep(timeout)).await;
-            let classification = match raw {
+            let mut classification = match raw {
                 Some(raw) => self.classifier.classify(raw),
                 None => Classification::new(Outcome::AccessFailure {
                     failure: timed_out(timeout, timeout < self.attempt_timeout),
                 }),
             };
+            if !self.repeatable
+                && let Outcome::AccessFailure { failure } = &mut classification.outcome
+            {
+                not_sent_again(failure);
+            }
             let elapsed = self.clock.now().saturating_duration_since(started);
             let mut decision = self.policy.decide(
                 number,
@@ -556,6 +636,7 @@ impl<C, K: Clock, S> Adapter<C, K, S> {
                 let context = AttemptContext {
                     number: reads,
                     timeout,
+                    idempotency_key: None,
                 };
                 let raw = race(read_status(&operation, context), || {
                     self.clock.sleep(timeout)
@@ -876,6 +957,33 @@ where
 
 /// The outcome of an attempt that produced no answer in time: labelled from the adapter's own
 /// knowledge that a request went out and nothing came back.
+/// What precedes the message of a failure that may have been applied, of a call not safe to
+/// repeat (rule `RETRY-UNSAFE`).
+pub const NOT_SENT_AGAIN: &str = "the request may have been applied, so it was not sent again: ";
+
+/// Makes `failure` not retryable when it may have been applied (rule `RETRY-UNSAFE`), for a call
+/// that is not safe to repeat.
+fn not_sent_again(failure: &mut Failure) {
+    if failure.retryable && crate::retry::may_have_been_applied(failure) {
+        failure.retryable = false;
+        failure.message.insert_str(0, NOT_SENT_AGAIN);
+    }
+}
+
+/// Whether RFC 9110 (section 9.2.2) defines `method` as idempotent.
+fn is_idempotent_method(method: &http::Method) -> bool {
+    use http::Method;
+    [
+        Method::GET,
+        Method::HEAD,
+        Method::OPTIONS,
+        Method::TRACE,
+        Method::PUT,
+        Method::DELETE,
+    ]
+    .contains(method)
+}
+
 fn timed_out(after: Duration, cut_by_deadline: bool) -> Failure {
     let (kind, message, error_type) = if cut_by_deadline {
         (

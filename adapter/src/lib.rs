@@ -6,6 +6,13 @@
 //! it records one `tool.outcome` span event, and it counts every call on `tool.outcomes`, through
 //! the OpenTelemetry API (applications install the SDK; see the `otlp` feature).
 //!
+//! A retry never starts work twice: after an attempt that may have been applied (no answer
+//! after the request was sent, or a failure status other than 408, 429 and 503), a call is sent
+//! again only when it is safe to repeat: its [`AdapterBuilder::method`] is idempotent (`GET` by
+//! default), the author declares it [`AdapterBuilder::idempotent`], or it carries an
+//! [`AdapterBuilder::idempotency_key`] that every attempt sends. Otherwise it ends at once as a
+//! not retryable AccessFailure that says so ([`NOT_SENT_AGAIN`]).
+//!
 //! ```
 //! use std::time::Duration;
 //! use candor_adapter::classify::http::{HttpClassifier, HttpResponse, NotFound};
@@ -48,7 +55,8 @@ pub mod telemetry;
 pub mod testing;
 
 pub use adapter::{
-    ADAPTER_VERSION, Adapter, AdapterBuilder, AttemptContext, BuildError, NoClassifier,
+    ADAPTER_VERSION, Adapter, AdapterBuilder, AttemptContext, BuildError, IdempotencyKey,
+    NOT_SENT_AGAIN, NoClassifier,
 };
 pub use classify::http::{HttpClassifier, NotFound};
 pub use classify::{Classification, Classify, FnClassifier};

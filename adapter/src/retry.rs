@@ -11,7 +11,7 @@ use std::num::NonZeroU32;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
-use candor_schema::{Outcome, RetryAction};
+use candor_schema::{Failure, Outcome, RetryAction};
 
 /// What the policy decided after an attempt.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -196,6 +196,17 @@ impl RetryPolicy {
             return exhausted;
         }
         Decision::Retry { after: wait }
+    }
+}
+
+/// Whether the source may have applied the request an attempt failed on (rule `RETRY-UNSAFE`):
+/// unless it is known not to have been processed, a 408, 429 or 503, or a connection that was
+/// never made (`connect_error`, with no status).
+pub fn may_have_been_applied(failure: &Failure) -> bool {
+    match failure.status {
+        Some(408 | 429 | 503) => false,
+        Some(_) => true,
+        None => failure.error_type.as_deref() != Some("connect_error"),
     }
 }
 

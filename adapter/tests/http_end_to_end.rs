@@ -10,8 +10,12 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use bytes::Bytes;
 use candor_adapter::http_client::HttpClient;
-use candor_adapter::{Adapter, HttpClassifier, KeepToolFailures, NotFound, RetryPolicy};
+use candor_adapter::{
+    Adapter, AttemptContext, HttpClassifier, KeepToolFailures, NOT_SENT_AGAIN, NotFound,
+    RetryPolicy,
+};
 use candor_schema::names;
 use candor_schema::{AccessFailureKind, Envelope, Outcome, OutcomeClass, PartialKind, RetryAction};
 use http::HeaderMap;
@@ -39,6 +43,8 @@ fn reply(status: &str, body: &str) -> Reply {
 struct Server {
     addr: SocketAddr,
     requests: Arc<AtomicUsize>,
+    /// Each request's head (request line and headers), in arrival order.
+    heads: Arc<Mutex<Vec<String>>>,
 }
 
 impl Server {
@@ -46,16 +52,36 @@ impl Server {
         let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
         let addr = listener.local_addr().unwrap();
         let requests = Arc::new(AtomicUsize::new(0));
+        let heads = Arc::new(Mutex::new(Vec::new()));
         let script = Arc::new(Mutex::new(VecDeque::from(script)));
-        let counter = requests.clone();
+        let (counter, seen) = (requests.clone(), heads.clone());
         tokio::spawn(async move {
             while let Ok((stream, _)) = listener.accept().await {
                 let next = script.lock().unwrap().pop_front();
                 counter.fetch_add(1, Ordering::SeqCst);
-                tokio::spawn(serve(stream, next));
+                tokio::spawn(serve(stream, next, seen.clone()));
             }
         });
-        Self { addr, requests }
+        Self {
+            addr,
+            requests,
+            heads,
+        }
+    }
+
+    /// The values of the header `name` (lower case) each request carried, in arrival order.
+    fn header_values(&self, name: &str) -> Vec<Option<String>> {
+        self.heads
+            .lock()
+            .unwrap()
+            .iter()
+            .map(|head| {
+                head.lines().find_map(|line| {
+                    let (key, value) = line.split_once(':')?;
+                    (key.trim().eq_ignore_ascii_case(name)).then(|| value.trim().to_owned())
+                })
+            })
+            .collect()
     }
 
     fn url(&self, path: &str) -> String {
@@ -67,7 +93,7 @@ impl Server {
     }
 }
 
-async fn serve(mut stream: TcpStream, reply: Option<Reply>) {
+async fn serve(mut stream: TcpStream, reply: Option<Reply>, heads: Arc<Mutex<Vec<String>>>) {
     let mut head = Vec::new();
     let mut buf = [0u8; 1024];
     while !head.windows(4).any(|w| w == b"\r\n\r\n") {
@@ -76,6 +102,10 @@ async fn serve(mut stream: TcpStream, reply: Option<Reply>) {
             Ok(n) => head.extend_from_slice(&buf[..n]),
         }
     }
+    heads
+        .lock()
+        .unwrap()
+        .push(String::from_utf8_lossy(&head).into_owned());
     match reply {
         Some(Reply::Raw(bytes)) => {
             let _ = stream.write_all(bytes.as_bytes()).await;
@@ -168,6 +198,92 @@ async fn a_response_slower_than_the_timeout_is_an_access_failure() {
     assert_eq!(failure.kind, AccessFailureKind::Timeout);
     assert_eq!(failure.status, None);
     assert_eq!(spans.outcome_events(), 1);
+}
+
+#[tokio::test]
+async fn a_post_taken_and_answered_late_is_sent_once_a_get_is_retried_and_a_keyed_post_repeats_its_key()
+ {
+    const ITEMS: &str = r#"{"items":[1,2]}"#;
+    let client = HttpClient::new(1 << 20);
+    let spans = spans();
+    // Each request is read whole (so a POST may have been applied), then answered after the
+    // attempt timeout, or never.
+    let server = Server::start(vec![Reply::Hang, Reply::Hang, Reply::Hang]).await;
+    let url = server.url("/orders");
+    let post = Adapter::builder("place_order", &url)
+        .classifier(HttpClassifier::new(NotFound::Unreachable).items_at("/items"))
+        .attempt_timeout(Duration::from_millis(300))
+        .method(http::Method::POST)
+        .tracer_provider(&spans.provider)
+        .build()
+        .unwrap();
+    let body = Bytes::from_static(b"{\"sku\":\"a-1\"}");
+    let no_headers = HeaderMap::new();
+    let envelope = post
+        .call(|_| client.post(&url, &no_headers, body.clone()))
+        .await;
+    assert_eq!(
+        server.requests(),
+        1,
+        "a POST that may have been applied is sent once"
+    );
+    let Outcome::AccessFailure { failure } = envelope.outcome() else {
+        panic!("{envelope:?}");
+    };
+    assert_eq!(failure.kind, AccessFailureKind::Timeout);
+    assert!(!failure.retryable);
+    assert!(
+        failure.message.starts_with(NOT_SENT_AGAIN),
+        "{}",
+        failure.message
+    );
+    assert_eq!(
+        envelope.attempts()[0].retry_action,
+        Some(RetryAction::Permanent)
+    );
+
+    // A GET in the same situation is retried until the budget runs out.
+    let server = Server::start(vec![Reply::Hang, Reply::Hang, Reply::Hang]).await;
+    let envelope = call(&server.url("/orders"), 3, &spans).await;
+    assert_eq!(server.requests(), 3);
+    assert_eq!(
+        envelope.attempts().last().and_then(|a| a.retry_action),
+        Some(RetryAction::Exhausted)
+    );
+
+    // A POST that carries an idempotency key is sent again, every copy with the same key, and a
+    // second call with a key of its own.
+    let server = Server::start(vec![
+        Reply::Hang,
+        reply("200 OK", ITEMS),
+        reply("200 OK", ITEMS),
+    ])
+    .await;
+    let url = server.url("/orders");
+    let keyed = Adapter::builder("place_order", &url)
+        .classifier(HttpClassifier::new(NotFound::Unreachable).items_at("/items"))
+        .attempt_timeout(Duration::from_millis(300))
+        .method(http::Method::POST)
+        .idempotency_key(true)
+        .build()
+        .unwrap();
+    let send = |context: AttemptContext| {
+        let (client, url, body) = (&client, &url, body.clone());
+        async move {
+            let mut headers = HeaderMap::new();
+            if let Some(key) = context.idempotency_key {
+                headers.insert("idempotency-key", key.as_str().parse().unwrap());
+            }
+            client.post(url, &headers, body).await
+        }
+    };
+    assert_eq!(keyed.call(send).await.class(), OutcomeClass::Success);
+    assert_eq!(keyed.call(send).await.class(), OutcomeClass::Success);
+    let keys = server.header_values("idempotency-key");
+    assert_eq!(keys.len(), 3, "{keys:?}");
+    assert!(keys.iter().all(Option::is_some), "{keys:?}");
+    assert_eq!(keys[0], keys[1], "the retry carries the call's key");
+    assert_ne!(keys[1], keys[2], "another call has another key");
 }
 
 #[tokio::test]

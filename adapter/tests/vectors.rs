@@ -88,9 +88,19 @@ struct CallCase {
     actor: Option<String>,
     #[serde(default)]
     trace_every_call: bool,
+    #[serde(default = "get")]
+    method: String,
+    #[serde(default)]
+    idempotent: Option<bool>,
+    #[serde(default)]
+    idempotency_key: bool,
     start: String,
     attempts: Vec<Step>,
     expect: CallExpect,
+}
+
+fn get() -> String {
+    "GET".into()
 }
 
 const fn ten_seconds() -> u64 {
@@ -458,6 +468,14 @@ fn run_call(case: &CallCase) -> Vec<String> {
     if let Some(actor) = &case.actor {
         builder = builder.actor(actor);
     }
+    match http::Method::from_bytes(case.method.as_bytes()) {
+        Ok(method) => builder = builder.method(method),
+        Err(err) => return vec![format!("the case's method {:?}: {err}", case.method)],
+    }
+    if let Some(idempotent) = case.idempotent {
+        builder = builder.idempotent(idempotent);
+    }
+    builder = builder.idempotency_key(case.idempotency_key);
     let adapter = match builder.build() {
         Ok(adapter) => adapter,
         Err(err) => return vec![format!("the adapter refused the case's settings: {err}")],

@@ -100,6 +100,10 @@ impl Notifier {
                         .saturating_add(Duration::from_secs(10)),
                 )
                 .actor("candor-dashboards")
+                // A webhook is a POST. A notification sent twice is a duplicate the receiver
+                // can tell apart by its alert; one lost is a page nobody gets: repeat it.
+                .method(http::Method::POST)
+                .idempotent(true)
                 .build()
                 .map_err(|err| fail(err.to_string()))?;
             receivers.push((hook.clone(), adapter));

@@ -74,6 +74,8 @@ class Server:
     release: threading.Event = field(default_factory=threading.Event)
     hits: dict[str, int] = field(default_factory=dict)
     lock: threading.Lock = field(default_factory=threading.Lock)
+    idempotency_keys: list[str | None] = field(default_factory=list)
+    """The ``Idempotency-Key`` each ``POST /orders`` carried, in arrival order."""
 
     @property
     def url(self) -> str:
@@ -95,7 +97,9 @@ class Handler(BaseHTTPRequestHandler):
     - ``/gzip``: a gzip-encoded answer; ``/hang``: answers when the test ends;
     - ``/disconnect``: closes without answering; ``/garbage``: answers with no HTTP;
     - ``POST /exports``: 202, accepted with the status URL ``/operations/1``, which reads as
-      running the first time, then as succeeded.
+      running the first time, then as succeeded;
+    - ``POST /orders``: takes the order (and its ``Idempotency-Key``), then answers 500 the
+      first time and 200 after.
     """
 
     server: ThreadingHTTPServer
@@ -164,6 +168,14 @@ class Handler(BaseHTTPRequestHandler):
         if path == "/exports":
             status_url = f"{self.state.url}/operations/1"
             self.send(202, b"", {"Operation-Location": status_url})
+        elif path == "/orders":
+            with self.state.lock:
+                self.state.idempotency_keys.append(self.headers.get("Idempotency-Key"))
+                taken = len(self.state.idempotency_keys)
+            if taken == 1:
+                self.send(500, b"applied, then failed to answer")
+            else:
+                self.send(200, b'{"items":[1]}', {"Content-Type": "application/json"})
         else:
             self.send(404, b"no such path")
 

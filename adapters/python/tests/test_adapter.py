@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import asyncio
+import re
 from collections import deque
+from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime, timedelta
 
 import pytest
@@ -39,6 +41,7 @@ from candor import (
     Resource,
     RetryAction,
     RetryPolicy,
+    StatusUrl,
     Success,
     TransportError,
     TransportErrorKind,
@@ -71,6 +74,48 @@ def ok(clock: FakeClock, body: bytes = b'{"items":[1]}') -> HttpResponse:
 
 def busy(clock: FakeClock) -> HttpResponse:
     return HttpResponse(503, {"Retry-After": "1"}, b"busy", received_at=clock.wall_ns())
+
+
+def broken(clock: FakeClock) -> HttpResponse:
+    return HttpResponse(500, {}, b"oops", received_at=clock.wall_ns())
+
+
+def reset(clock: FakeClock) -> HttpExchange:
+    return TransportError(TransportErrorKind.RESET, "connection reset by peer")
+
+
+def refused(clock: FakeClock) -> HttpExchange:
+    return TransportError(TransportErrorKind.CONNECT, "connection refused")
+
+
+NOT_SENT_AGAIN = "the request may have been applied, so it was not sent again: "
+KEY = re.compile(r"candor-[0-9a-f]{32}")
+
+
+class Script:
+    """A tool that plays its answers in turn and records what each attempt was told."""
+
+    def __init__(self, clock: FakeClock, *answers: Callable[[FakeClock], HttpExchange]) -> None:
+        self.clock = clock
+        self.answers = deque(answers)
+        self.seen: list[AttemptContext] = []
+
+    def __call__(self, context: AttemptContext) -> HttpExchange:
+        self.seen.append(context)
+        self.clock.advance(timedelta(milliseconds=20))
+        return self.answers.popleft()(self.clock)
+
+    def attempt_async(self) -> Callable[[AttemptContext], Awaitable[HttpExchange]]:
+        """The same tool, answering asynchronously."""
+
+        async def attempt(context: AttemptContext) -> HttpExchange:
+            return self(context)
+
+        return attempt
+
+    @property
+    def keys(self) -> list[str | None]:
+        return [context.idempotency_key for context in self.seen]
 
 
 def test_the_sync_path_retries_with_the_clock_and_records_the_schedule(
@@ -489,6 +534,8 @@ def test_a_custom_classifier(telemetry: Telemetry) -> None:
         ({"target": ""}, "target must not be empty"),
         ({"attempt_timeout": timedelta(0)}, "attempt_timeout must be positive"),
         ({"deadline": timedelta(0)}, "deadline must be positive"),
+        ({"method": ""}, "method must be an HTTP method name"),
+        ({"method": "GET /items"}, "method must be an HTTP method name"),
     ],
 )
 def test_refused_settings_name_the_setting(settings: dict[str, object], message: str) -> None:
@@ -517,3 +564,189 @@ def test_an_attempt_that_raises_before_it_is_awaited_is_classified(telemetry: Te
     envelope = asyncio.run(adapter.acall(attempt))
     assert isinstance(envelope.outcome, AccessFailure)
     assert envelope.outcome.failure.kind is AccessFailureKind.CONNECT
+
+
+# --- RETRY-UNSAFE: a call that may have been applied is not sent again ----------------------
+
+
+def test_the_method_defaults_to_get_and_sets_whether_the_call_is_idempotent(
+    telemetry: Telemetry,
+) -> None:
+    clock = FakeClock(START)
+    assert make(telemetry, clock).method == "GET"
+    assert make(telemetry, clock).idempotent is True
+    by_method = {
+        method: make(telemetry, clock, method=method).idempotent
+        for method in ("GET", "HEAD", "OPTIONS", "TRACE", "PUT", "DELETE", "POST", "PATCH")
+    }
+    assert by_method == {
+        "GET": True,
+        "HEAD": True,
+        "OPTIONS": True,
+        "TRACE": True,
+        "PUT": True,
+        "DELETE": True,
+        "POST": False,
+        "PATCH": False,
+    }
+    lower = make(telemetry, clock, method="post")
+    assert (lower.method, lower.idempotent, lower.safe_to_repeat) == ("POST", False, False)
+    assert make(telemetry, clock, method="put").idempotent is True
+    # The author's declaration overrides the method's.
+    assert make(telemetry, clock, method="POST", idempotent=True).safe_to_repeat is True
+    assert make(telemetry, clock, method="GET", idempotent=False).safe_to_repeat is False
+    assert make(telemetry, clock, method="POST", idempotency_key=True).safe_to_repeat is True
+
+
+def test_every_attempt_of_a_call_is_given_one_idempotency_key_and_each_call_its_own(
+    telemetry: Telemetry,
+) -> None:
+    clock = FakeClock(START)
+    adapter = make(telemetry, clock, method="POST", idempotency_key=True)
+    first = Script(clock, broken, reset, ok)
+    assert isinstance(adapter.call(first).outcome, Success)
+    assert len(first.keys) == 3
+    assert len(set(first.keys)) == 1
+    key = first.keys[0]
+    assert key is not None
+    assert KEY.fullmatch(key) is not None
+
+    second = Script(clock, reset, ok)
+    assert isinstance(asyncio.run(adapter.acall(second.attempt_async())), Envelope)
+    assert len(second.keys) == 2
+    assert len(set(second.keys)) == 1
+    assert second.keys[0] != key
+    assert second.keys[0] is not None
+    assert KEY.fullmatch(second.keys[0]) is not None
+
+    with adapter.attempt() as observed:
+        observed.record(ok(clock))
+    assert observed.context.idempotency_key not in (None, key, second.keys[0])
+
+    plain = Script(clock, busy, ok)
+    assert isinstance(make(telemetry, clock).call(plain).outcome, Success)
+    assert plain.keys == [None, None]
+
+
+def test_a_post_answered_500_is_not_sent_again(telemetry: Telemetry) -> None:
+    clock = FakeClock(START)
+    script = Script(clock, broken, ok)
+    envelope = make(telemetry, clock, method="POST").call(script)
+    assert len(script.seen) == 1
+    assert isinstance(envelope.outcome, AccessFailure)
+    failure = envelope.outcome.failure
+    assert failure.retryable is False
+    assert failure.kind is AccessFailureKind.SERVER_ERROR
+    assert failure.status == 500
+    assert failure.message.startswith(NOT_SENT_AGAIN + "HTTP 500")
+    assert [a.retry_action for a in envelope.attempts] == [RetryAction.PERMANENT]
+    assert envelope.next_actions == (NextAction.ESCALATE,)
+    assert clock.slept == []
+    [span] = telemetry.spans()
+    assert span.status.description is not None
+    assert span.status.description.startswith(NOT_SENT_AGAIN)
+
+
+def test_a_post_declared_idempotent_is_sent_again_after_a_500(telemetry: Telemetry) -> None:
+    clock = FakeClock(START)
+    script = Script(clock, broken, ok)
+    envelope = make(telemetry, clock, method="POST", idempotent=True).call(script)
+    assert len(script.seen) == 2
+    assert isinstance(envelope.outcome, Success)
+    assert [a.retry_action for a in envelope.attempts] == [RetryAction.RETRY, None]
+
+
+def test_a_get_answered_500_is_sent_again(telemetry: Telemetry) -> None:
+    clock = FakeClock(START)
+    script = Script(clock, broken, ok)
+    envelope = make(telemetry, clock).call(script)
+    assert len(script.seen) == 2
+    assert isinstance(envelope.outcome, Success)
+    assert clock.slept == [50 * MS]
+
+
+def test_a_lowercase_post_is_a_post(telemetry: Telemetry) -> None:
+    clock = FakeClock(START)
+    script = Script(clock, reset, ok)
+    envelope = asyncio.run(make(telemetry, clock, method="post").acall(script.attempt_async()))
+    assert len(script.seen) == 1
+    assert isinstance(envelope.outcome, AccessFailure)
+    assert envelope.outcome.failure.message == NOT_SENT_AGAIN + "connection reset by peer"
+    assert envelope.outcome.failure.error_type == "connection_reset"
+
+
+@pytest.mark.parametrize(
+    ("answer", "error_type"),
+    [(refused, "connect_error"), (busy, "503")],
+)
+def test_a_post_that_was_not_processed_is_sent_again(
+    telemetry: Telemetry, answer: Callable[[FakeClock], HttpExchange], error_type: str
+) -> None:
+    clock = FakeClock(START)
+    script = Script(clock, answer, ok)
+    envelope = make(telemetry, clock, method="POST").call(script)
+    assert len(script.seen) == 2
+    assert isinstance(envelope.outcome, Success)
+    assert envelope.attempts[0].error_type == error_type
+    assert envelope.attempts[0].retry_action is RetryAction.RETRY
+
+
+def test_a_post_that_timed_out_on_its_last_attempt_is_permanent(telemetry: Telemetry) -> None:
+    clock = FakeClock(START)
+    adapter = make(
+        telemetry,
+        clock,
+        method="POST",
+        attempt_timeout=timedelta(seconds=2),
+        retry=RetryPolicy.no_retry(),
+    )
+
+    def late(context: AttemptContext) -> HttpExchange:
+        clock.advance(timedelta(seconds=3))
+        return ok(clock)
+
+    envelope = adapter.call(late)
+    assert isinstance(envelope.outcome, AccessFailure)
+    assert envelope.outcome.failure.retryable is False
+    assert envelope.outcome.failure.message == (
+        NOT_SENT_AGAIN + "no answer within the attempt timeout of 2s"
+    )
+    assert envelope.attempts[0].retry_action is RetryAction.PERMANENT
+    assert envelope.next_actions == (NextAction.ESCALATE,)
+
+
+def test_an_observed_post_that_may_have_been_applied_is_not_offered_a_retry(
+    telemetry: Telemetry,
+) -> None:
+    clock = FakeClock(START)
+    with make(telemetry, clock, method="POST").attempt() as observed:
+        observed.record(broken(clock))
+    assert isinstance(observed.envelope.outcome, AccessFailure)
+    assert observed.envelope.outcome.failure.message.startswith(NOT_SENT_AGAIN)
+    assert observed.envelope.next_actions == (NextAction.ESCALATE,)
+
+
+def test_the_status_reads_of_a_post_are_read_again_after_a_500(telemetry: Telemetry) -> None:
+    clock = FakeClock(START)
+    status_url = "https://search.example/v1/operations/op-1"
+    adapter = make(telemetry, clock, method="POST", status_reader=StatusUrl())
+    reads = deque(
+        [
+            HttpResponse(500, {}, b"oops"),
+            HttpResponse(200, {}, b'{"status":"succeeded"}'),
+        ]
+    )
+    contexts: list[AttemptContext] = []
+
+    def read(operation: Operation, context: AttemptContext) -> HttpExchange:
+        contexts.append(context)
+        return reads.popleft()
+
+    envelope = adapter.call_and_follow(
+        lambda context: HttpResponse(202, {"Operation-Location": status_url}),
+        read,
+    )
+    assert len(contexts) == 2
+    assert isinstance(envelope.outcome, Success)
+    assert envelope.lifecycle is not None
+    assert envelope.lifecycle.state is LifecycleState.COMPLETED

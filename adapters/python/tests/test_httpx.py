@@ -240,3 +240,37 @@ def test_httpx_errors_map_onto_transport_errors(
     error: httpx.RequestError, kind: TransportErrorKind
 ) -> None:
     assert candor_httpx.transport_error(error).kind is kind
+
+
+def test_a_post_answered_500_after_it_was_taken_is_sent_once(
+    server: Server, telemetry: Telemetry
+) -> None:
+    with httpx.Client() as client:
+        post = adapter(server.url, telemetry, method="POST")
+        envelope = candor_httpx.call(post, client, "POST", server.url + "/orders", json={})
+    assert isinstance(envelope.outcome, AccessFailure)
+    assert not envelope.outcome.failure.retryable
+    assert envelope.outcome.failure.message.startswith("the request may have been applied")
+    assert envelope.next_actions == (NextAction.ESCALATE,)
+    assert server.idempotency_keys == [None]
+
+
+def test_a_post_with_an_idempotency_key_is_sent_again_with_the_same_key(
+    server: Server, telemetry: Telemetry
+) -> None:
+    with httpx.Client() as client:
+        keyed = adapter(server.url, telemetry, method="POST", idempotency_key=True)
+        envelope = candor_httpx.call(keyed, client, "POST", server.url + "/orders", json={})
+    assert isinstance(envelope.outcome, Success)
+    first, second = server.idempotency_keys
+    assert first is not None
+    assert first == second
+    assert first.startswith("candor-")
+
+
+def test_a_request_whose_method_is_not_the_adapters_is_refused(
+    server: Server, telemetry: Telemetry
+) -> None:
+    with httpx.Client() as client, pytest.raises(ValueError, match="method='POST'"):
+        candor_httpx.call(adapter(server.url, telemetry), client, "POST", server.url + "/orders")
+    assert server.idempotency_keys == []

@@ -69,6 +69,9 @@ CALL_FIELDS = {
     "jitter",
     "authority",
     "actor",
+    "method",
+    "idempotent",
+    "idempotency_key",
     "trace_every_call",
     "start",
     "attempts",
@@ -215,8 +218,11 @@ class Script:
     steps: deque[dict[str, Json]]
     clock: FakeClock
     errors: list[str] = field(default_factory=list)
+    keys: list[str | None] = field(default_factory=list)
+    """The idempotency key each attempt was given."""
 
     async def attempt(self, context: AttemptContext) -> HttpExchange:
+        self.keys.append(context.idempotency_key)
         if not self.steps:
             message = f"the adapter made attempt {context.number} but the case lists fewer"
             self.errors.append(message)
@@ -270,6 +276,9 @@ def run_call(case: dict[str, Json]) -> list[str]:
             deadline=timedelta(milliseconds=case.get("deadline_ms", 30_000)),
             authority=None if authority is None else Authority(**authority),
             actor=case.get("actor"),
+            method=case.get("method", "GET"),
+            idempotent=case.get("idempotent"),
+            idempotency_key=case.get("idempotency_key", False),
             trace_every_call=case.get("trace_every_call", False),
             tracer_provider=tracer_provider,
             meter_provider=meter_provider,
@@ -283,6 +292,7 @@ def run_call(case: dict[str, Json]) -> list[str]:
     errors += script.errors
     if script.steps:
         errors.append(f"{len(script.steps)} listed attempt(s) were never made")
+    errors += idempotency_keys(script.keys, case.get("idempotency_key", False))
     expect = case["expect"]
     generated_ids.clear()
     compare_envelope(envelope, expect["envelope"], errors)
@@ -295,6 +305,18 @@ def run_call(case: dict[str, Json]) -> list[str]:
 
 
 # --- Comparing what the adapter made -------------------------------------------------------
+
+
+def idempotency_keys(keys: list[str | None], made: bool) -> list[str]:
+    """What is wrong with the keys the attempts were given: one key for all when ``made``."""
+    if not made:
+        return [f"attempts were given idempotency keys: {keys}"] if any(keys) else []
+    if len(set(keys)) != 1:
+        return [f"the attempts were not given one idempotency key: {keys}"]
+    key = keys[0]
+    if key is None or GENERATED_ID.fullmatch(key) is None:
+        return [f"{key!r} is not an idempotency key the adapter made"]
+    return []
 
 
 def compare_envelope(envelope: Envelope, expected: Json, errors: list[str]) -> None:

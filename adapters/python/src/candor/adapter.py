@@ -16,6 +16,11 @@ Build one :class:`Adapter` per tool and share it. A call is made in one of four 
   transient AccessFailure ends as ``exhausted`` (its next actions are retry and escalate), so
   the caller decides whether to open another attempt.
 
+A call that may have been applied is not sent again unless it is safe to repeat (rule
+``RETRY-UNSAFE``): its ``method`` is idempotent, the author declares it ``idempotent``, or the
+adapter gives every attempt the call's ``idempotency_key``. A failure known not to have been
+processed (no connection made, a 408, 429 or 503) is retried whatever the method.
+
 An adapter with a status reader (:mod:`candor.follow`) can also follow an operation that a call
 accepted to its end: ``adapter.call_and_follow(fn, read_status)`` makes the call and, when its
 answer accepted an operation, reads the operation's status with ``read_status(operation,
@@ -40,6 +45,7 @@ from opentelemetry.trace import TracerProvider
 
 from candor._version import __version__
 from candor.classify import Classification, Classifier, ExceptionClassifier
+from candor.classify.http import generated_operation_id
 from candor.clock import Clock, SystemClock
 from candor.envelope import (
     AccessFailure,
@@ -82,6 +88,15 @@ R = TypeVar("R")
 T = TypeVar("T")
 _NS_PER_MS: Final = 1_000_000
 
+_IDEMPOTENT_METHODS: Final = frozenset({"GET", "HEAD", "OPTIONS", "TRACE", "PUT", "DELETE"})
+"""The methods that RFC 9110 (section 9.2.2) defines as idempotent."""
+_TOKEN_PUNCTUATION: Final = frozenset("!#$%&'*+-.^_`|~")
+"""The characters other than letters and digits that an RFC 9110 token (a method) may hold."""
+_NOT_PROCESSED_STATUSES: Final = frozenset({408, 429, 503})
+"""The statuses that say the source did not process the request (rule ``RETRY-UNSAFE``)."""
+_NOT_SENT_AGAIN: Final = "the request may have been applied, so it was not sent again: "
+"""What precedes the message of a failure that was made permanent by rule ``RETRY-UNSAFE``."""
+
 
 @dataclass(frozen=True, slots=True)
 class AttemptContext:
@@ -92,6 +107,11 @@ class AttemptContext:
     timeout_ns: int
     """How long this attempt may take, in nanoseconds: the attempt timeout, or less when the
     call's deadline is nearer."""
+    idempotency_key: str | None = None
+    """The call's idempotency key (``candor-`` and 32 lowercase hexadecimal digits), the same
+    for every attempt of the call, when the adapter makes one (``idempotency_key=True``); the
+    attempt sends it unchanged in the ``Idempotency-Key`` header. ``None`` otherwise, and for
+    the status reads of a following."""
 
     @property
     def timeout(self) -> timedelta:
@@ -154,6 +174,26 @@ def _no_answer(after_ns: int, cut_by_deadline: bool) -> Failure:
     return Failure(kind, retryable=True, message=message, error_type=error_type)
 
 
+def _may_have_been_applied(failure: Failure) -> bool:
+    """Whether the source may have processed the request that failed (rule ``RETRY-UNSAFE``).
+
+    Only a connection that was never made (a ``connect_error`` with no status) and a 408, 429
+    or 503 say that it did not; any other failure may have been applied.
+    """
+    if failure.status is None:
+        return failure.error_type != "connect_error"
+    return failure.status not in _NOT_PROCESSED_STATUSES
+
+
+def _method_name(method: str) -> str:
+    """The method as RFC 9110 names it (upper case), or :class:`ValueError` when it is none."""
+    if not method or not all(
+        (c.isascii() and c.isalnum()) or c in _TOKEN_PUNCTUATION for c in method
+    ):
+        raise ValueError(f"method must be an HTTP method name such as 'POST', got {method!r}")
+    return method.upper()
+
+
 def _close(awaitable: object) -> None:
     """Closes a coroutine that will never be awaited, so that it raises no warning."""
     close = getattr(awaitable, "close", None)
@@ -185,11 +225,17 @@ class _Call(Generic[R]):
         self.number = 0
         self.offset = 0
         self.elapsed = 0
+        self.idempotency_key = generated_operation_id() if adapter.idempotency_key else None
+        """The key every attempt of the call sends, when the adapter makes one."""
 
     def next_context(self) -> AttemptContext:
         self.number += 1
         deadline_left = max(self.adapter.deadline_ns - self.offset, 0)
-        return AttemptContext(self.number, min(self.adapter.attempt_timeout_ns, deadline_left))
+        return AttemptContext(
+            self.number,
+            min(self.adapter.attempt_timeout_ns, deadline_left),
+            self.idempotency_key,
+        )
 
     def timed_out(self, context: AttemptContext) -> Classification:
         cut_by_deadline = context.timeout_ns < self.adapter.attempt_timeout_ns
@@ -198,6 +244,25 @@ class _Call(Generic[R]):
     def late(self, context: AttemptContext) -> bool:
         """Whether the attempt outlasted its timeout (a synchronous attempt cannot be cut)."""
         return self.clock.monotonic_ns() - self.started - self.offset > context.timeout_ns
+
+    def unsafe_to_repeat(self, classification: Classification) -> Classification:
+        """The classification, made permanent when the call must not be sent again.
+
+        Rule ``RETRY-UNSAFE``: a retryable failure that may have been applied, of a call that is
+        not safe to repeat, becomes not retryable, and its message says why it was not sent
+        again. Anything else is returned as it is.
+        """
+        outcome = classification.outcome
+        if (
+            not isinstance(outcome, AccessFailure)
+            or not outcome.failure.retryable
+            or self.adapter.safe_to_repeat
+            or not _may_have_been_applied(outcome.failure)
+        ):
+            return classification
+        failure = outcome.failure
+        permanent = replace(failure, retryable=False, message=_NOT_SENT_AGAIN + failure.message)
+        return replace(classification, outcome=AccessFailure(permanent))
 
     def settle(self, classification: Classification) -> Decision:
         """Decides what follows the attempt just made, and records it."""
@@ -536,6 +601,16 @@ class Adapter(Generic[R]):
     asynchronous operation, or for every call with ``trace_every_call``. ``jitter`` and
     ``clock`` are for tests.
 
+    ``method`` is the request's method (``GET`` by default; a tool not reached over HTTP takes
+    the method its call is like), written in any case. ``idempotent`` declares whether the call
+    may be made twice with the effect of once; it defaults to the method's (``True`` for
+    ``GET``, ``HEAD``, ``OPTIONS``, ``TRACE``, ``PUT`` and ``DELETE``). With
+    ``idempotency_key=True`` the adapter makes one key per call and gives it to every attempt
+    as :attr:`AttemptContext.idempotency_key`, which the attempt sends in the
+    ``Idempotency-Key`` header. A call that is neither idempotent nor keyed is not safe to
+    repeat: an attempt failure that may have been applied (anything but a connection never made
+    or a 408, 429 or 503) ends the call as a permanent AccessFailure instead of being retried.
+
     ``status_reader`` declares how the tool reports the progress of an operation it accepted
     (:class:`~candor.follow.StatusUrl`, :class:`~candor.follow.LongRunning` or the author's
     :class:`~candor.follow.FnStatus`), so that :meth:`call_and_follow` and :meth:`resume` can
@@ -551,6 +626,9 @@ class Adapter(Generic[R]):
         retry: RetryPolicy | None = None,
         attempt_timeout: timedelta = timedelta(seconds=10),
         deadline: timedelta = timedelta(seconds=30),
+        method: str = "GET",
+        idempotent: bool | None = None,
+        idempotency_key: bool = False,
         status_reader: StatusReader[Any] | None = None,
         operation_deadline: timedelta = timedelta(minutes=10),
         source_system: str | None = None,
@@ -585,6 +663,15 @@ class Adapter(Generic[R]):
         """How long one attempt may take, in nanoseconds."""
         self.deadline_ns = ns_of(deadline)
         """How long the whole call, retries included, may take, in nanoseconds."""
+        self.method = _method_name(method)
+        """The request's method, in upper case."""
+        self.idempotent = (
+            idempotent if idempotent is not None else self.method in _IDEMPOTENT_METHODS
+        )
+        """Whether the call may be made twice with the effect of once: as declared, else by the
+        method."""
+        self.idempotency_key = idempotency_key
+        """Whether the adapter makes one key per call and gives it to every attempt."""
         self.status_reader = status_reader
         """How the tool reports the progress of an operation it accepted, when declared."""
         self.operation_deadline_ns = ns_of(operation_deadline)
@@ -612,6 +699,14 @@ class Adapter(Generic[R]):
 
     def __repr__(self) -> str:
         return f"Adapter(tool={self.tool!r}, target={self.target!r})"
+
+    @property
+    def safe_to_repeat(self) -> bool:
+        """Whether a call may be sent again after a failure that may have been applied.
+
+        It is when the call is idempotent or carries an idempotency key (rule ``RETRY-UNSAFE``).
+        """
+        return self.idempotent or self.idempotency_key
 
     def _classify_error(self, error: Exception) -> Classification:
         """Classifies what an attempt raised, or raises it again when it is no outcome."""
@@ -650,6 +745,7 @@ class Adapter(Generic[R]):
                 classification = self.classifier.classify(raw)
             if call.late(context):
                 classification = call.timed_out(context)
+            classification = call.unsafe_to_repeat(classification)
             decision = call.settle(classification)
             if not isinstance(decision, Retry):
                 return classification
@@ -682,6 +778,7 @@ class Adapter(Generic[R]):
                 classification = self._classify_error(error)
             else:
                 classification = await self._race(operation, context, call)
+            classification = call.unsafe_to_repeat(classification)
             decision = call.settle(classification)
             if not isinstance(decision, Retry):
                 return classification
@@ -940,7 +1037,7 @@ class Observation(Generic[R]):
 
     @property
     def context(self) -> AttemptContext:
-        """The attempt's number (always 1) and timeout."""
+        """The attempt's number (always 1), timeout and idempotency key."""
         if self._context is None:
             raise RuntimeError("the observation has not started: use it in a with block")
         return self._context
@@ -960,6 +1057,7 @@ class Observation(Generic[R]):
             raise RuntimeError("an observation records one attempt; record was called twice")
         if call.late(context):
             classification = call.timed_out(context)
+        classification = call.unsafe_to_repeat(classification)
         call.settle(classification)
         self._classification = classification
 

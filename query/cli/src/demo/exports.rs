@@ -148,6 +148,9 @@ pub(super) const EXPORT_DEADLINE: Duration = Duration::from_secs(20);
 /// the acceptance, and the caller resumes following it [`RESUME_AFTER`] later.
 const UNWAITED_EXPORT_EVERY: u64 = 10;
 
+/// The header that carries a call's idempotency key (the IETF HTTPAPI draft).
+const IDEMPOTENCY_KEY: header::HeaderName = header::HeaderName::from_static("idempotency-key");
+
 /// How long a caller that did not wait lets an export run before it follows it again.
 const RESUME_AFTER: Duration = Duration::from_secs(5);
 
@@ -236,7 +239,11 @@ pub(super) fn export_adapter(
     service: &str,
     telemetry: &OtlpGuard,
 ) -> anyhow::Result<ExportAdapter> {
+    // Starting an export is a POST: each call carries an idempotency key, so that a start that
+    // may have been applied can be sent again without starting a second export.
     let builder = Adapter::builder("export", url)
+        .method(http::Method::POST)
+        .idempotency_key(true)
         .classifier(HttpClassifier::new(NotFound::Unreachable).operation_id_at("/id"))
         .follow(StatusUrl::default())
         .operation_deadline(EXPORT_DEADLINE);
@@ -272,7 +279,16 @@ pub(super) async fn start_exports(
         );
         tokio::spawn(async move {
             let headers = HeaderMap::new();
-            let start = |_: AttemptContext| client.post(&url, &headers, Bytes::new());
+            let start = |context: AttemptContext| {
+                let mut headers = headers.clone();
+                if let Some(key) = context.idempotency_key
+                    && let Ok(value) = key.as_str().parse()
+                {
+                    headers.insert(IDEMPOTENCY_KEY, value);
+                }
+                let (client, url) = (&client, &url);
+                async move { client.post(url, &headers, Bytes::new()).await }
+            };
             let read_status = |operation: &Operation, _: AttemptContext| {
                 // The reader refuses an operation without a status URL before any read, so
                 // the empty default is never requested.

@@ -31,6 +31,7 @@ from candor.classify.http import (
     TransportErrorKind,
 )
 from candor.envelope import Envelope
+from candor.integrations._http import check_method, with_idempotency_key
 
 __all__ = [
     "DEFAULT_MAX_BODY_BYTES",
@@ -198,6 +199,7 @@ def request(
     ``kwargs`` are those of :meth:`httpx.Client.build_request` (``params``, ``json``,
     ``headers``, …).
     """
+    kwargs = with_idempotency_key(attempt, kwargs)
     built = client.build_request(method, url, timeout=attempt.timeout_seconds, **kwargs)
     return send(client, built, max_body_bytes=max_body_bytes)
 
@@ -212,6 +214,7 @@ async def arequest(
     **kwargs: Any,
 ) -> HttpExchange:
     """:func:`request` for an :class:`httpx.AsyncClient`."""
+    kwargs = with_idempotency_key(attempt, kwargs)
     built = client.build_request(method, url, timeout=attempt.timeout_seconds, **kwargs)
     return await asend(client, built, max_body_bytes=max_body_bytes)
 
@@ -225,7 +228,11 @@ def call(
     max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
     **kwargs: Any,
 ) -> Envelope:
-    """Makes one call through ``adapter``: each attempt is :func:`request`."""
+    """Makes one call through ``adapter``: each attempt is :func:`request`.
+
+    Raises :class:`ValueError` when ``method`` is not the adapter's.
+    """
+    check_method(adapter, method)
     return adapter.call(
         lambda attempt: request(
             client, method, url, attempt, max_body_bytes=max_body_bytes, **kwargs
@@ -242,7 +249,11 @@ async def acall(
     max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
     **kwargs: Any,
 ) -> Envelope:
-    """Makes one call through ``adapter``: each attempt is :func:`arequest`."""
+    """Makes one call through ``adapter``: each attempt is :func:`arequest`.
+
+    Raises :class:`ValueError` when ``method`` is not the adapter's.
+    """
+    check_method(adapter, method)
     return await adapter.acall(
         lambda attempt: arequest(
             client, method, url, attempt, max_body_bytes=max_body_bytes, **kwargs

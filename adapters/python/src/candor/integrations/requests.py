@@ -35,6 +35,7 @@ from candor.classify.http import (
     TransportErrorKind,
 )
 from candor.envelope import Envelope
+from candor.integrations._http import check_method, with_idempotency_key
 
 __all__ = [
     "DEFAULT_MAX_BODY_BYTES",
@@ -149,6 +150,7 @@ def request(
     ``headers``, …). Never raises for what the network did: a failure before the response is a
     :class:`~candor.TransportError`, one while the body arrives ends the body as broken.
     """
+    kwargs = with_idempotency_key(attempt, kwargs)
     try:
         response = session.request(
             method, url, stream=True, timeout=attempt.timeout_seconds, **kwargs
@@ -184,7 +186,11 @@ def call(
     max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
     **kwargs: Any,
 ) -> Envelope:
-    """Makes one call through ``adapter``: each attempt is :func:`request`."""
+    """Makes one call through ``adapter``: each attempt is :func:`request`.
+
+    Raises :class:`ValueError` when ``method`` is not the adapter's.
+    """
+    check_method(adapter, method)
     return adapter.call(
         lambda attempt: request(
             session, method, url, attempt, max_body_bytes=max_body_bytes, **kwargs

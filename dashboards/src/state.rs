@@ -119,7 +119,7 @@ impl Shared {
             .map_or(self.staleness.collector, |beat| {
                 self.staleness
                     .collector
-                    .max(beat.interval_micros.saturating_mul(3))
+                    .max(candor_schema::time::silent_after(beat.interval_micros))
             });
         let collector_detail = match &newest_beat {
             Some(beat) => format!(

@@ -292,7 +292,7 @@ pub(crate) fn instance_rows(
     seen.into_iter()
         .map(|seen| {
             let threshold = seen.interval_micros.map_or(silent_after, |interval| {
-                interval.saturating_mul(3).min(silent_after)
+                candor_schema::time::silent_after(interval).min(silent_after)
             });
             InstanceRow {
                 silent: !seen.stopped

@@ -35,6 +35,7 @@
 //! lagging member's partitions (read the tail with `--live` to close that gap).
 
 use candor_schema::OutcomeClass;
+use candor_schema::time::silent_after;
 use serde::Serialize;
 
 use crate::window::{Micros, Window, rfc3339, serialize_opt_micros};
@@ -360,7 +361,7 @@ pub fn silences(heartbeats: &[(Micros, Micros)], window: Window) -> Vec<(Micros,
         .windows(2)
         .filter_map(|pair| {
             let ((at, interval), (next, _)) = (pair[0], pair[1]);
-            let silent = next.saturating_sub(at) > interval.saturating_mul(3);
+            let silent = next.saturating_sub(at) > silent_after(interval);
             (silent && next > window.since && at < window.until)
                 .then(|| (at.max(window.since), next.min(window.until)))
         })
@@ -450,7 +451,7 @@ pub fn instance_silences(
             }
         }
         .max(1);
-        let limit = every.saturating_mul(3);
+        let limit = silent_after(every);
         let mut push = |from: Micros, to: Micros| {
             let (from, to) = (from.max(window.since), to.min(known_until));
             if from < to {

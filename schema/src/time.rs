@@ -7,6 +7,17 @@ use std::time::{Duration, SystemTime};
 use schemars::{JsonSchema, Schema, SchemaGenerator, json_schema};
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
+/// How many of its own intervals a sender may go without a sign of life before it is judged
+/// silent: a collector's heartbeats, an adapter instance's exports (the contract's section
+/// 10.6) and a sender seen only by its spans (section 10.7) alike.
+pub const SILENT_AFTER_INTERVALS: i64 = 3;
+
+/// The longest gap a sender whose interval is `interval` (in any unit) may leave between two
+/// signs of life and not be silent: [`SILENT_AFTER_INTERVALS`] of them.
+pub const fn silent_after(interval: i64) -> i64 {
+    interval.saturating_mul(SILENT_AFTER_INTERVALS)
+}
+
 /// A point in wall-clock time, serialised as RFC 3339 in UTC with microseconds.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub struct Timestamp(SystemTime);

@@ -1241,6 +1241,26 @@ fn an_openinference_exception_event_alone_marks_a_failure() {
 }
 
 #[test]
+fn a_result_failure_of_a_call_an_earlier_request_counted_is_not_counted_again() {
+    let mcp_error = r#"{"content":[],"isError":true}"#;
+    let span = || {
+        with_result(
+            vercel_tool(2, "mcp_search"),
+            "ai.toolCall.result",
+            mcp_error,
+        )
+    };
+    let derivation = Derivation::default();
+    let first = stored(vec![span()], &derivation, END + 1);
+    assert_eq!(first.stats.result_failures, 1);
+    // The same span again, in a later request: joined, and neither counted nor a failure twice.
+    let again = stored(vec![span()], &derivation, END + 2);
+    assert_eq!(again.counts, []);
+    assert_eq!(again.stats.joined_across_requests, 1);
+    assert_eq!(again.stats.result_failures, 0);
+}
+
+#[test]
 fn a_vercel_mcp_result_with_is_error_fails_a_call_its_span_reports_as_success() {
     let mcp_error =
         r#"{"content":[{"type":"text","text":"upstream index unavailable"}],"isError":true}"#;

@@ -17,6 +17,8 @@
 
 use std::hash::BuildHasher as _;
 
+use opentelemetry_proto::tonic::trace::v1::Span;
+
 use super::HashMap;
 
 /// What a call was counted as, ordered: a later span of a call remembered as counted at a lower
@@ -162,6 +164,66 @@ impl CallBook {
             dropped,
             held: self.keys.len() as u64,
         }
+    }
+}
+
+/// What the book says of a call.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Earlier {
+    /// An earlier request counted it at its rank or higher: it is not counted again.
+    Joined,
+    /// An earlier request counted it without the failure or cancellation it shows: it is
+    /// counted again, at its own class.
+    Revised,
+    /// No earlier request counted it.
+    New,
+}
+
+/// The key buffers one request reuses for its calls.
+#[derive(Debug, Default)]
+pub(super) struct Lookup {
+    /// What an earlier request's call would have left.
+    lookups: Vec<Key>,
+    /// What this call leaves.
+    keys: Vec<Key>,
+}
+
+impl Lookup {
+    /// Looks up the call of `spans` (each with its tool call id, when it has one) in `trace`:
+    /// a span that is, or is the child or the parent of, a remembered span, or a call id
+    /// remembered in the trace. Unless it is joined, its keys go to `remember` at `rank`.
+    pub(super) fn call<'s>(
+        &mut self,
+        book: &CallBook,
+        trace: &[u8],
+        spans: impl IntoIterator<Item = (&'s Span, Option<&'s str>)>,
+        rank: Rank,
+        remember: &mut Remember,
+    ) -> Earlier {
+        self.lookups.clear();
+        self.keys.clear();
+        for (span, call_id) in spans {
+            let own = book.span(trace, &span.span_id);
+            self.lookups
+                .extend([own, book.parent(trace, &span.span_id)]);
+            self.keys.push(own);
+            if !span.parent_span_id.is_empty() {
+                self.lookups.push(book.span(trace, &span.parent_span_id));
+                self.keys.push(book.parent(trace, &span.parent_span_id));
+            }
+            if let Some(id) = call_id {
+                let id = book.call_id(trace, id);
+                self.lookups.push(id);
+                self.keys.push(id);
+            }
+        }
+        let earlier = match book.counted(self.lookups.iter().copied()) {
+            Some(counted) if counted >= rank => return Earlier::Joined,
+            Some(_) => Earlier::Revised,
+            None => Earlier::New,
+        };
+        remember.call(self.keys.iter().copied(), rank);
+        earlier
     }
 }
 

@@ -48,7 +48,7 @@ use std::time::Duration;
 use candor_records::proto::{
     CountClass, OutcomeCount, OutcomeSource, RECORD_SCHEMA_VERSION, Sampling, Temporality,
 };
-use candor_schema::names::{self, semconv};
+use candor_schema::names::semconv;
 use candor_schema::{EvidenceKind, FailureKind, OutcomeClass};
 use opentelemetry_proto::tonic::trace::v1::Span;
 use sha2::{Digest, Sha256};
@@ -56,6 +56,7 @@ use sha2::{Digest, Sha256};
 use super::failure_type::{DerivedKind, DerivedOutcome, classify};
 use super::outcome::status_message;
 
+mod call;
 mod calls;
 mod cap;
 pub mod conventions;
@@ -64,22 +65,20 @@ mod join;
 mod read;
 mod target;
 
-use calls::{CallBook, Rank};
+use call::{describe, event_id};
+use calls::{CallBook, Earlier, Lookup, Rank};
 pub use calls::{Remember, Remembered};
 use cap::{Kept, TargetBook};
 use conventions::ResultCheck;
 pub use conventions::{Convention, Conventions, ConventionsError, RawConvention};
 use join::{join, joinable_traces};
 use read::{Facts, SpanSampling, exception_of, first_string, first_text, sampling_of, span_error};
-use target::{http_method, http_target};
 
 /// Maps and sets keyed by span ids and short texts, hashed with foldhash: the keys come from one
 /// request, and SipHash's resistance to chosen keys would cost a few times more per key here.
 type HashMap<K, V> = std::collections::HashMap<K, V, foldhash::fast::RandomState>;
 type HashSet<K> = std::collections::HashSet<K, foldhash::fast::RandomState>;
-use super::{
-    OutcomeEventRef, Received, Refusal, RejectReason, Service, bounded, content_id, refuse,
-};
+use super::{OutcomeEventRef, Received, Refusal, Service, bounded, content_id};
 
 /// What a target past a service's cap is recorded as.
 pub const OTHER_TARGET: &str = "other";
@@ -339,7 +338,7 @@ pub(super) fn derive<'a>(
         .lock()
         .unwrap_or_else(std::sync::PoisonError::into_inner);
     earlier.advance(received.time_unix_nano, derivation.config().join_window);
-    let (mut lookups, mut keys) = (Vec::new(), Vec::new());
+    let mut lookup = Lookup::default();
     for call_members in members.chunk_by(|a, b| a.0 == b.0) {
         let index = call_members[0].0;
         let candidate = &candidates[index];
@@ -390,6 +389,7 @@ pub(super) fn derive<'a>(
                 let failed = candidates[*member].span;
                 let exception = exception_of(failed);
                 Some(Failure {
+                    from_result: false,
                     member: *member,
                     facts,
                     kind: *kind,
@@ -405,20 +405,18 @@ pub(super) fn derive<'a>(
                 let span = candidates[*member].span;
                 let convention = derivation.convention(candidates[*member].convention);
                 match convention.check_result(span, config.max_result_bytes) {
-                    ResultCheck::Failure { attribute, marker } => {
-                        out.stats.result_failures += 1;
-                        Some(Failure {
-                            member: *member,
-                            facts,
-                            kind: DerivedKind::ToolError,
-                            error_type: Cow::Borrowed(DerivedKind::ToolError.as_str()),
-                            message: Some(Cow::Owned(format!(
-                                "the captured result in {attribute} holds {marker}, though its \
+                    ResultCheck::Failure { attribute, marker } => Some(Failure {
+                        from_result: true,
+                        member: *member,
+                        facts,
+                        kind: DerivedKind::ToolError,
+                        error_type: Cow::Borrowed(DerivedKind::ToolError.as_str()),
+                        message: Some(Cow::Owned(format!(
+                            "the captured result in {attribute} holds {marker}, though its \
                                  span reports no error"
-                            ))),
-                            exception_type: None,
-                        })
-                    }
+                        ))),
+                        exception_type: None,
+                    }),
                     ResultCheck::TooLarge => {
                         out.stats.results_unread += 1;
                         None
@@ -433,36 +431,24 @@ pub(super) fn derive<'a>(
                 (Some((_, _, DerivedOutcome::Cancelled { .. })), None) => Rank::Cancelled,
                 _ => Rank::Contact,
             };
-            // What an earlier request's call would have left (`lookups`), and what this one
-            // leaves (`keys`): see `calls`.
-            let trace = candidate.span.trace_id.as_slice();
-            lookups.clear();
-            keys.clear();
-            for &(_, member) in call_members {
+            let spans = call_members.iter().map(|&(_, member)| {
                 let span = candidates[member].span;
-                let own = earlier.span(trace, &span.span_id);
-                lookups.extend([own, earlier.parent(trace, &span.span_id)]);
-                keys.push(own);
-                if !span.parent_span_id.is_empty() {
-                    lookups.push(earlier.span(trace, &span.parent_span_id));
-                    keys.push(earlier.parent(trace, &span.parent_span_id));
-                }
                 let convention = derivation.convention(candidates[member].convention);
-                if let Some(id) = first_string(&span.attributes, &convention.call_id) {
-                    let id = earlier.call_id(trace, id);
-                    lookups.push(id);
-                    keys.push(id);
-                }
-            }
-            match earlier.counted(lookups.iter().copied()) {
-                Some(counted) if counted >= rank => {
+                (span, first_string(&span.attributes, &convention.call_id))
+            });
+            let trace = candidate.span.trace_id.as_slice();
+            match lookup.call(&earlier, trace, spans, rank, &mut out.remember) {
+                Earlier::Joined => {
                     out.stats.joined_across_requests += 1;
                     continue;
                 }
-                Some(_) => out.stats.revised_across_requests += 1,
-                None => {}
+                Earlier::Revised => out.stats.revised_across_requests += 1,
+                Earlier::New => {}
             }
-            out.remember.call(keys.iter().copied(), rank);
+        }
+        // Counted only for a call that is counted, not for one an earlier request counted.
+        if failure.as_ref().is_some_and(|f| f.from_result) {
+            out.stats.result_failures += 1;
         }
         let service_key = service_keys[candidate.service];
         let keep_target = book.admit(service_key, Kept::Target, &call.target, config);
@@ -636,6 +622,8 @@ const NANOS_PER_MINUTE: u64 = 60_000_000_000;
 
 /// A failed call: the span that says so, and what it says.
 struct Failure<'o, 'a> {
+    /// Whether a captured result said so, when no span reported an error.
+    from_result: bool,
     /// The failed span's index among the candidates.
     member: usize,
     facts: &'o Facts<'a>,
@@ -671,105 +659,4 @@ struct Point {
     weight: f64,
     /// The calls' span ids, in request order: the point's identity.
     ids: Sha256,
-}
-
-/// What names a derived call: its ids, time, tool and target.
-struct Call<'a> {
-    trace_id: [u8; 16],
-    span_id: [u8; 8],
-    time_unix_nano: u64,
-    tool_name: &'a str,
-    target: String,
-}
-
-fn describe<'a>(
-    candidate: &Candidate<'a>,
-    convention: &Convention,
-    facts: &Facts<'a>,
-    received: &Received<'_>,
-) -> Result<Call<'a>, Refusal> {
-    let span = candidate.span;
-    let trace_id: [u8; 16] = match span.trace_id.as_slice().try_into() {
-        Ok(id) if id != [0; 16] => id,
-        _ => {
-            return Err(refuse(
-                RejectReason::InvalidTraceId,
-                format!("trace id of {} bytes", span.trace_id.len()),
-            ));
-        }
-    };
-    let span_id: [u8; 8] = match span.span_id.as_slice().try_into() {
-        Ok(id) if id != [0; 8] => id,
-        _ => {
-            return Err(refuse(
-                RejectReason::InvalidSpanId,
-                format!("span id of {} bytes", span.span_id.len()),
-            ));
-        }
-    };
-    let time_unix_nano = if span.end_time_unix_nano != 0 {
-        span.end_time_unix_nano
-    } else {
-        span.start_time_unix_nano
-    };
-    if time_unix_nano == 0 {
-        return Err(refuse(RejectReason::MissingTime, "the span has no time"));
-    }
-    let limit = received.limits.max_value_bytes;
-    let (tool_name, target) = match candidate.source {
-        OutcomeSource::Http => (http_method(facts.http_method), http_target(facts)),
-        source => {
-            let tool = facts
-                .tool_name
-                .or_else(|| convention.tool_in_span_name(&span.name))
-                .unwrap_or("unknown");
-            let target = match (facts.server_address, facts.server_port) {
-                (Some(host), Some(port)) => format!("{host}:{port}"),
-                (Some(host), None) => host.to_owned(),
-                // An MCP server on standard input and output has no address.
-                (None, _)
-                    if source == OutcomeSource::Mcp && facts.network_transport == Some("pipe") =>
-                {
-                    "stdio".to_owned()
-                }
-                (None, _) => tool.to_owned(),
-            };
-            (tool, target)
-        }
-    };
-    for (what, text) in [("tool name", tool_name), ("target", target.as_str())] {
-        if text.len() > limit {
-            return Err(refuse(
-                RejectReason::ValueTooLong,
-                format!("the {what} is {} bytes; the limit is {limit}", text.len()),
-            ));
-        }
-    }
-    Ok(Call {
-        trace_id,
-        span_id,
-        time_unix_nano,
-        tool_name,
-        target,
-    })
-}
-
-/// A derived event's id: from its service, source and span, so that the same span sent again
-/// gets the same id.
-fn event_id(service: &Service<'_>, source: OutcomeSource, span: &Span) -> [u8; 16] {
-    let mut hasher = Sha256::new();
-    for part in [
-        service.name.as_bytes(),
-        service.instance.as_bytes(),
-        source.as_str().as_bytes(),
-        names::OUTCOME_EVENT.as_bytes(),
-        &span.trace_id,
-        &span.span_id,
-    ] {
-        hasher.update((part.len() as u64).to_be_bytes());
-        hasher.update(part);
-    }
-    let mut id = [0u8; 16];
-    id.copy_from_slice(&hasher.finalize()[..16]);
-    id
 }

@@ -13,6 +13,8 @@ impl IdempotencyKey {
     /// A new key, unique to the call.
     pub(super) fn new() -> Self {
         let mut key = [0u8; Self::LEN];
+        // A generated id is `candor-` and two 16-digit hex numbers: always `LEN` ASCII bytes
+        // (the adapter's tests check its form), so the lengths match.
         key.copy_from_slice(crate::classify::http::generated_operation_id().as_bytes());
         Self(key)
     }

@@ -30,12 +30,15 @@ const NEW_EVENT_ID: &str = "0000000000000000000000000000b2e7";
 
 /// The values the produced event carries in the added columns it has; its `exception_type` and
 /// `rpc_status_code` are absent (an adapter's event, not a derived call's).
-const PRODUCED: [(&str, &str); 5] = [
+const PRODUCED: [(&str, &str); 8] = [
     (column::SOURCE, "adapter"),
     (column::ERROR_MESSAGE, "HTTP 504 upstream timed out"),
     (column::TOOL_CALL_ID, "call_7"),
     (column::EVIDENCE_KIND, "request_id"),
     (column::EVIDENCE_VALUE, "req-504"),
+    (column::SOURCE_SYSTEM, "new.example"),
+    (column::ACTOR, "nightly-reindex"),
+    (column::ADAPTER, "candor-adapter/0.1.0"),
 ];
 
 /// Unix nanoseconds `age` before now.
@@ -89,6 +92,9 @@ fn produced_event() -> OutcomeEvent {
         tool_call_id: value(column::TOOL_CALL_ID),
         evidence_kind: value(column::EVIDENCE_KIND),
         evidence_value: value(column::EVIDENCE_VALUE),
+        source_system: value(column::SOURCE_SYSTEM),
+        actor: value(column::ACTOR),
+        adapter: value(column::ADAPTER),
         ..event(
             NEW_EVENT_ID,
             NEW_TARGET,

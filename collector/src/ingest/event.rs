@@ -77,6 +77,12 @@ pub struct OutcomeEventRef<'a> {
     pub evidence_value: Option<Cow<'a, str>>,
     /// The convention a derived call was recognised by; `None` for an adapter's event.
     pub convention: Option<Cow<'a, str>>,
+    /// The system that answered an adapter's call (`tool.provenance.source_system`).
+    pub source_system: Option<Cow<'a, str>>,
+    /// Who an adapter's call acted for (`tool.provenance.actor`), credentials removed.
+    pub actor: Option<Cow<'a, str>>,
+    /// The adapter and its version (`tool.provenance.adapter`).
+    pub adapter: Option<Cow<'a, str>>,
 }
 
 impl From<&OutcomeEventRef<'_>> for OutcomeEvent {
@@ -134,6 +140,9 @@ impl OutcomeEventRef<'_> {
             evidence_kind: self.evidence_kind.map(|kind| text(kind.as_str())),
             evidence_value: optional(&self.evidence_value),
             convention: optional(&self.convention),
+            source_system: optional(&self.source_system),
+            actor: optional(&self.actor),
+            adapter: optional(&self.adapter),
         }
     }
 }
@@ -236,6 +245,9 @@ pub(crate) mod tests {
             evidence_kind: numbers.map(|_| EvidenceKind::RequestId),
             evidence_value: texts.map(Cow::Borrowed),
             convention: texts.map(Cow::Borrowed),
+            source_system: texts.map(Cow::Borrowed),
+            actor: texts.map(Cow::Borrowed),
+            adapter: texts.map(Cow::Borrowed),
         }
     }
 

@@ -21,8 +21,11 @@ const EVENT_COLUMNS: &[&str] = &[
     column::SERVICE_INSTANCE_ID,
     column::TOOL_NAME,
     column::TOOL_TARGET,
+    column::SOURCE_SYSTEM,
     column::SOURCE,
     column::CONVENTION,
+    column::ADAPTER,
+    column::ACTOR,
     column::OUTCOME_CLASS,
     column::FAILURE_KIND,
     column::RETRY_ACTION,
@@ -94,6 +97,7 @@ pub fn summarize(rows: &Rows) -> Vec<String> {
     let mut actions: BTreeMap<String, u64> = BTreeMap::new();
     let mut derived: BTreeMap<String, u64> = BTreeMap::new();
     let mut services: BTreeMap<String, u64> = BTreeMap::new();
+    let mut adapters: BTreeMap<String, u64> = BTreeMap::new();
     for row in &rows.rows {
         let text = |name: &str| {
             row.get(name)
@@ -114,6 +118,10 @@ pub fn summarize(rows: &Rows) -> Vec<String> {
             *derived.entry(key).or_default() += 1;
         }
         *services.entry(text(column::SERVICE_NAME)).or_default() += 1;
+        let adapter = text(column::ADAPTER);
+        if !adapter.is_empty() {
+            *adapters.entry(adapter).or_default() += 1;
+        }
     }
     if rows.rows.is_empty() {
         return Vec::new();
@@ -142,6 +150,13 @@ pub fn summarize(rows: &Rows) -> Vec<String> {
         ));
     }
     summary.push(format!("services involved: {}", services.join(", ")));
+    if !adapters.is_empty() {
+        let adapters: Vec<String> = adapters
+            .iter()
+            .map(|(adapter, events)| format!("{adapter} ({events})"))
+            .collect();
+        summary.push(format!("adapters that reported: {}", adapters.join(", ")));
+    }
     summary
 }
 

@@ -91,6 +91,13 @@ record! {
         /// `otel-genai`, or a name the collector's configuration declared); absent for an
         /// adapter's own event and in records written before conventions were named.
         convention: string optional = 32 => CONVENTION as OptText,
+        /// `tool.provenance.source_system` of an adapter's event: the system that answered.
+        source_system: string optional = 33 => SOURCE_SYSTEM as OptText,
+        /// `tool.provenance.actor` of an adapter's event, credentials removed: who the call
+        /// acted for, when the adapter was told.
+        actor: string optional = 34 => ACTOR as OptText,
+        /// `tool.provenance.adapter` of an adapter's event: the implementation and its version.
+        adapter: string optional = 35 => ADAPTER as OptText,
     }
 }
 

@@ -366,6 +366,9 @@ impl Table {
                 column::EVIDENCE_KIND,
                 column::EVIDENCE_VALUE,
                 column::CONVENTION,
+                column::SOURCE_SYSTEM,
+                column::ACTOR,
+                column::ADAPTER,
             ],
             Self::OutcomeCounts => &[
                 column::EXPORT_INTERVAL_MS,

@@ -229,6 +229,9 @@ pub(super) fn outcome_event<'a>(
         evidence_kind,
         evidence_value: evidence_value.map(Cow::Borrowed),
         convention: None,
+        source_system: text(Key::ProvenanceSourceSystem)?,
+        actor: text(Key::ProvenanceActor)?,
+        adapter: text(Key::ProvenanceAdapter)?,
     })
 }
 

@@ -54,6 +54,8 @@ pub fn redact_event(event: &mut OutcomeEventRef<'_>) -> u64 {
         &mut event.rpc_status_code,
         &mut event.tool_call_id,
         &mut event.evidence_value,
+        &mut event.source_system,
+        &mut event.actor,
     ]
     .into_iter()
     .flatten()

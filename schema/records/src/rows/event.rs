@@ -265,7 +265,12 @@ mod tests {
                 proptest::option::of(texts()),
                 proptest::option::of(texts()),
             ),
-            proptest::option::of(texts()),
+            (
+                proptest::option::of(texts()),
+                proptest::option::of(texts()),
+                proptest::option::of(texts()),
+                proptest::option::of(texts()),
+            ),
         )
             .prop_map(|(a, b, c, d, e, f, g)| OutcomeEvent {
                 schema_version: a.0,
@@ -299,7 +304,10 @@ mod tests {
                 tool_call_id: f.3,
                 evidence_kind: f.4,
                 evidence_value: f.5,
-                convention: g,
+                convention: g.0,
+                source_system: g.1,
+                actor: g.2,
+                adapter: g.3,
             })
     }
 

@@ -522,6 +522,10 @@ pub(super) fn derive<'a>(
                     evidence_kind: request_id.map(|_| EvidenceKind::RequestId),
                     evidence_value: request_id.map(owned),
                     convention: Some(Cow::Owned(convention.name.clone())),
+                    // A derived call has no adapter to say where it ran.
+                    source_system: None,
+                    actor: None,
+                    adapter: None,
                 });
                 CountClass::Outcome(OutcomeClass::AccessFailure)
             }

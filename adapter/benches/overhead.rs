@@ -56,6 +56,17 @@ impl Clock for NoWaitClock {
     }
 }
 
+/// Drops every log record.
+#[derive(Debug)]
+struct NoopLogExporter;
+
+impl opentelemetry_sdk::logs::LogExporter for NoopLogExporter {
+    async fn export(&self, batch: opentelemetry_sdk::logs::LogBatch<'_>) -> OTelSdkResult {
+        black_box(batch.iter().count());
+        Ok(())
+    }
+}
+
 /// Drops every span.
 #[derive(Debug)]
 struct NoopExporter;
@@ -205,7 +216,82 @@ fn benches(c: &mut Criterion) {
     });
     group.finish();
 
+    retried(c, &tracer_provider, &meter_provider);
     following(c, &tracer_provider, &meter_provider);
+}
+
+/// A call whose first attempt fails (503) and is retried, its event logged at the moment it
+/// happens (contract rule `TELEMETRY-MOMENT`), the second succeeds; beside the same SDK work
+/// done by hand: a span with one event and one log record.
+fn retried(
+    c: &mut Criterion,
+    tracer_provider: &SdkTracerProvider,
+    meter_provider: &SdkMeterProvider,
+) {
+    use opentelemetry::logs::{LogRecord as _, Logger as _, LoggerProvider as _};
+    let logger_provider = opentelemetry_sdk::logs::SdkLoggerProvider::builder()
+        .with_simple_exporter(NoopLogExporter)
+        .build();
+    let adapter = Adapter::builder("search", "http://search.internal/v1/items")
+        .classifier(FnClassifier::new(|attempt: u32| {
+            if attempt == 1 {
+                Outcome::AccessFailure {
+                    failure: Failure {
+                        kind: AccessFailureKind::ServerError,
+                        retryable: true,
+                        message: "HTTP 503 Service Unavailable".into(),
+                        status: Some(503),
+                        error_type: Some("503".into()),
+                        retry_after_ms: None,
+                    },
+                }
+            } else {
+                Outcome::Success {
+                    payload: 7u64,
+                    extent: Extent::default(),
+                }
+            }
+        }))
+        .clock(NoWaitClock)
+        .tracer_provider(tracer_provider)
+        .meter_provider(meter_provider)
+        .logger_provider(&logger_provider)
+        .build()
+        .unwrap();
+    let mut group = c.benchmark_group("retried_attempt");
+    group.bench_function("adapter_call_retried_once_with_log_record", |b| {
+        b.iter(|| {
+            black_box(now(
+                adapter.call(|context| async move { black_box(context.number) })
+            ))
+        })
+    });
+    group.bench_function("sdk_span_event_and_log_record", |b| {
+        use opentelemetry::trace::{Span as _, Tracer as _};
+        let tracer = tracer_provider.tracer("bench");
+        let logger = logger_provider.logger("bench");
+        b.iter(|| {
+            let mut span = tracer.start("tool.call.reference");
+            let attributes = vec![
+                KeyValue::new("kind", "server_error"),
+                KeyValue::new("attempt", 1),
+                KeyValue::new("status", 503),
+            ];
+            let context = span.span_context().clone();
+            let mut record = logger.create_log_record();
+            record.set_event_name("reference.event");
+            record.set_trace_context(context.trace_id(), context.span_id(), None);
+            record.add_attributes(
+                attributes
+                    .iter()
+                    .map(|kv| (kv.key.clone(), kv.value.as_str().into_owned())),
+            );
+            logger.emit(record);
+            span.add_event("reference.event", attributes);
+            span.end();
+        })
+    });
+    group.finish();
 }
 
 /// A call that is accepted, then followed through `reads` status reads: running until the last,

@@ -18,7 +18,7 @@ use crate::classify::{Classification, Classify};
 use crate::clock::{Clock, TokioClock};
 use crate::follow::{NoFollow, OperationStatus, ReadStatus, StatusRead, lifecycle_of};
 use crate::retry::{Decision, Jitter, RetryPolicy};
-use crate::telemetry::{Telemetry, Transition};
+use crate::telemetry::{CallTrace, Telemetry, Transition, event_time};
 
 mod builder;
 mod repeat;
@@ -137,15 +137,21 @@ impl<C, K: Clock, S> Adapter<C, K, S> {
             .poll_wait(1)
             .max(run.last.poll_after.unwrap_or_default());
         let mut transitions = run.transitions;
+        let mut trace = run.trace;
         if transitions.is_empty() {
             // An acceptance the classifier did not report as one (an operation resource).
-            transitions.push(Transition {
-                at: run.started_wall + run.finished,
+            let acceptance = Transition {
+                at: run
+                    .attempts
+                    .last()
+                    .map_or(run.started_wall + run.finished, event_time),
                 lifecycle: Lifecycle::Accepted {
                     operation: accepted.clone(),
                 },
                 evidence: run.last.evidence.clone(),
-            });
+            };
+            self.telemetry.transition(&mut trace, &acceptance);
+            transitions.push(acceptance);
         }
         let start = Start {
             started: run.started,
@@ -154,6 +160,7 @@ impl<C, K: Clock, S> Adapter<C, K, S> {
             attempts: run.attempts,
             evidence: run.last.evidence,
             transitions,
+            trace,
         };
         let run = self.follow(start, accepted, first_wait, read_status).await;
         self.finish(run)
@@ -172,9 +179,10 @@ impl<C, K: Clock, S> Adapter<C, K, S> {
         Q: FnMut(&Operation, AttemptContext) -> QFut,
         QFut: Future<Output = QR>,
     {
+        let started_wall = self.clock.wall();
         let start = Start {
             started: self.clock.now(),
-            started_wall: self.clock.wall(),
+            started_wall,
             accepted_at: Duration::ZERO,
             attempts: Vec::with_capacity(1),
             evidence: Some(Evidence {
@@ -183,6 +191,7 @@ impl<C, K: Clock, S> Adapter<C, K, S> {
             }),
             // The acceptance was seen by the call that returned it.
             transitions: Vec::new(),
+            trace: CallTrace::new(started_wall),
         };
         let run = self
             .follow(start, operation, Duration::ZERO, read_status)
@@ -203,6 +212,7 @@ impl<C, K: Clock, S> Adapter<C, K, S> {
         let started_wall = self.clock.wall();
         let wall_at = |offset: Duration| Timestamp::new(started_wall + offset);
         let mut attempts = Vec::with_capacity(1);
+        let mut trace = CallTrace::new(started_wall);
         let mut number = 0;
         let mut attempt_offset = Duration::ZERO;
         let idempotency_key = self.idempotency_key.then(IdempotencyKey::new);
@@ -262,6 +272,11 @@ impl<C, K: Clock, S> Adapter<C, K, S> {
             });
             match decision {
                 Decision::Retry { after } => {
+                    // The failed attempt's event happens now, not when the call ends.
+                    if let Some(attempt) = attempts.last() {
+                        self.telemetry
+                            .retried(&mut trace, attempt, self.policy.max_attempts());
+                    }
                     self.clock.sleep(after).await;
                     attempt_offset = self.clock.now().saturating_duration_since(started);
                 }
@@ -269,15 +284,19 @@ impl<C, K: Clock, S> Adapter<C, K, S> {
             }
         };
         // A lifecycle in the answer is a state of an operation the call saw, when it ended.
-        let transitions = last
+        let seen_at = attempts.last().map_or(started_wall + finished, event_time);
+        let transitions: Vec<Transition> = last
             .lifecycle
             .iter()
             .map(|lifecycle| Transition {
-                at: started_wall + finished,
+                at: seen_at,
                 lifecycle: lifecycle.clone(),
                 evidence: last.evidence.clone(),
             })
             .collect();
+        for transition in &transitions {
+            self.telemetry.transition(&mut trace, transition);
+        }
         Run {
             started,
             started_wall,
@@ -285,6 +304,7 @@ impl<C, K: Clock, S> Adapter<C, K, S> {
             attempts,
             finished,
             transitions,
+            trace,
         }
     }
 
@@ -312,6 +332,7 @@ impl<C, K: Clock, S> Adapter<C, K, S> {
         // The last state read, until the end: the lifecycle is built once, not on every read.
         let mut last_read: Option<OperationStatus<P>> = None;
         let mut transitions = start.transitions;
+        let mut trace = start.trace;
         let mut seen = transitions
             .last()
             .map(|transition| transition.lifecycle.state());
@@ -351,11 +372,17 @@ impl<C, K: Clock, S> Adapter<C, K, S> {
                     && seen != Some(status.state())
                 {
                     seen = Some(status.state());
-                    transitions.push(Transition {
-                        at: start.started_wall + start.accepted_at + since_acceptance(),
+                    // Whole milliseconds from the acceptance, as the following attempt's end
+                    // is written: a state seen as following ends is not after its end.
+                    let transition = Transition {
+                        at: start.started_wall
+                            + start.accepted_at
+                            + Duration::from_millis(millis(since_acceptance())),
                         lifecycle: lifecycle_of(&operation, status),
                         evidence: None,
-                    });
+                    };
+                    self.telemetry.transition(&mut trace, &transition);
+                    transitions.push(transition);
                 }
                 match read.status {
                     Ok(status) if status.is_terminal() => break Ending::Ended(status),
@@ -422,6 +449,7 @@ impl<C, K: Clock, S> Adapter<C, K, S> {
             attempts,
             finished,
             transitions,
+            trace,
         }
     }
 
@@ -452,7 +480,7 @@ impl<C, K: Clock, S> Adapter<C, K, S> {
             lifecycle: run.last.lifecycle,
         });
         self.telemetry
-            .record(&envelope, self.policy.max_attempts(), &run.transitions);
+            .record(&envelope, self.policy.max_attempts(), run.trace);
         envelope
     }
 }
@@ -468,6 +496,8 @@ struct Run<P> {
     finished: Duration,
     /// The states of an asynchronous operation the call saw, in order.
     transitions: Vec<Transition>,
+    /// The call's span, once it has had an event.
+    trace: CallTrace,
 }
 
 /// What following an operation starts from: the call that accepted it.
@@ -481,6 +511,8 @@ struct Start {
     evidence: Option<Evidence>,
     /// The states of the operation the call saw before following it.
     transitions: Vec<Transition>,
+    /// The call's span, once it has had an event.
+    trace: CallTrace,
 }
 
 /// How following an operation ended.

@@ -2,9 +2,16 @@
 //! Partial, on a `tool.call` span; one increment of `tool.outcomes` per call; a `tracing`
 //! mirror of each event for local logs.
 //!
-//! Everything is derived from the finished [`Envelope`], after the call, with the real
-//! timestamps: a Success or an Empty costs one counter increment and no span, unless the author
-//! asked for every call to be traced.
+//! Each event is recorded when it happens (contract rule `TELEMETRY-MOMENT`): a failed attempt
+//! that will be retried, and each state of an operation the call sees, are added to the call's
+//! span at once (the span starts at the call's first event) and emitted as log records (see
+//! [`set_logger_provider`]), which reach the pipeline while the call still runs. The call's end
+//! adds the terminal event and ends the span. A Success or an Empty costs one counter increment
+//! and no span, unless the author asked for every call to be traced.
+
+mod log;
+
+pub use log::set_logger_provider;
 
 use std::borrow::Cow;
 use std::sync::Arc;
@@ -13,14 +20,16 @@ use std::time::{Duration, SystemTime};
 
 use candor_schema::names::{self, attr};
 use candor_schema::{
-    Envelope, Evidence, Lifecycle, LifecycleState, OutcomeClass, Provenance, RetryAction,
+    Attempt, Envelope, Evidence, FailureKind, Lifecycle, LifecycleState, OutcomeClass, RetryAction,
+    Truncation,
 };
-use opentelemetry::global::{self, BoxedTracer};
+use opentelemetry::global::{self, BoxedSpan, BoxedTracer};
+use opentelemetry::logs::LoggerProvider;
 use opentelemetry::metrics::{Counter, Meter, MeterProvider, ObservableCounter};
-use opentelemetry::trace::{
-    Event, Span as _, SpanBuilder, SpanKind, Status, Tracer as _, TracerProvider,
-};
+use opentelemetry::trace::{Span as _, SpanBuilder, SpanKind, Status, Tracer as _, TracerProvider};
 use opentelemetry::{Context, InstrumentationScope, KeyValue, Value};
+
+use log::LogSink;
 
 /// The counter of failure spans that the host's sampler dropped (the host did not install
 /// [`crate::KeepToolFailures`]); the events are still in the local log mirror.
@@ -55,6 +64,12 @@ pub(crate) struct Telemetry {
     /// `tool.name`, `tool.target` and, when known, `tool.authority`.
     identity: Vec<KeyValue>,
     trace_every_call: bool,
+    /// Where the log-based form of events goes, when a logger provider was set.
+    logs: Option<LogSink>,
+    /// `tool.provenance.*` of every event: the adapter's, the same for each call.
+    provenance: Vec<KeyValue>,
+    tool: Arc<str>,
+    target: Arc<str>,
 }
 
 /// Where the adapter should send telemetry; the global providers unless told otherwise.
@@ -63,6 +78,7 @@ pub(crate) struct TelemetryConfig {
     pub tracer: Option<BoxedTracer>,
     pub meter: Option<Meter>,
     pub trace_every_call: bool,
+    pub logs: Option<LogSink>,
 }
 
 impl TelemetryConfig {
@@ -80,6 +96,14 @@ impl TelemetryConfig {
     pub(crate) fn meter_provider(&mut self, provider: &dyn MeterProvider) {
         self.meter = Some(provider.meter_with_scope(scope()));
     }
+
+    pub(crate) fn logger_provider<P>(&mut self, provider: &P)
+    where
+        P: LoggerProvider,
+        P::Logger: Send + Sync + 'static,
+    {
+        self.logs = Some(log::sink(provider));
+    }
 }
 
 impl Telemetry {
@@ -88,6 +112,8 @@ impl Telemetry {
         tool: &Arc<str>,
         target: &Arc<str>,
         authority: Option<String>,
+        source_system: &Arc<str>,
+        actor: Option<&Arc<str>>,
     ) -> Self {
         let tracer = config
             .tracer
@@ -100,6 +126,7 @@ impl Telemetry {
             .with_description("Failure spans the host's sampler dropped")
             .build();
         let name = KeyValue::new(attr::TOOL_NAME, Value::String(tool.clone().into()));
+        let target_name = target.clone();
         let target = KeyValue::new(attr::TOOL_TARGET, Value::String(target.clone().into()));
         let [success, empty, partial, access_failure] = CLASSES.map(|class| {
             vec![
@@ -143,17 +170,93 @@ impl Telemetry {
             class_attributes,
             identity,
             trace_every_call: config.trace_every_call,
+            logs: config.logs.or_else(log::global),
+            provenance: provenance_attributes(source_system, actor),
+            tool: tool.clone(),
+            target: target_name,
         }
     }
 
-    /// Records a finished call: the counter always, the span and events when something went
-    /// wrong (or every call was asked for).
-    pub(crate) fn record<P>(
+    /// Records, at the moment it ends, an attempt that failed and will be retried: its event on
+    /// the call's span (started now if this is the call's first event) and as a log record.
+    pub(crate) fn retried(&self, trace: &mut CallTrace, attempt: &Attempt, max_attempts: u32) {
+        let attributes = self.event_attributes(attempt, max_attempts, None, None);
+        let span = self.live_span(trace, attempt.failure_kind, None);
+        self.emit(span, names::OUTCOME_EVENT, event_time(attempt), attributes);
+        mirror(&self.tool, &self.target, attempt);
+    }
+
+    /// Records, at the moment it was seen, a state of the operation the call accepted or
+    /// follows (rule `TELEMETRY-LIFECYCLE`).
+    pub(crate) fn transition(&self, trace: &mut CallTrace, transition: &Transition) {
+        let attributes = self.lifecycle_attributes(transition);
+        let state = transition.lifecycle.state();
+        let span = self.live_span(trace, None, Some(state));
+        self.emit(span, names::LIFECYCLE_EVENT, transition.at, attributes);
+    }
+
+    /// The call's span, started now at the call's start time when this is the call's first
+    /// event, with the event's failure kind or state among its first attributes (what a
+    /// sampler keeps it by).
+    fn live_span<'c>(
         &self,
-        envelope: &Envelope<P>,
-        max_attempts: u32,
-        transitions: &[Transition],
+        trace: &'c mut CallTrace,
+        failure_kind: Option<FailureKind>,
+        state: Option<LifecycleState>,
+    ) -> &'c mut BoxedSpan {
+        let started = trace.started;
+        &mut trace
+            .live
+            .get_or_insert_with(|| {
+                let mut attributes = self.identity.clone();
+                if let Some(kind) = failure_kind {
+                    attributes.push(KeyValue::new(attr::FAILURE_KIND, kind.as_str()));
+                }
+                if let Some(state) = state {
+                    attributes.push(KeyValue::new(attr::LIFECYCLE_STATE, state.as_str()));
+                }
+                Live {
+                    span: self.start_span(started, attributes),
+                    failure_kind,
+                    state,
+                }
+            })
+            .span
+    }
+
+    fn start_span(&self, started: SystemTime, attributes: Vec<KeyValue>) -> BoxedSpan {
+        let builder = SpanBuilder {
+            name: Cow::Borrowed(names::TOOL_CALL_SPAN),
+            span_kind: Some(SpanKind::Client),
+            start_time: Some(started),
+            attributes: Some(attributes),
+            ..SpanBuilder::default()
+        };
+        self.tracer.build_with_context(builder, &parent_context())
+    }
+
+    /// Adds one event to the span and emits its log-based form in the span's context (none
+    /// when the span has no valid context: no tracer provider is installed).
+    fn emit(
+        &self,
+        span: &mut BoxedSpan,
+        name: &'static str,
+        at: SystemTime,
+        attributes: Vec<KeyValue>,
     ) {
+        if let Some(logs) = &self.logs {
+            let context = span.span_context();
+            if context.is_valid() {
+                logs(name, at, context, &attributes);
+            }
+        }
+        span.add_event_with_timestamp(name, at, attributes);
+    }
+
+    /// Records a finished call: the counter always; the terminal event on the span and the
+    /// span's end when something went wrong (or every call was asked for). The events recorded
+    /// while the call ran are on the span already.
+    pub(crate) fn record<P>(&self, envelope: &Envelope<P>, max_attempts: u32, trace: CallTrace) {
         let class = envelope.class();
         let slot = if class == OutcomeClass::Success
             && envelope
@@ -166,71 +269,77 @@ impl Telemetry {
             class_index(class)
         };
         self.counts[slot].fetch_add(1, Ordering::Relaxed);
-        let eventful = envelope
+        let terminal = envelope
             .attempts()
-            .iter()
-            .any(|attempt| is_eventful(attempt.class));
-        if eventful || self.trace_every_call || !transitions.is_empty() {
-            self.emit_span(envelope, max_attempts, transitions);
+            .last()
+            .filter(|attempt| is_eventful(attempt.class) && is_terminal(attempt));
+        if trace.live.is_some() || terminal.is_some() || self.trace_every_call {
+            self.end_span(envelope, max_attempts, trace, terminal);
         }
     }
 
-    fn emit_span<P>(&self, envelope: &Envelope<P>, max_attempts: u32, transitions: &[Transition]) {
+    fn end_span<P>(
+        &self,
+        envelope: &Envelope<P>,
+        max_attempts: u32,
+        trace: CallTrace,
+        terminal: Option<&Attempt>,
+    ) {
         let class = envelope.class();
-        let provenance = envelope.provenance();
-        // Both kinds of event in time order; at the same moment the operation's state comes
-        // before the attempt's event, so that the call's terminal event stays its last. An
-        // attempt's event is at its start plus its whole milliseconds, so a state seen within
-        // the last attempt's final millisecond is placed at that attempt's end, not after it.
-        let end = envelope.attempts().last().map(|attempt| {
-            attempt.started_at.system_time() + Duration::from_millis(attempt.duration_ms)
-        });
-        let mut events: Vec<(SystemTime, Event)> = transitions
-            .iter()
-            .map(|transition| {
-                let at = end.map_or(transition.at, |end| transition.at.min(end));
-                let attributes = self.lifecycle_attributes(provenance, transition);
-                (at, Event::new(names::LIFECYCLE_EVENT, at, attributes, 0))
-            })
-            .collect();
-        for attempt in envelope.attempts().iter().filter(|a| is_eventful(a.class)) {
-            let attributes = self.event_attributes(envelope, attempt, max_attempts);
-            mirror(envelope, attempt);
-            let at = attempt.started_at.system_time() + Duration::from_millis(attempt.duration_ms);
-            events.push((at, Event::new(names::OUTCOME_EVENT, at, attributes, 0)));
-        }
-        // Stable: the transitions, pushed first, stay first among events of the same moment.
-        events.sort_by_key(|(at, _)| *at);
-        let events = events.into_iter().map(|(_, event)| event).collect();
-        let mut attributes = self.identity.clone();
-        attributes.push(KeyValue::new(attr::OUTCOME_CLASS, class.as_str()));
-        // The kind of the last failed attempt marks the span as a failure span for samplers
-        // (see `KeepToolFailures`), even when a retry later succeeded.
-        if let Some(kind) = envelope
+        let failure_kind = envelope
             .attempts()
             .iter()
             .rev()
-            .find_map(|a| a.failure_kind)
-        {
-            attributes.push(KeyValue::new(attr::FAILURE_KIND, kind.as_str()));
-        }
-        // The operation's last state marks the span as an operation's for samplers.
-        if let Some(lifecycle) = envelope.lifecycle() {
-            attributes.push(KeyValue::new(
-                attr::LIFECYCLE_STATE,
-                lifecycle.state().as_str(),
-            ));
-        }
-        let builder = SpanBuilder {
-            name: Cow::Borrowed(names::TOOL_CALL_SPAN),
-            span_kind: Some(SpanKind::Client),
-            start_time: Some(provenance.started_at.system_time()),
-            attributes: Some(attributes),
-            events: Some(events),
-            links: None,
+            .find_map(|attempt| attempt.failure_kind);
+        let state = envelope.lifecycle().map(Lifecycle::state);
+        let outcome = KeyValue::new(attr::OUTCOME_CLASS, class.as_str());
+        let mut live = match trace.live {
+            Some(mut live) => {
+                // The attributes the span started with stay; the call's end adds the rest.
+                live.span.set_attribute(outcome);
+                if let Some(kind) = failure_kind.filter(|kind| Some(*kind) != live.failure_kind) {
+                    live.span
+                        .set_attribute(KeyValue::new(attr::FAILURE_KIND, kind.as_str()));
+                }
+                if let Some(state) = state.filter(|state| Some(*state) != live.state) {
+                    live.span
+                        .set_attribute(KeyValue::new(attr::LIFECYCLE_STATE, state.as_str()));
+                }
+                live
+            }
+            None => {
+                let mut attributes = self.identity.clone();
+                attributes.push(outcome);
+                if let Some(kind) = failure_kind {
+                    attributes.push(KeyValue::new(attr::FAILURE_KIND, kind.as_str()));
+                }
+                if let Some(state) = state {
+                    attributes.push(KeyValue::new(attr::LIFECYCLE_STATE, state.as_str()));
+                }
+                Live {
+                    span: self.start_span(trace.started, attributes),
+                    failure_kind,
+                    state,
+                }
+            }
         };
-        let mut span = self.tracer.build_with_context(builder, &parent_context());
-        if !span.is_recording() {
+        if let Some(attempt) = terminal {
+            let (truncation, evidence) = match envelope.outcome() {
+                candor_schema::Outcome::Partial { truncation, .. } => {
+                    (Some(truncation), envelope.evidence())
+                }
+                _ => (None, envelope.evidence()),
+            };
+            let attributes = self.event_attributes(attempt, max_attempts, truncation, evidence);
+            mirror(&self.tool, &self.target, attempt);
+            // The terminal event happens at the call's end: on the span, which ends now.
+            live.span.add_event_with_timestamp(
+                names::OUTCOME_EVENT,
+                event_time(attempt),
+                attributes,
+            );
+        }
+        if !live.span.is_recording() {
             self.unrecorded
                 .add(1, &self.class_attributes[class_index(class)]);
             tracing::warn!(
@@ -242,17 +351,14 @@ impl Telemetry {
             );
         }
         if let candor_schema::Outcome::AccessFailure { failure } = envelope.outcome() {
-            span.set_status(Status::error(failure.message.clone()));
+            live.span.set_status(Status::error(failure.message.clone()));
         }
-        span.end_with_timestamp(provenance.finished_at.system_time());
+        live.span
+            .end_with_timestamp(envelope.provenance().finished_at.system_time());
     }
 
     /// The attributes of one `tool.lifecycle` event (rule `TELEMETRY-LIFECYCLE`).
-    fn lifecycle_attributes(
-        &self,
-        provenance: &Provenance,
-        transition: &Transition,
-    ) -> Vec<KeyValue> {
+    fn lifecycle_attributes(&self, transition: &Transition) -> Vec<KeyValue> {
         let lifecycle = &transition.lifecycle;
         let mut attributes = self.identity.clone();
         attributes.push(KeyValue::new(
@@ -288,28 +394,18 @@ impl Telemetry {
                 attributes.push(KeyValue::new(attr::RESOURCE_VERSION, version.clone()));
             }
         }
-        attributes.push(KeyValue::new(
-            attr::PROVENANCE_SOURCE_SYSTEM,
-            Value::String(provenance.source_system.clone().into()),
-        ));
-        if let Some(actor) = &provenance.actor {
-            attributes.push(KeyValue::new(
-                attr::PROVENANCE_ACTOR,
-                Value::String(actor.clone().into()),
-            ));
-        }
-        attributes.push(KeyValue::new(
-            attr::PROVENANCE_ADAPTER,
-            provenance.adapter.clone(),
-        ));
+        attributes.extend(self.provenance.iter().cloned());
         attributes
     }
 
-    fn event_attributes<P>(
+    /// The attributes of one `tool.outcome` event (rule `TELEMETRY-EVENT`): `truncation` on a
+    /// Partial, `evidence` on the event that ends the call.
+    fn event_attributes(
         &self,
-        envelope: &Envelope<P>,
-        attempt: &candor_schema::Attempt,
+        attempt: &Attempt,
         max_attempts: u32,
+        truncation: Option<&Truncation>,
+        evidence: Option<&Evidence>,
     ) -> Vec<KeyValue> {
         let mut attributes = self.identity.clone();
         attributes.push(KeyValue::new(attr::OUTCOME_CLASS, attempt.class.as_str()));
@@ -341,7 +437,7 @@ impl Telemetry {
             attributes.push(KeyValue::new(attr::ERROR_TYPE, error_type.clone()));
         }
         if attempt.class == OutcomeClass::Partial
-            && let candor_schema::Outcome::Partial { truncation, .. } = envelope.outcome()
+            && let Some(truncation) = truncation
         {
             if let Some(returned) = truncation.returned {
                 let returned = i64::try_from(returned).unwrap_or(i64::MAX);
@@ -354,30 +450,76 @@ impl Telemetry {
             attributes.push(KeyValue::new(attr::COVERAGE, truncation.covered.clone()));
             attributes.push(KeyValue::new(attr::DROPPED, truncation.dropped.clone()));
         }
-        if is_terminal(envelope, attempt)
-            && let Some(evidence) = envelope.evidence()
-        {
+        if let Some(evidence) = evidence {
             attributes.push(KeyValue::new(attr::EVIDENCE_KIND, evidence.kind.as_str()));
             attributes.push(KeyValue::new(attr::EVIDENCE_VALUE, evidence.value.clone()));
         }
+        attributes.extend(self.provenance.iter().cloned());
         attributes
     }
+}
+
+/// A call's span while the call runs: none until the call's first event (rule
+/// `TELEMETRY-MOMENT`).
+pub(crate) struct CallTrace {
+    /// The call's start: the span's start time.
+    started: SystemTime,
+    live: Option<Live>,
+}
+
+impl CallTrace {
+    /// The trace of a call that started at `started`.
+    pub(crate) fn new(started: SystemTime) -> Self {
+        Self {
+            started,
+            live: None,
+        }
+    }
+}
+
+/// A started `tool.call` span and the marks it started with.
+struct Live {
+    span: BoxedSpan,
+    /// The `tool.failure.kind` the span carries.
+    failure_kind: Option<FailureKind>,
+    /// The `tool.lifecycle.state` the span started with.
+    state: Option<LifecycleState>,
+}
+
+/// An attempt's event time: its start plus its whole milliseconds (rule `TELEMETRY-EVENT`).
+pub(crate) fn event_time(attempt: &Attempt) -> SystemTime {
+    attempt.started_at.system_time() + Duration::from_millis(attempt.duration_ms)
+}
+
+/// `tool.provenance.*` of every event (rules `TELEMETRY-EVENT`, `TELEMETRY-LIFECYCLE`): the
+/// source system, the actor when set, and the adapter.
+fn provenance_attributes(source_system: &Arc<str>, actor: Option<&Arc<str>>) -> Vec<KeyValue> {
+    let mut attributes = vec![KeyValue::new(
+        attr::PROVENANCE_SOURCE_SYSTEM,
+        Value::String(source_system.clone().into()),
+    )];
+    if let Some(actor) = actor {
+        attributes.push(KeyValue::new(
+            attr::PROVENANCE_ACTOR,
+            Value::String(actor.clone().into()),
+        ));
+    }
+    attributes.push(KeyValue::new(
+        attr::PROVENANCE_ADAPTER,
+        crate::ADAPTER_VERSION,
+    ));
+    attributes
 }
 
 fn is_eventful(class: OutcomeClass) -> bool {
     matches!(class, OutcomeClass::AccessFailure | OutcomeClass::Partial)
 }
 
-/// Whether `attempt`'s event is the call's terminal event: the envelope's last attempt, with an
+/// Whether the call's last attempt ends it with an event (rule `TELEMETRY-TERMINAL-EVENT`): an
 /// action that ends the call (`exhausted`, `permanent` or `accept_partial`, not `retry`).
-fn is_terminal<P>(envelope: &Envelope<P>, attempt: &candor_schema::Attempt) -> bool {
-    attempt
-        .retry_action
+fn is_terminal(last: &Attempt) -> bool {
+    last.retry_action
         .is_some_and(|action| action != RetryAction::Retry)
-        && envelope
-            .attempts()
-            .last()
-            .is_some_and(|last| last.number == attempt.number)
 }
 
 /// A state of an asynchronous operation that a call saw, and when.
@@ -434,7 +576,7 @@ fn parent_context() -> Context {
 ///
 /// The event is a root event (`parent: None`): a host that bridges `tracing` into OpenTelemetry
 /// must not receive it as a second span event next to the real one.
-fn mirror<P>(envelope: &Envelope<P>, attempt: &candor_schema::Attempt) {
+fn mirror(tool: &str, tool_target: &str, attempt: &Attempt) {
     let class = attempt.class.as_str();
     let kind = attempt.failure_kind.map(|kind| kind.as_str()).unwrap_or("");
     let action = attempt.retry_action.map(|a| a.as_str()).unwrap_or("");
@@ -443,8 +585,8 @@ fn mirror<P>(envelope: &Envelope<P>, attempt: &candor_schema::Attempt) {
         tracing::info!(
             target: MIRROR_TARGET,
             parent: None,
-            tool = envelope.tool(),
-            tool_target = envelope.target(),
+            tool,
+            tool_target,
             class,
             kind,
             action,
@@ -457,8 +599,8 @@ fn mirror<P>(envelope: &Envelope<P>, attempt: &candor_schema::Attempt) {
         tracing::warn!(
             target: MIRROR_TARGET,
             parent: None,
-            tool = envelope.tool(),
-            tool_target = envelope.target(),
+            tool,
+            tool_target,
             class,
             kind,
             action,

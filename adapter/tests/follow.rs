@@ -143,14 +143,23 @@ async fn serve(
 }
 
 /// Makes one exchange to its end on this thread, so that the future the adapter polls is ready.
-fn exchange(client: &HttpClient, method: &str, url: &str) -> std::future::Ready<HttpExchange> {
+fn exchange(
+    client: &HttpClient,
+    context: AttemptContext,
+    method: &str,
+    url: &str,
+) -> std::future::Ready<HttpExchange> {
     let handle = tokio::runtime::Handle::current();
     let headers = HeaderMap::new();
     let result = tokio::task::block_in_place(|| {
         handle.block_on(async {
             match method {
-                "POST" => client.post(url, &headers, bytes::Bytes::new()).await,
-                _ => client.get(url, &headers).await,
+                "POST" => {
+                    client
+                        .post(context, url, &headers, bytes::Bytes::new())
+                        .await
+                }
+                _ => client.get(context, url, &headers).await,
             }
         })
     });
@@ -188,13 +197,13 @@ where
     let start = server.url("/v1/exports");
     adapter
         .call_and_follow(
-            |_| exchange(&client, "POST", &start),
-            |operation: &Operation, _| {
+            |context| exchange(&client, context, "POST", &start),
+            |operation: &Operation, context| {
                 let url = match &operation.status_url {
                     Some(url) => url.clone(),
                     None => server.url(&format!("/v1/{}", operation.id)),
                 };
-                exchange(&client, "GET", &url)
+                exchange(&client, context, "GET", &url)
             },
         )
         .await
@@ -613,14 +622,21 @@ async fn an_acceptance_returned_at_once_can_be_resumed_later() {
     let adapter = adapter(StatusUrl::default(), &clock);
     let client = HttpClient::default();
     let start = server.url("/v1/exports");
-    let accepted = adapter.call(|_| exchange(&client, "POST", &start)).await;
+    let accepted = adapter
+        .call(|context| exchange(&client, context, "POST", &start))
+        .await;
     assert_eq!(lifecycle(&accepted).state(), LifecycleState::Accepted);
     assert_eq!(server.requests(), ["POST /v1/exports"]);
 
     let operation = lifecycle(&accepted).operation().clone();
     let envelope = adapter
-        .resume(operation, |operation: &Operation, _| {
-            exchange(&client, "GET", operation.status_url.as_deref().unwrap())
+        .resume(operation, |operation: &Operation, context| {
+            exchange(
+                &client,
+                context,
+                "GET",
+                operation.status_url.as_deref().unwrap(),
+            )
         })
         .await;
     assert_eq!(lifecycle(&envelope).state(), LifecycleState::Completed);

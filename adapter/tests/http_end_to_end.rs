@@ -31,6 +31,9 @@ enum Reply {
     Raw(String),
     /// Never answers; holds the connection until the client gives up.
     Hang,
+    /// Writes these bytes (a head and part of its body), then holds the connection until the
+    /// client gives up.
+    Stall(String),
 }
 
 fn reply(status: &str, body: &str) -> Reply {
@@ -113,6 +116,10 @@ async fn serve(mut stream: TcpStream, reply: Option<Reply>, heads: Arc<Mutex<Vec
         }
         // Waits for the client to close; never writes.
         Some(Reply::Hang) => while stream.read(&mut buf).await.is_ok_and(|n| n > 0) {},
+        Some(Reply::Stall(bytes)) => {
+            let _ = stream.write_all(bytes.as_bytes()).await;
+            while stream.read(&mut buf).await.is_ok_and(|n| n > 0) {}
+        }
         None => panic!("the scripted server got more requests than scripted"),
     }
 }
@@ -168,7 +175,9 @@ async fn call(server_url: &str, max_attempts: u32, spans: &Spans) -> Envelope<Va
     let adapter = adapter(server_url, max_attempts, &spans.provider);
     let client = HttpClient::new(1 << 20);
     let headers = HeaderMap::new();
-    adapter.call(|_| client.get(server_url, &headers)).await
+    adapter
+        .call(|context| client.get(context, server_url, &headers))
+        .await
 }
 
 #[tokio::test]
@@ -220,7 +229,7 @@ async fn a_post_taken_and_answered_late_is_sent_once_a_get_is_retried_and_a_keye
     let body = Bytes::from_static(b"{\"sku\":\"a-1\"}");
     let no_headers = HeaderMap::new();
     let envelope = post
-        .call(|_| client.post(&url, &no_headers, body.clone()))
+        .call(|context| client.post(context, &url, &no_headers, body.clone()))
         .await;
     assert_eq!(
         server.requests(),
@@ -267,15 +276,10 @@ async fn a_post_taken_and_answered_late_is_sent_once_a_get_is_retried_and_a_keye
         .idempotency_key(true)
         .build()
         .unwrap();
+    // The client sends the attempt's key in the `Idempotency-Key` header.
     let send = |context: AttemptContext| {
-        let (client, url, body) = (&client, &url, body.clone());
-        async move {
-            let mut headers = HeaderMap::new();
-            if let Some(key) = context.idempotency_key {
-                headers.insert("idempotency-key", key.as_str().parse().unwrap());
-            }
-            client.post(url, &headers, body).await
-        }
+        let (client, url, headers, body) = (&client, &url, &no_headers, body.clone());
+        async move { client.post(context, url, headers, body).await }
     };
     assert_eq!(keyed.call(send).await.class(), OutcomeClass::Success);
     assert_eq!(keyed.call(send).await.class(), OutcomeClass::Success);
@@ -284,6 +288,50 @@ async fn a_post_taken_and_answered_late_is_sent_once_a_get_is_retried_and_a_keye
     assert!(keys.iter().all(Option::is_some), "{keys:?}");
     assert_eq!(keys[0], keys[1], "the retry carries the call's key");
     assert_ne!(keys[1], keys[2], "another call has another key");
+}
+
+#[tokio::test]
+async fn a_timeout_mid_body_is_partial_with_the_bytes_that_arrived_and_before_the_status_a_failure()
+{
+    const ARRIVED: &str = r#"{"items":[1,2,"#;
+    let spans = spans();
+    let server = Server::start(vec![
+        Reply::Stall(format!(
+            "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: 64\r\n\r\n{ARRIVED}"
+        )),
+        Reply::Hang,
+    ])
+    .await;
+    let url = server.url("/search");
+    let envelope = call(&url, 1, &spans).await;
+    let Outcome::Partial {
+        payload,
+        truncation,
+    } = envelope.outcome()
+    else {
+        panic!("a timeout mid-body cut an answer off: {envelope:?}");
+    };
+    assert_eq!(truncation.kind, PartialKind::MidStream);
+    assert_eq!(
+        truncation.covered,
+        format!("the first {} bytes of the body", ARRIVED.len())
+    );
+    assert!(
+        truncation.dropped.contains("ran out"),
+        "{}",
+        truncation.dropped
+    );
+    assert_eq!(payload, &Value::String(ARRIVED.to_owned()));
+    assert_eq!(
+        envelope.attempts()[0].retry_action,
+        Some(RetryAction::AcceptPartial)
+    );
+    // No status within the attempt timeout: nothing arrived, an AccessFailure.
+    let envelope = call(&url, 1, &spans).await;
+    let Outcome::AccessFailure { failure } = envelope.outcome() else {
+        panic!("{envelope:?}");
+    };
+    assert_eq!(failure.kind, AccessFailureKind::Timeout);
 }
 
 #[tokio::test]
@@ -360,7 +408,9 @@ async fn a_body_over_the_size_cap_is_partial() {
     let client = HttpClient::new(1024);
     let url = server.url("/big");
     let headers = HeaderMap::new();
-    let envelope = adapter.call(|_| client.get(&url, &headers)).await;
+    let envelope = adapter
+        .call(|context| client.get(context, &url, &headers))
+        .await;
     let Outcome::Partial { truncation, .. } = envelope.outcome() else {
         panic!("{envelope:?}");
     };
@@ -436,6 +486,19 @@ async fn the_probe_prints_the_envelope_and_exits_by_class() {
         serde_json::from_value::<Envelope<Value>>(envelope).unwrap();
     }
     assert_eq!(server.requests(), 5);
+
+    // A body that stalls past the attempt timeout: what arrived, a Partial.
+    let server = Server::start(vec![Reply::Stall(
+        "HTTP/1.1 200 OK\r\ncontent-length: 64\r\n\r\n{\"items\":[1,".to_owned(),
+    )])
+    .await;
+    let url = server.url("/search");
+    let (code, envelope) = probe(&[url.as_str(), "--timeout-ms", "300"]).await;
+    assert_eq!(code, 3, "{envelope}");
+    assert_eq!(
+        envelope["outcome"]["truncation"]["kind"], "mid_stream",
+        "{envelope}"
+    );
 }
 
 #[tokio::test]

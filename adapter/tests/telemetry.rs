@@ -163,6 +163,67 @@ async fn run(
 }
 
 #[tokio::test]
+async fn a_failed_attempt_is_logged_when_it_ends_not_when_the_call_does() {
+    let sdk = Sdk::new(Sampler::AlwaysOn, true);
+    let logs = opentelemetry_sdk::logs::InMemoryLogExporter::default();
+    let logger_provider = opentelemetry_sdk::logs::SdkLoggerProvider::builder()
+        .with_simple_exporter(logs.clone())
+        .build();
+    let adapter = Adapter::builder("search", "http://search.test/v1")
+        .classifier(HttpClassifier::new(NotFound::Unreachable).items_at("/items"))
+        .clock(FakeClock::default())
+        .jitter_seed(1)
+        .tracer_provider(&sdk.tracer_provider)
+        .logger_provider(&logger_provider)
+        .build()
+        .unwrap();
+    // What the pipeline could see while each attempt ran: log records and ended spans.
+    let seen = std::sync::Mutex::new(Vec::new());
+    let envelope = adapter
+        .call(|context| {
+            seen.lock().unwrap().push((
+                logs.get_emitted_logs().unwrap().len(),
+                sdk.finished_spans().len(),
+            ));
+            std::future::ready(if context.number < 3 {
+                json(503, "")
+            } else {
+                json(500, "")
+            })
+        })
+        .await;
+    assert_eq!(envelope.class(), OutcomeClass::AccessFailure);
+    assert_eq!(
+        *seen.lock().unwrap(),
+        [(0, 0), (1, 0), (2, 0)],
+        "during the third attempt the first two failures are logged, and no span has ended"
+    );
+    let spans = sdk.finished_spans();
+    assert_eq!(spans.len(), 1);
+    let emitted = logs.get_emitted_logs().unwrap();
+    assert_eq!(emitted.len(), 2, "the terminal event is the span's only");
+    for (log, event) in emitted.iter().zip(outcome_events(&spans)) {
+        let record = &log.record;
+        assert_eq!(record.event_name(), Some(names::OUTCOME_EVENT));
+        let context = record.trace_context().unwrap();
+        assert_eq!(context.trace_id, spans[0].span_context.trace_id());
+        assert_eq!(context.span_id, spans[0].span_context.span_id());
+        let attributes: BTreeMap<String, String> = record
+            .attributes_iter()
+            .map(|(key, value)| {
+                let value = match value {
+                    opentelemetry::logs::AnyValue::Int(number) => number.to_string(),
+                    opentelemetry::logs::AnyValue::String(text) => text.to_string(),
+                    other => format!("{other:?}"),
+                };
+                (key.to_string(), value)
+            })
+            .collect();
+        assert_eq!(attributes, event, "the log record is the span event");
+    }
+}
+
+#[tokio::test]
 async fn retried_server_errors_emit_one_event_per_failed_attempt() {
     let sdk = Sdk::new(Sampler::AlwaysOn, true);
     let adapter = sdk.adapter("http://search.test/v1", 3);
@@ -191,6 +252,8 @@ async fn retried_server_errors_emit_one_event_per_failed_attempt() {
             (attr::HTTP_STATUS_CODE, "500"),
             (attr::ERROR_TYPE, "500"),
             (attr::AUTHORITY, "svc-search"),
+            (attr::PROVENANCE_SOURCE_SYSTEM, "search.test"),
+            (attr::PROVENANCE_ADAPTER, candor_adapter::ADAPTER_VERSION),
         ]
         .into_iter()
         .map(|(k, v)| (k.to_owned(), v.to_owned()))

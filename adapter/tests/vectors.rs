@@ -18,11 +18,13 @@ use candor_adapter::classify::http::{
 use candor_adapter::clock::Clock;
 use candor_adapter::testing::FakeClock;
 use candor_adapter::{Adapter, Jitter, RetryPolicy};
-use candor_schema::names;
+use candor_schema::names::{self, attr};
 use candor_schema::{Authority, Envelope, Timestamp};
 use http::{HeaderMap, HeaderName, HeaderValue, StatusCode};
 use opentelemetry::KeyValue;
+use opentelemetry::logs::AnyValue;
 use opentelemetry::trace::{SpanKind, Status};
+use opentelemetry_sdk::logs::{InMemoryLogExporter, SdkLoggerProvider};
 use opentelemetry_sdk::metrics::data::{AggregatedMetrics, MetricData};
 use opentelemetry_sdk::metrics::{InMemoryMetricExporter, PeriodicReader, SdkMeterProvider};
 use opentelemetry_sdk::trace::{InMemorySpanExporter, SdkTracerProvider, SpanData};
@@ -169,6 +171,20 @@ enum Step {
         #[allow(dead_code)] // its presence is the step
         hang: bool,
     },
+    Stall {
+        stall: StallDecl,
+    },
+}
+
+/// A response whose status, headers and these body bytes arrive, then nothing more.
+#[derive(Deserialize, Clone)]
+#[serde(deny_unknown_fields)]
+struct StallDecl {
+    status: u16,
+    #[serde(default)]
+    headers: Vec<(String, String)>,
+    #[serde(default)]
+    body: String,
 }
 
 #[derive(Deserialize, Clone)]
@@ -448,6 +464,10 @@ fn run_call(case: &CallCase) -> Vec<String> {
     let meter_provider = SdkMeterProvider::builder()
         .with_reader(PeriodicReader::builder(metrics.clone()).build())
         .build();
+    let logs = InMemoryLogExporter::default();
+    let logger_provider = SdkLoggerProvider::builder()
+        .with_simple_exporter(logs.clone())
+        .build();
     let clock = FakeClock::new(start);
     let mut builder = Adapter::builder(&case.tool, &case.target)
         .classifier(classifier)
@@ -458,7 +478,8 @@ fn run_call(case: &CallCase) -> Vec<String> {
         .jitter(Jitter::fixed(case.jitter))
         .trace_every_call(case.trace_every_call)
         .tracer_provider(&tracer_provider)
-        .meter_provider(&meter_provider);
+        .meter_provider(&meter_provider)
+        .logger_provider(&logger_provider);
     if let Some(authority) = &case.authority {
         builder = builder.authority(Authority {
             principal: authority.principal.as_deref().map(Arc::from),
@@ -498,6 +519,23 @@ fn run_call(case: &CallCase) -> Vec<String> {
                     context.number
                 )),
                 Some(Step::Hang { .. }) => std::future::pending().await,
+                Some(Step::Stall { stall }) => {
+                    // The tool's client reads the body against the attempt's time and reports
+                    // what arrived when it runs out.
+                    clock.advance(context.timeout);
+                    let declared = ResponseDecl {
+                        status: stall.status,
+                        headers: stall.headers,
+                        body: stall.body,
+                        body_end: BodyEndDecl::Complete,
+                    };
+                    response(&declared, clock.wall()).map(|mut response| {
+                        response.body_end = BodyEnd::TimedOut {
+                            after: context.timeout,
+                        };
+                        Ok(response)
+                    })
+                }
                 Some(Step::Response {
                     after_ms,
                     response: declared,
@@ -530,6 +568,7 @@ fn run_call(case: &CallCase) -> Vec<String> {
     GENERATED_IDS.with_borrow_mut(Vec::clear);
     compare_envelope(&envelope, &case.expect.envelope, &mut errors);
     compare_telemetry(case, &spans, &metrics, &meter_provider, &mut errors);
+    compare_logs(case, &spans, &logs, &mut errors);
     let generated: BTreeSet<String> = GENERATED_IDS
         .with_borrow_mut(std::mem::take)
         .into_iter()
@@ -574,6 +613,107 @@ fn compare_envelope(envelope: &Envelope<Value>, expected: &Value, errors: &mut V
     compare(expected, &actual, "envelope", errors);
 }
 
+/// Checks and removes a `tool.outcome` event's provenance attributes, which the cases do not
+/// list (spec/vectors/README.md): they equal the expected envelope's provenance.
+fn check_provenance(attributes: &mut Value, provenance: &Value, errors: &mut Vec<String>) {
+    let Some(attributes) = attributes.as_object_mut() else {
+        return;
+    };
+    let mut take = |name: &str| attributes.remove(name);
+    let source_system = take(attr::PROVENANCE_SOURCE_SYSTEM);
+    if source_system.as_ref() != provenance.get("source_system") {
+        errors.push(format!(
+            "{}: {source_system:?}, the envelope's source_system is {:?}",
+            attr::PROVENANCE_SOURCE_SYSTEM,
+            provenance.get("source_system")
+        ));
+    }
+    let actor = take(attr::PROVENANCE_ACTOR);
+    if actor.as_ref() != provenance.get("actor") {
+        errors.push(format!(
+            "{}: {actor:?}, the envelope's actor is {:?}",
+            attr::PROVENANCE_ACTOR,
+            provenance.get("actor")
+        ));
+    }
+    match take(attr::PROVENANCE_ADAPTER) {
+        Some(Value::String(name)) if !name.is_empty() => {}
+        other => errors.push(format!(
+            "{} must name the adapter: {other:?}",
+            attr::PROVENANCE_ADAPTER
+        )),
+    }
+}
+
+/// The log records the call emitted (rule `TELEMETRY-MOMENT`): exactly the expected events
+/// that happen before the call ends (`tool.outcome` with the action `retry`) and every
+/// `tool.lifecycle` event, in order, each in the call's span.
+fn compare_logs(
+    case: &CallCase,
+    spans: &InMemorySpanExporter,
+    logs: &InMemoryLogExporter,
+    errors: &mut Vec<String>,
+) {
+    let expected: Vec<Value> = case
+        .expect
+        .events
+        .iter()
+        .filter(|event| {
+            event["name"] == names::LIFECYCLE_EVENT
+                || event["attributes"][attr::RETRY_ACTION] == "retry"
+        })
+        .cloned()
+        .collect();
+    let span = spans
+        .get_finished_spans()
+        .unwrap()
+        .into_iter()
+        .find(|span| span.name == names::TOOL_CALL_SPAN)
+        .map(|span| span.span_context);
+    let provenance = &case.expect.envelope["provenance"];
+    let mut actual = Vec::new();
+    for log in logs.get_emitted_logs().unwrap() {
+        let record = &log.record;
+        let ids = record
+            .trace_context()
+            .map(|context| (context.trace_id, context.span_id));
+        if ids != span.as_ref().map(|span| (span.trace_id(), span.span_id())) {
+            errors.push(format!(
+                "a log record is not in the call's span: {ids:?}, the span {span:?}"
+            ));
+        }
+        let mut attributes: Map<String, Value> = record
+            .attributes_iter()
+            .map(|(key, value)| {
+                let value = match value {
+                    AnyValue::String(text) => Value::String(text.to_string()),
+                    AnyValue::Int(number) => json!(number),
+                    AnyValue::Boolean(flag) => json!(flag),
+                    AnyValue::Double(number) => json!(number),
+                    other => json!(format!("{other:?}")),
+                };
+                (key.to_string(), value)
+            })
+            .collect();
+        let name = record.event_name().unwrap_or_default();
+        let mut attributes_value = Value::Object(std::mem::take(&mut attributes));
+        if name == names::OUTCOME_EVENT {
+            check_provenance(&mut attributes_value, provenance, errors);
+        }
+        actual.push(json!({
+            "name": name,
+            "time": record.timestamp().map(|at| Timestamp::new(at).to_string()),
+            "attributes": attributes_value,
+        }));
+    }
+    compare(
+        &Value::Array(expected),
+        &Value::Array(actual),
+        "log records",
+        errors,
+    );
+}
+
 fn compare_telemetry(
     case: &CallCase,
     spans: &InMemorySpanExporter,
@@ -593,14 +733,19 @@ fn compare_telemetry(
             names::TOOL_CALL_SPAN
         ));
     }
+    let provenance = &case.expect.envelope["provenance"];
     let events: Vec<Value> = calls
         .iter()
         .flat_map(|span| span.events.iter())
         .map(|event| {
+            let mut attributes = attributes(&event.attributes);
+            if event.name == names::OUTCOME_EVENT {
+                check_provenance(&mut attributes, provenance, errors);
+            }
             json!({
                 "name": event.name,
                 "time": Timestamp::new(event.timestamp).to_string(),
-                "attributes": attributes(&event.attributes),
+                "attributes": attributes,
             })
         })
         .collect();

@@ -136,7 +136,7 @@ impl Notifier {
         let mut failures = Vec::new();
         for (hook, adapter) in &self.receivers {
             let envelope = adapter
-                .call(|_| self.client.post(&hook.url, &headers, body.clone()))
+                .call(|context| self.client.post(context, &hook.url, &headers, body.clone()))
                 .await;
             match envelope.class() {
                 OutcomeClass::Success | OutcomeClass::Empty => {}

@@ -74,12 +74,14 @@ pub mod attr {
     pub const RESOURCE_ID: &str = "tool.resource.id";
     /// With [`RESOURCE_ID`], the resource's version when the source said (`resource.version`).
     pub const RESOURCE_VERSION: &str = "tool.resource.version";
-    /// On a `tool.lifecycle` event, the envelope's `provenance.source_system`.
+    /// On `tool.outcome` and `tool.lifecycle` events, the envelope's
+    /// `provenance.source_system`.
     pub const PROVENANCE_SOURCE_SYSTEM: &str = "tool.provenance.source_system";
-    /// On a `tool.lifecycle` event, the envelope's `provenance.actor`, when it has one.
+    /// On `tool.outcome` and `tool.lifecycle` events, the envelope's `provenance.actor`, when
+    /// it has one.
     pub const PROVENANCE_ACTOR: &str = "tool.provenance.actor";
-    /// On a `tool.lifecycle` event, the envelope's `provenance.adapter`: the implementation and
-    /// its version.
+    /// On `tool.outcome` and `tool.lifecycle` events, the envelope's `provenance.adapter`: the
+    /// implementation and its version.
     pub const PROVENANCE_ADAPTER: &str = "tool.provenance.adapter";
     /// On the event that ends a call, the kind of its envelope's evidence: a member of
     /// [`crate::EvidenceKind`].

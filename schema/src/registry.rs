@@ -290,6 +290,24 @@ pub fn signals() -> Vec<Signal> {
                 "the evidence as the envelope holds it; credentials redacted by the receiver",
                 "The evidence itself: a request id, a receipt, a job id or a query.",
             ),
+            string(
+                attr::PROVENANCE_SOURCE_SYSTEM,
+                Requirement::Recommended("always; a receiver accepts an event without it"),
+                "not empty; credentials redacted by the receiver",
+                "The envelope's `provenance.source_system`: the system that answered.",
+            ),
+            string(
+                attr::PROVENANCE_ACTOR,
+                Requirement::Recommended("when the envelope's provenance has an actor"),
+                "not empty; credentials redacted by the receiver",
+                "The envelope's `provenance.actor`: who made the call.",
+            ),
+            string(
+                attr::PROVENANCE_ADAPTER,
+                Requirement::Recommended("always; a receiver accepts an event without it"),
+                "`{name}/{version}`",
+                "The envelope's `provenance.adapter`: the implementation and its version.",
+            ),
         ],
     };
     let states = spelled(LifecycleState::ALL.iter().map(|state| state.as_str()));

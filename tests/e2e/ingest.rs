@@ -78,13 +78,41 @@ async fn adapter_failures_reach_kafka_field_for_field() {
         .unwrap()
         .unwrap();
 
+    // The retried attempt's event arrives twice: as the log record emitted when the attempt
+    // ended (contract rule `TELEMETRY-MOMENT`) and as its span event, one event with one id.
     let mut events: Vec<OutcomeEvent> = decode_all(&read_topic(
         &tansu.bootstrap,
         topic::OUTCOME_EVENTS,
-        3,
+        4,
         READ_TIMEOUT,
     ));
-    assert_eq!(events.len(), 3, "{events:#?}");
+    assert_eq!(events.len(), 4, "{events:#?}");
+    events.sort_by(|a, b| {
+        a.event_id
+            .cmp(&b.event_id)
+            .then(a.received_time_unix_nano.cmp(&b.received_time_unix_nano))
+    });
+    let copies: Vec<(&OutcomeEvent, &OutcomeEvent)> = events
+        .windows(2)
+        .filter(|pair| pair[0].event_id == pair[1].event_id)
+        .map(|pair| (&pair[0], &pair[1]))
+        .collect();
+    let [(logged, spanned)] = copies.as_slice() else {
+        panic!("one event twice: {events:#?}");
+    };
+    assert_eq!(logged.retry_action, "retry");
+    assert_eq!(
+        OutcomeEvent {
+            received_time_unix_nano: 0,
+            ..(*logged).clone()
+        },
+        OutcomeEvent {
+            received_time_unix_nano: 0,
+            ..(*spanned).clone()
+        },
+        "the two forms of one event are one record"
+    );
+    events.dedup_by(|a, b| a.event_id == b.event_id);
     events.sort_by_key(|e| (e.outcome_class.clone(), e.retry_attempt));
     let (first, second, partial_event) = (&events[0], &events[1], &events[2]);
     for (event, attempt) in [

@@ -12,6 +12,7 @@ mod first_hop;
 mod foreign_clients;
 mod ingest;
 mod kafka_security;
+mod moment;
 mod operations;
 mod python_adapter;
 mod query;

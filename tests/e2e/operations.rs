@@ -66,11 +66,7 @@ fn reporting_adapter<S>(
     let telemetry = otlp::providers(config).unwrap();
     let builder =
         Adapter::builder("export", target).classifier(HttpClassifier::new(NotFound::Unreachable));
-    let adapter = configure(builder)
-        .tracer_provider(telemetry.tracer_provider())
-        .meter_provider(telemetry.meter_provider())
-        .build()
-        .unwrap();
+    let adapter = configure(builder).otlp(&telemetry).build().unwrap();
     (adapter, telemetry)
 }
 

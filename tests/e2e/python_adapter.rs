@@ -82,8 +82,7 @@ async fn run_rust_service(endpoint: &str) -> Vec<String> {
                 .unwrap(),
         )
         .jitter(Jitter::fixed(JITTER))
-        .tracer_provider(guard.tracer_provider())
-        .meter_provider(guard.meter_provider())
+        .otlp(&guard)
         .build()
         .unwrap();
     let mut classes = Vec::new();
@@ -114,7 +113,7 @@ fn row_of<'a>(rows: &'a [Value], target: &str) -> Option<&'a Value> {
     rows.iter().find(|row| row["target"] == target)
 }
 
-/// An incident's event rows without what names the service, the call or the time.
+/// An incident's event rows without what names the service, the call, the adapter or the time.
 fn incident(root: &Path, target: &str, since: &str, until: &str) -> (Vec<Value>, Vec<String>) {
     let answer = candor(
         root,
@@ -140,6 +139,7 @@ fn incident(root: &Path, target: &str, since: &str, until: &str) -> (Vec<Value>,
                 "service_name",
                 "service_instance_id",
                 "tool_target",
+                "adapter",
                 "trace_id",
                 "span_id",
                 "event_id",
@@ -221,8 +221,27 @@ async fn a_python_service_and_a_rust_service_calling_the_same_tool_give_the_same
     let (python_events, python_summary) = incident(&root, PYTHON_TARGET, &since, &until);
     assert_eq!(rust_events.len(), 40, "{rust_events:#?}");
     assert_eq!(python_events, rust_events);
-    // The retry outcomes agree; the services line names each service.
+    // Every event says where its result came from.
+    assert!(
+        rust_events
+            .iter()
+            .all(|row| row["source_system"] == "inventory.test"),
+        "{rust_events:#?}"
+    );
+    // The retry outcomes agree; the services line names each service, the adapters line each
+    // implementation and version.
     assert_eq!(python_summary[0], rust_summary[0]);
     assert_eq!(python_summary[1], "services involved: checkout-py (40)");
     assert_eq!(rust_summary[1], "services involved: checkout-rs (40)");
+    assert_eq!(
+        rust_summary[2],
+        format!(
+            "adapters that reported: {} (40)",
+            candor_adapter::ADAPTER_VERSION
+        )
+    );
+    assert!(
+        python_summary[2].starts_with("adapters that reported: candor-adapter-python/"),
+        "{python_summary:?}"
+    );
 }

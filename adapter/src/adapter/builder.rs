@@ -190,6 +190,27 @@ impl<C, K, S> AdapterBuilder<C, K, S> {
         self
     }
 
+    /// Sends spans, the events recorded at the moment they happen, and counters to the
+    /// providers of [`crate::otlp::providers`] (one service's, in a process that reports as
+    /// several).
+    #[cfg(feature = "otlp")]
+    pub fn otlp(self, guard: &crate::otlp::OtlpGuard) -> Self {
+        self.tracer_provider(guard.tracer_provider())
+            .logger_provider(guard.logger_provider())
+            .meter_provider(guard.meter_provider())
+    }
+
+    /// Emits the log-based form of events (contract rule `TELEMETRY-MOMENT`) through this
+    /// provider instead of the one set with [`crate::telemetry::set_logger_provider`].
+    pub fn logger_provider<P>(mut self, provider: &P) -> Self
+    where
+        P: opentelemetry::logs::LoggerProvider,
+        P::Logger: Send + Sync + 'static,
+    {
+        self.telemetry.logger_provider(provider);
+        self
+    }
+
     /// Records a `tool.call` span for every call, Success and Empty included.
     pub fn trace_every_call(mut self, on: bool) -> Self {
         self.telemetry.trace_every_call = on;
@@ -237,11 +258,19 @@ impl<C, K, S> AdapterBuilder<C, K, S> {
         }
         let tool: Arc<str> = Arc::from(self.tool);
         let target: Arc<str> = Arc::from(redact_url(&self.target).as_ref());
-        let source_system = self
+        let source_system: Arc<str> = self
             .source_system
-            .unwrap_or_else(|| host_of(&target).to_owned());
+            .map_or_else(|| Arc::from(host_of(&target)), Arc::from);
+        let actor: Option<Arc<str>> = self.actor.map(Arc::from);
         let authority_line = self.authority.as_ref().and_then(Authority::describe);
-        let telemetry = Telemetry::new(self.telemetry, &tool, &target, authority_line);
+        let telemetry = Telemetry::new(
+            self.telemetry,
+            &tool,
+            &target,
+            authority_line,
+            &source_system,
+            actor.as_ref(),
+        );
         Ok(Adapter {
             tool,
             target,
@@ -252,8 +281,8 @@ impl<C, K, S> AdapterBuilder<C, K, S> {
             policy: self.policy,
             attempt_timeout: self.attempt_timeout,
             deadline: self.deadline,
-            source_system: Arc::from(source_system),
-            actor: self.actor.map(Arc::from),
+            source_system,
+            actor,
             authority: self.authority,
             jitter: self.jitter.unwrap_or_else(Jitter::from_entropy),
             telemetry,

@@ -88,6 +88,12 @@ pub enum BodyEnd {
         /// What the client reported.
         error: String,
     },
+    /// The attempt's time (its timeout, or what was left of the deadline) ran out while the body
+    /// was arriving: a timeout that landed mid-response cut the answer off.
+    TimedOut {
+        /// The attempt's time.
+        after: std::time::Duration,
+    },
 }
 
 /// Why no response arrived.
@@ -303,6 +309,12 @@ impl HttpClassifier {
                 format!(
                     "the rest of the body (the stream broke: {})",
                     redact_text(error)
+                ),
+            )),
+            BodyEnd::TimedOut { after } => Some((
+                PartialKind::MidStream,
+                format!(
+                    "the rest of the body (the attempt's {after:?} ran out while it was arriving)"
                 ),
             )),
         };

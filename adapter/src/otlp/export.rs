@@ -1,20 +1,25 @@
-//! The SDK-facing span and metric exporters, and the OTLP/gRPC transport they send through.
+//! The SDK-facing span, log and metric exporters, and the OTLP/gRPC transport they send
+//! through.
 //!
-//! Both exporters encode what the SDK hands them into the OTLP request at once and give it to
+//! The exporters encode what the SDK hands them into the OTLP request at once and give it to
 //! the service's [`Resender`]; the transport sends it and says which refusals are worth sending
 //! again, following the OTLP specification's list of retryable gRPC codes.
 
 use std::sync::Arc;
 use std::time::Duration;
 
+use opentelemetry_proto::tonic::collector::logs::v1::ExportLogsServiceRequest;
+use opentelemetry_proto::tonic::collector::logs::v1::logs_service_client::LogsServiceClient;
 use opentelemetry_proto::tonic::collector::metrics::v1::ExportMetricsServiceRequest;
 use opentelemetry_proto::tonic::collector::metrics::v1::metrics_service_client::MetricsServiceClient;
 use opentelemetry_proto::tonic::collector::trace::v1::ExportTraceServiceRequest;
 use opentelemetry_proto::tonic::collector::trace::v1::trace_service_client::TraceServiceClient;
 use opentelemetry_proto::transform::common::tonic::ResourceAttributesWithSchema;
+use opentelemetry_proto::transform::logs::tonic::group_logs_by_resource_and_scope;
 use opentelemetry_proto::transform::trace::tonic::group_spans_by_resource_and_scope;
 use opentelemetry_sdk::Resource;
 use opentelemetry_sdk::error::{OTelSdkError, OTelSdkResult};
+use opentelemetry_sdk::logs::{LogBatch, LogExporter};
 use opentelemetry_sdk::metrics::Temporality;
 use opentelemetry_sdk::metrics::data::ResourceMetrics;
 use opentelemetry_sdk::metrics::exporter::PushMetricExporter;
@@ -58,6 +63,43 @@ impl SpanExporter for QueueingSpanExporter {
 
     fn force_flush(&self) -> OTelSdkResult {
         drained(&self.resender, Duration::ZERO)
+    }
+
+    fn set_resource(&mut self, resource: &Resource) {
+        self.resource = resource.into();
+    }
+}
+
+/// Hands log batches (the events recorded at the moment they happened) from the batch log
+/// processor to the resender.
+#[derive(Debug)]
+pub(crate) struct QueueingLogExporter {
+    resender: Arc<Resender>,
+    resource: ResourceAttributesWithSchema,
+}
+
+impl QueueingLogExporter {
+    pub(crate) fn new(resender: Arc<Resender>) -> Self {
+        Self {
+            resender,
+            resource: ResourceAttributesWithSchema::default(),
+        }
+    }
+}
+
+impl LogExporter for QueueingLogExporter {
+    async fn export(&self, batch: LogBatch<'_>) -> OTelSdkResult {
+        let records = batch.iter().count() as u64;
+        let request = ExportLogsServiceRequest {
+            resource_logs: group_logs_by_resource_and_scope(&batch, &self.resource),
+        };
+        self.resender
+            .submit(Payload::Logs { request, records })
+            .map_err(OTelSdkError::InternalFailure)
+    }
+
+    fn shutdown_with_timeout(&self, timeout: Duration) -> OTelSdkResult {
+        drained(&self.resender, timeout)
     }
 
     fn set_resource(&mut self, resource: &Resource) {
@@ -114,6 +156,7 @@ fn drained(resender: &Resender, timeout: Duration) -> OTelSdkResult {
 pub(crate) struct Grpc {
     traces: TraceServiceClient<Channel>,
     metrics: MetricsServiceClient<Channel>,
+    logs: LogsServiceClient<Channel>,
 }
 
 impl Grpc {
@@ -129,7 +172,8 @@ impl Grpc {
             .connect_lazy();
         Ok(Self {
             traces: TraceServiceClient::new(channel.clone()),
-            metrics: MetricsServiceClient::new(channel),
+            metrics: MetricsServiceClient::new(channel.clone()),
+            logs: LogsServiceClient::new(channel),
         })
     }
 }
@@ -147,6 +191,14 @@ impl Transport for Grpc {
             }
             Payload::Metrics(request) => {
                 self.metrics.export(request.clone()).await.map(|response| {
+                    response
+                        .into_inner()
+                        .partial_success
+                        .map(|p| p.error_message)
+                })
+            }
+            Payload::Logs { request, .. } => {
+                self.logs.export(request.clone()).await.map(|response| {
                     response
                         .into_inner()
                         .partial_success

@@ -1,4 +1,4 @@
-//! One call that installs OTLP/gRPC tracer and meter providers for an application.
+//! One call that installs OTLP/gRPC tracer, logger and meter providers for an application.
 //!
 //! ```no_run
 //! # #[tokio::main] async fn main() -> Result<(), candor_adapter::otlp::OtlpError> {
@@ -14,8 +14,9 @@
 //! reader's interval, and 0 in the last export at [`OtlpGuard::shutdown`], so that readers tell
 //! an instance that shut down from one that went silent.
 //!
-//! Spans go through a batch processor and counters through a periodic reader, both off the call
-//! path: when the collector is down a call never blocks on telemetry. A batch the collector
+//! Spans go through a batch processor, the events recorded at the moment they happen (contract
+//! rule `TELEMETRY-MOMENT`) through a batch log processor, and counters through a periodic
+//! reader, all off the call path: when the collector is down a call never blocks on telemetry. A batch the collector
 //! cannot take yet (it is restarting, or its broker is away) is kept and sent again, within a
 //! bounded age and size ([`ResendConfig`]); what is dropped is counted ([`OtlpGuard::stats`])
 //! and logged.
@@ -31,6 +32,7 @@ use candor_schema::names::{self, resource};
 use opentelemetry::KeyValue;
 use opentelemetry::metrics::{MeterProvider as _, ObservableGauge};
 use opentelemetry_sdk::Resource;
+use opentelemetry_sdk::logs::{BatchLogProcessor, SdkLoggerProvider};
 use opentelemetry_sdk::metrics::{PeriodicReader, SdkMeterProvider};
 use opentelemetry_sdk::trace::{
     BatchConfigBuilder, BatchSpanProcessor, Sampler, SdkTracerProvider,
@@ -39,7 +41,7 @@ use opentelemetry_sdk::trace::{
 pub use resend::{ExportStats, ResendConfig};
 
 use crate::KeepToolFailures;
-use export::{Grpc, QueueingMetricExporter, QueueingSpanExporter};
+use export::{Grpc, QueueingLogExporter, QueueingMetricExporter, QueueingSpanExporter};
 use resend::{Resender, StartError};
 
 /// Where and as whom to export.
@@ -53,8 +55,9 @@ pub struct OtlpConfig {
     pub service_instance_id: Option<String>,
     /// How often counters are exported (default 10 s).
     pub metric_interval: Duration,
-    /// The longest a finished span waits in the batch before it is exported (default 500 ms,
-    /// not the SDK's 5 s: an AccessFailure should reach `candor incident --live` within 2 s).
+    /// The longest a finished span, or an event recorded as a log record, waits in its batch
+    /// before it is exported (default 500 ms, not the SDK's 5 s and 1 s: an AccessFailure should
+    /// reach `candor incident --live` within 2 s).
     pub span_interval: Duration,
     /// The application's sampler, wrapped in [`KeepToolFailures`] (default: parent-based, on).
     pub sampler: Sampler,
@@ -119,6 +122,7 @@ impl OtlpError {
 #[derive(Debug)]
 pub struct OtlpGuard {
     tracer_provider: SdkTracerProvider,
+    logger_provider: SdkLoggerProvider,
     meter_provider: SdkMeterProvider,
     resender: Arc<Resender>,
     shutdown_timeout: Duration,
@@ -132,6 +136,13 @@ impl OtlpGuard {
     /// The tracer provider (installed globally by [`init`]).
     pub fn tracer_provider(&self) -> &SdkTracerProvider {
         &self.tracer_provider
+    }
+
+    /// The logger provider the adapter emits the events of calls that have not ended through
+    /// (set for every adapter by [`init`]; give it to an adapter with
+    /// [`crate::AdapterBuilder::logger_provider`] otherwise).
+    pub fn logger_provider(&self) -> &SdkLoggerProvider {
+        &self.logger_provider
     }
 
     /// The meter provider (installed globally by [`init`]).
@@ -163,6 +174,7 @@ impl OtlpGuard {
         let before = self.resender.stats();
         // The providers hand their last batches to the queue; an error from them while the
         // collector is away only says a batch is still queued, which `close` sends or counts.
+        let logs = self.logger_provider.shutdown_with_timeout(left());
         let traces = self.tracer_provider.shutdown_with_timeout(left());
         // The meter provider collects once more when it shuts down: that export says no other
         // follows.
@@ -171,19 +183,23 @@ impl OtlpGuard {
         let sent = self.resender.close(left());
         let stats = self.resender.stats();
         let lost = stats.lost_spans > before.lost_spans
+            || stats.lost_log_records > before.lost_log_records
             || stats.dropped_metric_batches > before.dropped_metric_batches
             || stats.rejected_batches > before.rejected_batches;
         if sent && !lost {
             return Ok(stats);
         }
         Err(OtlpError::Shutdown {
-            detail: format!("traces: {traces:?}; metrics: {metrics:?}; telemetry: {stats}"),
+            detail: format!(
+                "logs: {logs:?}; traces: {traces:?}; metrics: {metrics:?}; telemetry: {stats}"
+            ),
             stats,
         })
     }
 }
 
-/// Installs global tracer and meter providers that export OTLP over gRPC.
+/// Installs global tracer and meter providers that export OTLP over gRPC, and the logger
+/// provider adapters built from now on emit through ([`crate::telemetry::set_logger_provider`]).
 ///
 /// The exporters send from a thread of their own, so this may be called inside a Tokio runtime or
 /// outside one.
@@ -191,12 +207,14 @@ pub fn init(config: OtlpConfig) -> Result<OtlpGuard, OtlpError> {
     let guard = providers(config)?;
     opentelemetry::global::set_tracer_provider(guard.tracer_provider.clone());
     opentelemetry::global::set_meter_provider(guard.meter_provider.clone());
+    crate::telemetry::set_logger_provider(&guard.logger_provider);
     Ok(guard)
 }
 
-/// Tracer and meter providers that export OTLP over gRPC, without installing them globally:
-/// for a process that reports as several services, each adapter is given its service's
-/// providers ([`crate::AdapterBuilder::tracer_provider`], [`crate::AdapterBuilder::meter_provider`]).
+/// Tracer, logger and meter providers that export OTLP over gRPC, without installing them
+/// globally: for a process that reports as several services, each adapter is given its
+/// service's providers ([`crate::AdapterBuilder::tracer_provider`],
+/// [`crate::AdapterBuilder::logger_provider`], [`crate::AdapterBuilder::meter_provider`]).
 ///
 /// The exporters send from a thread of their own, so this may be called inside a Tokio runtime or
 /// outside one.
@@ -236,6 +254,18 @@ pub fn providers(config: OtlpConfig) -> Result<OtlpGuard, OtlpError> {
                 .build(),
         )
         .build();
+    let logger_provider = SdkLoggerProvider::builder()
+        .with_resource(resource.clone())
+        .with_log_processor(
+            BatchLogProcessor::builder(QueueingLogExporter::new(resender.clone()))
+                .with_batch_config(
+                    opentelemetry_sdk::logs::BatchConfigBuilder::default()
+                        .with_scheduled_delay(config.span_interval)
+                        .build(),
+                )
+                .build(),
+        )
+        .build();
     let meter_provider = SdkMeterProvider::builder()
         .with_resource(resource)
         .with_reader(
@@ -252,6 +282,7 @@ pub fn providers(config: OtlpConfig) -> Result<OtlpGuard, OtlpError> {
     );
     Ok(OtlpGuard {
         tracer_provider,
+        logger_provider,
         meter_provider,
         resender,
         shutdown_timeout: config.shutdown_timeout,

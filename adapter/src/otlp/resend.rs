@@ -20,6 +20,7 @@ use std::sync::mpsc::{SyncSender, sync_channel};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
 use std::time::{Duration, Instant};
 
+use opentelemetry_proto::tonic::collector::logs::v1::ExportLogsServiceRequest;
 use opentelemetry_proto::tonic::collector::metrics::v1::ExportMetricsServiceRequest;
 use opentelemetry_proto::tonic::collector::trace::v1::ExportTraceServiceRequest;
 use prost::Message;
@@ -90,6 +91,13 @@ pub struct ExportStats {
     pub rejected_batches: u64,
     /// Spans in every span batch dropped or rejected: spans lost before the collector.
     pub lost_spans: u64,
+    /// Log records (events recorded at the moment they happened) in the log batches the
+    /// collector took.
+    pub sent_log_records: u64,
+    /// Log batches dropped unsent, for the same reasons as span batches.
+    pub dropped_log_batches: u64,
+    /// Log records in every log batch dropped or rejected.
+    pub lost_log_records: u64,
     /// Batches waiting to be sent now, the one being sent included.
     pub queued_batches: u64,
     /// Encoded bytes waiting to be sent now, the batch being sent included.
@@ -100,18 +108,21 @@ impl std::fmt::Display for ExportStats {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         write!(
             f,
-            "{} batches sent ({} spans), {} sends refused and kept to send again, {} batches \
-             queued ({} bytes), {} span batches and {} metric exports dropped, {} batches \
-             rejected: {} spans lost",
+            "{} batches sent ({} spans, {} log records), {} sends refused and kept to send \
+             again, {} batches queued ({} bytes), {} span batches, {} log batches and {} metric \
+             exports dropped, {} batches rejected: {} spans and {} log records lost",
             self.sent_batches,
             self.sent_spans,
+            self.sent_log_records,
             self.refused_sends,
             self.queued_batches,
             self.queued_bytes,
             self.dropped_span_batches,
+            self.dropped_log_batches,
             self.dropped_metric_batches,
             self.rejected_batches,
-            self.lost_spans
+            self.lost_spans,
+            self.lost_log_records
         )
     }
 }
@@ -128,6 +139,13 @@ pub(crate) enum Payload {
     },
     /// One collection of counters.
     Metrics(ExportMetricsServiceRequest),
+    /// A batch of log records: events recorded at the moment they happened.
+    Logs {
+        /// The request.
+        request: ExportLogsServiceRequest,
+        /// How many records it holds.
+        records: u64,
+    },
 }
 
 impl Payload {
@@ -135,13 +153,21 @@ impl Payload {
         match self {
             Self::Spans { request, .. } => request.encoded_len(),
             Self::Metrics(request) => request.encoded_len(),
+            Self::Logs { request, .. } => request.encoded_len(),
         }
     }
 
     fn spans(&self) -> u64 {
         match self {
             Self::Spans { spans, .. } => *spans,
-            Self::Metrics(_) => 0,
+            Self::Metrics(_) | Self::Logs { .. } => 0,
+        }
+    }
+
+    fn log_records(&self) -> u64 {
+        match self {
+            Self::Logs { records, .. } => *records,
+            Self::Spans { .. } | Self::Metrics(_) => 0,
         }
     }
 }
@@ -293,6 +319,9 @@ struct Counters {
     dropped_metric_batches: AtomicU64,
     rejected_batches: AtomicU64,
     lost_spans: AtomicU64,
+    sent_log_records: AtomicU64,
+    dropped_log_batches: AtomicU64,
+    lost_log_records: AtomicU64,
 }
 
 impl Counters {
@@ -338,15 +367,21 @@ impl Shared {
     fn drop_batches(&self, batches: Vec<Batch>, why: &str) {
         for mut batch in batches {
             let spans = batch.payload.spans();
+            let log_records = batch.payload.log_records();
             match batch.payload {
                 Payload::Spans { .. } => {
                     Counters::add(&self.counters.dropped_span_batches, 1);
                     Counters::add(&self.counters.lost_spans, spans);
                 }
                 Payload::Metrics(_) => Counters::add(&self.counters.dropped_metric_batches, 1),
+                Payload::Logs { .. } => {
+                    Counters::add(&self.counters.dropped_log_batches, 1);
+                    Counters::add(&self.counters.lost_log_records, log_records);
+                }
             }
             tracing::warn!(
                 spans,
+                log_records,
                 why,
                 "candor: telemetry batch dropped before the collector"
             );
@@ -385,6 +420,7 @@ impl Shared {
     fn delivered(&self, mut batch: Batch) {
         Counters::add(&self.counters.sent_batches, 1);
         Counters::add(&self.counters.sent_spans, batch.payload.spans());
+        Counters::add(&self.counters.sent_log_records, batch.payload.log_records());
         batch.tell(Fate::Delivered);
         let mut state = self.lock();
         if state.backing_off {
@@ -401,8 +437,10 @@ impl Shared {
     fn rejected(&self, mut batch: Batch, refusal: &Refusal) {
         Counters::add(&self.counters.rejected_batches, 1);
         Counters::add(&self.counters.lost_spans, batch.payload.spans());
+        Counters::add(&self.counters.lost_log_records, batch.payload.log_records());
         tracing::warn!(
             spans = batch.payload.spans(),
+            log_records = batch.payload.log_records(),
             reason = refusal.reason.as_str(),
             "candor: the collector rejected a telemetry batch"
         );
@@ -598,6 +636,9 @@ impl Resender {
             dropped_metric_batches: load(&counters.dropped_metric_batches),
             rejected_batches: load(&counters.rejected_batches),
             lost_spans: load(&counters.lost_spans),
+            sent_log_records: load(&counters.sent_log_records),
+            dropped_log_batches: load(&counters.dropped_log_batches),
+            lost_log_records: load(&counters.lost_log_records),
             queued_batches: queued_batches as u64,
             queued_bytes: queued_bytes as u64,
         }

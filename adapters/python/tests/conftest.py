@@ -12,6 +12,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 import pytest
+from opentelemetry.sdk._logs import LoggerProvider, ReadableLogRecord
+from opentelemetry.sdk._logs.export import InMemoryLogRecordExporter, SimpleLogRecordProcessor
 from opentelemetry.sdk.metrics import MeterProvider
 from opentelemetry.sdk.metrics.export import InMemoryMetricReader
 from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
@@ -19,6 +21,9 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 from candor.names import OUTCOMES_COUNTER
+
+STALLED_BODY = b'{"items":[1,2,'
+"""What ``/stall`` sends of the 28 bytes its ``Content-Length`` declares before it stalls."""
 
 
 @dataclass
@@ -29,9 +34,15 @@ class Telemetry:
     meter_provider: MeterProvider
     exporter: InMemorySpanExporter
     reader: InMemoryMetricReader
+    logger_provider: LoggerProvider
+    logs: InMemoryLogRecordExporter
 
     def spans(self) -> list[ReadableSpan]:
         return list(self.exporter.get_finished_spans())
+
+    def log_records(self) -> list[ReadableLogRecord]:
+        """The log records emitted so far, in order."""
+        return list(self.logs.get_finished_logs())
 
     def metric_points(self, name: str) -> dict[tuple[tuple[str, Any], ...], int | float]:
         """Every data point of the metric ``name``, by its sorted attributes."""
@@ -61,9 +72,13 @@ def telemetry() -> Iterator[Telemetry]:
     tracer_provider.add_span_processor(SimpleSpanProcessor(exporter))
     reader = InMemoryMetricReader()
     meter_provider = MeterProvider(metric_readers=[reader])
-    yield Telemetry(tracer_provider, meter_provider, exporter, reader)
+    logs = InMemoryLogRecordExporter()  # type: ignore[no-untyped-call]
+    logger_provider = LoggerProvider()
+    logger_provider.add_log_record_processor(SimpleLogRecordProcessor(logs))
+    yield Telemetry(tracer_provider, meter_provider, exporter, reader, logger_provider, logs)
     tracer_provider.shutdown()
     meter_provider.shutdown()
+    logger_provider.shutdown()
 
 
 @dataclass
@@ -95,6 +110,8 @@ class Handler(BaseHTTPRequestHandler):
     - ``/auth``: 401; ``/error``: 500; ``/flaky``: 503 the first time, then 200;
     - ``/truncated``: declares 100 bytes, sends 14 and closes; ``/big``: 200 with 4 KiB;
     - ``/gzip``: a gzip-encoded answer; ``/hang``: answers when the test ends;
+    - ``/stall``: a 200's head and half its body (:data:`STALLED_BODY`), then nothing until the
+      test ends; ``/trickle``: a 200's head, then a byte of its body every 20 ms;
     - ``/disconnect``: closes without answering; ``/garbage``: answers with no HTTP;
     - ``POST /exports``: 202, accepted with the status URL ``/operations/1``, which reads as
       running the first time, then as succeeded;
@@ -149,6 +166,12 @@ class Handler(BaseHTTPRequestHandler):
         elif path == "/hang":
             self.state.release.wait(30)
             self.send(200, b'{"items":[]}', json_type)
+        elif path == "/stall":
+            self.send(200, STALLED_BODY, {**json_type, "Content-Length": "28"})
+            self.state.release.wait(30)
+            self.close_connection = True
+        elif path == "/trickle":
+            self.trickle()
         elif path == "/disconnect":
             self.close_connection = True
             self.connection.shutdown(socket.SHUT_RDWR)
@@ -160,6 +183,16 @@ class Handler(BaseHTTPRequestHandler):
             self.send(200, json.dumps({"status": state}).encode(), json_type)
         else:
             self.send(404, b"no such path")
+
+    def trickle(self) -> None:
+        """A 200 whose body comes a byte at a time, until the client goes or the test ends."""
+        self.send(200, b"[", {"Content-Type": "application/json", "Content-Length": "10000"})
+        self.close_connection = True
+        while not self.state.release.wait(0.02):
+            try:
+                self.wfile.write(b"1")
+            except OSError:
+                return
 
     def do_POST(self) -> None:
         path = self.path.split("?")[0]

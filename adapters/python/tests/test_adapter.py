@@ -4,15 +4,23 @@ from __future__ import annotations
 
 import asyncio
 import re
+import subprocess
+import sys
 from collections import deque
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from datetime import UTC, datetime, timedelta
 
 import pytest
+from opentelemetry._logs import SeverityNumber
+from opentelemetry.context import Context
+from opentelemetry.sdk._logs import LoggerProvider
+from opentelemetry.sdk._logs.export import InMemoryLogRecordExporter, SimpleLogRecordProcessor
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
-from opentelemetry.sdk.trace.sampling import ALWAYS_OFF
+from opentelemetry.sdk.trace.sampling import ALWAYS_OFF, ALWAYS_ON, Sampler, SamplingResult
+from opentelemetry.trace import Link, NoOpTracerProvider, SpanKind, TraceState
+from opentelemetry.util.types import Attributes
 
 from candor import (
     ADAPTER_VERSION,
@@ -21,6 +29,7 @@ from candor import (
     Adapter,
     AttemptContext,
     Authority,
+    BodyTimedOut,
     Classification,
     Empty,
     Envelope,
@@ -28,6 +37,7 @@ from candor import (
     EvidenceKind,
     FixedJitter,
     FnClassifier,
+    HttpArrival,
     HttpClassifier,
     HttpExchange,
     HttpResponse,
@@ -38,6 +48,7 @@ from candor import (
     Operation,
     OutcomeClass,
     Partial,
+    PartialKind,
     Resource,
     RetryAction,
     RetryPolicy,
@@ -45,6 +56,7 @@ from candor import (
     Success,
     TransportError,
     TransportErrorKind,
+    set_logger_provider,
 )
 from candor.names import UNRECORDED_SPANS_COUNTER
 from candor.sampling import KeepToolFailures
@@ -53,6 +65,7 @@ from candor.testing import FakeClock
 from .conftest import Telemetry
 
 START = datetime(2027, 1, 15, 8, 0, tzinfo=UTC)
+START_NS = int(START.timestamp()) * 1_000_000_000
 MS = 1_000_000
 
 
@@ -64,7 +77,11 @@ def make(telemetry: Telemetry, clock: FakeClock, **settings: object) -> Adapter[
         jitter=FixedJitter(0.5),
         clock=clock,
         meter_provider=telemetry.meter_provider,
-        **{"tracer_provider": telemetry.tracer_provider, **settings},  # type: ignore[arg-type]
+        **{  # type: ignore[arg-type]
+            "tracer_provider": telemetry.tracer_provider,
+            "logger_provider": telemetry.logger_provider,
+            **settings,
+        },
     )
 
 
@@ -164,6 +181,151 @@ def test_a_sync_attempt_that_returns_after_its_timeout_timed_out(telemetry: Tele
     assert envelope.outcome.failure.kind is AccessFailureKind.TIMEOUT
     assert envelope.outcome.failure.message == "no answer within the attempt timeout of 2s"
     assert envelope.attempts[0].duration_ms == 3000
+
+
+def test_a_sync_attempt_whose_body_was_arriving_when_its_time_ran_out_is_what_arrived(
+    telemetry: Telemetry,
+) -> None:
+    clock = FakeClock(START)
+    adapter = make(
+        telemetry, clock, attempt_timeout=timedelta(seconds=2), retry=RetryPolicy.no_retry()
+    )
+
+    def stalled(context: AttemptContext) -> HttpExchange:
+        clock.advance(timedelta(milliseconds=40))
+        arrival = context.receiving(HttpArrival(200, received_at=clock.wall_ns()))
+        arrival.add(b'{"items":[1,2,')
+        clock.advance(timedelta(milliseconds=2010))
+        return ok(clock)  # late: dropped for what had arrived when the time ran out
+
+    envelope = adapter.call(stalled)
+    assert isinstance(envelope.outcome, Partial)
+    assert envelope.outcome.payload == '{"items":[1,2,'
+    assert envelope.outcome.truncation.kind is PartialKind.MID_STREAM
+    assert envelope.outcome.truncation.dropped == (
+        "the rest of the body (the attempt's 2s ran out while it was arriving)"
+    )
+    assert envelope.attempts[0].retry_action is RetryAction.ACCEPT_PARTIAL
+    assert envelope.attempts[0].duration_ms == 2050
+
+    def cut_by_its_client(context: AttemptContext) -> HttpExchange:
+        arrival = context.receiving(HttpArrival(200, received_at=clock.wall_ns()))
+        arrival.add(b"[1,")
+        clock.advance(timedelta(seconds=2))
+        return arrival.finish(BodyTimedOut(context.timeout_ns))
+
+    envelope = adapter.call(cut_by_its_client)
+    assert isinstance(envelope.outcome, Partial)
+    assert envelope.outcome.payload == "[1,"
+
+
+def test_a_sync_attempt_whose_answer_arrived_whole_in_time_is_that_answer(
+    telemetry: Telemetry,
+) -> None:
+    clock = FakeClock(START)
+    adapter = make(
+        telemetry, clock, attempt_timeout=timedelta(seconds=2), retry=RetryPolicy.no_retry()
+    )
+
+    def slow_after_reading(context: AttemptContext) -> HttpExchange:
+        arrival = context.receiving(HttpArrival(200, received_at=clock.wall_ns()))
+        arrival.add(b'{"items":[1]}')
+        response = arrival.finish()
+        clock.advance(timedelta(seconds=3))
+        return response
+
+    envelope = adapter.call(slow_after_reading)
+    assert isinstance(envelope.outcome, Success)
+    assert envelope.attempts[0].duration_ms == 3000
+
+
+def test_a_late_arrival_is_no_answer_for_a_classifier_that_does_not_read_arrivals(
+    telemetry: Telemetry,
+) -> None:
+    clock = FakeClock(START)
+    http = HttpClassifier(NotFound.UNREACHABLE)
+    adapter: Adapter[HttpExchange] = Adapter(
+        "search",
+        "https://search.example/v1/items",
+        FnClassifier(lambda raw: http.classify(raw).outcome),
+        attempt_timeout=timedelta(seconds=2),
+        retry=RetryPolicy.no_retry(),
+        clock=clock,
+        tracer_provider=telemetry.tracer_provider,
+        meter_provider=telemetry.meter_provider,
+    )
+
+    def stalled(context: AttemptContext) -> HttpExchange:
+        context.receiving(HttpArrival(200)).add(b"[1,")
+        clock.advance(timedelta(seconds=3))
+        return HttpResponse(200, body=b"[1,2]")
+
+    envelope = adapter.call(stalled)
+    assert isinstance(envelope.outcome, AccessFailure)
+    assert envelope.outcome.failure.kind is AccessFailureKind.TIMEOUT
+
+
+def test_an_observed_attempt_whose_body_was_arriving_when_its_time_ran_out(
+    telemetry: Telemetry,
+) -> None:
+    clock = FakeClock(START)
+    adapter = make(telemetry, clock, attempt_timeout=timedelta(seconds=2))
+    with adapter.attempt() as observed:
+        arrival = observed.context.receiving(HttpArrival(500, received_at=clock.wall_ns()))
+        arrival.add(b"upstream overlo")
+        clock.advance(timedelta(seconds=3))
+        observed.record(TransportError(TransportErrorKind.TIMEOUT, "read timed out"))
+    outcome = observed.envelope.outcome
+    assert isinstance(outcome, AccessFailure)
+    assert outcome.failure.status == 500, "a failing status is classified by its status"
+
+
+@pytest.mark.parametrize("client_ms", [40, 50, 60])
+def test_an_async_attempt_cut_mid_body_is_what_arrived_whichever_timer_fires_first(
+    telemetry: Telemetry, client_ms: int
+) -> None:
+    adapter = Adapter(
+        "search",
+        "https://search.example/v1/items",
+        HttpClassifier(NotFound.UNREACHABLE, items_at="/items"),
+        attempt_timeout=timedelta(milliseconds=50),
+        retry=RetryPolicy.no_retry(),
+        tracer_provider=telemetry.tracer_provider,
+        meter_provider=telemetry.meter_provider,
+    )
+
+    async def stalled(context: AttemptContext) -> HttpExchange:
+        arrival = context.receiving(HttpArrival(200))
+        arrival.add(b'{"items":[1,2,')
+        # The client's own reading stops at the attempt's time too: before, with or after
+        # the adapter's timer.
+        await asyncio.sleep(client_ms / 1000)
+        return arrival.finish(BodyTimedOut(context.timeout_ns))
+
+    envelope = asyncio.run(adapter.acall(stalled))
+    assert isinstance(envelope.outcome, Partial)
+    assert envelope.outcome.payload == '{"items":[1,2,'
+    assert envelope.outcome.truncation.dropped == (
+        "the rest of the body (the attempt's 50ms ran out while it was arriving)"
+    )
+
+
+def test_an_async_attempt_with_no_status_when_its_time_ran_out_timed_out(
+    telemetry: Telemetry,
+) -> None:
+    clock = FakeClock(START)
+    adapter = make(
+        telemetry, clock, attempt_timeout=timedelta(seconds=2), retry=RetryPolicy.no_retry()
+    )
+
+    async def silent(context: AttemptContext) -> HttpExchange:
+        await asyncio.get_running_loop().create_future()
+        raise AssertionError("never answers")
+
+    envelope = asyncio.run(adapter.acall(silent))
+    assert isinstance(envelope.outcome, AccessFailure)
+    assert envelope.outcome.failure.kind is AccessFailureKind.TIMEOUT
+    assert envelope.attempts[0].duration_ms == 2000
 
 
 def test_the_deadline_cuts_the_last_attempt(telemetry: Telemetry) -> None:
@@ -410,6 +572,8 @@ def test_a_partial_event_carries_coverage(telemetry: Telemetry) -> None:
         "tool.partial.expected": 10,
         "tool.coverage": "items 1-3 of 10",
         "tool.dropped": "7 item(s)",
+        "tool.provenance.source_system": "search.example",
+        "tool.provenance.adapter": ADAPTER_VERSION,
     }
 
 
@@ -434,7 +598,12 @@ def test_only_the_terminal_event_carries_the_evidence(telemetry: Telemetry) -> N
     assert terminal["tool.retry.action"] == "exhausted"
     assert terminal["tool.evidence.kind"] == "request_id"
     assert terminal["tool.evidence.value"] == "req-2"
-    assert list(terminal)[-2:] == ["tool.evidence.kind", "tool.evidence.value"]
+    assert list(terminal)[-4:] == [
+        "tool.evidence.kind",
+        "tool.evidence.value",
+        "tool.provenance.source_system",
+        "tool.provenance.adapter",
+    ]
 
     # A Partial's event ends the call too.
     [partial] = answering(
@@ -452,6 +621,259 @@ def test_only_the_terminal_event_carries_the_evidence(telemetry: Telemetry) -> N
     assert rescued["tool.retry.action"] == "retry"
     assert "tool.evidence.kind" not in rescued
     assert "tool.evidence.value" not in rescued
+
+
+class RecordingSampler(Sampler):
+    """Samples every span, and keeps the attributes each span started with."""
+
+    def __init__(self) -> None:
+        self.started: list[dict[str, object]] = []
+
+    def should_sample(
+        self,
+        parent_context: Context | None,
+        trace_id: int,
+        name: str,
+        kind: SpanKind | None = None,
+        attributes: Attributes = None,
+        links: Sequence[Link] | None = None,
+        trace_state: TraceState | None = None,
+    ) -> SamplingResult:
+        self.started.append(dict(attributes or {}))
+        return ALWAYS_ON.should_sample(
+            parent_context, trace_id, name, kind, attributes, links, trace_state
+        )
+
+    def get_description(self) -> str:
+        return "RecordingSampler"
+
+
+def test_a_failed_attempt_is_logged_when_it_ends_not_when_the_call_does(
+    telemetry: Telemetry,
+) -> None:
+    clock = FakeClock(START)
+    sampler = RecordingSampler()
+    tracer_provider = TracerProvider(sampler=sampler)
+    tracer_provider.add_span_processor(SimpleSpanProcessor(telemetry.exporter))
+    adapter = make(telemetry, clock, tracer_provider=tracer_provider, actor="triage-bot")
+    # What the pipeline could see while each attempt ran: log records, spans started and ended.
+    seen: list[tuple[int, int, int]] = []
+
+    def attempt(context: AttemptContext) -> HttpResponse:
+        seen.append((len(telemetry.log_records()), len(sampler.started), len(telemetry.spans())))
+        clock.advance(timedelta(milliseconds=30))
+        return HttpResponse(503 if context.number < 3 else 500, received_at=clock.wall_ns())
+
+    envelope = adapter.call(attempt)
+    assert envelope.outcome_class is OutcomeClass.ACCESS_FAILURE
+    assert seen == [(0, 0, 0), (1, 1, 0), (2, 1, 0)], (
+        "during the third attempt the first two failures are logged, and no span has ended"
+    )
+    first_kind = str(envelope.attempts[0].failure_kind)
+    assert sampler.started == [
+        {
+            "tool.name": "search",
+            "tool.target": "https://REDACTED@search.example/v1/items?api_key=REDACTED",
+            "tool.failure.kind": first_kind,
+        }
+    ], "the span started at the first event, with what a sampler keeps it by"
+    [span] = telemetry.spans()
+    assert span.start_time == START_NS
+    # Three attempts of 30 ms, after backoffs of 50 and 100 ms (the jitter draws 0.5).
+    assert span.end_time == START_NS + (30 + 50 + 30 + 100 + 30) * MS
+    assert span.attributes is not None
+    assert span.attributes["tool.outcome.class"] == "access_failure"
+    assert span.attributes["tool.failure.kind"] == str(envelope.attempts[-1].failure_kind)
+    actions = [(event.attributes or {})["tool.retry.action"] for event in span.events]
+    assert actions == ["retry", "retry", "exhausted"]
+
+    records = telemetry.log_records()
+    assert len(records) == 2, "the terminal event is the span's only"
+    context = span.get_span_context()
+    assert context is not None
+    for emitted, event in zip(records, span.events[:2], strict=True):
+        record = emitted.log_record
+        assert record.event_name == event.name == "tool.outcome"
+        assert (record.trace_id, record.span_id) == (context.trace_id, context.span_id)
+        assert record.timestamp == event.timestamp
+        assert record.severity_number is SeverityNumber.WARN
+        assert record.severity_text == "WARN"
+        assert record.body is None
+        assert list((record.attributes or {}).items()) == list((event.attributes or {}).items())
+        assert (record.attributes or {})["tool.provenance.actor"] == "triage-bot"
+    assert emitted.instrumentation_scope is not None
+    assert emitted.instrumentation_scope.name == "candor-adapter-python"
+    tracer_provider.shutdown()
+
+
+def test_the_span_ends_with_the_kind_of_the_last_failure_it_started_without(
+    telemetry: Telemetry,
+) -> None:
+    clock = FakeClock(START)
+    sampler = RecordingSampler()
+    tracer_provider = TracerProvider(sampler=sampler)
+    tracer_provider.add_span_processor(SimpleSpanProcessor(telemetry.exporter))
+    adapter = make(telemetry, clock, tracer_provider=tracer_provider)
+    answers = deque([HttpResponse(429), HttpResponse(500), ok(clock)])
+    envelope = adapter.call(lambda context: answers.popleft())
+    assert envelope.outcome_class is OutcomeClass.SUCCESS
+    [started] = sampler.started
+    assert started["tool.failure.kind"] == "rate_limited"
+    [span] = telemetry.spans()
+    assert span.attributes is not None
+    assert span.attributes["tool.failure.kind"] == "server_error"
+    assert span.attributes["tool.outcome.class"] == "success"
+    assert len(telemetry.log_records()) == 2
+    tracer_provider.shutdown()
+
+
+def test_an_acceptance_is_logged_when_the_call_sees_it(telemetry: Telemetry) -> None:
+    clock = FakeClock(START)
+    adapter = make(telemetry, clock, retry=RetryPolicy(max_attempts=2))
+    answers = deque(
+        [busy(clock), HttpResponse(202, {"Operation-Location": "https://jobs.example/op/1"})]
+    )
+
+    def attempt(context: AttemptContext) -> HttpResponse:
+        clock.advance(timedelta(milliseconds=40))
+        return answers.popleft()
+
+    envelope = adapter.call(attempt)
+    assert envelope.lifecycle is not None
+    [span] = telemetry.spans()
+    assert [event.name for event in span.events] == ["tool.outcome", "tool.lifecycle"]
+    records = telemetry.log_records()
+    assert [emitted.log_record.event_name for emitted in records] == [
+        "tool.outcome",
+        "tool.lifecycle",
+    ]
+    acceptance = records[1].log_record
+    # The second attempt started after the first's 40 ms and its backoff of 1 s.
+    assert acceptance.timestamp == span.events[1].timestamp == START_NS + (40 + 1000 + 40) * MS
+    assert list((acceptance.attributes or {}).items()) == list(
+        (span.events[1].attributes or {}).items()
+    )
+    assert (span.attributes or {})["tool.lifecycle.state"] == "accepted"
+
+
+@pytest.mark.parametrize("mode", ["sync", "async"])
+def test_a_call_ended_by_an_exception_ends_the_span_its_failures_started(
+    telemetry: Telemetry, mode: str
+) -> None:
+    clock = FakeClock(START)
+    adapter = make(telemetry, clock)
+
+    def attempt(context: AttemptContext) -> HttpResponse:
+        clock.advance(timedelta(milliseconds=20))
+        if context.number == 1:
+            return busy(clock)
+        raise RuntimeError("the tool's own bug")
+
+    async def aattempt(context: AttemptContext) -> HttpResponse:
+        return attempt(context)
+
+    def run() -> Envelope:
+        if mode == "sync":
+            return adapter.call(attempt)
+        return asyncio.run(adapter.acall(aattempt))
+
+    with pytest.raises(RuntimeError, match="own bug"):
+        run()
+    [span] = telemetry.spans()
+    assert [(event.attributes or {})["tool.retry.action"] for event in span.events] == ["retry"]
+    assert span.end_time == START_NS + (20 + 1000 + 20) * MS
+    assert "tool.outcome.class" not in (span.attributes or {}), "the call has no outcome"
+    assert len(telemetry.log_records()) == 1
+    assert sum(telemetry.outcomes().values()) == 0, "the call is not counted"
+
+
+def test_a_call_cancelled_during_its_backoff_ends_the_span_its_failure_started(
+    telemetry: Telemetry,
+) -> None:
+    adapter = Adapter(  # on the real clock: the backoff really waits
+        "search",
+        "https://search.example/v1/items",
+        HttpClassifier(NotFound.UNREACHABLE),
+        tracer_provider=telemetry.tracer_provider,
+        meter_provider=telemetry.meter_provider,
+        logger_provider=telemetry.logger_provider,
+    )
+
+    async def busy_once(context: AttemptContext) -> HttpResponse:
+        return HttpResponse(503, {"Retry-After": "5"})
+
+    async def cancelled() -> None:
+        await asyncio.wait_for(adapter.acall(busy_once), timeout=0.05)
+
+    with pytest.raises(TimeoutError):
+        asyncio.run(cancelled())
+    [span] = telemetry.spans()
+    assert [event.name for event in span.events] == ["tool.outcome"]
+    assert len(telemetry.log_records()) == 1
+
+
+def test_no_log_record_is_emitted_for_a_span_without_a_valid_context(
+    telemetry: Telemetry,
+) -> None:
+    clock = FakeClock(START)
+    adapter = make(telemetry, clock, tracer_provider=NoOpTracerProvider())
+    envelope = adapter.call(lambda context: busy(clock) if context.number == 1 else ok(clock))
+    assert envelope.outcome_class is OutcomeClass.SUCCESS
+    assert telemetry.log_records() == []
+
+
+def test_an_adapter_without_a_logger_provider_emits_through_the_one_set_for_all(
+    telemetry: Telemetry,
+) -> None:
+    clock = FakeClock(START)
+    adapter = make(telemetry, clock, logger_provider=None)
+    logs = InMemoryLogRecordExporter()  # type: ignore[no-untyped-call]
+    provider = LoggerProvider()
+    provider.add_log_record_processor(SimpleLogRecordProcessor(logs))
+
+    def flaky(context: AttemptContext) -> HttpResponse:
+        return busy(clock) if context.number == 1 else ok(clock)
+
+    set_logger_provider(provider)
+    try:
+        adapter.call(flaky)
+    finally:
+        set_logger_provider(None)
+    assert len(logs.get_finished_logs()) == 1, "an adapter built before it was set uses it"
+    adapter.call(flaky)
+    assert len(logs.get_finished_logs()) == 1, "unset, it is not used"
+    assert telemetry.log_records() == []
+    provider.shutdown()
+
+
+def test_without_a_provider_set_the_records_go_to_opentelemetrys_global_one() -> None:
+    script = """
+from opentelemetry._logs import set_logger_provider
+from opentelemetry.sdk._logs import LoggerProvider
+from opentelemetry.sdk._logs.export import InMemoryLogRecordExporter, SimpleLogRecordProcessor
+from opentelemetry.sdk.trace import TracerProvider
+from candor import Adapter, HttpClassifier, HttpResponse, NotFound
+from candor.testing import FakeClock
+
+adapter = Adapter(
+    "search",
+    "https://search.example/v1/items",
+    HttpClassifier(NotFound.UNREACHABLE),
+    clock=FakeClock(),
+    tracer_provider=TracerProvider(),
+)
+logs = InMemoryLogRecordExporter()
+provider = LoggerProvider()
+provider.add_log_record_processor(SimpleLogRecordProcessor(logs))
+set_logger_provider(provider)
+adapter.call(lambda context: HttpResponse(503 if context.number == 1 else 200))
+print([record.log_record.event_name for record in logs.get_finished_logs()])
+"""
+    done = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, check=False
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout == "['tool.outcome']\n"
 
 
 def test_a_lifecycle_event_names_the_resource_the_operation_left(telemetry: Telemetry) -> None:

@@ -13,9 +13,13 @@ import pytest
 from candor import (
     AccessFailure,
     AccessFailureKind,
+    ArrivalClassifier,
+    BodyBroken,
     BodySizeCap,
+    BodyTimedOut,
     Empty,
     EvidenceKind,
+    HttpArrival,
     HttpClassifier,
     HttpResponse,
     LifecycleState,
@@ -305,3 +309,70 @@ def test_transport_errors() -> None:
         assert outcome.failure.retryable
     with pytest.raises(ValueError, match="100 to 999"):
         HttpResponse(42)
+
+
+def test_a_body_cut_by_the_attempts_time_is_partial_with_the_bytes_that_arrived() -> None:
+    cut = HttpResponse(200, body=b'{"items":[1,2,', body_end=BodyTimedOut(1_500_000_000))
+    outcome = CLASSIFIER.classify(cut).outcome
+    assert isinstance(outcome, Partial)
+    assert outcome.payload == '{"items":[1,2,'
+    assert outcome.truncation.kind is PartialKind.MID_STREAM
+    assert outcome.truncation.covered == "the first 14 bytes of the body"
+    assert outcome.truncation.dropped == (
+        "the rest of the body (the attempt's 1.5s ran out while it was arriving)"
+    )
+    assert outcome.truncation.returned is None
+    assert outcome.truncation.expected is None
+
+
+def test_a_202_cut_by_the_attempts_time_is_no_acceptance() -> None:
+    cut = CLASSIFIER.classify(HttpResponse(202, body=b"{}", body_end=BodyTimedOut(300_000_000)))
+    assert isinstance(cut.outcome, Partial)
+    assert cut.lifecycle is None
+    assert cut.outcome.truncation.dropped == (
+        "the rest of the body (the attempt's 300ms ran out while it was arriving)"
+    )
+
+
+def test_a_failing_status_cut_by_the_attempts_time_is_classified_by_its_status() -> None:
+    cut = HttpResponse(500, body=b"upstream overlo", body_end=BodyTimedOut(2_000_000_000))
+    outcome = CLASSIFIER.classify(cut).outcome
+    assert isinstance(outcome, AccessFailure)
+    assert outcome.failure.kind is AccessFailureKind.SERVER_ERROR
+    assert outcome.failure.message == "HTTP 500 Internal Server Error: upstream overlo"
+    assert outcome.failure.retryable
+
+
+def test_an_arrival_is_cut_where_its_body_was_unless_the_body_had_ended() -> None:
+    arrival = HttpArrival(200, {"Content-Type": "application/json"}, received_at=7)
+    assert arrival.body_end is None
+    arrival.add(b'{"items":')
+    arrival.add(b"[1,")
+    assert arrival.size == 12
+    assert arrival.body == b'{"items":[1,'
+    cut = arrival.cut(2_000_000_000)
+    assert cut.body == b'{"items":[1,'
+    assert cut.body_end == BodyTimedOut(2_000_000_000)
+    assert cut.headers == (("content-type", "application/json"),)
+    assert cut.received_at_ns == 7
+    arrival.add(b"2]}")
+    whole = arrival.finish()
+    assert whole.body == b'{"items":[1,2]}'
+    assert isinstance(CLASSIFIER.classify(whole).outcome, Success)
+    assert arrival.cut(2_000_000_000).body_end == whole.body_end, "a body that ended stays so"
+    broken = HttpArrival(200)
+    broken.finish(BodyBroken("reset"))
+    assert broken.cut(1).body_end == BodyBroken("reset")
+    with pytest.raises(ValueError, match="100 to 999"):
+        HttpArrival(42)
+
+
+def test_the_http_classifier_classifies_arrivals() -> None:
+    assert isinstance(CLASSIFIER, ArrivalClassifier)
+    arrival = HttpArrival(200)
+    arrival.add(b"[1,")
+    outcome = CLASSIFIER.classify_arrival(arrival, 10_000_000_000).outcome
+    assert isinstance(outcome, Partial)
+    assert outcome.truncation.dropped == (
+        "the rest of the body (the attempt's 10s ran out while it was arriving)"
+    )

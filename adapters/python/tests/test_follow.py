@@ -133,6 +133,7 @@ def make(
         clock=clock,
         tracer_provider=telemetry.tracer_provider,
         meter_provider=telemetry.meter_provider,
+        logger_provider=telemetry.logger_provider,
         **{"operation_deadline": timedelta(seconds=300), **settings},
     )
 
@@ -878,6 +879,65 @@ def test_a_followed_operation_records_each_state_it_went_through(telemetry: Tele
         "tool.evidence.value": operation_url,
         "tool.resource.id": "https://exports.example/v1/exports/7",
     }
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_a_followed_operation_logs_its_acceptance_and_each_state_when_seen(
+    telemetry: Telemetry, mode: Mode
+) -> None:
+    # What the pipeline could see as each status read started: log records and ended spans.
+    watched: list[tuple[int, int]] = []
+
+    class Watched(Source):
+        def read(self, operation: Operation, context: AttemptContext) -> HttpExchange:
+            watched.append((len(telemetry.log_records()), len(telemetry.spans())))
+            return super().read(operation, context)
+
+    source = Watched(
+        [accepted()],
+        [status("NotStarted"), status("Running"), status("Running"), status("Succeeded")],
+    )
+    envelope = follow(make(telemetry, FakeClock(START)), source, mode)
+    assert envelope.outcome_class is OutcomeClass.SUCCESS
+    # Accepted before the first read, then queued and running as they are read; the second
+    # running is no new state.
+    assert watched == [(1, 0), (2, 0), (3, 0), (3, 0)]
+    [span] = telemetry.spans()
+    records = [emitted.log_record for emitted in telemetry.log_records()]
+    assert [(record.attributes or {})["tool.lifecycle.state"] for record in records] == [
+        "accepted",
+        "queued",
+        "running",
+        "completed",
+    ]
+    context = span.get_span_context()
+    assert context is not None
+    assert len(records) == len(span.events)
+    for record, event in zip(records, span.events, strict=True):
+        assert record.event_name == event.name == "tool.lifecycle"
+        assert (record.trace_id, record.span_id) == (context.trace_id, context.span_id)
+        assert record.timestamp == event.timestamp
+        assert list((record.attributes or {}).items()) == list((event.attributes or {}).items())
+
+
+def test_a_resumed_following_logs_the_state_of_its_first_read_first(
+    telemetry: Telemetry,
+) -> None:
+    source = Source([], [status("Running"), status("Failed", error={"message": "disk full"})])
+    envelope = make(telemetry, FakeClock(START)).resume(OPERATION, source.read)
+    assert envelope.outcome_class is OutcomeClass.ACCESS_FAILURE
+    [span] = telemetry.spans()
+    records = [emitted.log_record for emitted in telemetry.log_records()]
+    assert [(record.attributes or {})["tool.lifecycle.state"] for record in records] == [
+        "running",
+        "failed",
+    ]
+    assert [event.name for event in span.events] == [
+        "tool.lifecycle",
+        "tool.lifecycle",
+        "tool.outcome",
+    ], "the terminal event is the span's only"
+    assert (span.attributes or {})["tool.lifecycle.state"] == "failed"
 
 
 def test_a_followed_operation_is_counted_by_how_it_ended_never_as_accepted(

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import asyncio
+import time
+from collections.abc import Callable
 from datetime import timedelta
 
 import httpx
@@ -13,10 +15,12 @@ from candor import (
     AccessFailure,
     AccessFailureKind,
     Adapter,
+    AttemptContext,
     Empty,
     Envelope,
     HttpClassifier,
     HttpExchange,
+    HttpResponse,
     NextAction,
     NotFound,
     OutcomeClass,
@@ -29,7 +33,7 @@ from candor import (
     TransportErrorKind,
 )
 
-from .conftest import Server, Telemetry
+from .conftest import STALLED_BODY, Server, Telemetry
 
 FAST = RetryPolicy(
     max_attempts=3, initial_backoff=timedelta(milliseconds=1), max_backoff=timedelta(milliseconds=2)
@@ -274,3 +278,104 @@ def test_a_request_whose_method_is_not_the_adapters_is_refused(
     with httpx.Client() as client, pytest.raises(ValueError, match="method='POST'"):
         candor_httpx.call(adapter(server.url, telemetry), client, "POST", server.url + "/orders")
     assert server.idempotency_keys == []
+
+
+def get_async(server: Server, telemetry: Telemetry, path: str, **settings: object) -> Envelope:
+    async def run() -> Envelope:
+        async with httpx.AsyncClient() as client:
+            return await candor_httpx.acall(
+                adapter(server.url, telemetry, **settings), client, "GET", server.url + path
+            )
+
+    return asyncio.run(run())
+
+
+SHORT = {"attempt_timeout": timedelta(milliseconds=300), "retry": RetryPolicy.no_retry()}
+"""An attempt timeout of 300 ms, and no retry."""
+
+
+@pytest.mark.parametrize("call", [get, get_async], ids=["sync", "async"])
+def test_a_body_that_stalls_past_the_attempts_time_is_what_arrived(
+    server: Server, telemetry: Telemetry, call: Callable[..., Envelope]
+) -> None:
+    envelope = call(server, telemetry, "/stall", **SHORT)
+    assert isinstance(envelope.outcome, Partial), envelope.outcome
+    assert envelope.outcome.payload == STALLED_BODY.decode()
+    truncation = envelope.outcome.truncation
+    assert truncation.kind is PartialKind.MID_STREAM
+    assert truncation.covered == f"the first {len(STALLED_BODY)} bytes of the body"
+    assert truncation.dropped == (
+        "the rest of the body (the attempt's 300ms ran out while it was arriving)"
+    )
+    assert envelope.attempts[0].retry_action is RetryAction.ACCEPT_PARTIAL
+    assert envelope.attempts[0].duration_ms >= 300
+    assert envelope.next_actions == (NextAction.FINISH, NextAction.ESCALATE)
+    # No status within the attempt's time: nothing arrived, an AccessFailure.
+    hung = call(server, telemetry, "/hang", **SHORT)
+    assert isinstance(hung.outcome, AccessFailure)
+    assert hung.outcome.failure.kind is AccessFailureKind.TIMEOUT
+    assert hung.outcome.failure.status is None
+
+
+def test_a_stalled_body_is_what_arrived_when_the_adapters_timer_fires_first(
+    server: Server, telemetry: Telemetry
+) -> None:
+    search = adapter(server.url, telemetry, **SHORT)
+
+    async def late_start(attempt: AttemptContext) -> HttpExchange:
+        # The request starts after the adapter's timer, so its own reading would stop after it.
+        await asyncio.sleep(0.1)
+        async with httpx.AsyncClient() as client:
+            return await candor_httpx.arequest(client, "GET", server.url + "/stall", attempt)
+
+    envelope = asyncio.run(search.acall(late_start))
+    assert isinstance(envelope.outcome, Partial), envelope.outcome
+    assert envelope.outcome.payload == STALLED_BODY.decode()
+    assert "the attempt's 300ms ran out" in envelope.outcome.truncation.dropped
+    assert 300 <= envelope.attempts[0].duration_ms < 1000
+
+
+@pytest.mark.parametrize("call", [get, get_async], ids=["sync", "async"])
+def test_a_body_that_trickles_past_the_attempts_time_is_cut_there(
+    server: Server, telemetry: Telemetry, call: Callable[..., Envelope]
+) -> None:
+    started = time.monotonic()
+    envelope = call(server, telemetry, "/trickle", **SHORT)
+    assert time.monotonic() - started < 1.5, "each byte came in time for httpx's own timeout"
+    assert isinstance(envelope.outcome, Partial), envelope.outcome
+    payload = envelope.outcome.payload
+    assert isinstance(payload, str)
+    assert payload.startswith("[1")
+    assert envelope.outcome.truncation.covered == f"the first {len(payload)} bytes of the body"
+
+
+def test_a_client_whose_connection_was_cut_answers_the_next_call(
+    server: Server, telemetry: Telemetry
+) -> None:
+    search = adapter(server.url, telemetry, **SHORT)
+    with httpx.Client() as client:
+        cut = candor_httpx.call(search, client, "GET", server.url + "/trickle")
+        after = candor_httpx.call(search, client, "GET", server.url + "/items")
+    assert isinstance(cut.outcome, Partial)
+    assert isinstance(after.outcome, Success)
+
+
+def test_a_status_that_arrives_after_the_attempts_time_is_a_timeout() -> None:
+    def slow(request: httpx.Request) -> httpx.Response:
+        time.sleep(0.1)
+        return httpx.Response(200, json={"items": [1]})
+
+    attempt = AttemptContext(number=1, timeout_ns=50_000_000)
+    with httpx.Client(transport=httpx.MockTransport(slow)) as client:
+        exchange = candor_httpx.request(client, "GET", "http://search.example/", attempt)
+    assert isinstance(exchange, TransportError)
+    assert exchange.kind is TransportErrorKind.TIMEOUT
+    assert exchange.message == "no status within the attempt's 50ms"
+    assert attempt.arrival is None
+
+
+def test_a_body_read_without_an_attempt_is_bounded_by_the_client_alone(server: Server) -> None:
+    with httpx.Client() as client:
+        exchange = candor_httpx.send(client, client.build_request("GET", server.url + "/items"))
+    assert isinstance(exchange, HttpResponse)
+    assert exchange.body == b'{"items":[1,2]}'

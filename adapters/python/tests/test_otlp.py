@@ -15,6 +15,15 @@ from typing import Any
 import grpc  # type: ignore[import-untyped]
 import pytest
 from opentelemetry import metrics, trace
+from opentelemetry._logs import LogRecord
+from opentelemetry.proto.collector.logs.v1.logs_service_pb2 import (
+    ExportLogsServiceRequest,
+    ExportLogsServiceResponse,
+)
+from opentelemetry.proto.collector.logs.v1.logs_service_pb2_grpc import (
+    LogsServiceServicer,
+    add_LogsServiceServicer_to_server,
+)
 from opentelemetry.proto.collector.metrics.v1.metrics_service_pb2 import (
     ExportMetricsServiceRequest,
     ExportMetricsServiceResponse,
@@ -31,6 +40,8 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2_grpc import (
     TraceServiceServicer,
     add_TraceServiceServicer_to_server,
 )
+from opentelemetry.sdk._logs import ReadableLogRecord
+from opentelemetry.sdk._logs.export import LogRecordExporter, LogRecordExportResult
 from opentelemetry.sdk.metrics import Counter, MeterProvider
 from opentelemetry.sdk.metrics.export import (
     AggregationTemporality,
@@ -39,22 +50,35 @@ from opentelemetry.sdk.metrics.export import (
     MetricExportResult,
     MetricsData,
 )
+from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
 from opentelemetry.sdk.trace.sampling import ALWAYS_OFF
 
-from candor import FixedJitter, names
+import candor.otlp
+from candor import (
+    Adapter,
+    AttemptContext,
+    FixedJitter,
+    HttpClassifier,
+    HttpResponse,
+    NotFound,
+    OutcomeClass,
+    names,
+)
 from candor.names import attr
 from candor.otlp import (
     ExportStats,
     OtlpConfig,
     ResendConfig,
     Resender,
+    ResendingLogExporter,
     ResendingMetricExporter,
     ResendingSpanExporter,
     init,
     providers,
 )
+from candor.testing import FakeClock
 
 MS = timedelta(milliseconds=1)
 PATIENCE_S = 5.0
@@ -320,6 +344,64 @@ def test_the_metric_exporter_queues_and_sends_again_in_order() -> None:
     provider.shutdown()
 
 
+class FakeLogs(LogRecordExporter):
+    """An inner log record exporter that refuses its first ``failures`` exports."""
+
+    def __init__(self, failures: int = 0) -> None:
+        self.failures = failures
+        self.calls = 0
+        self.received: list[str | None] = []
+        self.is_shut_down = False
+
+    def export(self, batch: Sequence[ReadableLogRecord]) -> LogRecordExportResult:
+        self.calls += 1
+        if self.calls <= self.failures:
+            return LogRecordExportResult.FAILURE
+        self.received.extend(record.log_record.event_name for record in batch)
+        return LogRecordExportResult.SUCCESS
+
+    def force_flush(self, timeout_millis: int = 30_000) -> bool:
+        return True
+
+    def shutdown(self) -> None:
+        self.is_shut_down = True
+
+
+def records(*event_names: str) -> list[ReadableLogRecord]:
+    return [
+        ReadableLogRecord(
+            LogRecord(event_name=name, attributes={attr.TOOL_NAME: "search"}), Resource({})
+        )
+        for name in event_names
+    ]
+
+
+def test_the_log_exporter_queues_sends_again_in_order_and_counts_what_it_drops() -> None:
+    inner = FakeLogs(failures=1)
+    exporter = ResendingLogExporter(inner, quick())
+    assert exporter.export(records("a", "b")) is LogRecordExportResult.SUCCESS
+    assert exporter.export(records("c")) is LogRecordExportResult.SUCCESS
+    wait_for(lambda: exporter.stats().sent_batches == 2, "both batches sent")
+    assert inner.received == ["a", "b", "c"]
+    assert exporter.stats() == ExportStats(sent_batches=2, sent_log_records=3, refused_sends=1)
+    assert exporter.force_flush(1000)
+    exporter.shutdown()
+    assert inner.is_shut_down
+    assert exporter.export(records("late", "later")) is LogRecordExportResult.FAILURE
+    stats = exporter.stats()
+    assert stats.dropped_log_batches == 1
+    assert stats.lost_log_records == 2
+    assert stats.dropped_span_batches == 0
+    assert stats.lost_spans == 0
+
+
+def test_a_batch_holds_spans_or_log_records_not_both() -> None:
+    resender = Resender(quick())
+    with pytest.raises(ValueError, match="not both"):
+        resender.submit(lambda: True, spans=1, log_records=1, size=10)
+    assert resender.close(1)
+
+
 def test_the_otlp_exporter_is_imported_only_by_providers() -> None:
     script = (
         "import sys\n"
@@ -339,23 +421,38 @@ def test_the_otlp_exporter_is_imported_only_by_providers() -> None:
 
 
 def test_stats_read_as_a_sentence() -> None:
-    stats = ExportStats(sent_batches=3, sent_spans=5, refused_sends=1, lost_spans=2)
+    stats = ExportStats(
+        sent_batches=3,
+        sent_spans=5,
+        sent_log_records=4,
+        refused_sends=1,
+        lost_spans=2,
+        dropped_log_batches=1,
+        lost_log_records=3,
+    )
     assert str(stats) == (
-        "3 batches sent (5 spans), 1 sends refused and kept to send again, 0 batches queued "
-        "(0 bytes), 0 span batches and 0 metric exports dropped, 0 batches rejected: "
-        "2 spans lost"
+        "3 batches sent (5 spans, 4 log records), 1 sends refused and kept to send again, "
+        "0 batches queued (0 bytes), 0 span batches, 1 log batches and 0 metric exports "
+        "dropped, 0 batches rejected: 2 spans and 3 log records lost"
     )
 
 
 @dataclass
 class Collector:
-    """A real OTLP/gRPC receiver on the loopback that refuses the first span exports."""
+    """A real OTLP/gRPC receiver on the loopback that refuses the first span and log exports."""
 
     refuse_spans: int = 0
+    refuse_logs: int = 0
     lock: threading.Lock = field(default_factory=threading.Lock)
     trace_calls: int = 0
     spans: list[str] = field(default_factory=list)
+    span_ids: list[tuple[bytes, bytes]] = field(default_factory=list)
+    """Each span's trace and span ids."""
     resources: list[dict[str, str]] = field(default_factory=list)
+    log_calls: int = 0
+    logs: list[tuple[str, bytes, bytes, dict[str, str | int]]] = field(default_factory=list)
+    """Each log record's event name, trace and span ids, and attributes."""
+    log_resources: list[dict[str, str]] = field(default_factory=list)
     gauge: list[float] = field(default_factory=list)
     endpoint: str = ""
 
@@ -379,8 +476,44 @@ class Traces(TraceServiceServicer):
                     {kv.key: kv.value.string_value for kv in resource_spans.resource.attributes}
                 )
                 for scope_spans in resource_spans.scope_spans:
-                    collector.spans.extend(span.name for span in scope_spans.spans)
+                    for span in scope_spans.spans:
+                        collector.spans.append(span.name)
+                        collector.span_ids.append((span.trace_id, span.span_id))
         return ExportTraceServiceResponse()
+
+
+class Logs(LogsServiceServicer):
+    def __init__(self, collector: Collector) -> None:
+        self.collector = collector
+
+    def Export(  # noqa: N802 - the service's method
+        self, request: ExportLogsServiceRequest, context: Any
+    ) -> ExportLogsServiceResponse:
+        collector = self.collector
+        with collector.lock:
+            collector.log_calls += 1
+            refuse = collector.log_calls <= collector.refuse_logs
+        if refuse:
+            context.abort(grpc.StatusCode.UNAVAILABLE, "the collector is restarting")
+        with collector.lock:
+            for resource_logs in request.resource_logs:
+                collector.log_resources.append(
+                    {kv.key: kv.value.string_value for kv in resource_logs.resource.attributes}
+                )
+                for scope_logs in resource_logs.scope_logs:
+                    for record in scope_logs.log_records:
+                        attributes: dict[str, str | int] = {
+                            kv.key: (
+                                kv.value.int_value
+                                if kv.value.HasField("int_value")
+                                else kv.value.string_value
+                            )
+                            for kv in record.attributes
+                        }
+                        collector.logs.append(
+                            (record.event_name, record.trace_id, record.span_id, attributes)
+                        )
+        return ExportLogsServiceResponse()
 
 
 class Metrics(MetricsServiceServicer):
@@ -407,6 +540,7 @@ def collector() -> Iterator[Collector]:
     server = grpc.server(ThreadPoolExecutor(max_workers=4))
     add_TraceServiceServicer_to_server(Traces(state), server)  # type: ignore[no-untyped-call]
     add_MetricsServiceServicer_to_server(Metrics(state), server)  # type: ignore[no-untyped-call]
+    add_LogsServiceServicer_to_server(Logs(state), server)  # type: ignore[no-untyped-call]
     port = server.add_insecure_port("127.0.0.1:0")
     server.start()
     state.endpoint = f"http://127.0.0.1:{port}"
@@ -451,6 +585,57 @@ def test_providers_send_a_refused_span_batch_again_and_the_heartbeat(
     assert guard.shutdown() == stats
 
 
+def test_a_failed_attempt_reaches_the_collector_as_a_log_record_before_its_call_ends(
+    collector: Collector,
+) -> None:
+    collector.refuse_logs = 1
+    guard = providers(config(collector.endpoint))
+    adapter = Adapter(
+        "search",
+        "https://search.example/v1/items",
+        HttpClassifier(NotFound.UNREACHABLE),
+        clock=FakeClock(),
+        tracer_provider=guard.tracer_provider,
+        meter_provider=guard.meter_provider,
+        logger_provider=guard.logger_provider,
+    )
+    # What the collector had while the second attempt ran: log records and spans.
+    during: list[tuple[int, int]] = []
+
+    def attempt(context: AttemptContext) -> HttpResponse:
+        if context.number == 2:
+            # Refused once, then sent again.
+            wait_for(lambda: guard.stats().sent_log_records == 1, "the first failure's record")
+            with collector.lock:
+                during.append((len(collector.logs), len(collector.spans)))
+        return (
+            HttpResponse(503, body=b"busy")
+            if context.number == 1
+            else HttpResponse(200, body=b"{}")
+        )
+
+    envelope = adapter.call(attempt)
+    assert envelope.outcome_class is OutcomeClass.SUCCESS
+    assert during == [(1, 0)], "the failure reached the collector while the call ran"
+    assert guard.force_flush(timedelta(seconds=PATIENCE_S))
+    stats = guard.shutdown()
+    [(event_name, trace_id, span_id, attributes)] = collector.logs
+    assert event_name == names.OUTCOME_EVENT
+    assert collector.spans == [names.TOOL_CALL_SPAN]
+    assert collector.span_ids == [(trace_id, span_id)], "the record is in the call's span"
+    assert attributes[attr.RETRY_ACTION] == "retry"
+    assert attributes[attr.HTTP_STATUS_CODE] == 503
+    assert attributes[attr.PROVENANCE_SOURCE_SYSTEM] == "search.example"
+    assert collector.log_resources == [
+        {"service.name": "checkout", "service.instance.id": "checkout-1"}
+    ]
+    assert collector.log_calls == 2
+    assert stats.sent_log_records == 1
+    assert stats.lost_log_records == 0
+    assert stats.sent_spans == 1
+    assert stats.refused_sends == 1
+
+
 def test_shutdown_drops_what_the_collector_never_took_and_returns_the_counts(
     closed_port: int,
 ) -> None:
@@ -458,12 +643,15 @@ def test_shutdown_drops_what_the_collector_never_took_and_returns_the_counts(
         config(f"http://127.0.0.1:{closed_port}", shutdown_timeout=timedelta(milliseconds=300))
     )
     guard.tracer_provider.get_tracer("test").start_span("lost").end()
+    guard.logger_provider.get_logger("test").emit(LogRecord(event_name=names.OUTCOME_EVENT))
     wait_for(lambda: guard.stats().refused_sends >= 1, "the span batch refused")
     started = time.monotonic()
     stats = guard.shutdown()
     assert time.monotonic() - started < 3
     assert stats.dropped_span_batches == 1
     assert stats.lost_spans == 1
+    assert stats.dropped_log_batches == 1
+    assert stats.lost_log_records == 1
     # The last metric export, made at shutdown, was never taken either.
     assert stats.dropped_metric_batches == 1
     assert stats.sent_batches == 0
@@ -477,6 +665,7 @@ def test_init_installs_the_providers_globally(
     installed: list[object] = []
     monkeypatch.setattr(trace, "set_tracer_provider", installed.append)
     monkeypatch.setattr(metrics, "set_meter_provider", installed.append)
+    monkeypatch.setattr(candor.otlp, "set_logger_provider", installed.append)
     guard = init(config(f"http://127.0.0.1:{closed_port}", shutdown_timeout=300 * MS))
-    assert installed == [guard.tracer_provider, guard.meter_provider]
+    assert installed == [guard.tracer_provider, guard.meter_provider, guard.logger_provider]
     guard.shutdown()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from datetime import timedelta
 
 import pytest
@@ -19,13 +20,14 @@ from candor import (
     NotFound,
     Partial,
     PartialKind,
+    RetryAction,
     RetryPolicy,
     Success,
     TransportError,
     TransportErrorKind,
 )
 
-from .conftest import Server, Telemetry
+from .conftest import STALLED_BODY, Server, Telemetry
 
 FAST = RetryPolicy(
     max_attempts=2, initial_backoff=timedelta(milliseconds=1), max_backoff=timedelta(milliseconds=2)
@@ -128,6 +130,64 @@ def test_the_attempt_timeout_reaches_the_client(server: Server, telemetry: Telem
     )
     assert isinstance(envelope.outcome, AccessFailure)
     assert envelope.outcome.failure.kind is AccessFailureKind.TIMEOUT
+
+
+def test_a_body_that_stalls_past_the_attempts_time_is_what_arrived(
+    server: Server, telemetry: Telemetry
+) -> None:
+    short = {"attempt_timeout": timedelta(milliseconds=300), "retry": RetryPolicy.no_retry()}
+    envelope = get(server, telemetry, "/stall", **short)
+    assert isinstance(envelope.outcome, Partial), envelope.outcome
+    assert envelope.outcome.payload == STALLED_BODY.decode()
+    truncation = envelope.outcome.truncation
+    assert truncation.kind is PartialKind.MID_STREAM
+    assert truncation.covered == f"the first {len(STALLED_BODY)} bytes of the body"
+    assert truncation.dropped == (
+        "the rest of the body (the attempt's 300ms ran out while it was arriving)"
+    )
+    assert envelope.attempts[0].retry_action is RetryAction.ACCEPT_PARTIAL
+    assert envelope.attempts[0].duration_ms >= 300
+    # No status within the attempt's time: nothing arrived, an AccessFailure.
+    hung = get(server, telemetry, "/hang", **short)
+    assert isinstance(hung.outcome, AccessFailure)
+    assert hung.outcome.failure.kind is AccessFailureKind.TIMEOUT
+    assert hung.outcome.failure.status is None
+
+
+def test_a_body_that_trickles_past_the_attempts_time_is_cut_there(
+    server: Server, telemetry: Telemetry
+) -> None:
+    started = time.monotonic()
+    envelope = get(
+        server,
+        telemetry,
+        "/trickle",
+        attempt_timeout=timedelta(milliseconds=300),
+        retry=RetryPolicy.no_retry(),
+    )
+    assert time.monotonic() - started < 1.5, "each byte came in time for requests' own timeout"
+    assert isinstance(envelope.outcome, Partial), envelope.outcome
+    payload = envelope.outcome.payload
+    assert isinstance(payload, str)
+    assert payload.startswith("[1")
+    assert envelope.outcome.truncation.covered == f"the first {len(payload)} bytes of the body"
+    assert "ran out" in envelope.outcome.truncation.dropped
+
+
+def test_a_session_whose_connection_was_cut_answers_the_next_call(
+    server: Server, telemetry: Telemetry
+) -> None:
+    search = adapter(
+        server.url,
+        telemetry,
+        attempt_timeout=timedelta(milliseconds=300),
+        retry=RetryPolicy.no_retry(),
+    )
+    with requests.Session() as session:
+        cut = candor_requests.call(search, session, "GET", server.url + "/trickle")
+        after = candor_requests.call(search, session, "GET", server.url + "/items")
+    assert isinstance(cut.outcome, Partial)
+    assert isinstance(after.outcome, Success)
 
 
 def test_a_response_already_read_feeds_the_classifier(server: Server) -> None:

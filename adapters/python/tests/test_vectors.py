@@ -3,8 +3,9 @@
 Every case is one test: a ``call`` case runs through :meth:`candor.Adapter.acall` on a fake
 clock with a fixed jitter, and its envelope, ``tool.outcome`` events, ``tool.call`` span and
 ``tool.outcomes`` increment are compared with what the case expects, with the same matcher
-semantics as the Rust runner (``adapter/tests/vectors.rs``); an ``envelope`` case is read with
-:meth:`candor.Envelope.from_dict`.
+semantics as the Rust runner (``adapter/tests/vectors.rs``), and so are the log records the
+call emitted as its events happened (``spec/vectors/README.md``); an ``envelope`` case is read
+with :meth:`candor.Envelope.from_dict`.
 """
 
 from __future__ import annotations
@@ -20,6 +21,8 @@ from pathlib import Path
 from typing import Any, cast
 
 import pytest
+from opentelemetry.sdk._logs import LoggerProvider
+from opentelemetry.sdk._logs.export import InMemoryLogRecordExporter, SimpleLogRecordProcessor
 from opentelemetry.sdk.metrics import MeterProvider
 from opentelemetry.sdk.metrics.export import InMemoryMetricReader, Sum
 from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
@@ -36,6 +39,7 @@ from candor import (
     BodySizeCap,
     Envelope,
     FixedJitter,
+    HttpArrival,
     HttpClassifier,
     HttpExchange,
     HttpResponse,
@@ -45,7 +49,7 @@ from candor import (
     TransportError,
     TransportErrorKind,
 )
-from candor.names import OUTCOMES_COUNTER, TOOL_CALL_SPAN
+from candor.names import LIFECYCLE_EVENT, OUTCOME_EVENT, OUTCOMES_COUNTER, TOOL_CALL_SPAN, attr
 from candor.testing import FakeClock
 from candor.timestamps import parse_rfc3339_ns
 
@@ -89,8 +93,9 @@ CLASSIFIER_FIELDS = {
     "request_id_header",
     "scope",
 }
-STEP_FIELDS = {"after_ms", "response", "transport_error", "hang"}
+STEP_FIELDS = {"after_ms", "response", "transport_error", "hang", "stall"}
 RESPONSE_FIELDS = {"status", "headers", "body", "body_end"}
+STALL_FIELDS = {"status", "headers", "body"}
 TRANSPORT_FIELDS = {"kind", "message"}
 EXPECT_FIELDS = {"envelope", "events", "span", "counter"}
 POLICY_FIELDS = {
@@ -231,6 +236,8 @@ class Script:
         if "hang" in step:
             await asyncio.get_running_loop().create_future()  # never answers
         try:
+            if "stall" in step:
+                await self.stall(step["stall"], context)
             self.clock.advance(timedelta(milliseconds=step["after_ms"]))
             if "response" in step:
                 response = step["response"]
@@ -248,6 +255,21 @@ class Script:
             self.errors.append(message)
             return TransportError(TransportErrorKind.PROTOCOL, message)
 
+    async def stall(self, declared: dict[str, Json], context: AttemptContext) -> None:
+        """The status, headers and body arrive at once, as a client records them; then nothing.
+
+        The adapter's timer ends the attempt, with what was recorded.
+        """
+        arrival = context.receiving(
+            HttpArrival(
+                declared["status"],
+                [(name, value) for name, value in declared.get("headers", [])],
+                received_at=self.clock.wall_ns(),
+            )
+        )
+        arrival.add(declared.get("body", "").encode("utf-8"))
+        await asyncio.get_running_loop().create_future()  # the rest never arrives
+
 
 def run_call(case: dict[str, Json]) -> list[str]:
     errors = unknown_fields(case, CALL_FIELDS, "case")
@@ -258,12 +280,16 @@ def run_call(case: dict[str, Json]) -> list[str]:
     for step in case["attempts"]:
         errors += unknown_fields(step, STEP_FIELDS, "step")
         errors += unknown_fields(step.get("response", {}), RESPONSE_FIELDS, "response")
+        errors += unknown_fields(step.get("stall", {}), STALL_FIELDS, "stall")
         errors += unknown_fields(step.get("transport_error", {}), TRANSPORT_FIELDS, "transport")
     spans = InMemorySpanExporter()
     tracer_provider = TracerProvider()
     tracer_provider.add_span_processor(SimpleSpanProcessor(spans))
     reader = InMemoryMetricReader()
     meter_provider = MeterProvider(metric_readers=[reader])
+    logs = InMemoryLogRecordExporter()  # type: ignore[no-untyped-call]
+    logger_provider = LoggerProvider()
+    logger_provider.add_log_record_processor(SimpleLogRecordProcessor(logs))
     try:
         clock = FakeClock(parse_rfc3339_ns(case["start"]))
         authority = case.get("authority")
@@ -282,6 +308,7 @@ def run_call(case: dict[str, Json]) -> list[str]:
             trace_every_call=case.get("trace_every_call", False),
             tracer_provider=tracer_provider,
             meter_provider=meter_provider,
+            logger_provider=logger_provider,
             jitter=FixedJitter(case["jitter"]),
             clock=clock,
         )
@@ -297,10 +324,12 @@ def run_call(case: dict[str, Json]) -> list[str]:
     generated_ids.clear()
     compare_envelope(envelope, expect["envelope"], errors)
     compare_telemetry(expect, spans, reader, errors)
+    compare_logs(expect, spans, logs, errors)
     if len(set(generated_ids)) > 1:
         errors.append(f"the ids matched by $generated_id differ within the case: {generated_ids}")
     tracer_provider.shutdown()
     meter_provider.shutdown()
+    logger_provider.shutdown()
     return errors
 
 
@@ -376,15 +405,20 @@ def compare_telemetry(
     calls = [span for span in finished if span.name == TOOL_CALL_SPAN]
     if len(finished) != len(calls):
         errors.append(f"{len(finished) - len(calls)} span(s) other than {TOOL_CALL_SPAN}")
-    events = [
-        {
-            "name": event.name,
-            "time": rfc3339(event.timestamp),
-            "attributes": attributes(event.attributes),
-        }
-        for span in calls
-        for event in span.events
-    ]
+    provenance = expect["envelope"]["provenance"]
+    events = []
+    for call in calls:
+        for event in call.events:
+            event_attributes = attributes(event.attributes)
+            if event.name == OUTCOME_EVENT:
+                check_provenance(event_attributes, provenance, errors)
+            events.append(
+                {
+                    "name": event.name,
+                    "time": rfc3339(event.timestamp),
+                    "attributes": event_attributes,
+                }
+            )
     compare(expect["events"], events, "events", errors)
     span: Json = None
     if len(calls) == 1:
@@ -393,6 +427,69 @@ def compare_telemetry(
         errors.append(f"{len(calls)} tool.call spans for one call")
     compare(expect.get("span"), span, "span", errors)
     compare(expect["counter"], counter(reader, errors), "counter", errors)
+
+
+def check_provenance(
+    event_attributes: dict[str, Json], provenance: Json, errors: list[str]
+) -> None:
+    """Checks and removes a ``tool.outcome`` event's provenance attributes.
+
+    The cases do not list them (``spec/vectors/README.md``): they equal the expected envelope's
+    provenance, the adapter any non-empty text and the actor absent when it has none.
+    """
+    for name, key in (
+        (attr.PROVENANCE_SOURCE_SYSTEM, "source_system"),
+        (attr.PROVENANCE_ACTOR, "actor"),
+    ):
+        actual = event_attributes.pop(name, None)
+        if not same(provenance.get(key), actual):
+            errors.append(
+                f"{name}: {json.dumps(actual)}, the envelope's {key} is "
+                f"{json.dumps(provenance.get(key))}"
+            )
+    adapter = event_attributes.pop(attr.PROVENANCE_ADAPTER, None)
+    if not isinstance(adapter, str) or not adapter:
+        errors.append(f"{attr.PROVENANCE_ADAPTER} must name the adapter: {adapter!r}")
+
+
+def compare_logs(
+    expect: dict[str, Json],
+    spans: InMemorySpanExporter,
+    logs: InMemoryLogRecordExporter,
+    errors: list[str],
+) -> None:
+    """The log records the call emitted (rule ``TELEMETRY-MOMENT``).
+
+    They are exactly the expected events that happen before the call ends (``tool.outcome``
+    with the action ``retry``) and every ``tool.lifecycle`` event, in order, with the same name,
+    time and attributes, each in the call's span.
+    """
+    expected = [
+        event
+        for event in expect["events"]
+        if event["name"] == LIFECYCLE_EVENT or event["attributes"].get(attr.RETRY_ACTION) == "retry"
+    ]
+    calls = [span for span in spans.get_finished_spans() if span.name == TOOL_CALL_SPAN]
+    context = calls[0].get_span_context() if calls else None
+    span_ids = None if context is None else (context.trace_id, context.span_id)
+    provenance = expect["envelope"]["provenance"]
+    records = []
+    for emitted in logs.get_finished_logs():
+        record = emitted.log_record
+        ids = (record.trace_id, record.span_id)
+        if ids != span_ids:
+            errors.append(f"a log record is not in the call's span: {ids}, the span {span_ids}")
+        record_attributes = attributes(record.attributes)
+        if record.event_name == OUTCOME_EVENT:
+            check_provenance(record_attributes, provenance, errors)
+        records.append(
+            {
+                "name": record.event_name,
+                "time": rfc3339(record.timestamp),
+                "attributes": record_attributes,
+            }
+        )
+    compare(expected, records, "log records", errors)
 
 
 def counter(reader: InMemoryMetricReader, errors: list[str]) -> Json:

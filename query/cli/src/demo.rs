@@ -336,8 +336,7 @@ fn service_settings<C, K, S>(
         .attempt_timeout(Duration::from_millis(500))
         .deadline(Duration::from_secs(5))
         .actor(service)
-        .tracer_provider(telemetry.tracer_provider())
-        .meter_provider(telemetry.meter_provider()))
+        .otlp(telemetry))
 }
 
 /// Runs the demo until stopped (or for `--duration`).
@@ -398,7 +397,9 @@ pub async fn run(args: DemoArgs) -> anyhow::Result<ExitCode> {
                 let headers = HeaderMap::new();
                 loop {
                     ticker.tick().await;
-                    let envelope = adapter.call(|_| client.get(&url, &headers)).await;
+                    let envelope = adapter
+                        .call(|context| client.get(context, &url, &headers))
+                        .await;
                     count(&tally, &service, &envelope);
                 }
             });

@@ -1,14 +1,17 @@
 //! `candor probe`: one HTTP GET through the adapter, the envelope printed as JSON on stdout and
 //! its summary on stderr. Exit codes follow the class: 0 success, 1 empty, 3 partial,
-//! 4 access_failure (2 is a usage error).
+//! 4 access_failure (2 is a usage error). With `--follow`, an answer that accepted an
+//! asynchronous operation (a 202 naming its status URL) is followed to the operation's end.
 
 use std::process::ExitCode;
 use std::time::Duration;
 
 use anyhow::Context as _;
+use candor_adapter::follow::http::StatusUrl;
 use candor_adapter::http_client::HttpClient;
 use candor_adapter::otlp::{OtlpConfig, init};
 use candor_adapter::{Adapter, HttpClassifier, NotFound, RetryPolicy};
+use candor_schema::Operation;
 use http::HeaderMap;
 
 /// What a 404 means for the probed URL.
@@ -46,6 +49,13 @@ pub struct ProbeArgs {
     /// The service name the exported telemetry carries.
     #[arg(long, default_value = "candor-probe")]
     pub service_name: String,
+    /// Follow an operation the answer accepted (a 202 with `Operation-Location` or `Location`)
+    /// by reading its status URL until it ends.
+    #[arg(long)]
+    pub follow: bool,
+    /// How long to follow an accepted operation, in milliseconds.
+    #[arg(long, default_value_t = 600_000, value_parser = clap::value_parser!(u64).range(1..))]
+    pub operation_deadline_ms: u64,
 }
 
 fn pointer(field: String) -> String {
@@ -59,10 +69,19 @@ fn pointer(field: String) -> String {
 /// Runs one probe.
 pub async fn run(args: ProbeArgs) -> anyhow::Result<ExitCode> {
     let telemetry = match &args.otlp_endpoint {
-        Some(endpoint) => Some(
-            init(OtlpConfig::new(endpoint.clone(), args.service_name.clone()))
-                .context("setting up the OTLP export")?,
-        ),
+        Some(endpoint) => {
+            let mut config = OtlpConfig::new(endpoint.clone(), args.service_name.clone());
+            // The OpenTelemetry SDKs' variable for the metric reader's interval: a probe that
+            // follows a long operation reports its heartbeat at it.
+            if let Some(interval) = std::env::var("OTEL_METRIC_EXPORT_INTERVAL")
+                .ok()
+                .and_then(|ms| ms.trim().parse::<u64>().ok())
+                .filter(|ms| *ms > 0)
+            {
+                config.metric_interval = Duration::from_millis(interval);
+            }
+            Some(init(config).context("setting up the OTLP export")?)
+        }
         None => None,
     };
     let not_found = match args.not_found {
@@ -89,11 +108,26 @@ pub async fn run(args: ProbeArgs) -> anyhow::Result<ExitCode> {
                 .saturating_mul(args.max_attempts)
                 .saturating_add(slack),
         )
-        .actor("candor-probe")
-        .build()?;
+        .actor("candor-probe");
     let client = HttpClient::default();
     let headers = HeaderMap::new();
-    let envelope = adapter.call(|_| client.get(&args.url, &headers)).await;
+    let start = |context| client.get(context, &args.url, &headers);
+    let envelope = if args.follow {
+        let read_status = |operation: &Operation, context| {
+            // The status reader refuses an operation without a status URL before any read.
+            let url = operation.status_url.clone().unwrap_or_default();
+            let (client, headers) = (&client, &headers);
+            async move { client.get(context, &url, headers).await }
+        };
+        adapter
+            .follow(StatusUrl::default())
+            .operation_deadline(Duration::from_millis(args.operation_deadline_ms))
+            .build()?
+            .call_and_follow(start, read_status)
+            .await
+    } else {
+        adapter.build()?.call(start).await
+    };
     println!("{}", serde_json::to_string_pretty(&envelope)?);
     eprintln!("{}", envelope.summary());
     // The probe's own answer stands whatever happens to its telemetry; a loss is said.

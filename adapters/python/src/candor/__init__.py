@@ -4,7 +4,8 @@ An :class:`Adapter` runs a call to a tool or API, classifies what came back into
 Empty, Partial or AccessFailure, owns the retry policy, and returns a typed :class:`Envelope`.
 For every AccessFailure attempt and every Partial it records one ``tool.outcome`` span event,
 and it counts every call on ``tool.outcomes``, through the OpenTelemetry API (the application
-installs the SDK).
+installs the SDK). The events a call has before it ends are also emitted when they happen, as
+log records in the call's span (:func:`set_logger_provider` says where).
 
 >>> from candor import HttpClassifier, HttpResponse, NotFound
 >>> classifier = HttpClassifier(NotFound.UNREACHABLE, items_at="/items", total_at="/total")
@@ -18,10 +19,13 @@ from candor._version import __version__
 from candor.adapter import ADAPTER_VERSION, Adapter, AttemptContext, Observation
 from candor.classify import Classification, Classifier, ExceptionClassifier, FnClassifier
 from candor.classify.http import (
+    ArrivalClassifier,
     BodyBroken,
     BodyComplete,
     BodyEnd,
     BodySizeCap,
+    BodyTimedOut,
+    HttpArrival,
     HttpClassifier,
     HttpExchange,
     HttpResponse,
@@ -71,7 +75,7 @@ from candor.retry import (
     RetryPolicy,
     SeededJitter,
 )
-from candor.telemetry import ExportHeartbeat
+from candor.telemetry import ExportHeartbeat, set_logger_provider
 from candor.vocab import (
     AccessFailureKind,
     EvidenceKind,
@@ -93,6 +97,7 @@ __all__ = [
     "AccessFailure",
     "AccessFailureKind",
     "Adapter",
+    "ArrivalClassifier",
     "Attempt",
     "AttemptContext",
     "Authority",
@@ -100,6 +105,7 @@ __all__ = [
     "BodyComplete",
     "BodyEnd",
     "BodySizeCap",
+    "BodyTimedOut",
     "Classification",
     "Classifier",
     "Clock",
@@ -119,6 +125,7 @@ __all__ = [
     "FnClassifier",
     "FnStatus",
     "GiveUp",
+    "HttpArrival",
     "HttpClassifier",
     "HttpExchange",
     "HttpResponse",
@@ -157,4 +164,5 @@ __all__ = [
     "legal_next_actions",
     "redact_text",
     "redact_url",
+    "set_logger_provider",
 ]

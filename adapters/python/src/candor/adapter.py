@@ -7,14 +7,23 @@ Build one :class:`Adapter` per tool and share it. A call is made in one of four 
   asynchronous sleeps;
 - ``adapter.call(fn)``: the same, synchronous. A synchronous attempt cannot be interrupted:
   pass ``attempt.timeout_seconds`` to the client. An attempt that returns after its timeout is
-  classified as the timeout it was (the late result is dropped), as the asynchronous path would
-  have classified it; backoffs are real sleeps that block the thread;
+  classified as the asynchronous path would have classified it when it cut the attempt there
+  (the late result is dropped); backoffs are real sleeps that block the thread;
 - ``@adapter.wrap`` on a function that takes the attempt context as the keyword ``attempt``:
   calling the decorated function makes a call and returns the envelope;
 - ``with adapter.attempt() as observed: …; observed.record(raw)``: for code that makes the
   request itself. One attempt is observed, classified and recorded, and never retried: a
   transient AccessFailure ends as ``exhausted`` (its next actions are retry and escalate), so
   the caller decides whether to open another attempt.
+
+When an attempt's time runs out (its timeout, or what is left of the call's deadline), the
+attempt is an AccessFailure ``timeout`` (``deadline``) with no answer, unless its response had
+begun to arrive: a client integration records the status and headers, then the body as it
+arrives, on the attempt's context (:meth:`AttemptContext.receiving`), and the attempt's outcome
+is then that response with the body received by then (a 2xx is a Partial ``mid_stream``; rule
+``RETRY-ATTEMPT-TIMEOUT``). The httpx and requests integrations record it. Which of the
+adapter's timer and the client's own reading stops first does not matter: both give the bytes
+that arrived within the attempt's time.
 
 A call that may have been applied is not sent again unless it is safe to repeat (rule
 ``RETRY-UNSAFE``): its ``method`` is idempotent, the author declares it ``idempotent``, or the
@@ -35,17 +44,18 @@ import contextlib
 import functools
 import inspect
 from collections.abc import Awaitable, Callable, Coroutine
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 from types import TracebackType
 from typing import Any, Final, Generic, TypeAlias, TypeVar, overload
 
+from opentelemetry._logs import LoggerProvider
 from opentelemetry.metrics import MeterProvider
 from opentelemetry.trace import TracerProvider
 
 from candor._version import __version__
 from candor.classify import Classification, Classifier, ExceptionClassifier
-from candor.classify.http import generated_operation_id
+from candor.classify.http import ArrivalClassifier, HttpArrival, generated_operation_id
 from candor.clock import Clock, SystemClock
 from candor.envelope import (
     AccessFailure,
@@ -72,10 +82,11 @@ from candor.retry import (
     RandomJitter,
     Retry,
     RetryPolicy,
+    debug_duration,
     ns_of,
     timedelta_of,
 )
-from candor.telemetry import Telemetry, Transition
+from candor.telemetry import LiveSpan, Telemetry, Transition
 from candor.timestamps import datetime_from_ns
 from candor.vocab import AccessFailureKind, EvidenceKind, LifecycleState, PartialKind, RetryAction
 
@@ -112,6 +123,26 @@ class AttemptContext:
     for every attempt of the call, when the adapter makes one (``idempotency_key=True``); the
     attempt sends it unchanged in the ``Idempotency-Key`` header. ``None`` otherwise, and for
     the status reads of a following."""
+    _arrival: HttpArrival | None = field(default=None, init=False, repr=False, compare=False)
+
+    def receiving(self, arrival: HttpArrival) -> HttpArrival:
+        """Records that this attempt's response has begun to arrive, and returns ``arrival``.
+
+        A client integration calls it once the status and headers have arrived, then adds the
+        body to ``arrival`` as it arrives, never past the attempt's time. When that time runs
+        out before the attempt returns (the adapter's timer fires, or a synchronous attempt
+        returns late), the attempt's outcome is the response as it stood then
+        (:meth:`HttpArrival.cut`, classified by the adapter's classifier when it is an
+        :class:`~candor.ArrivalClassifier`), not an attempt with no answer. A second call
+        replaces the first's arrival.
+        """
+        object.__setattr__(self, "_arrival", arrival)
+        return arrival
+
+    @property
+    def arrival(self) -> HttpArrival | None:
+        """The response recorded by :meth:`receiving`, if the attempt recorded one."""
+        return self._arrival
 
     @property
     def timeout(self) -> timedelta:
@@ -137,23 +168,6 @@ def _stamp(wall_ns: int) -> tuple[datetime, int]:
     return at, wall_ns // 1000 * 1000
 
 
-def _debug_duration(ns: int) -> str:
-    """A duration as Rust's ``{:?}`` writes it: ``10s``, ``1.5s``, ``250ms``."""
-
-    def decimal(whole: int, fraction: int, digits: int) -> str:
-        tail = str(fraction).rjust(digits, "0").rstrip("0")
-        return f"{whole}.{tail}" if tail else str(whole)
-
-    seconds, nanos = divmod(ns, 1_000_000_000)
-    if seconds:
-        return decimal(seconds, nanos, 9) + "s"
-    if nanos >= 1_000_000:
-        return decimal(nanos // 1_000_000, nanos % 1_000_000, 6) + "ms"
-    if nanos >= 1_000:
-        return decimal(nanos // 1_000, nanos % 1_000, 3) + "µs"
-    return f"{nanos}ns"
-
-
 def _no_answer(after_ns: int, cut_by_deadline: bool) -> Failure:
     """The failure of an attempt that produced no answer in time.
 
@@ -163,13 +177,13 @@ def _no_answer(after_ns: int, cut_by_deadline: bool) -> Failure:
     if cut_by_deadline:
         kind = AccessFailureKind.DEADLINE
         message = (
-            f"the call's deadline ran out {_debug_duration(after_ns)} into the attempt, "
+            f"the call's deadline ran out {debug_duration(after_ns)} into the attempt, "
             "with no answer"
         )
         error_type = "deadline"
     else:
         kind = AccessFailureKind.TIMEOUT
-        message = f"no answer within the attempt timeout of {_debug_duration(after_ns)}"
+        message = f"no answer within the attempt timeout of {debug_duration(after_ns)}"
         error_type = "timeout"
     return Failure(kind, retryable=True, message=message, error_type=error_type)
 
@@ -221,7 +235,10 @@ class _Call(Generic[R]):
         self.started_wall = self.clock.wall_ns()
         self.started_at, self.started_ns = _stamp(self.started_wall)
         self.attempts: list[Attempt] = []
-        self.attempts_started_ns: list[int] = []
+        self.last_started_ns = self.started_ns
+        """The last attempt's ``started_at``, in nanoseconds since the epoch."""
+        self.live: LiveSpan | None = None
+        """The call's span, once the call has had an event (rule ``TELEMETRY-MOMENT``)."""
         self.number = 0
         self.offset = 0
         self.elapsed = 0
@@ -238,6 +255,15 @@ class _Call(Generic[R]):
         )
 
     def timed_out(self, context: AttemptContext) -> Classification:
+        """The attempt's classification when its time ran out before it returned.
+
+        The response the attempt recorded as arriving is its result, cut where the time ran
+        out, when the classifier reads arrivals; without one the attempt gave no answer.
+        """
+        arrival = context.arrival
+        classifier = self.adapter.classifier
+        if arrival is not None and isinstance(classifier, ArrivalClassifier):
+            return classifier.classify_arrival(arrival, context.timeout_ns)
         cut_by_deadline = context.timeout_ns < self.adapter.attempt_timeout_ns
         return Classification(AccessFailure(_no_answer(context.timeout_ns, cut_by_deadline)))
 
@@ -280,24 +306,53 @@ class _Call(Generic[R]):
             if self.offset == 0
             else _stamp(self.started_wall + self.offset)
         )
-        self.attempts_started_ns.append(started_ns)
+        self.last_started_ns = started_ns
+        retry = decision if isinstance(decision, Retry) else None
         # Positional arguments, in the order of the fields, cost less than keywords; the
         # field each one fills is named beside it.
-        self.attempts.append(
-            Attempt(
-                self.number,  # number
-                started_at,  # started_at
-                _millis(elapsed - self.offset),  # duration_ms
-                outcome.CLASS,  # outcome_class
-                outcome.failure_kind,  # failure_kind
-                None if failure is None else failure.status,  # status
-                decision.action(outcome),  # retry_action
-                _millis(decision.after_ns) if isinstance(decision, Retry) else None,  # backoff_ms
-                None if failure is None else failure.error_type,  # error_type
-            )
+        attempt = Attempt(
+            self.number,  # number
+            started_at,  # started_at
+            _millis(elapsed - self.offset),  # duration_ms
+            outcome.CLASS,  # outcome_class
+            outcome.failure_kind,  # failure_kind
+            None if failure is None else failure.status,  # status
+            decision.action(outcome),  # retry_action
+            None if retry is None else _millis(retry.after_ns),  # backoff_ms
+            None if failure is None else failure.error_type,  # error_type
         )
+        self.attempts.append(attempt)
         self.elapsed = elapsed
+        if retry is not None:
+            # The failed attempt's event happens now, not when the call ends.
+            self.live = self.adapter.telemetry.retried(
+                self.live, self.started_ns, attempt, started_ns, self.policy.max_attempts
+            )
         return decision
+
+    def abandon(self) -> None:
+        """Ends the call's span, if it started one, when the call ends by an exception.
+
+        The events recorded while the call ran stay on it; the call has no envelope, so the
+        span gets no outcome and the call is not counted.
+        """
+        live = self.live
+        if live is not None:
+            self.live = None
+            self.adapter.telemetry.abandon(live, self.clock.wall_ns())
+
+    def saw(self, transition: Transition) -> None:
+        """Records a state of an operation the call saw, now (rule ``TELEMETRY-LIFECYCLE``)."""
+        self.live = self.adapter.telemetry.transition(self.live, self.started_ns, transition)
+
+    def last_event_ns(self) -> int:
+        """The time of the last attempt's event: its start plus its whole milliseconds.
+
+        The call's end so far when it has made no attempt.
+        """
+        if not self.attempts:
+            return _stamp(self.started_wall + self.elapsed)[1]
+        return self.last_started_ns + self.attempts[-1].duration_ms * _NS_PER_MS
 
     def slept(self) -> None:
         self.offset = self.clock.monotonic_ns() - self.started
@@ -310,8 +365,7 @@ class _Call(Generic[R]):
         ``accepted`` and ``finished`` are offsets from the call's start, in nanoseconds.
         """
         failure = outcome.failure if isinstance(outcome, AccessFailure) else None
-        started_at, started_ns = _stamp(self.started_wall + accepted)
-        self.attempts_started_ns.append(started_ns)
+        started_at, self.last_started_ns = _stamp(self.started_wall + accepted)
         self.attempts.append(
             Attempt(
                 number=len(self.attempts) + 1,
@@ -326,7 +380,15 @@ class _Call(Generic[R]):
         )
         self.elapsed = finished
 
-    def finish(self, last: Classification, transitions: list[Transition] | None = None) -> Envelope:
+    def finish(self, last: Classification, *, followed: bool = False) -> Envelope:
+        """The call's envelope, with its telemetry recorded.
+
+        A lifecycle in the last answer of a call that did not follow it is a state of an
+        operation the call saw when that answer came (a following records its states as it
+        sees them).
+        """
+        if not followed and last.lifecycle is not None:
+            self.saw(Transition(self.last_event_ns(), last.lifecycle, last.evidence))
         adapter = self.adapter
         finished_at, finished_ns = _stamp(self.started_wall + self.elapsed)
         # Positional arguments, as in settle.
@@ -351,9 +413,10 @@ class _Call(Generic[R]):
             self.policy.max_attempts,
             started_ns=self.started_ns,
             finished_ns=finished_ns,
-            attempts_started_ns=self.attempts_started_ns,
-            transitions=transitions,
+            last_started_ns=self.last_started_ns,
+            live=self.live,
         )
+        self.live = None
         return envelope
 
 
@@ -429,7 +492,7 @@ class _Following:
         accepted: int,
         wait: int,
         acceptance: Evidence | None,
-        transitions: list[Transition],
+        seen: LifecycleState | None,
     ) -> None:
         self.call = call
         self.adapter = call.adapter
@@ -440,8 +503,8 @@ class _Following:
         self.wait = wait
         """The wait before the next read."""
         self.acceptance = acceptance
-        self.transitions = transitions
-        self.seen = transitions[-1].lifecycle.state if transitions else None
+        self.seen = seen
+        """The state the call saw last, if it saw one."""
         self.last_read: OperationStatus | None = None
         """The last state read, until the end."""
         self.reads = 0
@@ -522,7 +585,7 @@ class _Following:
     def _status(self, status: OperationStatus) -> _Ending | None:
         if status.state is not self.seen:
             self.seen = status.state
-            self.transitions.append(Transition(self._now_ns(), status.lifecycle(self.operation)))
+            self.call.saw(Transition(self._now_ns(), status.lifecycle(self.operation)))
         if status.is_terminal:
             return _Ended(status)
         self.last_read = status
@@ -550,7 +613,7 @@ class _Following:
         classification, action = self._end()
         finished = self.accepted + self.since_acceptance()
         self.call.add_following(self.accepted, finished, classification.outcome, action)
-        return self.call.finish(classification, self.transitions)
+        return self.call.finish(classification, followed=True)
 
     def _end(self) -> tuple[Classification, RetryAction | None]:
         """The call's classification and the following's retry action (contract, 10.8)."""
@@ -576,7 +639,7 @@ class _Following:
                     retryable=True,
                     message=(
                         f"operation {name} was still {last.state} when the operation deadline "
-                        f"of {_debug_duration(self.adapter.operation_deadline_ns)} ran out, "
+                        f"of {debug_duration(self.adapter.operation_deadline_ns)} ran out, "
                         f"after {self.reads} status read(s)"
                     ),
                     error_type="deadline",
@@ -598,8 +661,12 @@ class Adapter(Generic[R]):
     is stored anywhere. ``source_system`` defaults to the target's host. Telemetry goes to the
     global OpenTelemetry providers unless ``tracer_provider`` and ``meter_provider`` are given;
     a ``tool.call`` span is recorded for a call with an AccessFailure or Partial attempt or an
-    asynchronous operation, or for every call with ``trace_every_call``. ``jitter`` and
-    ``clock`` are for tests.
+    asynchronous operation, or for every call with ``trace_every_call``. The span starts at the
+    call's first event, and each event a call has before it ends (a failed attempt that is
+    retried, a state of an operation) is also emitted when it happens as a log record in the
+    span, through ``logger_provider``, else the provider set with
+    :func:`~candor.set_logger_provider`, else OpenTelemetry's global logger provider.
+    ``jitter`` and ``clock`` are for tests.
 
     ``method`` is the request's method (``GET`` by default; a tool not reached over HTTP takes
     the method its call is like), written in any case. ``idempotent`` declares whether the call
@@ -637,6 +704,7 @@ class Adapter(Generic[R]):
         trace_every_call: bool = False,
         tracer_provider: TracerProvider | None = None,
         meter_provider: MeterProvider | None = None,
+        logger_provider: LoggerProvider | None = None,
         jitter: Jitter | None = None,
         clock: Clock | None = None,
     ) -> None:
@@ -691,11 +759,15 @@ class Adapter(Generic[R]):
             self.tool,
             self.target,
             None if authority is None else authority.describe(),
+            source_system=self.source_system,
+            actor=actor,
+            adapter_version=ADAPTER_VERSION,
             tracer_provider=tracer_provider,
             meter_provider=meter_provider,
+            logger_provider=logger_provider,
             trace_every_call=trace_every_call,
         )
-        """Where spans and counts go."""
+        """Where spans, log records and counts go."""
 
     def __repr__(self) -> str:
         return f"Adapter(tool={self.tool!r}, target={self.target!r})"
@@ -724,33 +796,41 @@ class Adapter(Generic[R]):
 
         ``fn`` cannot be interrupted: pass ``attempt.timeout_seconds`` to the client. An
         attempt that returns after its timeout is an AccessFailure ``timeout`` (``deadline``
-        when the call's deadline cut it); its result is dropped. An exception that the
-        classifier does not classify propagates, and the call records nothing.
+        when the call's deadline cut it) and its result is dropped, unless its response had
+        begun to arrive within its time (:meth:`AttemptContext.receiving`): the outcome is then
+        that response as it stood when the time ran out. An exception that the classifier does
+        not classify propagates, and the call records nothing more: it is not counted, and its
+        span, when an earlier attempt's failure started it, ends with the events it has.
         """
         call = _Call(self, self.policy)
         return call.finish(self._run(call, fn))
 
     def _run(self, call: _Call[R], fn: Callable[[AttemptContext], R]) -> Classification:
         """Attempts ``fn`` under the retry policy; the last attempt's classification."""
-        while True:
-            context = call.next_context()
-            try:
-                raw = fn(context)
-            except Exception as error:  # noqa: BLE001 - handed to the classifier
-                classification = self._classify_error(error)
-            else:
-                if inspect.isawaitable(raw):
-                    _close(raw)
-                    raise TypeError("the attempt returned an awaitable: use acall, not call")
-                classification = self.classifier.classify(raw)
-            if call.late(context):
-                classification = call.timed_out(context)
-            classification = call.unsafe_to_repeat(classification)
-            decision = call.settle(classification)
-            if not isinstance(decision, Retry):
-                return classification
-            self.clock.sleep(decision.after_ns)
-            call.slept()
+        try:
+            while True:
+                context = call.next_context()
+                try:
+                    raw = fn(context)
+                except Exception as error:  # noqa: BLE001 - handed to the classifier
+                    classification = self._classify_error(error)
+                else:
+                    if inspect.isawaitable(raw):
+                        _close(raw)
+                        raise TypeError("the attempt returned an awaitable: use acall, not call")
+                    classification = self.classifier.classify(raw)
+                if call.late(context):
+                    classification = call.timed_out(context)
+                classification = call.unsafe_to_repeat(classification)
+                decision = call.settle(classification)
+                if not isinstance(decision, Retry):
+                    return classification
+                self.clock.sleep(decision.after_ns)
+                call.slept()
+        except BaseException:
+            # An exception ends the call with no envelope: its span ends with what it has.
+            call.abandon()
+            raise
 
     async def acall(self, fn: Callable[[AttemptContext], Awaitable[R]]) -> Envelope:
         """Runs one call and returns its envelope.
@@ -759,9 +839,13 @@ class Adapter(Generic[R]):
         is that of the final attempt.
 
         An attempt that outlasts the attempt timeout is cancelled and is an AccessFailure
-        ``timeout``; one cut short by the call's deadline is an AccessFailure ``deadline``. A
-        budget that runs out returns the last AccessFailure with its action ``exhausted``,
-        never an Empty. An exception that the classifier does not classify propagates.
+        ``timeout``; one cut short by the call's deadline is an AccessFailure ``deadline``.
+        When its response had begun to arrive (:meth:`AttemptContext.receiving`), the outcome
+        is that response with the body received by then instead: a 2xx is a Partial
+        ``mid_stream``, any other status is classified by its status. A budget that runs out
+        returns the last AccessFailure with its action ``exhausted``, never an Empty. An
+        exception that the classifier does not classify, or a cancellation, propagates, as in
+        :meth:`call`.
         """
         call = _Call(self, self.policy)
         return call.finish(await self._arun(call, fn))
@@ -770,20 +854,25 @@ class Adapter(Generic[R]):
         self, call: _Call[R], fn: Callable[[AttemptContext], Awaitable[R]]
     ) -> Classification:
         """:meth:`_run` for attempts that return awaitables."""
-        while True:
-            context = call.next_context()
-            try:
-                operation = fn(context)
-            except Exception as error:  # noqa: BLE001 - handed to the classifier
-                classification = self._classify_error(error)
-            else:
-                classification = await self._race(operation, context, call)
-            classification = call.unsafe_to_repeat(classification)
-            decision = call.settle(classification)
-            if not isinstance(decision, Retry):
-                return classification
-            await self.clock.asleep(decision.after_ns)
-            call.slept()
+        try:
+            while True:
+                context = call.next_context()
+                try:
+                    operation = fn(context)
+                except Exception as error:  # noqa: BLE001 - handed to the classifier
+                    classification = self._classify_error(error)
+                else:
+                    classification = await self._race(operation, context, call)
+                classification = call.unsafe_to_repeat(classification)
+                decision = call.settle(classification)
+                if not isinstance(decision, Retry):
+                    return classification
+                await self.clock.asleep(decision.after_ns)
+                call.slept()
+        except BaseException:
+            # An exception or a cancellation ends the call with no envelope, as in _run.
+            call.abandon()
+            raise
 
     async def _race(
         self, operation: Awaitable[R], context: AttemptContext, call: _Call[R]
@@ -843,7 +932,7 @@ class Adapter(Generic[R]):
         cannot be interrupted: pass ``attempt.timeout_seconds`` to the client; one that returns
         after its timeout is a timed-out read. An exception that the status reader does not read
         (:meth:`~candor.follow.StatusReader.read_exception`) propagates, and the call records
-        nothing.
+        nothing more, as in :meth:`call`.
         """
         reader = self._status_reader()
         call = _Call(self, self.policy)
@@ -907,9 +996,9 @@ class Adapter(Generic[R]):
             return None
         accepted = call.elapsed
         # An acceptance that the classifier did not report as one (an operation resource) is
-        # seen as accepted all the same.
+        # seen as accepted all the same, when the answer came.
         lifecycle = last.lifecycle if last.lifecycle is not None else Lifecycle.accepted(operation)
-        seen = Transition(_stamp(call.started_wall + accepted)[1], lifecycle, last.evidence)
+        call.saw(Transition(call.last_event_ns(), lifecycle, last.evidence))
         backoff = self.policy.backoff_ns(1, self.jitter.next_fraction())
         wait = max(backoff, (last.poll_after_ms or 0) * _NS_PER_MS)
         return _Following(
@@ -919,7 +1008,7 @@ class Adapter(Generic[R]):
             accepted=accepted,
             wait=wait,
             acceptance=last.evidence,
-            transitions=[seen],
+            seen=lifecycle.state,
         )
 
     def _resumed(self, operation: Operation) -> _Following:
@@ -933,30 +1022,35 @@ class Adapter(Generic[R]):
             accepted=0,
             wait=0,
             acceptance=Evidence(EvidenceKind.JOB_ID, operation.id),
-            transitions=[],
+            seen=None,
         )
 
     def _follow(
         self, following: _Following, read_status: Callable[[Operation, AttemptContext], object]
     ) -> Envelope:
         """Reads the status until the following ends, sleeping on the clock between reads."""
-        while following.due():
-            if following.wait:
-                self.clock.sleep(following.wait)
-            context = following.start_read()
-            try:
-                raw = read_status(following.operation, context)
-            except Exception as error:  # noqa: BLE001 - handed to the status reader
-                read = following.read_error(error)
-            else:
-                if inspect.isawaitable(raw):
-                    _close(raw)
-                    raise TypeError(
-                        "the status read returned an awaitable: use acall_and_follow or aresume"
-                    )
-                read = following.read(raw)
-            following.take(following.timed_out(context) if following.late(context) else read)
-        return following.finish()
+        try:
+            while following.due():
+                if following.wait:
+                    self.clock.sleep(following.wait)
+                context = following.start_read()
+                try:
+                    raw = read_status(following.operation, context)
+                except Exception as error:  # noqa: BLE001 - handed to the status reader
+                    read = following.read_error(error)
+                else:
+                    if inspect.isawaitable(raw):
+                        _close(raw)
+                        raise TypeError(
+                            "the status read returned an awaitable: use acall_and_follow or aresume"
+                        )
+                    read = following.read(raw)
+                following.take(following.timed_out(context) if following.late(context) else read)
+            return following.finish()
+        except BaseException:
+            # An exception ends the call with no envelope, as in _run.
+            following.call.abandon()
+            raise
 
     async def _afollow(
         self,
@@ -964,20 +1058,25 @@ class Adapter(Generic[R]):
         read_status: Callable[[Operation, AttemptContext], Awaitable[object]],
     ) -> Envelope:
         """:meth:`_follow` with asynchronous sleeps, and reads cut at their timeout."""
-        while following.due():
-            if following.wait:
-                await self.clock.asleep(following.wait)
-            context = following.start_read()
-            try:
-                pending = read_status(following.operation, context)
-            except Exception as error:  # noqa: BLE001 - handed to the status reader
-                following.take(following.read_error(error))
-                continue
-            done = await self._settled(pending, context.timeout_ns)
-            following.take(
-                following.timed_out(context) if done is None else following.settled(done)
-            )
-        return following.finish()
+        try:
+            while following.due():
+                if following.wait:
+                    await self.clock.asleep(following.wait)
+                context = following.start_read()
+                try:
+                    pending = read_status(following.operation, context)
+                except Exception as error:  # noqa: BLE001 - handed to the status reader
+                    following.take(following.read_error(error))
+                    continue
+                done = await self._settled(pending, context.timeout_ns)
+                following.take(
+                    following.timed_out(context) if done is None else following.settled(done)
+                )
+            return following.finish()
+        except BaseException:
+            # An exception or a cancellation ends the call with no envelope, as in _run.
+            following.call.abandon()
+            raise
 
     @overload
     def wrap(self, fn: Callable[..., R]) -> Callable[..., Envelope]: ...
@@ -1017,10 +1116,13 @@ class Adapter(Generic[R]):
         The block makes the request itself, with ``observed.context.timeout_seconds`` as its
         timeout, and hands what came back to ``observed.record(raw)``. On leaving the block
         the attempt is classified and recorded, and ``observed.envelope`` holds the envelope.
-        There is no retry: a transient AccessFailure ends as ``exhausted``. An exception the
-        classifier classifies (e.g. a raised :class:`~candor.TransportError`) becomes the
-        attempt's outcome and is not raised again; any other exception propagates and nothing
-        is recorded.
+        There is no retry: a transient AccessFailure ends as ``exhausted``. A result recorded
+        after the attempt's time ran out is classified as :meth:`call` classifies a late
+        attempt: no answer, or the response recorded on ``observed.context``
+        (:meth:`AttemptContext.receiving`) as it stood then. An exception the classifier
+        classifies (e.g. a raised :class:`~candor.TransportError`) becomes the attempt's
+        outcome and is not raised again; any other exception propagates and nothing is
+        recorded.
         """
         return Observation(self)
 

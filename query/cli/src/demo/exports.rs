@@ -148,9 +148,6 @@ pub(super) const EXPORT_DEADLINE: Duration = Duration::from_secs(20);
 /// the acceptance, and the caller resumes following it [`RESUME_AFTER`] later.
 const UNWAITED_EXPORT_EVERY: u64 = 10;
 
-/// The header that carries a call's idempotency key (the IETF HTTPAPI draft).
-const IDEMPOTENCY_KEY: header::HeaderName = header::HeaderName::from_static("idempotency-key");
-
 /// How long a caller that did not wait lets an export run before it follows it again.
 const RESUME_AFTER: Duration = Duration::from_secs(5);
 
@@ -279,22 +276,17 @@ pub(super) async fn start_exports(
         );
         tokio::spawn(async move {
             let headers = HeaderMap::new();
+            // The client sends the call's idempotency key on every attempt.
             let start = |context: AttemptContext| {
-                let mut headers = headers.clone();
-                if let Some(key) = context.idempotency_key
-                    && let Ok(value) = key.as_str().parse()
-                {
-                    headers.insert(IDEMPOTENCY_KEY, value);
-                }
-                let (client, url) = (&client, &url);
-                async move { client.post(url, &headers, Bytes::new()).await }
+                let (client, url, headers) = (&client, &url, &headers);
+                async move { client.post(context, url, headers, Bytes::new()).await }
             };
-            let read_status = |operation: &Operation, _: AttemptContext| {
+            let read_status = |operation: &Operation, context: AttemptContext| {
                 // The reader refuses an operation without a status URL before any read, so
                 // the empty default is never requested.
                 let status_url = operation.status_url.clone().unwrap_or_default();
                 let (client, headers) = (&client, &headers);
-                async move { client.get(&status_url, headers).await }
+                async move { client.get(context, &status_url, headers).await }
             };
             if waits {
                 let envelope = adapter.call_and_follow(start, read_status).await;

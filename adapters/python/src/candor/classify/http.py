@@ -8,8 +8,8 @@ What came back, and the outcome it is:
 - 404: the tool's declaration: ``confirmed_absent`` → Empty, ``unreachable`` → AccessFailure;
 - other 4xx: AccessFailure ``client_error``, permanent;
 - 1xx, 3xx: AccessFailure ``protocol``, permanent;
-- 2xx whose body was cut (size cap, broken stream, ``Content-Length`` mismatch, JSON ending
-  early): Partial;
+- 2xx whose body was cut (size cap, broken stream, the attempt's time running out while it
+  arrived, ``Content-Length`` mismatch, JSON ending early): Partial;
 - 2xx whose body is not JSON: AccessFailure ``protocol``, transient;
 - 2xx whose declared collection is missing or not a list: AccessFailure ``protocol``,
   permanent;
@@ -17,12 +17,18 @@ What came back, and the outcome it is:
   Partial ``declared_total``;
 - 2xx with a truncation marker set, or ``has_more`` without a cursor: Partial
   ``truncation_marker``;
-- 202: Success with the lifecycle ``accepted``: accepted, never completed;
+- 202 whose body arrived whole: Success with the lifecycle ``accepted``: accepted, never
+  completed;
 - 204, an empty body, ``null``, or an empty collection: Empty;
 - any other 2xx: Success.
 
 Where the collection sits in the body is the tool author's declaration (``items_at``); without
 one, a top-level JSON array is the collection and any other JSON value is a single answer.
+
+A response whose attempt's time ran out while it was arriving is classified as what had arrived
+by then: a client integration records it as an :class:`HttpArrival` on the attempt's context
+(:meth:`candor.AttemptContext.receiving`), and the adapter hands it to
+:meth:`HttpClassifier.classify_arrival` (rule ``RETRY-ATTEMPT-TIMEOUT``).
 """
 
 from __future__ import annotations
@@ -34,7 +40,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from enum import StrEnum
-from typing import Final, TypeAlias
+from typing import Final, Protocol, TypeAlias, runtime_checkable
 
 from candor.classify import Classification
 from candor.classify.httpdate import parse_http_date_ns
@@ -63,14 +69,18 @@ from candor.jsonvalue import (
     pointer,
 )
 from candor.redact import redact_text
+from candor.retry import debug_duration
 from candor.timestamps import datetime_from_ns, datetime_to_ns
 from candor.vocab import AccessFailureKind, EvidenceKind, PartialKind
 
 __all__ = [
+    "ArrivalClassifier",
     "BodyBroken",
     "BodyComplete",
     "BodyEnd",
     "BodySizeCap",
+    "BodyTimedOut",
+    "HttpArrival",
     "HttpClassifier",
     "HttpExchange",
     "HttpResponse",
@@ -104,7 +114,19 @@ class BodyBroken:
     """What the client reported."""
 
 
-BodyEnd: TypeAlias = BodyComplete | BodySizeCap | BodyBroken
+@dataclass(frozen=True, slots=True)
+class BodyTimedOut:
+    """The attempt's time ran out while the body was arriving.
+
+    The time is the attempt's timeout, or what was left of the call's deadline: a timeout that
+    landed mid-response cut the answer off.
+    """
+
+    after_ns: int
+    """The attempt's time, in nanoseconds."""
+
+
+BodyEnd: TypeAlias = BodyComplete | BodySizeCap | BodyBroken | BodyTimedOut
 """How the reading of a response body ended."""
 
 Headers: TypeAlias = Mapping[str, str] | Iterable[tuple[str, str]]
@@ -119,6 +141,22 @@ def _visible(value: str) -> bool:
     # Printable ASCII is visible ASCII and spaces; only a value with a tab or something
     # unprintable needs the pattern. (The string tests cost less than the match.)
     return (value.isascii() and value.isprintable()) or _VISIBLE.fullmatch(value) is not None
+
+
+def _status(status: int) -> int:
+    """``status``, or :class:`ValueError` when it is not an HTTP status code."""
+    if isinstance(status, bool) or not 100 <= status <= 999:
+        raise ValueError(f"an HTTP status is 100 to 999, got {status!r}")
+    return status
+
+
+def _received_at_ns(received_at: datetime | int | None) -> int:
+    """``received_at`` in nanoseconds since the epoch; now when it is ``None``."""
+    if received_at is None:
+        return time.time_ns()
+    if isinstance(received_at, datetime):
+        return datetime_to_ns(received_at)
+    return received_at
 
 
 class HttpResponse:
@@ -147,19 +185,12 @@ class HttpResponse:
         received_at: datetime | int | None = None,
     ) -> None:
         """``received_at`` is a datetime or nanoseconds since the epoch; default now."""
-        if isinstance(status, bool) or not 100 <= status <= 999:
-            raise ValueError(f"an HTTP status is 100 to 999, got {status!r}")
         pairs = headers.items() if isinstance(headers, Mapping) else headers
-        self.status = status
+        self.status = _status(status)
         self.headers = tuple((name.lower(), value) for name, value in pairs)
         self.body = bytes(body)
         self.body_end = BodyComplete() if body_end is None else body_end
-        if received_at is None:
-            self.received_at_ns = time.time_ns()
-        elif isinstance(received_at, datetime):
-            self.received_at_ns = datetime_to_ns(received_at)
-        else:
-            self.received_at_ns = received_at
+        self.received_at_ns = _received_at_ns(received_at)
 
     @property
     def received_at(self) -> datetime:
@@ -180,6 +211,91 @@ class HttpResponse:
             f"body={self.body[:64]!r}{'…' if len(self.body) > 64 else ''}, "
             f"body_end={self.body_end!r})"
         )
+
+
+class HttpArrival:
+    """A response as it arrives: its status and headers, then its body as the bytes come in.
+
+    A client integration makes one when the status and headers have arrived and records it on
+    the attempt's context (:meth:`candor.AttemptContext.receiving`), adds the body bytes with
+    :meth:`add` as they arrive, and ends the body with :meth:`finish`, which gives the response.
+    When the attempt's time runs out before the attempt returns, the adapter classifies
+    :meth:`cut`, what had arrived by then, instead of an attempt with no answer (rule
+    ``RETRY-ATTEMPT-TIMEOUT``). Only bytes that arrived within the attempt's time are added.
+    """
+
+    __slots__ = ("_body", "body_end", "headers", "received_at_ns", "status")
+
+    status: int
+    """The status line's code, 100 to 999."""
+    headers: tuple[tuple[str, str], ...]
+    """The headers in order, names in lower case."""
+    received_at_ns: int
+    """When the status and headers arrived, in nanoseconds since the epoch."""
+    body_end: BodyEnd | None
+    """How the body ended; ``None`` while it is still arriving."""
+
+    def __init__(
+        self, status: int, headers: Headers = (), received_at: datetime | int | None = None
+    ) -> None:
+        """``received_at`` is a datetime or nanoseconds since the epoch; default now."""
+        pairs = headers.items() if isinstance(headers, Mapping) else headers
+        self.status = _status(status)
+        self.headers = tuple((name.lower(), value) for name, value in pairs)
+        self.received_at_ns = _received_at_ns(received_at)
+        self.body_end = None
+        self._body = bytearray()
+
+    @property
+    def body(self) -> bytes:
+        """The body bytes received so far."""
+        return bytes(self._body)
+
+    @property
+    def size(self) -> int:
+        """How many body bytes have been received."""
+        return len(self._body)
+
+    def add(self, chunk: bytes) -> None:
+        """Adds body bytes that arrived."""
+        self._body += chunk
+
+    def finish(self, end: BodyEnd | None = None) -> HttpResponse:
+        """Ends the body (whole by default) and returns the response."""
+        self.body_end = BodyComplete() if end is None else end
+        return self._response(self.body_end)
+
+    def cut(self, after_ns: int) -> HttpResponse:
+        """The response as it stood when the attempt's time ran out, ``after_ns`` into it.
+
+        A body that had ended keeps its end; one still arriving is cut there
+        (:class:`BodyTimedOut`), with the bytes received so far.
+        """
+        end = self.body_end
+        return self._response(BodyTimedOut(after_ns) if end is None else end)
+
+    def _response(self, end: BodyEnd) -> HttpResponse:
+        return HttpResponse(self.status, self.headers, bytes(self._body), end, self.received_at_ns)
+
+    def __repr__(self) -> str:
+        return (
+            f"HttpArrival(status={self.status}, headers={list(self.headers)!r}, "
+            f"size={self.size}, body_end={self.body_end!r})"
+        )
+
+
+@runtime_checkable
+class ArrivalClassifier(Protocol):
+    """A classifier that also classifies a response cut by its attempt's time.
+
+    When an attempt's time runs out after it recorded an :class:`HttpArrival`, the adapter asks
+    the classifier's ``classify_arrival``, if it has one, for the attempt's outcome; a
+    classifier without it makes the attempt one with no answer.
+    """
+
+    def classify_arrival(self, arrival: HttpArrival, after_ns: int, /) -> Classification:
+        """Classifies the response that had arrived when the attempt's time ran out."""
+        ...
 
 
 class TransportErrorKind(StrEnum):
@@ -332,6 +448,15 @@ class HttpClassifier:
         """Classifies a raised :class:`TransportError` as a returned one; nothing else."""
         return self.classify(error) if isinstance(error, TransportError) else None
 
+    def classify_arrival(self, arrival: HttpArrival, after_ns: int, /) -> Classification:
+        """Classifies the response that had arrived when the attempt's time ran out.
+
+        That is :meth:`HttpArrival.cut`: a 2xx whose body was still arriving is a Partial
+        ``mid_stream`` with the bytes received (rule ``HTTP-BODY-CUT``, case 5); any other
+        status is classified by its status.
+        """
+        return self.classify(arrival.cut(after_ns))
+
     def _classify_response(self, response: HttpResponse) -> Outcome:
         code = response.status
         if 200 <= code <= 299:
@@ -368,6 +493,12 @@ class HttpClassifier:
                 cut = (
                     PartialKind.MID_STREAM,
                     f"the rest of the body (the stream broke: {redact_text(error)})",
+                )
+            case BodyTimedOut(after_ns=after_ns):
+                cut = (
+                    PartialKind.MID_STREAM,
+                    f"the rest of the body (the attempt's {debug_duration(after_ns)} ran out "
+                    "while it was arriving)",
                 )
         if cut is not None:
             return _body_partial(body, *cut)

@@ -1,9 +1,13 @@
 """httpx: requests whose results feed :class:`~candor.HttpClassifier` directly.
 
 :func:`request` and :func:`arequest` send a request with the attempt's timeout, read the body
-up to a size cap, and return an :data:`~candor.HttpExchange` instead of raising: a response
-whose body ended whole, at the cap, or broken mid-stream, or a :class:`~candor.TransportError`
-when no response arrived. :func:`call` and :func:`acall` make a whole call through an adapter::
+up to a size cap and the attempt's time, and return an :data:`~candor.HttpExchange` instead of
+raising: a response whose body ended whole, at the cap, broken mid-stream, or cut when the
+attempt's time ran out, or a :class:`~candor.TransportError` when no response arrived. The
+response is recorded on the attempt's context as it arrives
+(:meth:`candor.AttemptContext.receiving`), so that the adapter's own timer, should it fire
+first, takes the same bytes. :func:`call` and :func:`acall` make a whole call through an
+adapter::
 
     search = Adapter("search", "https://search.example/v1/items", HttpClassifier(...))
     with httpx.Client() as client:
@@ -15,6 +19,8 @@ when no response arrived. :func:`call` and :func:`acall` make a whole call throu
 
 from __future__ import annotations
 
+import asyncio
+import socket
 import time
 from typing import Any, Final
 
@@ -23,15 +29,24 @@ import httpx
 from candor.adapter import Adapter, AttemptContext
 from candor.classify.http import (
     BodyBroken,
+    BodyComplete,
     BodyEnd,
-    BodySizeCap,
+    BodyTimedOut,
     HttpExchange,
     HttpResponse,
     TransportError,
     TransportErrorKind,
 )
 from candor.envelope import Envelope
-from candor.integrations._http import check_method, with_idempotency_key
+from candor.integrations._http import (
+    arriving,
+    check_method,
+    no_status,
+    read_body,
+    read_until,
+    take,
+    with_idempotency_key,
+)
 
 __all__ = [
     "DEFAULT_MAX_BODY_BYTES",
@@ -112,11 +127,16 @@ def from_response(response: httpx.Response, *, received_at: int | None = None) -
     )
 
 
-def _capped(chunks: list[bytes], max_body_bytes: int) -> tuple[bytes, BodyEnd | None]:
-    body = b"".join(chunks)
-    if len(body) > max_body_bytes:
-        return body[:max_body_bytes], BodySizeCap(max_body_bytes)
-    return body, None
+def _socket(response: httpx.Response) -> socket.socket | None:
+    """The socket of an HTTP/1 response's connection, if it has one.
+
+    An HTTP/2 connection carries other requests' streams, and is never cut for one of them.
+    """
+    if response.http_version not in ("HTTP/1.1", "HTTP/1.0"):
+        return None
+    stream = response.extensions.get("network_stream")
+    found = None if stream is None else stream.get_extra_info("socket")
+    return found if isinstance(found, socket.socket) else None
 
 
 def send(
@@ -124,34 +144,41 @@ def send(
     request: httpx.Request,
     *,
     max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
+    attempt: AttemptContext | None = None,
 ) -> HttpExchange:
     """Sends ``request`` and reads the response body, up to ``max_body_bytes``.
 
     Never raises for what the network did: a failure before the response is a
     :class:`~candor.TransportError`, one while the body arrives ends the body as broken.
+
+    With ``attempt``, the body is read against the attempt's time, counted from this call, and
+    recorded on it as it arrives (:meth:`candor.AttemptContext.receiving`): when the time runs
+    out mid-body, the connection is cut and the body is what arrived, ended by
+    :class:`~candor.BodyTimedOut`; a status that arrives only after it is a ``timeout``
+    transport error. Without one, only the client's own timeouts bound the read.
     """
+    until = read_until(attempt)
     try:
         response = client.send(request, stream=True)
     except httpx.RequestError as error:
         return transport_error(error)
-    received_at = time.time_ns()
-    chunks: list[bytes] = []
-    size = 0
-    end: BodyEnd | None = None
     try:
-        for chunk in response.iter_bytes():
-            chunks.append(chunk)
-            size += len(chunk)
-            if size > max_body_bytes:
-                break
-    except (httpx.RequestError, httpx.StreamError) as error:
-        end = BodyBroken(_describe(error))
+        received_at = time.time_ns()
+        if attempt is not None and time.monotonic() >= until:
+            return no_status(attempt.timeout_ns)
+        arrival = arriving(attempt, response.status_code, _headers(response), received_at)
+        return read_body(
+            response.iter_bytes(),
+            arrival,
+            until=until,
+            timeout_ns=0 if attempt is None else attempt.timeout_ns,
+            max_body_bytes=max_body_bytes,
+            sock=_socket(response),
+            errors=(httpx.RequestError, httpx.StreamError),
+            describe=_describe,
+        )
     finally:
         response.close()
-    body, capped = _capped(chunks, max_body_bytes)
-    return HttpResponse(
-        response.status_code, _headers(response), body, capped or end, received_at=received_at
-    )
 
 
 async def asend(
@@ -159,30 +186,47 @@ async def asend(
     request: httpx.Request,
     *,
     max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
+    attempt: AttemptContext | None = None,
 ) -> HttpExchange:
-    """:func:`send` for an :class:`httpx.AsyncClient`."""
+    """:func:`send` for an :class:`httpx.AsyncClient`.
+
+    With ``attempt``, the request and its body are read against the attempt's time as
+    :func:`send` reads them: no status by then is a ``timeout`` transport error, and a body
+    still arriving is what arrived, ended by :class:`~candor.BodyTimedOut`.
+    """
+    loop = asyncio.get_running_loop()
+    until = None if attempt is None else loop.time() + attempt.timeout_seconds
     try:
-        response = await client.send(request, stream=True)
+        async with asyncio.timeout_at(until):
+            response = await client.send(request, stream=True)
+    except TimeoutError:
+        if attempt is None:
+            raise
+        return no_status(attempt.timeout_ns)
     except httpx.RequestError as error:
         return transport_error(error)
     received_at = time.time_ns()
-    chunks: list[bytes] = []
-    size = 0
-    end: BodyEnd | None = None
+    arrival = arriving(attempt, response.status_code, _headers(response), received_at)
+    end: BodyEnd = BodyComplete()
     try:
-        async for chunk in response.aiter_bytes():
-            chunks.append(chunk)
-            size += len(chunk)
-            if size > max_body_bytes:
-                break
+        async with asyncio.timeout_at(until):
+            async for chunk in response.aiter_bytes():
+                capped = take(arrival, chunk, max_body_bytes)
+                if capped is not None:
+                    end = capped
+                    break
+    except TimeoutError:
+        if attempt is None:
+            raise
+        end = BodyTimedOut(attempt.timeout_ns)
     except (httpx.RequestError, httpx.StreamError) as error:
-        end = BodyBroken(_describe(error))
+        if attempt is not None and until is not None and loop.time() >= until:
+            end = BodyTimedOut(attempt.timeout_ns)
+        else:
+            end = BodyBroken(_describe(error))
     finally:
         await response.aclose()
-    body, capped = _capped(chunks, max_body_bytes)
-    return HttpResponse(
-        response.status_code, _headers(response), body, capped or end, received_at=received_at
-    )
+    return arrival.finish(end)
 
 
 def request(
@@ -194,14 +238,14 @@ def request(
     max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
     **kwargs: Any,
 ) -> HttpExchange:
-    """Builds a request with the attempt's timeout and sends it; see :func:`send`.
+    """Builds a request with the attempt's timeout and sends it as the attempt; see :func:`send`.
 
     ``kwargs`` are those of :meth:`httpx.Client.build_request` (``params``, ``json``,
     ``headers``, …).
     """
     kwargs = with_idempotency_key(attempt, kwargs)
     built = client.build_request(method, url, timeout=attempt.timeout_seconds, **kwargs)
-    return send(client, built, max_body_bytes=max_body_bytes)
+    return send(client, built, max_body_bytes=max_body_bytes, attempt=attempt)
 
 
 async def arequest(
@@ -216,7 +260,7 @@ async def arequest(
     """:func:`request` for an :class:`httpx.AsyncClient`."""
     kwargs = with_idempotency_key(attempt, kwargs)
     built = client.build_request(method, url, timeout=attempt.timeout_seconds, **kwargs)
-    return await asend(client, built, max_body_bytes=max_body_bytes)
+    return await asend(client, built, max_body_bytes=max_body_bytes, attempt=attempt)
 
 
 def call(

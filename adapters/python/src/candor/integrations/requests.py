@@ -1,15 +1,17 @@
 """requests: requests whose results feed :class:`~candor.HttpClassifier` directly.
 
-:func:`request` sends a request with the attempt's timeout, streams the body up to a size cap,
-and returns an :data:`~candor.HttpExchange` instead of raising; :func:`call` makes a whole call
-through an adapter::
+:func:`request` sends a request with the attempt's timeout, streams the body up to a size cap
+and the attempt's time, and returns an :data:`~candor.HttpExchange` instead of raising;
+:func:`call` makes a whole call through an adapter::
 
     search = Adapter("search", "https://search.example/v1/items", HttpClassifier(...))
     with requests.Session() as session:
         envelope = candor.integrations.requests.call(search, session, "GET", search_url)
 
-requests' timeout bounds the connection and each read, not the whole attempt: a body that
-trickles in can outlast it, and the adapter then classifies the attempt as the timeout it was.
+requests' timeout bounds the connection and each read, not the whole attempt, so the body is
+read against the attempt's time here: the response is recorded on the attempt's context as it
+arrives (:meth:`candor.AttemptContext.receiving`), and when the time runs out mid-body the
+connection is cut and the body is what arrived by then, ended by :class:`~candor.BodyTimedOut`.
 :func:`from_response` turns a response that was already read into the classifier's input, and
 :func:`transport_error` a requests exception into a transport error.
 """
@@ -17,6 +19,7 @@ trickles in can outlast it, and the adapter then classifies the attempt as the t
 from __future__ import annotations
 
 import http.client
+import socket
 import time
 from collections.abc import Iterator
 from typing import Any, Final
@@ -26,16 +29,20 @@ import urllib3.exceptions
 
 from candor.adapter import Adapter, AttemptContext
 from candor.classify.http import (
-    BodyBroken,
-    BodyEnd,
-    BodySizeCap,
     HttpExchange,
     HttpResponse,
     TransportError,
     TransportErrorKind,
 )
 from candor.envelope import Envelope
-from candor.integrations._http import check_method, with_idempotency_key
+from candor.integrations._http import (
+    arriving,
+    check_method,
+    no_status,
+    read_body,
+    read_until,
+    with_idempotency_key,
+)
 
 __all__ = [
     "DEFAULT_MAX_BODY_BYTES",
@@ -135,6 +142,16 @@ def _chunks(response: requests.Response) -> Iterator[bytes]:
         yield chunk
 
 
+def _socket(response: requests.Response) -> socket.socket | None:
+    """The socket of the response's connection, while the response holds it."""
+    found = getattr(getattr(response.raw, "connection", None), "sock", None)
+    return found if isinstance(found, socket.socket) else None
+
+
+def _error_text(error: Exception) -> str:
+    return str(error) or type(error).__name__
+
+
 def request(
     session: requests.Session,
     method: str,
@@ -149,32 +166,38 @@ def request(
     ``kwargs`` are those of :meth:`requests.Session.request` (``params``, ``json``,
     ``headers``, …). Never raises for what the network did: a failure before the response is a
     :class:`~candor.TransportError`, one while the body arrives ends the body as broken.
+
+    The body is read against the attempt's time, counted from this call, and recorded on the
+    attempt as it arrives (:meth:`candor.AttemptContext.receiving`): when the time runs out
+    mid-body, the connection is cut and the body is what arrived, ended by
+    :class:`~candor.BodyTimedOut`; a status that arrives only after it is a ``timeout``
+    transport error.
     """
     kwargs = with_idempotency_key(attempt, kwargs)
+    until = read_until(attempt)
     try:
         response = session.request(
             method, url, stream=True, timeout=attempt.timeout_seconds, **kwargs
         )
     except requests.RequestException as error:
         return transport_error(error)
-    received_at = time.time_ns()
-    chunks: list[bytes] = []
-    size = 0
-    end: BodyEnd | None = None
     try:
-        for chunk in _chunks(response):
-            chunks.append(chunk)
-            size += len(chunk)
-            if size > max_body_bytes:
-                break
-    except (requests.RequestException, urllib3.exceptions.HTTPError, OSError) as error:
-        end = BodyBroken(str(error) or type(error).__name__)
+        received_at = time.time_ns()
+        if time.monotonic() >= until:
+            return no_status(attempt.timeout_ns)
+        arrival = arriving(attempt, response.status_code, _headers(response), received_at)
+        return read_body(
+            _chunks(response),
+            arrival,
+            until=until,
+            timeout_ns=attempt.timeout_ns,
+            max_body_bytes=max_body_bytes,
+            sock=_socket(response),
+            errors=(requests.RequestException, urllib3.exceptions.HTTPError, OSError),
+            describe=_error_text,
+        )
     finally:
         response.close()
-    body = b"".join(chunks)
-    if len(body) > max_body_bytes:
-        body, end = body[:max_body_bytes], BodySizeCap(max_body_bytes)
-    return HttpResponse(response.status_code, _headers(response), body, end, received_at)
 
 
 def call(

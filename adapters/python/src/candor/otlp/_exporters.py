@@ -1,4 +1,4 @@
-"""The span and metric exporters that hand their batches to a :class:`~candor.otlp.Resender`."""
+"""The span, log and metric exporters that hand their batches to a ``Resender``."""
 
 from __future__ import annotations
 
@@ -6,6 +6,8 @@ from collections.abc import Mapping, Sequence
 from datetime import timedelta
 from typing import Any, Final
 
+from opentelemetry.sdk._logs import ReadableLogRecord
+from opentelemetry.sdk._logs.export import LogRecordExporter, LogRecordExportResult
 from opentelemetry.sdk.metrics.export import (
     HistogramDataPoint,
     MetricExporter,
@@ -20,8 +22,10 @@ from candor.otlp._queue import _SHUTDOWN_TIMEOUT, ExportStats, ResendConfig, Res
 # The size of a batch is estimated, not encoded: the inner exporter encodes it when it sends it,
 # and encoding every batch a second time only to weigh it would double the exporters' work. The
 # estimate counts the strings and values a batch carries and a fixed size for the rest of each
-# span, event, link and data point (ids, times, kinds and the protobuf framing around them).
+# span, event, link, log record and data point (ids, times, kinds and the protobuf framing
+# around them).
 _SPAN_BYTES: Final = 96
+_LOG_RECORD_BYTES: Final = 72
 _EVENT_BYTES: Final = 24
 _LINK_BYTES: Final = 40
 _POINT_BYTES: Final = 40
@@ -56,6 +60,21 @@ def _spans_bytes(spans: Sequence[ReadableSpan]) -> int:
             size += _EVENT_BYTES + len(event.name) + _attributes_bytes(event.attributes)
         for link in span.links:
             size += _LINK_BYTES + _attributes_bytes(link.attributes)
+    return size
+
+
+def _logs_bytes(batch: Sequence[ReadableLogRecord]) -> int:
+    """The estimated encoded size of a log batch."""
+    size = 0
+    for readable in batch:
+        record = readable.log_record
+        size += (
+            _LOG_RECORD_BYTES
+            + len(record.event_name or "")
+            + len(record.severity_text or "")
+            + (0 if record.body is None else _value_bytes(record.body))
+            + _attributes_bytes(record.attributes)
+        )
     return size
 
 
@@ -145,7 +164,63 @@ class ResendingSpanExporter(SpanExporter):
         self.inner.shutdown()
 
     def stats(self) -> ExportStats:
-        """The resender's counts (a shared one counts the metric exports too)."""
+        """The resender's counts (a shared one counts the log batches and metric exports too)."""
+        return self._resender.stats()
+
+
+class ResendingLogExporter(LogRecordExporter):
+    """A log record exporter that queues each batch and sends it through ``inner`` from a thread.
+
+    It is to the batch log record processor what :class:`ResendingSpanExporter` is to the batch
+    span processor, with the same arguments: the events the adapter records at the moment they
+    happen (contract rule ``TELEMETRY-MOMENT``) go through the same bounded queue as the spans,
+    and a log batch that is dropped is counted (``dropped_log_batches``, ``lost_log_records``).
+    """
+
+    def __init__(
+        self,
+        inner: LogRecordExporter,
+        config: ResendConfig | None = None,
+        *,
+        resender: Resender | None = None,
+        shutdown_timeout: timedelta = _SHUTDOWN_TIMEOUT,
+    ) -> None:
+        self.inner = inner
+        """The exporter that sends each batch."""
+        self._resender, self._owned = _resender_of(config, resender)
+        self._shutdown_timeout_s = shutdown_timeout.total_seconds()
+
+    def export(self, batch: Sequence[ReadableLogRecord]) -> LogRecordExportResult:
+        """Queues the batch and returns ``SUCCESS`` at once.
+
+        After :meth:`shutdown` the batch is dropped and counted, and the result is ``FAILURE``.
+        """
+        records = list(batch)
+        inner = self.inner
+
+        def send() -> bool:
+            return inner.export(records) is LogRecordExportResult.SUCCESS
+
+        queued = self._resender.submit(send, log_records=len(records), size=_logs_bytes(records))
+        return LogRecordExportResult.SUCCESS if queued else LogRecordExportResult.FAILURE
+
+    def force_flush(self, timeout_millis: int = 30_000) -> bool:
+        """Waits for every queued batch to be sent, as :meth:`Resender.drained` does."""
+        return self._resender.drained(timeout_millis / 1000)
+
+    def shutdown(self) -> None:
+        """Closes an own resender, then shuts ``inner`` down; with a shared one, does nothing.
+
+        The resender sends what is queued within ``shutdown_timeout``, and drops and counts the
+        rest.
+        """
+        if not self._owned:
+            return
+        self._resender.close(self._shutdown_timeout_s)
+        self.inner.shutdown()  # type: ignore[no-untyped-call]
+
+    def stats(self) -> ExportStats:
+        """The resender's counts (a shared one counts the spans and metric exports too)."""
         return self._resender.stats()
 
 
@@ -193,7 +268,7 @@ class ResendingMetricExporter(MetricExporter):
             result = inner.export(metrics_data, timeout_millis=attempt_millis)
             return result is MetricExportResult.SUCCESS
 
-        queued = self._resender.submit(send, spans=None, size=_metrics_bytes(metrics_data))
+        queued = self._resender.submit(send, size=_metrics_bytes(metrics_data))
         return MetricExportResult.SUCCESS if queued else MetricExportResult.FAILURE
 
     def force_flush(self, timeout_millis: float = 10_000) -> bool:
@@ -212,5 +287,5 @@ class ResendingMetricExporter(MetricExporter):
         self.inner.shutdown()
 
     def stats(self) -> ExportStats:
-        """The resender's counts (a shared one counts the span batches too)."""
+        """The resender's counts (a shared one counts the span and log batches too)."""
         return self._resender.stats()

@@ -13,7 +13,7 @@ from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import timedelta
-from typing import Final
+from typing import Final, Literal
 
 from opentelemetry.context import _SUPPRESS_INSTRUMENTATION_KEY, attach, set_value
 
@@ -35,8 +35,8 @@ class ResendConfig:
     max_age: timedelta = timedelta(minutes=10)
     """The oldest a batch may grow before it is given up."""
     max_batches: int = 4096
-    """The most batches kept (ten minutes of a service exporting a span batch every 500 ms and
-    counters every 10 s, three times over); at least 1."""
+    """The most batches kept (ten minutes of a service exporting a span batch and a log batch
+    every 500 ms and counters every 10 s, more than once over); at least 1."""
     max_bytes: int = 64 << 20
     """The most bytes kept, by each batch's estimated encoded size."""
     initial_backoff: timedelta = timedelta(milliseconds=250)
@@ -59,7 +59,7 @@ class ExportStats:
     """What the exporters have done so far."""
 
     sent_batches: int = 0
-    """Batches the collector took (span batches and metric exports)."""
+    """Batches the collector took (span batches, log batches and metric exports)."""
     sent_spans: int = 0
     """Spans in the span batches the collector took."""
     refused_sends: int = 0
@@ -77,16 +77,29 @@ class ExportStats:
     """Batches waiting to be sent now, the one being sent included."""
     queued_bytes: int = 0
     """Estimated encoded bytes waiting to be sent now, the batch being sent included."""
+    sent_log_records: int = 0
+    """Log records (events recorded at the moment they happened) in the log batches the
+    collector took."""
+    dropped_log_batches: int = 0
+    """Log batches dropped unsent, for the same reasons as span batches."""
+    lost_log_records: int = 0
+    """Log records in every log batch dropped or rejected."""
 
     def __str__(self) -> str:
         return (
-            f"{self.sent_batches} batches sent ({self.sent_spans} spans), "
+            f"{self.sent_batches} batches sent ({self.sent_spans} spans, "
+            f"{self.sent_log_records} log records), "
             f"{self.refused_sends} sends refused and kept to send again, "
             f"{self.queued_batches} batches queued ({self.queued_bytes} bytes), "
-            f"{self.dropped_span_batches} span batches and {self.dropped_metric_batches} metric "
-            f"exports dropped, {self.rejected_batches} batches rejected: "
-            f"{self.lost_spans} spans lost"
+            f"{self.dropped_span_batches} span batches, {self.dropped_log_batches} log batches "
+            f"and {self.dropped_metric_batches} metric exports dropped, "
+            f"{self.rejected_batches} batches rejected: {self.lost_spans} spans and "
+            f"{self.lost_log_records} log records lost"
         )
+
+
+_Kind = Literal["spans", "log records", "metrics"]
+"""What a batch holds."""
 
 
 @dataclass(slots=True, eq=False)
@@ -96,8 +109,10 @@ class _Batch:
     send: Callable[[], bool]
     """Sends it once: true when the collector took it, false when it was refused; raises when
     it cannot be sent at all."""
-    spans: int | None
-    """How many spans it holds; ``None`` for a metric export."""
+    kind: _Kind
+    """What it holds."""
+    items: int
+    """How many spans or log records it holds; 0 for a metric export."""
     size: int
     """Its estimated encoded size in bytes."""
     queued_at: float
@@ -126,11 +141,12 @@ class Resender:
     """The queue between exporters and the collector, with the thread that sends it in order.
 
     The exporters of one service share one resender (:func:`providers` makes it): its bounds
-    hold for spans and counters together, and its :meth:`stats` count both. A batch whose send
-    is refused goes back to the head of the queue and is sent again after a backoff; past
-    ``max_batches`` or ``max_bytes`` the oldest batch is dropped, and a batch older than
-    ``max_age`` is given up. The sender thread starts here and ends at :meth:`close`; it is a
-    daemon thread, so a process that never closes it exits without sending what is queued.
+    hold for spans, log records and counters together, and its :meth:`stats` count them all. A
+    batch whose send is refused goes back to the head of the queue and is sent again after a
+    backoff; past ``max_batches`` or ``max_bytes`` the oldest batch is dropped, and a batch
+    older than ``max_age`` is given up. The sender thread starts here and ends at
+    :meth:`close`; it is a daemon thread, so a process that never closes it exits without
+    sending what is queued.
 
     ``jitter`` draws where each backoff falls between half of its step and all of it (default:
     :class:`~candor.retry.RandomJitter`).
@@ -160,6 +176,9 @@ class Resender:
         self._dropped_metric_batches = 0
         self._rejected_batches = 0
         self._lost_spans = 0
+        self._sent_log_records = 0
+        self._dropped_log_batches = 0
+        self._lost_log_records = 0
         self._thread = threading.Thread(
             target=self._send_in_order, name="candor-otlp-sender", daemon=True
         )
@@ -170,15 +189,33 @@ class Resender:
         """How batches are kept and sent again."""
         return self._config
 
-    def submit(self, send: Callable[[], bool], *, spans: int | None, size: int) -> bool:
+    def submit(
+        self,
+        send: Callable[[], bool],
+        *,
+        spans: int | None = None,
+        log_records: int | None = None,
+        size: int,
+    ) -> bool:
         """Queues a batch and returns at once; false when the resender is closed.
 
         ``send`` sends the batch once and says whether the collector took it (it raises when the
-        batch cannot be sent at all); ``spans`` is how many spans it holds (``None`` for a
-        metric export), and ``size`` its estimated encoded size in bytes. A batch handed over
-        after the sender ended is dropped and counted.
+        batch cannot be sent at all); ``spans`` is how many spans a span batch holds,
+        ``log_records`` how many log records a log batch holds (neither for a metric export),
+        and ``size`` its estimated encoded size in bytes. A batch handed over after the sender
+        ended is dropped and counted. Raises :class:`ValueError` when given both ``spans`` and
+        ``log_records``.
         """
-        batch = _Batch(send, spans, size, time.monotonic())
+        if spans is not None and log_records is not None:
+            raise ValueError("a batch holds spans or log records, not both")
+        kind: _Kind
+        if spans is not None:
+            kind, items = "spans", spans
+        elif log_records is not None:
+            kind, items = "log records", log_records
+        else:
+            kind, items = "metrics", 0
+        batch = _Batch(send, kind, items, size, time.monotonic())
         with self._changed:
             if self._finished:
                 self._drop([batch], "the exporter was shut down")
@@ -244,6 +281,9 @@ class Resender:
                 dropped_metric_batches=self._dropped_metric_batches,
                 rejected_batches=self._rejected_batches,
                 lost_spans=self._lost_spans,
+                sent_log_records=self._sent_log_records,
+                dropped_log_batches=self._dropped_log_batches,
+                lost_log_records=self._lost_log_records,
                 queued_batches=len(self._queue) + (sending is not None),
                 queued_bytes=self._bytes + (0 if sending is None else sending.size),
             )
@@ -267,16 +307,25 @@ class Resender:
     def _drop(self, batches: list[_Batch], why: str) -> None:
         """Counts batches that leave unsent."""
         for batch in batches:
-            if batch.spans is None:
-                self._dropped_metric_batches += 1
-            else:
+            if batch.kind == "spans":
                 self._dropped_span_batches += 1
-                self._lost_spans += batch.spans
+            elif batch.kind == "log records":
+                self._dropped_log_batches += 1
+            else:
+                self._dropped_metric_batches += 1
+            self._lose(batch)
             _log.warning(
                 "candor: a telemetry batch (%s) was dropped before the collector: %s",
-                "metrics" if batch.spans is None else f"{batch.spans} spans",
+                "metrics" if batch.kind == "metrics" else f"{batch.items} {batch.kind}",
                 why,
             )
+
+    def _lose(self, batch: _Batch) -> None:
+        """Counts the spans or log records of a batch that will never reach the collector."""
+        if batch.kind == "spans":
+            self._lost_spans += batch.items
+        elif batch.kind == "log records":
+            self._lost_log_records += batch.items
 
     def _next_batch(self) -> _Batch | None:
         """The next batch to send, waiting for one; ``None`` when the sender should end."""
@@ -307,7 +356,10 @@ class Resender:
     def _delivered(self, batch: _Batch) -> None:
         with self._changed:
             self._sent_batches += 1
-            self._sent_spans += batch.spans or 0
+            if batch.kind == "spans":
+                self._sent_spans += batch.items
+            elif batch.kind == "log records":
+                self._sent_log_records += batch.items
             if self._backing_off:
                 _log.info(
                     "candor: the collector takes telemetry again (%d batches queued)",
@@ -320,7 +372,7 @@ class Resender:
     def _rejected(self, batch: _Batch, reason: str) -> None:
         with self._changed:
             self._rejected_batches += 1
-            self._lost_spans += batch.spans or 0
+            self._lose(batch)
             _log.warning("candor: a telemetry batch was rejected: %s", reason)
             self._sending = None
             self._changed.notify_all()

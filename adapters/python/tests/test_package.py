@@ -23,11 +23,11 @@ def test_the_version_is_the_distributions() -> None:
 
 
 def test_import_candor_needs_no_client_library_and_no_sdk() -> None:
-    blocked = ["httpx", "requests", "mcp", "opentelemetry.sdk"]
+    blocked = ["httpx", "requests", "mcp", "pydantic_ai", "langchain_core", "opentelemetry.sdk"]
     script = (
         "import sys\n"
         f"for name in {blocked!r}: sys.modules[name] = None\n"
-        "import candor, candor.testing, candor.mcp_result\n"
+        "import candor, candor.consumer, candor.testing, candor.mcp_result\n"
         "print(candor.__version__)\n"
     )
     done = subprocess.run(

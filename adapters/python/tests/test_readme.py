@@ -6,6 +6,7 @@ import re
 from pathlib import Path
 
 import pytest
+from langchain_core.messages import ToolMessage
 
 from candor import Envelope, LifecycleState, OutcomeClass, SystemClock
 
@@ -45,6 +46,12 @@ def test_the_other_examples_run(
             envelope = scope["envelope"]
             assert isinstance(envelope, Envelope)
             assert envelope.outcome_class is OutcomeClass.SUCCESS
+    # The consumer's side: the match took the success arm, and the tool call was answered.
+    assert scope["reply"] == "found 2 item(s)"
+    message = scope["message"]
+    assert isinstance(message, ToolMessage)
+    assert message.status == "success"
+    assert str(message.content).startswith("search: complete answer from ")
     # The last example followed the export through two status reads to its completion.
     followed = scope["envelope"]
     assert isinstance(followed, Envelope)

@@ -5,7 +5,8 @@ Empty, Partial or AccessFailure, owns the retry policy, and returns a typed :cla
 For every AccessFailure attempt and every Partial it records one ``tool.outcome`` span event,
 and it counts every call on ``tool.outcomes``, through the OpenTelemetry API (the application
 installs the SDK). The events a call has before it ends are also emitted when they happen, as
-log records in the call's span (:func:`set_logger_provider` says where).
+log records in the call's span (:func:`set_logger_provider` says where). A consumer branches
+on the envelope's class with :func:`match_outcome`, one arm per class, none left to a default.
 
 >>> from candor import HttpClassifier, HttpResponse, NotFound
 >>> classifier = HttpClassifier(NotFound.UNREACHABLE, items_at="/items", total_at="/total")
@@ -34,6 +35,7 @@ from candor.classify.http import (
     TransportErrorKind,
 )
 from candor.clock import Clock, SystemClock
+from candor.consumer import match_outcome
 from candor.envelope import (
     ENVELOPE_SCHEMA_VERSION,
     AccessFailure,
@@ -162,6 +164,7 @@ __all__ = [
     "UnknownValueError",
     "__version__",
     "legal_next_actions",
+    "match_outcome",
     "redact_text",
     "redact_url",
     "set_logger_provider",

@@ -102,6 +102,17 @@ banner "python adapter: pytest, mypy --strict, ruff"
     "$CANDOR_VENV/bin/ruff" format --no-cache --check .
 )
 
+# The TypeScript adapter, from its lock file: strict type-checking, lints, and its tests (the
+# spec's vectors among them) with Node's own test runner.
+banner "typescript adapter: npm ci, tsc --noEmit, eslint, node --test"
+(
+    cd adapters/typescript
+    npm ci --no-audit --no-fund --loglevel=error
+    npm run --silent typecheck
+    npm run --silent lint
+    npm test
+)
+
 # The rest of our Python (the end-to-end clients, the benchmark reports, the manifest generator):
 # strict typing and lints, with the settings in mypy.ini and ruff.toml.
 banner "python scripts: mypy --strict, ruff"

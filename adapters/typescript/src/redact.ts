@@ -1,0 +1,257 @@
+/**
+ * Removing credentials from text before it is recorded anywhere (contract section 8).
+ *
+ * Targets are URLs more often than not, and URLs carry secrets: user-info
+ * (`https://user:pass@host`), signed-URL parameters (`sig=`, `X-Amz-Signature=`) and tokens
+ * (`?access_token=`). Everything that becomes an attribute, an envelope field or a log record
+ * passes through {@link redactUrl} or {@link redactText} first.
+ */
+
+/** What a removed secret is replaced with. */
+export const REDACTED = "REDACTED";
+
+const SECRET_NAMES: ReadonlySet<string> = new Set([
+  "sig",
+  "signature",
+  "token",
+  "key",
+  "apikey",
+  "api_key",
+  "auth",
+  "authorization",
+  "password",
+  "passwd",
+  "pwd",
+  "secret",
+  "code",
+  "jwt",
+  "session",
+  "sessionid",
+  "x_amz_credential",
+  "x_goog_credential",
+]);
+
+const SECRET_FRAGMENTS = ["token", "secret", "password", "signature", "api_key", "apikey", "credential"];
+
+/** Unicode White_Space: what ends a secret value in free text, and what a trim removes. */
+export const WHITE_SPACE: ReadonlySet<string> = new Set(
+  Array.from(
+    "\t\n\u000b\u000c\r \u0085\u00a0\u1680\u2000\u2001\u2002\u2003\u2004\u2005\u2006\u2007\u2008" +
+      "\u2009\u200a\u2028\u2029\u202f\u205f\u3000",
+  ),
+);
+
+const VALUE_ENDS: ReadonlySet<string> = new Set([...Array.from("\"'&,;}])<"), ...WHITE_SPACE]);
+
+function asciiLower(text: string): string {
+  return text.replace(/[A-Z]/g, (c) => c.toLowerCase());
+}
+
+/**
+ * Whether a parameter or field with this name holds a secret: after ASCII lower-casing and
+ * reading each `-` as `_`, it is one of the secret names or contains one of the secret
+ * fragments.
+ */
+export function isSecretName(name: string): boolean {
+  const normalised = asciiLower(name).replaceAll("-", "_");
+  return SECRET_NAMES.has(normalised) || SECRET_FRAGMENTS.some((fragment) => normalised.includes(fragment));
+}
+
+const lossy = new TextDecoder("utf-8", { fatal: false, ignoreBOM: true });
+const encoder = new TextEncoder();
+
+function hexValue(byte: number | undefined): number | undefined {
+  if (byte === undefined) {
+    return undefined;
+  }
+  if (byte >= 0x30 && byte <= 0x39) {
+    return byte - 0x30;
+  }
+  if (byte >= 0x41 && byte <= 0x46) {
+    return byte - 0x41 + 10;
+  }
+  if (byte >= 0x61 && byte <= 0x66) {
+    return byte - 0x61 + 10;
+  }
+  return undefined;
+}
+
+/** The byte that the two bytes after a `%` spell; a leading `+` reads as a sign, as Rust reads it. */
+function escapedByte(first: number | undefined, second: number | undefined): number | undefined {
+  if (first === undefined || second === undefined) {
+    return undefined;
+  }
+  if (first === 0x2b) {
+    return hexValue(second);
+  }
+  const high = hexValue(first);
+  const low = hexValue(second);
+  return high === undefined || low === undefined ? undefined : high * 16 + low;
+}
+
+function percentDecodeLossy(raw: string): string {
+  const data = encoder.encode(raw);
+  const out: number[] = [];
+  for (let at = 0; at < data.length; ) {
+    const byte = data[at] ?? 0;
+    const escaped = byte === 0x25 ? escapedByte(data[at + 1], data[at + 2]) : undefined;
+    if (escaped !== undefined) {
+      out.push(escaped);
+      at += 3;
+    } else {
+      out.push(byte);
+      at += 1;
+    }
+  }
+  return lossy.decode(new Uint8Array(out));
+}
+
+function isSecretPair(pair: string): boolean {
+  const equals = pair.indexOf("=");
+  return equals >= 0 && isSecretName(percentDecodeLossy(pair.slice(0, equals)));
+}
+
+function redactParams(params: string): string {
+  const pairs = params.split("&");
+  if (!pairs.some(isSecretPair)) {
+    return params;
+  }
+  return pairs.map((pair) => (isSecretPair(pair) ? `${pair.slice(0, pair.indexOf("="))}=${REDACTED}` : pair)).join("&");
+}
+
+function splitAt(raw: string, separator: string): [string, string | undefined] {
+  const at = raw.indexOf(separator);
+  return at < 0 ? [raw, undefined] : [raw.slice(0, at), raw.slice(at + separator.length)];
+}
+
+/**
+ * A URL with its user-info and its secret query and fragment parameters replaced by
+ * `REDACTED` (rule REDACT-TARGET). A text that is not a URL passes unchanged unless it has a
+ * query; a URL in which nothing was replaced is returned unchanged.
+ *
+ * @example
+ * redactUrl("https://bob:hunter2@api.example.com/v1/search?q=cats&access_token=abc#x")
+ * // "https://REDACTED@api.example.com/v1/search?q=cats&access_token=REDACTED#x"
+ */
+export function redactUrl(raw: string): string {
+  const [beforeFragment, fragment] = splitAt(raw, "#");
+  const [base, query] = splitAt(beforeFragment, "?");
+  const schemeEnd = base.indexOf("://");
+  const scheme = schemeEnd >= 0 ? base.slice(0, schemeEnd + 3) : "";
+  const rest = schemeEnd >= 0 ? base.slice(schemeEnd + 3) : base;
+  const slash = rest.indexOf("/");
+  const authority = slash >= 0 ? rest.slice(0, slash) : rest;
+  const path = slash >= 0 ? rest.slice(slash) : "";
+  const userAt = authority.lastIndexOf("@");
+  const host = userAt >= 0 && scheme !== "" ? authority.slice(userAt + 1) : undefined;
+  const queryRedacted = query === undefined ? undefined : redactParams(query);
+  const fragmentRedacted = fragment === undefined ? undefined : redactParams(fragment);
+  if (host === undefined && queryRedacted === query && fragmentRedacted === fragment) {
+    return raw;
+  }
+  let out = scheme + (host !== undefined ? `${REDACTED}@${host}` : authority) + path;
+  if (queryRedacted !== undefined) {
+    out += `?${queryRedacted}`;
+  }
+  if (fragmentRedacted !== undefined) {
+    out += `#${fragmentRedacted}`;
+  }
+  return out;
+}
+
+function isNameChar(c: string | undefined): boolean {
+  return c !== undefined && /^[0-9A-Za-z_-]$/.test(c);
+}
+
+/**
+ * Free text with its credentials replaced by `REDACTED` (rule REDACT-TEXT): every word that
+ * holds `://` is redacted as a URL, then the value after `Bearer ` or `Basic `, and the value
+ * after a secret name followed by `=` or `:` (an optional quote before it), is replaced.
+ *
+ * @example
+ * redactText("Authorization: Basic abc.def") // "Authorization: Basic REDACTED"
+ */
+export function redactText(raw: string): string {
+  const text = raw.includes("://")
+    ? raw
+        .split(" ")
+        .map((word) => (word.includes("://") ? redactUrl(word) : word))
+        .join(" ")
+    : raw;
+  return redactSecretValues(text);
+}
+
+function redactSecretValues(text: string): string {
+  const n = text.length;
+  let out = "";
+  let at = 0;
+  while (at < n) {
+    if (!isNameChar(text[at])) {
+      out += text[at] ?? "";
+      at += 1;
+      continue;
+    }
+    const start = at;
+    while (at < n && isNameChar(text[at])) {
+      at += 1;
+    }
+    const name = text.slice(start, at);
+    out += name;
+    const lower = asciiLower(name);
+    let valueAt = at;
+    let introduces = false;
+    if (lower === "bearer" || lower === "basic") {
+      while (valueAt < n && text[valueAt] === " ") {
+        valueAt += 1;
+      }
+      introduces = valueAt > at;
+    } else if (isSecretName(name)) {
+      let cursor = at;
+      if (text[cursor] === '"' || text[cursor] === "'") {
+        cursor += 1;
+      }
+      introduces = text[cursor] === "=" || text[cursor] === ":";
+      if (introduces) {
+        cursor += 1;
+        while (cursor < n && (text[cursor] === " " || text[cursor] === '"' || text[cursor] === "'")) {
+          cursor += 1;
+        }
+        valueAt = cursor;
+      }
+    }
+    let wordEnd = valueAt;
+    while (wordEnd < n && isNameChar(text[wordEnd])) {
+      wordEnd += 1;
+    }
+    const word = asciiLower(text.slice(valueAt, wordEnd));
+    if (introduces && (word === "bearer" || word === "basic") && text[wordEnd] === " ") {
+      valueAt = wordEnd;
+      while (valueAt < n && text[valueAt] === " ") {
+        valueAt += 1;
+      }
+    }
+    let valueEnd = valueAt;
+    while (valueEnd < n && !VALUE_ENDS.has(text[valueEnd] ?? "")) {
+      valueEnd += 1;
+    }
+    if (!introduces || valueEnd === valueAt) {
+      continue;
+    }
+    out += text.slice(at, valueAt) + REDACTED;
+    at = valueEnd;
+  }
+  return out;
+}
+
+/** `text` without Unicode White_Space at either end. */
+export function trimWhiteSpace(text: string): string {
+  let start = 0;
+  let end = text.length;
+  while (start < end && WHITE_SPACE.has(text[start] ?? "")) {
+    start += 1;
+  }
+  while (end > start && WHITE_SPACE.has(text[end - 1] ?? "")) {
+    end -= 1;
+  }
+  return text.slice(start, end);
+}

@@ -3,6 +3,7 @@
 
 #![allow(clippy::unwrap_used)] // a panic is the test's failure report
 
+mod adapters;
 mod compact;
 mod dashboards;
 mod derived;
@@ -14,7 +15,6 @@ mod ingest;
 mod kafka_security;
 mod moment;
 mod operations;
-mod python_adapter;
 mod query;
 mod reconcile;
 mod s3;

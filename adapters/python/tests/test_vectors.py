@@ -3,7 +3,7 @@
 Every case is one test: a ``call`` case runs through :meth:`candor.Adapter.acall` on a fake
 clock with a fixed jitter, and its envelope, ``tool.outcome`` events, ``tool.call`` span and
 ``tool.outcomes`` increment are compared with what the case expects, with the same matcher
-semantics as the Rust runner (``adapter/tests/vectors.rs``), and so are the log records the
+semantics as the Rust runner (``adapters/rust/tests/vectors.rs``), and so are the log records the
 call emitted as its events happened (``spec/vectors/README.md``); an ``envelope`` case is read
 with :meth:`candor.Envelope.from_dict`.
 """

@@ -33,7 +33,7 @@ use serde_json::{Map, Value, json};
 
 /// The directory of the vector files.
 fn vectors_dir() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../spec/vectors")
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../spec/vectors")
 }
 
 #[derive(Deserialize)]

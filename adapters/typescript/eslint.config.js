@@ -25,6 +25,12 @@ export default tseslint.config(
     },
   },
   {
+    // The package's scripts are plain JavaScript run by Node, outside the TypeScript project.
+    files: ["scripts/**/*.mjs"],
+    extends: [tseslint.configs.disableTypeChecked],
+    languageOptions: { globals: { console: "readonly", URL: "readonly" } },
+  },
+  {
     // node:test's test(), before() and after() register a test; the runner awaits it.
     files: ["test/**/*.ts"],
     rules: {

@@ -87,3 +87,6 @@ export {
   IDEMPOTENCY_KEY_HEADER,
   transportError,
 } from "./fetch.js";
+export { matchOutcome, type ModelView, modelText, modelView, type OutcomeArms } from "./consumer.js";
+export { ENVELOPE_JSON_SCHEMA } from "./envelope-schema.js";
+export { callToolResult, envelopeOutputSchema, type EnvelopeToolResult, MCP_PROTOCOL_REVISION } from "./mcp-result.js";

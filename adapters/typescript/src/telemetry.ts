@@ -32,6 +32,7 @@ import {
   trace,
   type Tracer,
   type TracerProvider,
+  ValueType,
 } from "@opentelemetry/api";
 import { type Logger, type LoggerProvider, logs, SeverityNumber } from "@opentelemetry/api-logs";
 
@@ -144,12 +145,15 @@ class Instruments {
   readonly unrecorded: Counter;
 
   constructor(meter: Meter) {
+    // Integer counters: a receiver refuses a count sent as a double (the JS SDK's default).
     this.unrecorded = meter.createCounter(UNRECORDED_SPANS_COUNTER, {
+      valueType: ValueType.INT,
       unit: UNRECORDED_SPANS_COUNTER_UNIT,
       description: "tool.call spans that recorded a failure or an operation and were not recording",
     });
     meter
       .createObservableCounter(OUTCOMES_COUNTER, {
+        valueType: ValueType.INT,
         unit: OUTCOMES_COUNTER_UNIT,
         description: "Tool calls by final outcome class",
       })

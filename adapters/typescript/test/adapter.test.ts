@@ -97,6 +97,8 @@ test("the counter reports all four classes from the start, zeros included", asyn
     ],
   );
   assert.ok(points.every((p) => p.kind === "sum" && p.monotonic && p.unit === "{call}" && p.scope === ADAPTER_NAME));
+  // A count is an integer: a receiver refuses one sent as a double.
+  assert.ok(points.every((p) => p.integer));
 });
 
 test("adapters of one tool and target add to one series", async () => {

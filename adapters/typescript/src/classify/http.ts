@@ -256,7 +256,8 @@ export class HttpArrival {
 /** Why no response arrived (section 5.4). */
 export type TransportErrorKind = "connect" | "reset" | "timeout" | "protocol";
 
-const TRANSPORT: Record<TransportErrorKind, readonly [AccessFailureKind, string]> = {
+/** The access failure kind and error type of each transport error kind. */
+export const TRANSPORT: Readonly<Record<TransportErrorKind, readonly [AccessFailureKind, string]>> = {
   connect: ["connect", "connect_error"],
   reset: ["connect", "connection_reset"],
   timeout: ["timeout", "timeout"],
@@ -337,7 +338,8 @@ export function generatedOperationId(): string {
   return `candor-${randomBytes(16).toString("hex")}`;
 }
 
-function statusFailure(code: number): readonly [AccessFailureKind, boolean] {
+/** The access failure kind of an HTTP status that is no success, and whether it is transient. */
+export function statusFailure(code: number): readonly [AccessFailureKind, boolean] {
   if (code === 408) {
     return ["timeout", true];
   }

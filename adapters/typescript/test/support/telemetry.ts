@@ -3,7 +3,7 @@
  * where the test can read them.
  */
 
-import { type Attributes, type HrTime, SpanKind, SpanStatusCode } from "@opentelemetry/api";
+import { type Attributes, type HrTime, SpanKind, SpanStatusCode, ValueType } from "@opentelemetry/api";
 import {
   InMemoryLogRecordExporter,
   LoggerProvider,
@@ -44,6 +44,8 @@ export interface Point {
   readonly scope: string;
   readonly kind: "sum" | "gauge" | "other";
   readonly monotonic: boolean;
+  /** Whether the instrument records integers (an OTLP `as_int` point). */
+  readonly integer: boolean;
   readonly attributes: Record<string, JsonValue>;
   readonly value: number;
 }
@@ -92,6 +94,7 @@ export class MemoryTelemetry {
             scope: scope.scope.name,
             kind,
             monotonic,
+            integer: metric.descriptor.valueType === ValueType.INT,
             attributes: attributes(point.attributes),
             value: typeof point.value === "number" ? point.value : Number.NaN,
           });

@@ -111,7 +111,12 @@ banner "typescript adapter: npm ci, tsc --noEmit, eslint, node --test"
     npm run --silent typecheck
     npm run --silent lint
     npm test
+    # dist/: what the end-to-end suite's Node service imports.
+    npm run --silent build
 )
+# The end-to-end suite's Node service that calls through the TypeScript adapter, from its lock
+# file (the adapter as a local package, built above).
+(cd tests/e2e/clients/ts_adapter && npm ci --no-audit --no-fund --loglevel=error)
 
 # The rest of our Python (the end-to-end clients, the benchmark reports, the manifest generator):
 # strict typing and lints, with the settings in mypy.ini and ruff.toml.

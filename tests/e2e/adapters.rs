@@ -1,6 +1,7 @@
-//! The Python adapter (`adapters/python`) over the whole pipeline: a Python service reporting
-//! through the official OpenTelemetry Python SDK and a Rust service, each calling the same
-//! scripted tool, land in the tables with the same `candor rates` and `candor incident` answers.
+//! The three adapters over the whole pipeline: a Python service reporting through the official
+//! OpenTelemetry Python SDK (`adapters/python`), a Node service through the OpenTelemetry JS SDK
+//! over OTLP/HTTP (`adapters/typescript`) and a Rust service, each calling the same scripted
+//! tool, land in the tables with the same `candor rates` and `candor incident` answers.
 
 use std::path::Path;
 use std::time::{Duration, SystemTime};
@@ -12,7 +13,7 @@ use candor_e2e::collector::{Collector, Options};
 use candor_e2e::compactor::{self, Compactor};
 use candor_e2e::query::{Answer, candor};
 use candor_e2e::tansu::Tansu;
-use candor_e2e::{rfc3339, run_python_client, tempdir, wait_for};
+use candor_e2e::{rfc3339, run_node_client, run_python_client, tempdir, wait_for};
 use candor_schema::names::resource;
 use serde_json::{Value, json};
 
@@ -20,9 +21,10 @@ use crate::{ingest, reconcile};
 
 const RUST_TARGET: &str = "http://inventory.test/v1/rust";
 const PYTHON_TARGET: &str = "http://inventory.test/v1/python";
+const TS_TARGET: &str = "http://inventory.test/v1/typescript";
 const CALLS: usize = 40;
 const MAX_ATTEMPTS: u32 = 2;
-/// Both adapters draw the same backoff, so the two services' calls take the same time.
+/// The adapters draw the same backoff, so the services' calls take the same time.
 const JITTER: f64 = 0.1;
 
 /// The n-th call's responses, one per attempt: successes, a partial, an exhausted and a
@@ -37,7 +39,9 @@ fn script(n: usize) -> Vec<(u16, &'static str)> {
     }
 }
 
-async fn run_python_service(endpoint: &str) -> Vec<String> {
+/// What the Python and the Node service are asked to do: the scripted calls, reported to
+/// `endpoint` as `service`/`instance`, to `target`.
+fn service_spec(endpoint: &str, service: &str, instance: &str, target: &str) -> Value {
     let calls: Vec<Value> = (0..CALLS)
         .map(|n| {
             script(n)
@@ -46,24 +50,38 @@ async fn run_python_service(endpoint: &str) -> Vec<String> {
                 .collect()
         })
         .collect();
-    let spec = json!({
+    json!({
         "endpoint": endpoint,
-        "resource": { resource::SERVICE_NAME: "checkout-py", resource::SERVICE_INSTANCE_ID: "py-1" },
+        "resource": { resource::SERVICE_NAME: service, resource::SERVICE_INSTANCE_ID: instance },
         "tool": "inventory",
-        "target": PYTHON_TARGET,
+        "target": target,
         "max_attempts": MAX_ATTEMPTS,
         "jitter": JITTER,
         "items_at": "/items",
         "total_at": "/total",
         "calls": calls,
-    });
-    let printed = run_python_client("adapter_service.py", &spec, Duration::from_secs(120)).await;
+    })
+}
+
+/// The classes a client printed.
+fn classes_of(printed: &Value) -> Vec<String> {
     printed["classes"]
         .as_array()
         .unwrap()
         .iter()
         .map(|class| class.as_str().unwrap().to_owned())
         .collect()
+}
+
+async fn run_python_service(endpoint: &str) -> Vec<String> {
+    let spec = service_spec(endpoint, "checkout-py", "py-1", PYTHON_TARGET);
+    classes_of(&run_python_client("adapter_service.py", &spec, Duration::from_secs(120)).await)
+}
+
+/// The Node service exports OTLP/HTTP: `endpoint` is the collector's HTTP receiver.
+async fn run_typescript_service(endpoint: &str) -> Vec<String> {
+    let spec = service_spec(endpoint, "checkout-ts", "ts-1", TS_TARGET);
+    classes_of(&run_node_client("ts_adapter/service.mjs", &spec, Duration::from_secs(120)).await)
 }
 
 async fn run_rust_service(endpoint: &str) -> Vec<String> {
@@ -162,16 +180,18 @@ fn incident(root: &Path, target: &str, since: &str, until: &str) -> (Vec<Value>,
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_python_service_and_a_rust_service_calling_the_same_tool_give_the_same_answers() {
+async fn python_typescript_and_rust_services_calling_the_same_tool_give_the_same_answers() {
     let tansu = Tansu::start().await;
     let collector = Collector::start(&tansu.bootstrap, Options::default()).await;
-    let root = tempdir("python-adapter");
+    let root = tempdir("adapters");
     let _compactor = Compactor::start(&tansu.bootstrap, &root, compactor::Options::default()).await;
     let since = rfc3339(collector.covered_since().await);
 
     let python_classes = run_python_service(&collector.grpc_endpoint).await;
+    let typescript_classes = run_typescript_service(&collector.http_endpoint).await;
     let rust_classes = run_rust_service(&collector.grpc_endpoint).await;
     assert_eq!(python_classes, rust_classes);
+    assert_eq!(typescript_classes, rust_classes);
     let count = |class: &str| rust_classes.iter().filter(|c| *c == class).count();
     assert_eq!(
         [count("success"), count("partial"), count("access_failure")],
@@ -182,18 +202,21 @@ async fn a_python_service_and_a_rust_service_calling_the_same_tool_give_the_same
     // The window is whole only once a heartbeat after the last call has reached the tables.
     collector.heartbeat_after_now().await;
 
-    // Both services' final counts and terminal failure events (one per failed call, 24) are in
+    // The services' final counts and terminal failure events (one per failed call, 24) are in
     // the tables, and so is the heartbeat after the window: the compactor may store the rows in
     // one flush and that heartbeat in the next.
     let (rates_answer, rows) = wait_for(
-        "both services' 40 calls in `candor rates`, over a covered window",
+        "the three services' 40 calls in `candor rates`, over a covered window",
         Duration::from_secs(90),
         || async {
             let (answer, rows) = rates(&root, &since, &until);
-            let all_in = [RUST_TARGET, PYTHON_TARGET].iter().all(|target| {
-                row_of(&rows, target)
-                    .is_some_and(|row| row["calls"] == CALLS as u64 && row["failure_events"] == 24)
-            });
+            let all_in = [RUST_TARGET, PYTHON_TARGET, TS_TARGET]
+                .iter()
+                .all(|target| {
+                    row_of(&rows, target).is_some_and(|row| {
+                        row["calls"] == CALLS as u64 && row["failure_events"] == 24
+                    })
+                });
             (all_in && answer.class() == "success").then_some((answer, rows))
         },
     )
@@ -206,7 +229,9 @@ async fn a_python_service_and_a_rust_service_calling_the_same_tool_give_the_same
     };
     let rust_rates = strip(row_of(&rows, RUST_TARGET).unwrap());
     let python_rates = strip(row_of(&rows, PYTHON_TARGET).unwrap());
+    let typescript_rates = strip(row_of(&rows, TS_TARGET).unwrap());
     assert_eq!(python_rates, rust_rates);
+    assert_eq!(typescript_rates, rust_rates);
     assert_eq!(
         (
             rust_rates["success"].as_u64(),
@@ -219,8 +244,10 @@ async fn a_python_service_and_a_rust_service_calling_the_same_tool_give_the_same
 
     let (rust_events, rust_summary) = incident(&root, RUST_TARGET, &since, &until);
     let (python_events, python_summary) = incident(&root, PYTHON_TARGET, &since, &until);
+    let (typescript_events, typescript_summary) = incident(&root, TS_TARGET, &since, &until);
     assert_eq!(rust_events.len(), 40, "{rust_events:#?}");
     assert_eq!(python_events, rust_events);
+    assert_eq!(typescript_events, rust_events);
     // Every event says where its result came from.
     assert!(
         rust_events
@@ -231,7 +258,9 @@ async fn a_python_service_and_a_rust_service_calling_the_same_tool_give_the_same
     // The retry outcomes agree; the services line names each service, the adapters line each
     // implementation and version.
     assert_eq!(python_summary[0], rust_summary[0]);
+    assert_eq!(typescript_summary[0], rust_summary[0]);
     assert_eq!(python_summary[1], "services involved: checkout-py (40)");
+    assert_eq!(typescript_summary[1], "services involved: checkout-ts (40)");
     assert_eq!(rust_summary[1], "services involved: checkout-rs (40)");
     assert_eq!(
         rust_summary[2],
@@ -243,5 +272,9 @@ async fn a_python_service_and_a_rust_service_calling_the_same_tool_give_the_same
     assert!(
         python_summary[2].starts_with("adapters that reported: candor-adapter-python/"),
         "{python_summary:?}"
+    );
+    assert!(
+        typescript_summary[2].starts_with("adapters that reported: candor-adapter-typescript/"),
+        "{typescript_summary:?}"
     );
 }

@@ -16,13 +16,7 @@ pub enum InspectError {
 }
 
 /// The topics this module can decode.
-pub const KNOWN: &[&str] = &[
-    topic::OUTCOME_EVENTS,
-    topic::OUTCOME_COUNTS,
-    topic::REJECTED,
-    topic::HEARTBEATS,
-    topic::OPERATION_EVENTS,
-];
+pub const KNOWN: &[&str] = &candor_records::tables::TOPICS;
 
 /// Checks that `name` is one of the pipeline's topics.
 pub fn known_topic(name: &str) -> Result<&'static str, InspectError> {

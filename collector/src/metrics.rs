@@ -28,7 +28,6 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
 use std::time::Duration;
 
-use candor_schema::names::topic;
 use candor_service::metrics::{Counter, Family, Gauge, Histogram, Metrics, observe};
 
 pub use candor_service::metrics::{LATENCY_BUCKETS, MAX_SERIES_PER_FAMILY};
@@ -359,13 +358,7 @@ impl Default for CollectorMetrics {
         for &action in spool_action::ALL {
             metrics.spool_records_total.with(&[action]);
         }
-        for t in [
-            topic::OUTCOME_EVENTS,
-            topic::OUTCOME_COUNTS,
-            topic::REJECTED,
-            topic::HEARTBEATS,
-            topic::OPERATION_EVENTS,
-        ] {
+        for t in candor_records::tables::TOPICS {
             metrics.records_produced.with(&[t]);
         }
         metrics
@@ -626,6 +619,7 @@ impl CollectorMetrics {
 mod tests {
     use super::names::{signal, status, transport};
     use super::*;
+    use candor_schema::names::topic;
 
     fn is_name(s: &str) -> bool {
         let mut chars = s.chars();

@@ -25,7 +25,6 @@ use std::sync::mpsc::{Receiver, Sender, channel};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::{Duration, SystemTime};
 
-use candor_schema::names::topic;
 use redb::{Database, Durability, ReadableDatabase, ReadableTable, TableDefinition};
 
 use crate::sink::kafka::KafkaRecord;
@@ -34,14 +33,9 @@ use crate::sink::kafka::KafkaRecord;
 const RECORDS: TableDefinition<'_, u64, &[u8]> = TableDefinition::new("records");
 
 /// The topics a record may be spooled for, by the one-byte index stored with it: a new topic is
-/// appended, so that a spooled record keeps its topic across an upgrade.
-const TOPICS: [&str; 5] = [
-    topic::OUTCOME_EVENTS,
-    topic::OUTCOME_COUNTS,
-    topic::REJECTED,
-    topic::HEARTBEATS,
-    topic::OPERATION_EVENTS,
-];
+/// appended to [`Table::ALL`](candor_records::tables::Table::ALL), so that a spooled record keeps
+/// its topic across an upgrade.
+const TOPICS: [&str; 5] = candor_records::tables::TOPICS;
 
 /// The most appends committed in one transaction.
 const MAX_APPENDS_PER_COMMIT: usize = 256;
@@ -644,6 +638,7 @@ pub async fn drain(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use candor_schema::names::topic;
 
     fn record(topic: &'static str, key: &[u8], payload: &[u8]) -> KafkaRecord {
         KafkaRecord {

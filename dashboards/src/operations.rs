@@ -37,7 +37,7 @@ pub const MAX_OPERATIONS: usize = 100_000;
 
 /// How long an operation stays `pending` before it is `stuck` when no `stuck_operations` rule
 /// says: `candor operations`' default.
-pub const DEFAULT_STUCK_AFTER: Micros = 15 * 60 * 1_000_000;
+pub const DEFAULT_STUCK_AFTER: Micros = candor_schema::time::STUCK_AFTER_MINUTES * 60 * 1_000_000;
 
 /// The operations the stream has shown, and the newest rule evaluation's judgement of them.
 #[derive(Debug, Default)]

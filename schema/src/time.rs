@@ -18,6 +18,11 @@ pub const fn silent_after(interval: i64) -> i64 {
     interval.saturating_mul(SILENT_AFTER_INTERVALS)
 }
 
+/// How many minutes an accepted operation may stay open before it is stuck when nobody says
+/// otherwise: the default of `candor operations --stuck-after` and of the dashboards'
+/// `stuck_operations` rule.
+pub const STUCK_AFTER_MINUTES: i64 = 15;
+
 /// A point in wall-clock time, serialised as RFC 3339 in UTC with microseconds.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub struct Timestamp(SystemTime);

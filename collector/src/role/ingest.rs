@@ -20,7 +20,6 @@ use candor_collector::metrics::CollectorMetrics;
 use candor_collector::sink::kafka::{Producer, ProducerSettings, encode};
 use candor_collector::spool::{Spool, drain};
 use candor_records::proto::{Heartbeat, RECORD_SCHEMA_VERSION};
-use candor_schema::names::topic;
 use candor_service::LogFormat;
 use candor_service::config::report_check;
 use candor_service::ops::{self, Readiness};
@@ -428,13 +427,7 @@ async fn watch_kafka(
     partitions: u32,
     replication: u32,
 ) {
-    const TOPICS: [&str; 5] = [
-        topic::OUTCOME_EVENTS,
-        topic::OUTCOME_COUNTS,
-        topic::REJECTED,
-        topic::HEARTBEATS,
-        topic::OPERATION_EVENTS,
-    ];
+    use candor_records::tables::TOPICS;
     let mut announced = false;
     loop {
         let probe = producer.clone();

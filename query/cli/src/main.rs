@@ -232,7 +232,7 @@ enum Command {
         #[command(flatten)]
         window: WindowArgs,
         /// An open operation first seen at least this long before the window's end is stuck.
-        #[arg(long, default_value = "15m")]
+        #[arg(long, default_value_t = format!("{}m", candor_schema::time::STUCK_AFTER_MINUTES))]
         stuck_after: String,
         #[command(flatten)]
         filters: FilterArgs,

@@ -184,8 +184,20 @@ pub enum Table {
     OperationEvents,
 }
 
+/// The pipeline's topics, one per table, in the order of [`Table::ALL`].
+pub const TOPICS: [&str; Table::ALL.len()] = {
+    let mut topics = [""; Table::ALL.len()];
+    let mut index = 0;
+    while index < topics.len() {
+        topics[index] = Table::ALL[index].topic();
+        index += 1;
+    }
+    topics
+};
+
 impl Table {
-    /// Every table.
+    /// Every table. The collector's spool stores a record's topic as its index in this order
+    /// ([`TOPICS`]): a new table is appended, never inserted.
     pub const ALL: [Table; 5] = [
         Table::OutcomeEvents,
         Table::OutcomeCounts,
@@ -206,7 +218,7 @@ impl Table {
     }
 
     /// The Kafka topic the table is written from.
-    pub fn topic(self) -> &'static str {
+    pub const fn topic(self) -> &'static str {
         match self {
             Self::OutcomeEvents => names::topic::OUTCOME_EVENTS,
             Self::OutcomeCounts => names::topic::OUTCOME_COUNTS,
@@ -217,6 +229,8 @@ impl Table {
     }
 
     /// The table written from `topic`, if it is one of the pipeline's.
+    ///
+    /// [`TOPICS`] lists them all.
     pub fn from_topic(topic: &str) -> Option<Table> {
         Self::ALL.into_iter().find(|table| table.topic() == topic)
     }

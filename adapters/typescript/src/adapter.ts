@@ -30,7 +30,7 @@ import type { LoggerProvider } from "@opentelemetry/api-logs";
 
 import type { Classification, Classifier } from "./classify/classification.js";
 import { generatedOperationId, type HttpArrival } from "./classify/http.js";
-import { type Clock, SystemClock } from "./clock.js";
+import { type Clock, SystemClock, SystemTimer, sleepsAsSystemClock } from "./clock.js";
 import { debugDuration, NS_PER_MS, nsOfMs, wholeMs } from "./duration.js";
 import {
   type Attempt,
@@ -62,6 +62,12 @@ const NOT_SENT_AGAIN = "the request may have been applied, so it was not sent ag
 /** What an attempt is told about itself. */
 export class AttemptContext {
   private recorded: HttpArrival | undefined;
+  /** The signal, made when first read (most attempts never read it). */
+  private made: AbortSignal | undefined;
+  private controller: AbortController | undefined;
+  /** Why the signal aborted (or aborts when made): set when the attempt's time ran out. */
+  private expiredBy: unknown;
+  private expired = false;
 
   constructor(
     /** The attempt's number, from 1 (for a status read, the read's number). */
@@ -74,9 +80,37 @@ export class AttemptContext {
      * the `Idempotency-Key` header. `undefined` otherwise, and for the reads of a following.
      */
     readonly idempotencyKey: string | undefined,
-    /** Aborts when the attempt's time runs out: the attempt is abandoned then. */
-    readonly signal: AbortSignal,
-  ) {}
+    /** The attempt's signal; by default one the adapter aborts when the attempt's time runs out. */
+    signal?: AbortSignal,
+  ) {
+    this.made = signal;
+  }
+
+  /** Aborts when the attempt's time runs out: the attempt is abandoned then. */
+  get signal(): AbortSignal {
+    if (this.made === undefined) {
+      if (this.expired) {
+        this.made = AbortSignal.abort(this.expiredBy);
+      } else {
+        this.controller = new AbortController();
+        this.made = this.controller.signal;
+      }
+    }
+    return this.made;
+  }
+
+  /**
+   * Aborts the attempt's signal with `reason` (at once if it was read, else when it is): the
+   * adapter calls it when the attempt's time runs out. A second call does nothing.
+   */
+  expire(reason: unknown): void {
+    if (this.expired) {
+      return;
+    }
+    this.expired = true;
+    this.expiredBy = reason;
+    this.controller?.abort(reason);
+  }
 
   /** How long this attempt may take, in milliseconds. */
   get timeoutMs(): number {
@@ -231,6 +265,9 @@ function timeUp(afterNs: number): Error {
   return error;
 }
 
+/** The reason an attempt's timer (a sleep) is cancelled with when the attempt answers first. */
+const TIMER_CANCELLED = new DOMException("This operation was aborted", "AbortError");
+
 /** One call in progress: its attempts, times and decisions. */
 class CallRun<R> {
   readonly clock: Clock;
@@ -259,15 +296,10 @@ class CallRun<R> {
     this.idempotencyKey = adapter.idempotencyKey ? generatedOperationId() : undefined;
   }
 
-  nextContext(controller: AbortController): AttemptContext {
+  nextContext(): AttemptContext {
     this.number += 1;
     const deadlineLeft = Math.max(this.adapter.deadlineNs - this.offset, 0);
-    return new AttemptContext(
-      this.number,
-      Math.min(this.adapter.attemptTimeoutNs, deadlineLeft),
-      this.idempotencyKey,
-      controller.signal,
-    );
+    return new AttemptContext(this.number, Math.min(this.adapter.attemptTimeoutNs, deadlineLeft), this.idempotencyKey);
   }
 
   /** The attempt's classification when its time ran out: what had arrived, else no answer. */
@@ -558,11 +590,11 @@ class Following<R> {
     return true;
   }
 
-  startRead(controller: AbortController): AttemptContext {
+  startRead(): AttemptContext {
     this.reads += 1;
     this.readStarted = this.sinceAcceptance();
     const left = Math.max(this.adapter.operationDeadlineNs - this.readStarted, 0);
-    return new AttemptContext(this.reads, Math.min(this.adapter.attemptTimeoutNs, left), undefined, controller.signal);
+    return new AttemptContext(this.reads, Math.min(this.adapter.attemptTimeoutNs, left), undefined);
   }
 
   timedOut(context: AttemptContext): StatusRead {
@@ -805,9 +837,8 @@ export class Adapter<R> {
   private async runAttempts(run: CallRun<R>, attempt: AttemptFn<R>): Promise<Classification> {
     try {
       for (;;) {
-        const controller = new AbortController();
-        const context = run.nextContext(controller);
-        const classification = run.unsafeToRepeat(await this.attempt(attempt, context, controller, run));
+        const context = run.nextContext();
+        const classification = run.unsafeToRepeat(await this.attempt(attempt, context, run));
         const decision = run.settle(classification);
         if (decision.kind !== "retry") {
           return classification;
@@ -824,7 +855,6 @@ export class Adapter<R> {
   private async attempt(
     fn: AttemptFn<R>,
     context: AttemptContext,
-    controller: AbortController,
     run: CallRun<R>,
   ): Promise<Classification> {
     let pending: Promise<R>;
@@ -833,7 +863,7 @@ export class Adapter<R> {
     } catch (error) {
       return this.classifyError(error);
     }
-    const settled = await this.race(pending, context, controller);
+    const settled = await this.race(pending, context);
     if (settled === undefined) {
       return run.timedOut(context);
     }
@@ -841,11 +871,48 @@ export class Adapter<R> {
   }
 
   /** What the attempt settled to, or `undefined` when its time ran out first (its signal aborted). */
-  private async race<T>(
-    pending: Promise<T>,
-    context: AttemptContext,
-    controller: AbortController,
-  ): Promise<Settled<T> | undefined> {
+  private race<T>(pending: Promise<T>, context: AttemptContext): Promise<Settled<T> | undefined> {
+    // On the real clock (the usual case), its timer set directly: no promise, signal or abort
+    // per attempt. A timeout under a millisecond takes the general path, whose order of
+    // settling, when the time is up at once, lets a result already there win.
+    if (context.timeoutNs >= NS_PER_MS && sleepsAsSystemClock(this.clock)) {
+      return this.raceSystemTimer(pending, context);
+    }
+    return this.raceClock(pending, context);
+  }
+
+  /** {@link Adapter.race} on the real clock's timer. */
+  private raceSystemTimer<T>(pending: Promise<T>, context: AttemptContext): Promise<Settled<T> | undefined> {
+    return new Promise((resolve) => {
+      let open = true;
+      const timer = new SystemTimer(this.clock, context.timeoutNs, () => {
+        if (open) {
+          open = false;
+          context.expire(timeUp(context.timeoutNs));
+          resolve(undefined);
+        }
+      });
+      pending.then(
+        (value) => {
+          if (open) {
+            open = false;
+            timer.cancel();
+            resolve({ ok: true, value });
+          }
+        },
+        (error: unknown) => {
+          if (open) {
+            open = false;
+            timer.cancel();
+            resolve({ ok: false, error });
+          }
+        },
+      );
+    });
+  }
+
+  /** {@link Adapter.race} on any clock, through its `sleep`. */
+  private async raceClock<T>(pending: Promise<T>, context: AttemptContext): Promise<Settled<T> | undefined> {
     let settled: Settled<T> | undefined;
     const done = pending.then(
       (value) => {
@@ -862,10 +929,10 @@ export class Adapter<R> {
     );
     const timedOut = await Promise.race([done.then(() => false), timeUpAt]);
     if (timedOut && settled === undefined) {
-      controller.abort(timeUp(context.timeoutNs));
+      context.expire(timeUp(context.timeoutNs));
       return undefined;
     }
-    timer.abort();
+    timer.abort(TIMER_CANCELLED);
     return settled;
   }
 
@@ -899,8 +966,7 @@ export class Adapter<R> {
         if (following.wait > 0) {
           await this.clock.sleep(following.wait);
         }
-        const controller = new AbortController();
-        const context = following.startRead(controller);
+        const context = following.startRead();
         let pending: Promise<Q>;
         try {
           pending = Promise.resolve(readStatus(following.operation, context));
@@ -908,7 +974,7 @@ export class Adapter<R> {
           following.take(following.readError(error));
           continue;
         }
-        const settled = await this.race(pending, context, controller);
+        const settled = await this.race(pending, context);
         following.take(
           settled === undefined
             ? following.timedOut(context)

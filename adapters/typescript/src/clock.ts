@@ -60,3 +60,45 @@ export class SystemClock implements Clock {
     });
   }
 }
+
+/**
+ * Whether `clock` sleeps as {@link SystemClock} does (its `sleep` is SystemClock's own), so that
+ * the adapter may set the same timer directly, without a promise or an abort signal.
+ */
+export function sleepsAsSystemClock(clock: Clock): boolean {
+  return clock.sleep === SystemClock.prototype.sleep;
+}
+
+/**
+ * The timer of {@link SystemClock.sleep} without its promise and signal: calls `fire` once
+ * `ns` nanoseconds of `clock`'s monotonic time have passed (never sooner), unless `cancel` is
+ * called first. Internal to the adapter (the attempt timer of a call on the real clock).
+ */
+export class SystemTimer {
+  private timer: NodeJS.Timeout | undefined;
+  private readonly until: number;
+
+  constructor(
+    private readonly clock: Clock,
+    ns: number,
+    private readonly fire: () => void,
+  ) {
+    this.until = clock.monotonicNs() + ns;
+    this.arm();
+  }
+
+  private readonly arm = (): void => {
+    const left = this.until - this.clock.monotonicNs();
+    if (left <= 0) {
+      this.timer = undefined;
+      this.fire();
+      return;
+    }
+    this.timer = setTimeout(this.arm, Math.min(Math.ceil(left / NS_PER_MS), MAX_TIMER_MS));
+  };
+
+  cancel(): void {
+    clearTimeout(this.timer);
+    this.timer = undefined;
+  }
+}

@@ -44,7 +44,13 @@ export const WHITE_SPACE: ReadonlySet<string> = new Set(
 const VALUE_ENDS: ReadonlySet<string> = new Set([...Array.from("\"'&,;}])<"), ...WHITE_SPACE]);
 
 function asciiLower(text: string): string {
-  return text.replace(/[A-Z]/g, (c) => c.toLowerCase());
+  for (let i = 0; i < text.length; i += 1) {
+    const code = text.charCodeAt(i);
+    if (code >= 0x41 && code <= 0x5a) {
+      return text.replace(/[A-Z]/g, (c) => c.toLowerCase());
+    }
+  }
+  return text;
 }
 
 /**
@@ -159,8 +165,19 @@ export function redactUrl(raw: string): string {
   return out;
 }
 
+/** Whether `c` is one of `0-9A-Za-z_-` (a name's character). */
 function isNameChar(c: string | undefined): boolean {
-  return c !== undefined && /^[0-9A-Za-z_-]$/.test(c);
+  if (c?.length !== 1) {
+    return false;
+  }
+  const code = c.charCodeAt(0);
+  return (
+    (code >= 0x30 && code <= 0x39) ||
+    (code >= 0x41 && code <= 0x5a) ||
+    (code >= 0x61 && code <= 0x7a) ||
+    code === 0x5f ||
+    code === 0x2d
+  );
 }
 
 /**
@@ -223,7 +240,7 @@ function redactSecretValues(text: string): string {
     while (wordEnd < n && isNameChar(text[wordEnd])) {
       wordEnd += 1;
     }
-    const word = asciiLower(text.slice(valueAt, wordEnd));
+    const word = introduces ? asciiLower(text.slice(valueAt, wordEnd)) : "";
     if (introduces && (word === "bearer" || word === "basic") && text[wordEnd] === " ") {
       valueAt = wordEnd;
       while (valueAt < n && text[valueAt] === " ") {

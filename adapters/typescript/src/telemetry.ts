@@ -368,7 +368,9 @@ export class Telemetry {
     let span: Span;
     const live = finished.live;
     if (live === undefined) {
-      const attributes: Attributes = { ...this.identity, [attr.OUTCOME_CLASS]: cls };
+      const attributes: Attributes = {};
+      assign(attributes, this.identity);
+      attributes[attr.OUTCOME_CLASS] = cls;
       if (kind !== undefined) {
         attributes[attr.FAILURE_KIND] = kind;
       }
@@ -415,7 +417,8 @@ export class Telemetry {
     failureKind: FailureKind | undefined,
     state: LifecycleState | undefined,
   ): LiveSpan {
-    const attributes: Attributes = { ...this.identity };
+    const attributes: Attributes = {};
+    assign(attributes, this.identity);
     if (failureKind !== undefined) {
       attributes[attr.FAILURE_KIND] = failureKind;
     }
@@ -497,7 +500,9 @@ export class Telemetry {
     truncation: Truncation | undefined,
     evidence: Evidence | undefined,
   ): Attributes {
-    const attributes: Attributes = { ...this.identity, [attr.OUTCOME_CLASS]: attempt.class };
+    const attributes: Attributes = {};
+    assign(attributes, this.identity);
+    attributes[attr.OUTCOME_CLASS] = attempt.class;
     if (attempt.failure_kind !== undefined) {
       attributes[attr.FAILURE_KIND] = attempt.failure_kind;
     }
@@ -529,7 +534,18 @@ export class Telemetry {
       attributes[attr.EVIDENCE_KIND] = evidence.kind;
       attributes[attr.EVIDENCE_VALUE] = evidence.value;
     }
-    return { ...attributes, ...this.provenance };
+    assign(attributes, this.provenance);
+    return attributes;
+  }
+}
+
+/**
+ * Copies `source`'s attributes onto `target`, as `{ ...target, ...source }` would (a key already
+ * there keeps its place and takes the new value), without a new object.
+ */
+function assign(target: Attributes, source: Attributes): void {
+  for (const key of Object.keys(source)) {
+    target[key] = source[key];
   }
 }
 

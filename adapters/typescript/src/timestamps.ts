@@ -17,13 +17,26 @@ function pad(value: number, width: number): string {
  */
 export function formatTimestamp(ns: bigint): string {
   const micros = ns / 1000n;
-  const at = new Date(Number(ns / NS_PER_MS));
   const fraction = Number(((micros % 1_000_000n) + 1_000_000n) % 1_000_000n);
-  return (
-    `${pad(at.getUTCFullYear(), 4)}-${pad(at.getUTCMonth() + 1, 2)}-${pad(at.getUTCDate(), 2)}T` +
-    `${pad(at.getUTCHours(), 2)}:${pad(at.getUTCMinutes(), 2)}:${pad(at.getUTCSeconds(), 2)}.` +
-    `${pad(fraction, 6)}Z`
-  );
+  // The second of the millisecond `ns` falls in, as `new Date(ms)` reads it.
+  const second = Math.floor(Number(ns / NS_PER_MS) / 1000);
+  return `${secondText(second)}${pad(fraction, 6)}Z`;
+}
+
+/** The second last formatted, and its text up to the fraction: most times fall in the same second. */
+let lastSecond = Number.NaN;
+let lastSecondText = "";
+
+/** `YYYY-MM-DDTHH:MM:SS.` of the second `second` seconds after the epoch (UTC). */
+function secondText(second: number): string {
+  if (second !== lastSecond) {
+    const at = new Date(second * 1000);
+    lastSecondText =
+      `${pad(at.getUTCFullYear(), 4)}-${pad(at.getUTCMonth() + 1, 2)}-${pad(at.getUTCDate(), 2)}T` +
+      `${pad(at.getUTCHours(), 2)}:${pad(at.getUTCMinutes(), 2)}:${pad(at.getUTCSeconds(), 2)}.`;
+    lastSecond = second;
+  }
+  return lastSecondText;
 }
 
 /** Why a text is not a timestamp the contract accepts. */

@@ -323,7 +323,8 @@ def test_a_stalled_body_is_what_arrived_when_the_adapters_timer_fires_first(
     search = adapter(server.url, telemetry, **SHORT)
 
     async def late_start(attempt: AttemptContext) -> HttpExchange:
-        # The request starts after the adapter's timer, so its own reading would stop after it.
+        # The request starts 100 ms into the attempt: its own reading, timed from its start,
+        # would stop 100 ms after the adapter's timer fires.
         await asyncio.sleep(0.1)
         async with httpx.AsyncClient() as client:
             return await candor_httpx.arequest(client, "GET", server.url + "/stall", attempt)

@@ -94,13 +94,41 @@ def _metrics_bytes(data: MetricsData) -> int:
     return size
 
 
-def _resender_of(config: ResendConfig | None, resender: Resender | None) -> tuple[Resender, bool]:
-    """The resender an exporter hands its batches to, and whether the exporter owns it."""
-    if resender is None:
-        return Resender(config), True
-    if config is not None:
-        raise ValueError("pass a ResendConfig or a shared Resender, not both")
-    return resender, False
+class _Queue:
+    """The resender an exporter hands its batches to, its own or a shared one, and its closing.
+
+    Raises :class:`ValueError` when given both ``config`` and ``resender``.
+    """
+
+    def __init__(
+        self, config: ResendConfig | None, resender: Resender | None, shutdown_timeout: timedelta
+    ) -> None:
+        if resender is None:
+            self.resender, self.owned = Resender(config), True
+        elif config is not None:
+            raise ValueError("pass a ResendConfig or a shared Resender, not both")
+        else:
+            self.resender, self.owned = resender, False
+        self._shutdown_timeout_s = shutdown_timeout.total_seconds()
+
+    def drained(self, timeout_millis: float) -> bool:
+        """Waits for every queued batch to be sent, as :meth:`Resender.drained` does."""
+        return self.resender.drained(timeout_millis / 1000)
+
+    def close(self, timeout_millis: float | None = None) -> bool:
+        """Closes an own resender; returns whether it was the exporter's own.
+
+        An own resender sends what is queued within ``shutdown_timeout`` (and ``timeout_millis``,
+        when given) and drops and counts the rest; the exporter then shuts its ``inner`` down. A
+        shared one is left to whoever made it.
+        """
+        if not self.owned:
+            return False
+        timeout_s = self._shutdown_timeout_s
+        if timeout_millis is not None:
+            timeout_s = min(timeout_s, timeout_millis / 1000)
+        self.resender.close(timeout_s)
+        return True
 
 
 class ResendingSpanExporter(SpanExporter):
@@ -128,8 +156,7 @@ class ResendingSpanExporter(SpanExporter):
     ) -> None:
         self.inner = inner
         """The exporter that sends each batch."""
-        self._resender, self._owned = _resender_of(config, resender)
-        self._shutdown_timeout_s = shutdown_timeout.total_seconds()
+        self._queue = _Queue(config, resender, shutdown_timeout)
 
     def export(self, spans: Sequence[ReadableSpan]) -> SpanExportResult:
         """Queues the batch and returns ``SUCCESS`` at once.
@@ -142,30 +169,24 @@ class ResendingSpanExporter(SpanExporter):
         def send() -> bool:
             return inner.export(batch) is SpanExportResult.SUCCESS
 
-        queued = self._resender.submit(send, spans=len(batch), size=_spans_bytes(batch))
+        queued = self._queue.resender.submit(send, spans=len(batch), size=_spans_bytes(batch))
         return SpanExportResult.SUCCESS if queued else SpanExportResult.FAILURE
 
     def force_flush(self, timeout_millis: int = 30_000) -> bool:
         """Waits for every queued batch to be sent, as :meth:`Resender.drained` does."""
-        return self._resender.drained(timeout_millis / 1000)
+        return self._queue.drained(timeout_millis)
 
     def shutdown(self, timeout_millis: float | None = None) -> None:
-        """Closes an own resender, then shuts ``inner`` down; with a shared one, does nothing.
+        """Closes an own resender (:meth:`_Queue.close`), then shuts ``inner`` down.
 
-        The resender sends what is queued within ``shutdown_timeout`` (and ``timeout_millis``,
-        when given), and drops and counts the rest.
+        With a shared resender, does nothing.
         """
-        if not self._owned:
-            return
-        timeout_s = self._shutdown_timeout_s
-        if timeout_millis is not None:
-            timeout_s = min(timeout_s, timeout_millis / 1000)
-        self._resender.close(timeout_s)
-        self.inner.shutdown()
+        if self._queue.close(timeout_millis):
+            self.inner.shutdown()
 
     def stats(self) -> ExportStats:
         """The resender's counts (a shared one counts the log batches and metric exports too)."""
-        return self._resender.stats()
+        return self._queue.resender.stats()
 
 
 class ResendingLogExporter(LogRecordExporter):
@@ -187,8 +208,7 @@ class ResendingLogExporter(LogRecordExporter):
     ) -> None:
         self.inner = inner
         """The exporter that sends each batch."""
-        self._resender, self._owned = _resender_of(config, resender)
-        self._shutdown_timeout_s = shutdown_timeout.total_seconds()
+        self._queue = _Queue(config, resender, shutdown_timeout)
 
     def export(self, batch: Sequence[ReadableLogRecord]) -> LogRecordExportResult:
         """Queues the batch and returns ``SUCCESS`` at once.
@@ -201,27 +221,26 @@ class ResendingLogExporter(LogRecordExporter):
         def send() -> bool:
             return inner.export(records) is LogRecordExportResult.SUCCESS
 
-        queued = self._resender.submit(send, log_records=len(records), size=_logs_bytes(records))
+        queued = self._queue.resender.submit(
+            send, log_records=len(records), size=_logs_bytes(records)
+        )
         return LogRecordExportResult.SUCCESS if queued else LogRecordExportResult.FAILURE
 
     def force_flush(self, timeout_millis: int = 30_000) -> bool:
         """Waits for every queued batch to be sent, as :meth:`Resender.drained` does."""
-        return self._resender.drained(timeout_millis / 1000)
+        return self._queue.drained(timeout_millis)
 
     def shutdown(self) -> None:
-        """Closes an own resender, then shuts ``inner`` down; with a shared one, does nothing.
+        """Closes an own resender (:meth:`_Queue.close`), then shuts ``inner`` down.
 
-        The resender sends what is queued within ``shutdown_timeout``, and drops and counts the
-        rest.
+        With a shared resender, does nothing.
         """
-        if not self._owned:
-            return
-        self._resender.close(self._shutdown_timeout_s)
-        self.inner.shutdown()  # type: ignore[no-untyped-call]
+        if self._queue.close():
+            self.inner.shutdown()  # type: ignore[no-untyped-call]
 
     def stats(self) -> ExportStats:
         """The resender's counts (a shared one counts the spans and metric exports too)."""
-        return self._resender.stats()
+        return self._queue.resender.stats()
 
 
 class ResendingMetricExporter(MetricExporter):
@@ -247,9 +266,8 @@ class ResendingMetricExporter(MetricExporter):
         )
         self.inner = inner
         """The exporter that sends each export."""
-        self._resender, self._owned = _resender_of(config, resender)
-        self._shutdown_timeout_s = shutdown_timeout.total_seconds()
-        self._attempt_millis = self._resender.config.attempt_timeout.total_seconds() * 1000
+        self._queue = _Queue(config, resender, shutdown_timeout)
+        self._attempt_millis = self._queue.resender.config.attempt_timeout.total_seconds() * 1000
 
     def export(
         self,
@@ -268,24 +286,21 @@ class ResendingMetricExporter(MetricExporter):
             result = inner.export(metrics_data, timeout_millis=attempt_millis)
             return result is MetricExportResult.SUCCESS
 
-        queued = self._resender.submit(send, size=_metrics_bytes(metrics_data))
+        queued = self._queue.resender.submit(send, size=_metrics_bytes(metrics_data))
         return MetricExportResult.SUCCESS if queued else MetricExportResult.FAILURE
 
     def force_flush(self, timeout_millis: float = 10_000) -> bool:
         """Waits for every queued export to be sent, as :meth:`Resender.drained` does."""
-        return self._resender.drained(timeout_millis / 1000)
+        return self._queue.drained(timeout_millis)
 
     def shutdown(self, timeout_millis: float = 30_000, **kwargs: Any) -> None:  # noqa: ARG002
-        """Closes an own resender, then shuts ``inner`` down; with a shared one, does nothing.
+        """Closes an own resender (:meth:`_Queue.close`), then shuts ``inner`` down.
 
-        The resender sends what is queued within ``shutdown_timeout`` (and ``timeout_millis``),
-        and drops and counts the rest.
+        With a shared resender, does nothing.
         """
-        if not self._owned:
-            return
-        self._resender.close(min(self._shutdown_timeout_s, timeout_millis / 1000))
-        self.inner.shutdown()
+        if self._queue.close(timeout_millis):
+            self.inner.shutdown()
 
     def stats(self) -> ExportStats:
         """The resender's counts (a shared one counts the span and log batches too)."""
-        return self._resender.stats()
+        return self._queue.resender.stats()

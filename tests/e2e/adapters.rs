@@ -286,3 +286,82 @@ async fn python_typescript_and_rust_services_calling_the_same_tool_give_the_same
         "{typescript_summary:?}"
     );
 }
+
+/// Runs the MCP TypeScript SDK's client against the Rust MCP server helper's test server
+/// (`clients/mcp_envelope_server.rs`), `broken` or not, over stdio, and returns what it printed.
+async fn sdk_client_against_rust_server(broken: bool) -> Value {
+    let spec = json!({
+        "command": env!("CARGO_BIN_EXE_candor-mcp-envelope-server"),
+        "args": if broken { vec!["--broken"] } else { vec![] },
+        "tool": "lookup",
+        "cases": MCP_CASES,
+    });
+    run_node_client("ts_adapter/mcp_client.mjs", &spec, Duration::from_secs(60)).await
+}
+
+/// Every class, as the MCP server's `lookup` tool takes it.
+const MCP_CASES: [&str; 4] = ["success", "empty", "partial", "access_failure"];
+
+/// The Rust MCP helper (`candor_schema::mcp`) under the MCP SDK's own client: the tool declares
+/// the envelope's schema as its `outputSchema`, the client validates every result against it
+/// and accepts all four classes, `isError` is set for the AccessFailure alone, and the first
+/// text is the summary. A server that hands the client an empty answer instead is refused.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_mcp_sdk_client_validates_the_rust_helpers_envelopes_against_the_declared_schema() {
+    let printed = sdk_client_against_rust_server(false).await;
+    let committed: Value = serde_json::from_str(
+        &std::fs::read_to_string(
+            Path::new(env!("CARGO_MANIFEST_DIR")).join("../spec/v1/envelope.v1.schema.json"),
+        )
+        .expect("the committed envelope schema"),
+    )
+    .expect("the schema is JSON");
+    assert_eq!(
+        printed["output_schema"], committed,
+        "the declared outputSchema is the envelope's schema"
+    );
+    let results = printed["results"].as_array().expect("results");
+    assert_eq!(results.len(), MCP_CASES.len(), "{printed}");
+    for (case, result) in MCP_CASES.iter().zip(results) {
+        assert_eq!(result["case"], *case);
+        assert!(
+            result.get("refused").is_none(),
+            "the SDK refused the {case} result: {result}"
+        );
+        assert_eq!(
+            result["structured"]["outcome"]["class"], *case,
+            "the structured content is the envelope: {result}"
+        );
+        assert_eq!(
+            result["is_error"],
+            *case == "access_failure",
+            "isError is set for an AccessFailure alone: {result}"
+        );
+        let summary = result["texts"][0].as_str().expect("a summary text");
+        let words = match *case {
+            "access_failure" => "nothing can be concluded",
+            "empty" => "verified absence",
+            "partial" => "not treat it as the whole answer",
+            _ => "complete answer",
+        };
+        assert!(
+            summary.to_lowercase().contains(words),
+            "the {case} summary speaks its class's words: {summary:?}"
+        );
+    }
+
+    let printed = sdk_client_against_rust_server(true).await;
+    let results = printed["results"].as_array().expect("results");
+    assert_eq!(results.len(), MCP_CASES.len(), "{printed}");
+    for result in results {
+        let refused = result["refused"].as_str().unwrap_or_else(|| {
+            panic!("the SDK accepted an empty answer that breaks the schema: {result}")
+        });
+        assert!(
+            refused
+                .to_lowercase()
+                .contains("structured content does not match"),
+            "{refused}"
+        );
+    }
+}

@@ -77,10 +77,42 @@ pub const ENVELOPE_SCHEMA_ID: &str = "https://candor.dev/schema/envelope.v1.sche
 
 /// The JSON Schema of [`Envelope`] with a JSON payload, as committed at
 /// `spec/v1/envelope.v1.schema.json`.
+///
+/// schemars annotates an unsigned field with its Rust width as a `format` (`uint16`, ...),
+/// which is no JSON Schema format: validators warn of it (Ajv, in every MCP TypeScript client
+/// that reads the schema as a tool's `outputSchema`) and otherwise ignore it. The schema states
+/// the width as validation instead: `minimum` 0 (which schemars writes) and, up to 32 bits, the
+/// `maximum` the Rust type holds.
 pub fn envelope_json_schema() -> serde_json::Value {
     let mut schema = schemars::schema_for!(Envelope<serde_json::Value>).to_value();
+    widths_as_bounds(&mut schema);
     if let Some(object) = schema.as_object_mut() {
         object.insert("$id".into(), ENVELOPE_SCHEMA_ID.into());
     }
     schema
+}
+
+/// Replaces every `format` that names an unsigned Rust width with the bounds it implies.
+fn widths_as_bounds(schema: &mut serde_json::Value) {
+    match schema {
+        serde_json::Value::Object(object) => {
+            let maximum = match object.get("format").and_then(serde_json::Value::as_str) {
+                Some("uint8") => Some(Some(u64::from(u8::MAX))),
+                Some("uint16") => Some(Some(u64::from(u16::MAX))),
+                Some("uint32") => Some(Some(u64::from(u32::MAX))),
+                Some("uint64" | "uint") => Some(None),
+                _ => None,
+            };
+            if let Some(maximum) = maximum {
+                object.remove("format");
+                object.insert("minimum".into(), 0.into());
+                if let Some(maximum) = maximum {
+                    object.insert("maximum".into(), maximum.into());
+                }
+            }
+            object.values_mut().for_each(widths_as_bounds);
+        }
+        serde_json::Value::Array(items) => items.iter_mut().for_each(widths_as_bounds),
+        _ => {}
+    }
 }

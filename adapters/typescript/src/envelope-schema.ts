@@ -34,7 +34,6 @@ export const ENVELOPE_JSON_SCHEMA: JsonObject = {
       "properties": {
         "backoff_ms": {
           "description": "The wait before the next attempt, when the action is `retry`.",
-          "format": "uint64",
           "minimum": 0,
           "type": [
             "integer",
@@ -47,7 +46,6 @@ export const ENVELOPE_JSON_SCHEMA: JsonObject = {
         },
         "duration_ms": {
           "description": "How long it took, in milliseconds.",
-          "format": "uint64",
           "minimum": 0,
           "type": "integer"
         },
@@ -71,7 +69,7 @@ export const ENVELOPE_JSON_SCHEMA: JsonObject = {
         },
         "number": {
           "description": "1-based.",
-          "format": "uint32",
+          "maximum": 4294967295,
           "minimum": 0,
           "type": "integer"
         },
@@ -92,7 +90,6 @@ export const ENVELOPE_JSON_SCHEMA: JsonObject = {
         },
         "status": {
           "description": "The HTTP status, when there was one.",
-          "format": "uint16",
           "maximum": 65535,
           "minimum": 0,
           "type": [
@@ -164,7 +161,6 @@ export const ENVELOPE_JSON_SCHEMA: JsonObject = {
       "properties": {
         "declared_total": {
           "description": "The total the source declared, when it declared one.",
-          "format": "uint64",
           "minimum": 0,
           "type": [
             "integer",
@@ -173,7 +169,6 @@ export const ENVELOPE_JSON_SCHEMA: JsonObject = {
         },
         "items": {
           "description": "How many items the answer holds, when the answer is a collection.",
-          "format": "uint64",
           "minimum": 0,
           "type": [
             "integer",
@@ -211,7 +206,6 @@ export const ENVELOPE_JSON_SCHEMA: JsonObject = {
         },
         "retry_after_ms": {
           "description": "How long the source asked callers to wait (`Retry-After`), in milliseconds.",
-          "format": "uint64",
           "minimum": 0,
           "type": [
             "integer",
@@ -224,7 +218,6 @@ export const ENVELOPE_JSON_SCHEMA: JsonObject = {
         },
         "status": {
           "description": "The HTTP status, when there was one.",
-          "format": "uint16",
           "maximum": 65535,
           "minimum": 0,
           "type": [
@@ -314,7 +307,6 @@ export const ENVELOPE_JSON_SCHEMA: JsonObject = {
             },
             "percent_complete": {
               "description": "Progress in percent, when the source reports it.",
-              "format": "uint8",
               "maximum": 255,
               "minimum": 0,
               "type": [
@@ -677,7 +669,6 @@ export const ENVELOPE_JSON_SCHEMA: JsonObject = {
         },
         "expected": {
           "description": "How many items the source had, when known.",
-          "format": "uint64",
           "minimum": 0,
           "type": [
             "integer",
@@ -690,7 +681,6 @@ export const ENVELOPE_JSON_SCHEMA: JsonObject = {
         },
         "returned": {
           "description": "How many items arrived, when known.",
-          "format": "uint64",
           "minimum": 0,
           "type": [
             "integer",
@@ -771,7 +761,7 @@ export const ENVELOPE_JSON_SCHEMA: JsonObject = {
     },
     "schema_version": {
       "description": "Always 1 for this version of the schema.",
-      "format": "uint32",
+      "maximum": 4294967295,
       "minimum": 0,
       "type": "integer"
     },

@@ -70,7 +70,7 @@ prune_target
 # chromium, chromium-driver: the dashboards' browser tests (WebDriver through Selenium).
 # kubectl: renders the Kubernetes manifests (kustomize) for the deployment files' checks.
 # socat terminates TLS in front of Tansu in the Kafka security test.
-install_debian_packages "${CANDOR_BUILD_PACKAGES[@]}" openssl socat curl prometheus chromium chromium-driver kubectl
+install_debian_packages "${CANDOR_BUILD_PACKAGES[@]}" openssl socat curl prometheus chromium chromium-driver libnss3-tools kubectl
 ensure_tools
 # Tansu (once per machine) builds beside the checks and builds below; the end-to-end suite waits
 # for it. Leaving early stops it.

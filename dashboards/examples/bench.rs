@@ -247,6 +247,7 @@ fn main() {
         started: start,
         notifications: Default::default(),
         has_receivers: false,
+        access: Arc::new(candor_dashboards::access::Access::open()),
     });
     for (label, range) in [
         ("1h", 60 * MINUTE),

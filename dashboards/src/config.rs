@@ -28,6 +28,7 @@ use candor_service::config::{
 };
 use serde::Deserialize;
 
+use crate::access::{RawWeb, WebSettings};
 use crate::model::ModelSettings;
 use crate::notify::Webhook;
 use crate::reconcile::Schedule;
@@ -72,12 +73,16 @@ pub const KAFKA_OWNED: &[(&str, &str)] = &[("group.id", "set by kafka.group_id (
 /// | `reconcile.every` | `"1m"` | how often the adapters' `tool.outcomes` counter is reconciled against the failure events stored |
 /// | `reconcile.range` | `"1h"` | how far back each reconciliation reaches; longer than `reconcile.settle` |
 /// | `reconcile.settle` | `"2m"` | each reconciliation's window ends this long before now (may be `"0s"`), so that the events of the calls it counts have arrived |
+/// | `web.tls_cert_path`, `web.tls_key_path` | unset: plain HTTP | PEM certificate chain and private key of the listener; both or neither |
+/// | `web.users` | `[]` | users of HTTP basic authentication: `name`, `role` (`read` or `metrics`) and one of `password_hash_file` or `password_hash_env`, where a bcrypt hash is (`candor-dashboards hash-password`) ([`crate::access`]) |
+/// | `web.tokens` | `[]` | bearer tokens: `name`, `role` and one of `token_file` or `token_env`, where the token is. With any user or token, every request but `/healthz` and `/readyz` needs one |
 ///
 /// Durations are numbers with units, added up: `250ms`, `5s`, `2m`, `1h 30m`, `2d`
 /// ([`candor_schema::duration`]); every one is above zero except `reconcile.settle`.
 ///
 /// **Secrets are never in the file**: `kafka.extra_env` names the environment variables that
-/// hold them, read at start ([`ExtraSettings::resolve`]).
+/// hold them, read at start ([`ExtraSettings::resolve`]); `[web]` names the files or variables
+/// of its hashes and tokens ([`WebSettings::access`]).
 #[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct RawConfig {
@@ -105,6 +110,8 @@ pub struct RawConfig {
     pub alerts: RawAlerts,
     /// The `[reconcile]` section.
     pub reconcile: RawReconcile,
+    /// The `[web]` section.
+    pub web: RawWeb,
 }
 
 impl Default for RawConfig {
@@ -122,6 +129,7 @@ impl Default for RawConfig {
             staleness: RawStaleness::default(),
             alerts: RawAlerts::default(),
             reconcile: RawReconcile::default(),
+            web: RawWeb::default(),
         }
     }
 }
@@ -279,6 +287,8 @@ pub struct Config {
     pub alerts: AlertsConfig,
     /// `[reconcile]`: it has passed [`Schedule::check`]'s conditions.
     pub reconcile: Schedule,
+    /// `[web]`: TLS and who may read.
+    pub web: WebSettings,
 }
 
 /// Validated `[kafka]`.
@@ -390,6 +400,7 @@ impl RawConfig {
             },
             alerts: self.alerts.validate()?,
             reconcile: self.reconcile.validate()?,
+            web: self.web.validate()?,
         })
     }
 }

@@ -16,9 +16,10 @@
 //! panel whose sources are stale never shows a green zero. [`rules`] and [`alerts`] evaluate the
 //! alert rules; [`notify`] delivers them to webhooks through the adapter. [`web`] serves the
 //! pages ([`page`], built from the same [`view`] the JSON API returns), and [`metrics`] the
-//! Prometheus text format. [`config`] is the configuration file, validated before anything
-//! starts.
+//! Prometheus text format; [`access`] decides who may read them. [`config`] is the configuration
+//! file, validated before anything starts.
 
+pub mod access;
 pub mod alerts;
 pub mod config;
 pub mod engine;

@@ -11,6 +11,7 @@ use std::time::Duration;
 
 use anyhow::Context as _;
 use candor_adapter::otlp::{OtlpConfig, init};
+use candor_dashboards::access::{self, Access};
 use candor_dashboards::config::{Config, RawConfig, kafka_settings_file};
 use candor_dashboards::forensic::ForensicSettings;
 use candor_dashboards::model::Model;
@@ -43,6 +44,13 @@ enum Command {
     CheckRules {
         /// The rules file (TOML).
         file: PathBuf,
+    },
+    /// Prints a bcrypt hash of the password read from stdin (its first line), for a
+    /// `[[web.users]]` entry's `password_hash_file` or `password_hash_env`.
+    HashPassword {
+        /// bcrypt's cost: each step doubles the time a check takes (4 to 31).
+        #[arg(long, default_value_t = 10)]
+        cost: u32,
     },
     /// Renders a rules file for another engine: as a Prometheus rules file (recording rules and
     /// alerts) with --prometheus.
@@ -165,6 +173,7 @@ fn main() -> anyhow::Result<()> {
         Some(Command::CheckRules { file }) => {
             return check_rules(file, configuration(&cli.serve)?.limits());
         }
+        Some(Command::HashPassword { cost }) => return hash_password(*cost),
         Some(Command::ExportRules { file, output, .. }) => {
             let limits = configuration(&cli.serve)?.limits();
             return export_rules(file.as_deref(), output.as_deref(), limits);
@@ -237,13 +246,49 @@ fn override_keys(raw: &mut RawConfig, args: &ServeArgs) {
     set_optional(&mut raw.otlp_endpoint, &args.otlp_endpoint);
 }
 
-/// `--check`: the configuration, the variables its Kafka settings name and the rules, as a start
-/// reads them; nothing is connected to or bound.
+/// `--check`: the configuration, the variables its Kafka settings name, the hashes and tokens of
+/// `[web]` and the rules, as a start reads them; nothing is connected to or bound. What it
+/// prints names files and variables, never a secret.
 fn check(args: &ServeArgs) -> anyhow::Result<String> {
     let config = configuration(args)?;
     config.kafka.extra.resolve()?;
+    let access = web_access(&config)?;
+    if let Some(tls) = &config.web.tls {
+        for file in [&tls.cert, &tls.key] {
+            let pem = std::fs::read_to_string(file)
+                .with_context(|| format!("reading the listener's TLS file {}", file.display()))?;
+            anyhow::ensure!(
+                pem.contains("-----BEGIN "),
+                "the listener's TLS file {} holds no PEM block",
+                file.display()
+            );
+        }
+    }
     let rules = load_rules(&config)?;
-    Ok(format!("{config:#?}\n{} alert rule(s)", rules.len()))
+    Ok(format!(
+        "{config:#?}\n{access:?}\n{} alert rule(s)",
+        rules.len()
+    ))
+}
+
+/// Who may read, from the hashes and tokens `[web]` names.
+fn web_access(config: &Config) -> anyhow::Result<Access> {
+    config
+        .web
+        .access(&|name| std::env::var(name).ok())
+        .context("reading the [web] credentials")
+}
+
+/// `hash-password`: the first line of stdin, hashed.
+fn hash_password(cost: u32) -> anyhow::Result<()> {
+    let mut password = String::new();
+    std::io::stdin()
+        .read_line(&mut password)
+        .context("reading the password from stdin")?;
+    let password = password.trim_end_matches(['\r', '\n']);
+    anyhow::ensure!(!password.is_empty(), "no password on stdin");
+    println!("{}", access::hash_password(password, cost)?);
+    Ok(())
 }
 
 /// The alert rules of the configuration's `rules` file (the shipped ones when unset).
@@ -302,6 +347,21 @@ async fn serve(config: Config) -> anyhow::Result<()> {
         config.alerts.webhook_timeout,
         config.external_url.clone(),
     )?;
+    let access = Arc::new(web_access(&config)?);
+    let tls = match &config.web.tls {
+        Some(files) => Some(
+            axum_server::tls_rustls::RustlsConfig::from_pem_file(&files.cert, &files.key)
+                .await
+                .with_context(|| {
+                    format!(
+                        "reading the listener's TLS files {} and {}",
+                        files.cert.display(),
+                        files.key.display()
+                    )
+                })?,
+        ),
+        None => None,
+    };
     let listener = tokio::net::TcpListener::bind(config.listen)
         .await
         .with_context(|| {
@@ -322,6 +382,7 @@ async fn serve(config: Config) -> anyhow::Result<()> {
         started: now(),
         notifications: Default::default(),
         has_receivers: notifier.has_receivers(),
+        access: Arc::clone(&access),
     });
     let stop = Arc::new(AtomicBool::new(false));
     let consumer = {
@@ -368,17 +429,46 @@ async fn serve(config: Config) -> anyhow::Result<()> {
         shared: Arc::clone(&shared),
         forensic,
     });
+    let scheme = if tls.is_some() { "https" } else { "http" };
     tracing::info!(
-        url = %format!("http://{}", config.listen),
+        url = %format!("{scheme}://{}", config.listen),
         kafka = %brokers,
         group = %config.kafka.group_id,
         tables = %config.tables,
+        access = ?access,
         "dashboards listening"
     );
-    axum::serve(listener, web::router(app))
-        .with_graceful_shutdown(candor_service::shutdown_signal())
-        .await
-        .context("serving HTTP")?;
+    if access.is_open() {
+        tracing::warn!(
+            listen = %config.listen,
+            "no [web] user or token: anyone who can reach the listener reads the pages, the \
+             events' messages and targets, and /metrics"
+        );
+    }
+    let router = web::router(app);
+    match tls {
+        None => axum::serve(listener, router)
+            .with_graceful_shutdown(candor_service::shutdown_signal())
+            .await
+            .context("serving HTTP")?,
+        Some(tls) => {
+            let handle = axum_server::Handle::new();
+            tokio::spawn({
+                let handle = handle.clone();
+                async move {
+                    candor_service::shutdown_signal().await;
+                    handle.graceful_shutdown(Some(Duration::from_secs(10)));
+                }
+            });
+            let listener = listener.into_std().context("the listener")?;
+            axum_server::from_tcp_rustls(listener, tls)
+                .context("the TLS listener")?
+                .handle(handle)
+                .serve(router.into_make_service())
+                .await
+                .context("serving HTTPS")?;
+        }
+    }
     stop.store(true, Ordering::Relaxed);
     if consumer.join().is_err() {
         tracing::error!("the Kafka consumer thread panicked");

@@ -49,6 +49,8 @@ pub mod names {
             "Records read from Kafka that the tables do not hold yet.";
         RECORDS_TOTAL = "candor_dashboards_records_total",
             "Records the dashboards' consumer read, per topic.";
+        HTTP_REFUSED_TOTAL = "candor_dashboards_http_refused_total",
+            "Requests the dashboards refused, by reason: no_credentials and wrong_credentials (401), forbidden (403, a role that does not reach the path).";
         RECONCILE_RUNS_TOTAL = "candor_reconcile_runs_total",
             "Reconciliation runs by result: ok (an answer, covering its window or part of it) or failed (the run could not read or did not finish).";
         RECONCILE_LAST_RUN = "candor_reconcile_last_run_timestamp_seconds",
@@ -221,6 +223,11 @@ pub fn render(shared: &Shared, now: Micros) -> String {
         })
         .collect();
     out.gauges(names::ALERTS, alerts);
+    let refused = shared
+        .access
+        .refusals()
+        .map(|(refusal, count)| (labels(&[("reason", refusal.as_str())]), count));
+    out.counters(names::HTTP_REFUSED_TOTAL, refused);
     let (delivered, failed) = shared.notifications.get();
     out.counters(
         names::NOTIFICATIONS_TOTAL,

@@ -3,11 +3,12 @@
 
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Mutex, MutexGuard};
+use std::sync::{Arc, Mutex, MutexGuard};
 
 use candor_query::window::Micros;
 use candor_records::tables::Table;
 
+use crate::access::Access;
 use crate::alerts::Alerts;
 use crate::health::{Hop, HopName};
 use crate::model::{MINUTE, Model, SECOND};
@@ -100,6 +101,8 @@ pub struct Shared {
     pub notifications: NotificationCounts,
     /// Whether any webhook is configured.
     pub has_receivers: bool,
+    /// Who may read the pages, the API and `/metrics`, and the refusals counted.
+    pub access: Arc<Access>,
 }
 
 /// Locks a mutex; a panic in another holder leaves data that is still the best there is.

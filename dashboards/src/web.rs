@@ -10,6 +10,8 @@
 //! | `/api/health` | every hop's freshness |
 //! | `/metrics` | Prometheus text format |
 //! | `/healthz`, `/readyz` | alive; ready once the stream has started |
+//!
+//! With credentials configured, every path but the probes needs one ([`crate::access`]).
 
 use std::sync::Arc;
 
@@ -58,8 +60,12 @@ pub fn router(app: Arc<App>) -> Router {
         .route("/api/events", get(events_json))
         .route("/api/alerts", get(alerts_json))
         .route("/api/health", get(health_json))
-        .with_state(app)
+        .with_state(Arc::clone(&app))
         .merge(probes)
+        .layer(axum::middleware::from_fn_with_state(
+            Arc::clone(&app.shared.access),
+            crate::access::guard,
+        ))
 }
 
 // The pages run no script and load nothing from elsewhere; the policy says so to the browser,

@@ -7,13 +7,14 @@
 //! the test with the `openssl` command. The settings are the `[kafka.extra]` /
 //! `[kafka.extra_env]` of deploy/config/, with the password in an environment variable.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::Command;
 use std::time::Duration;
 
 use candor_e2e::collector::{self, Collector};
 use candor_e2e::compactor::{self, Compactor};
 use candor_e2e::dashboards::{self, Dashboards};
+use candor_e2e::pki::{Pki, make_pki};
 use candor_e2e::process::Running;
 use candor_e2e::query::{Answer, candor_with_env};
 use candor_e2e::tansu::Tansu;
@@ -27,80 +28,6 @@ const USER: &str = "candor-e2e";
 const PASSWORD: &str = "scram-password-for-the-e2e-broker";
 const PASSWORD_VAR: &str = "CANDOR_KAFKA_SASL_PASSWORD";
 const TARGET: &str = "https://tls.example/search";
-
-/// A CA and a server certificate for `localhost` / 127.0.0.1 signed by it.
-struct Pki {
-    ca: PathBuf,
-    cert: PathBuf,
-    key: PathBuf,
-}
-
-fn openssl(dir: &Path, args: &[&str]) {
-    candor_e2e::process::succeeded(
-        Command::new("openssl").args(args).current_dir(dir),
-        &format!("openssl {args:?}"),
-    );
-}
-
-fn make_pki(dir: &Path) -> Pki {
-    std::fs::write(
-        dir.join("san.cnf"),
-        "subjectAltName=DNS:localhost,IP:127.0.0.1\n",
-    )
-    .unwrap();
-    let new_key = ["-newkey", "rsa:2048", "-nodes", "-days", "2"];
-    openssl(
-        dir,
-        &[
-            &["req", "-x509"],
-            &new_key[..],
-            &[
-                "-keyout",
-                "ca.key",
-                "-out",
-                "ca.crt",
-                "-subj",
-                "/CN=candor-e2e-ca",
-            ],
-        ]
-        .concat(),
-    );
-    openssl(
-        dir,
-        &[
-            &["req"],
-            &new_key[..2],
-            &["-nodes", "-keyout", "server.key", "-out", "server.csr"],
-            &["-subj", "/CN=localhost"],
-        ]
-        .concat(),
-    );
-    openssl(
-        dir,
-        &[
-            "x509",
-            "-req",
-            "-in",
-            "server.csr",
-            "-CA",
-            "ca.crt",
-            "-CAkey",
-            "ca.key",
-            "-CAcreateserial",
-            "-days",
-            "2",
-            "-extfile",
-            "san.cnf",
-            "-out",
-            "server.crt",
-        ],
-    );
-    Pki {
-        ca: dir.join("ca.crt"),
-        cert: dir.join("server.crt"),
-        key: dir.join("server.key"),
-    }
-}
 
 /// socat terminating TLS on `port` and forwarding each connection to `upstream`.
 async fn tls_proxy(pki: &Pki, port: u16, upstream: &str) -> Running {

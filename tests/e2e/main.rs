@@ -23,3 +23,4 @@ mod spool;
 mod stack;
 mod stages;
 mod traffic;
+mod web_access;

@@ -4,6 +4,12 @@
 Usage: browser.py --url http://127.0.0.1:PORT/ --expect FILE.json --screenshot OUT.png
                   [--timeout SECONDS] [--interval SECONDS] [--chromium PATH]
                   [--chromedriver PATH] [--driver-log FILE]
+                  [--ca-cert CA.pem] [--authorization-file FILE]
+
+--ca-cert makes Chromium trust that CA for the run, as a user who added it would: a throwaway
+HOME whose NSS database holds it (certutil, from Debian's libnss3-tools), so that an https URL
+is verified against it and nothing else is skipped. --authorization-file sends the file's content
+as the Authorization header of every request (a file, so that no credential is on a command line).
 
 The expectations file is one JSON object; every key is optional (the Rust end-to-end suite
 writes it and owns the numbers):
@@ -40,6 +46,7 @@ import re
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 import urllib.parse
 from collections.abc import Sequence
@@ -219,6 +226,10 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--chromium", default="/usr/bin/chromium")
     parser.add_argument("--chromedriver", default="/usr/bin/chromedriver")
     parser.add_argument("--driver-log", help="write chromedriver's log to this file")
+    parser.add_argument("--ca-cert", help="a PEM CA certificate Chromium trusts for the run")
+    parser.add_argument(
+        "--authorization-file", help="a file whose content is sent as the Authorization header"
+    )
     args = parser.parse_args(argv)
     url = urllib.parse.urlsplit(args.url)
     if url.scheme not in ("http", "https") or not url.hostname:
@@ -483,23 +494,53 @@ def load_once(
     return checks
 
 
-def start_driver(args: argparse.Namespace) -> webdriver.Chrome:
+def trusting_home(ca_cert: str, home: str) -> None:
+    """Makes `home` a HOME whose NSS database (where Chromium on Linux reads the trust anchors a
+    user added) trusts `ca_cert` to identify servers."""
+    database = "sql:" + os.path.join(home, ".pki", "nssdb")
+    os.makedirs(os.path.join(home, ".pki", "nssdb"))
+    for command in (
+        ["certutil", "-d", database, "-N", "--empty-password"],
+        ["certutil", "-d", database, "-A", "-t", "C,,", "-n", "candor-test-ca", "-i", ca_cert],
+    ):
+        made = subprocess.run(command, capture_output=True, text=True, check=False)
+        if made.returncode != 0:
+            raise DriverError(f"{' '.join(command)} failed: {made.stderr.strip()}")
+
+
+def start_driver(args: argparse.Namespace, home: str | None) -> webdriver.Chrome:
     options = Options()
     options.binary_location = args.chromium
     for flag in CHROMIUM_FLAGS:
         options.add_argument(flag)
     # Leave dialogs open, so that a script that ran is seen rather than silently dismissed.
     options.unhandled_prompt_behavior = "ignore"
+    env = dict(os.environ)
+    if home is not None:
+        env["HOME"] = home
     service = Service(
         executable_path=args.chromedriver,
         log_output=args.driver_log if args.driver_log else subprocess.DEVNULL,
+        env=env,
     )
     try:
-        return webdriver.Chrome(service=service, options=options)
+        driver = webdriver.Chrome(service=service, options=options)
     except WebDriverException as err:
         raise DriverError(
             f"could not start {args.chromium} through {args.chromedriver}: {short(err)}"
         ) from err
+    if args.authorization_file:
+        with open(args.authorization_file, encoding="utf-8") as file:
+            authorization = file.read().strip()
+        try:
+            driver.execute_cdp_cmd("Network.enable", {})
+            driver.execute_cdp_cmd(
+                "Network.setExtraHTTPHeaders", {"headers": {"Authorization": authorization}}
+            )
+        except WebDriverException as err:
+            driver.quit()
+            raise DriverError(f"could not set the Authorization header: {short(err)}") from err
+    return driver
 
 
 def write_screenshot(driver: webdriver.Chrome, path: str) -> None:
@@ -534,8 +575,16 @@ def write_screenshot(driver: webdriver.Chrome, path: str) -> None:
 
 
 def run(args: argparse.Namespace, spec: Expectations) -> Result:
+    if args.ca_cert is None:
+        return run_in(args, spec, None)
+    with tempfile.TemporaryDirectory(prefix="candor-browser-home-") as home:
+        trusting_home(args.ca_cert, home)
+        return run_in(args, spec, home)
+
+
+def run_in(args: argparse.Namespace, spec: Expectations, home: str | None) -> Result:
     origin = origin_of(args.url)
-    driver = start_driver(args)
+    driver = start_driver(args, home)
     # The time the page has starts once the browser is up: on a loaded machine Chromium alone can
     # take longer to start than a short --timeout, which would leave the page no time at all.
     started = time.monotonic()

@@ -251,6 +251,16 @@ pub async fn assert_in_browser(dashboards: &Dashboards, expect: Value, name: &st
 /// Loads `url` in headless Chromium through WebDriver (`clients/browser.py`), checks
 /// `expect` (see that script) and writes a full-page screenshot to `screenshot`.
 pub fn browser(url: &str, expect: &Value, screenshot: &Path) -> BrowserCheck {
+    browser_with(url, expect, screenshot, &[])
+}
+
+/// [`browser`] with more of `browser.py`'s arguments (`--ca-cert`, `--authorization-file`).
+pub fn browser_with(
+    url: &str,
+    expect: &Value,
+    screenshot: &Path,
+    more: &[std::ffi::OsString],
+) -> BrowserCheck {
     let script = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("e2e/clients/browser.py");
     let expect_file = std::env::temp_dir().join(format!(
         "candor-e2e-browser-{}-{}.json",
@@ -265,6 +275,7 @@ pub fn browser(url: &str, expect: &Value, screenshot: &Path) -> BrowserCheck {
         .arg(&expect_file)
         .arg("--screenshot")
         .arg(screenshot)
+        .args(more)
         .output()
         .unwrap_or_else(|err| panic!("running {}: {err}", script.display()));
     let _ = std::fs::remove_file(&expect_file);

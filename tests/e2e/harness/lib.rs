@@ -7,6 +7,7 @@ pub mod compactor;
 pub mod dashboards;
 pub mod kafka;
 pub mod load;
+pub mod pki;
 pub mod process;
 pub mod query;
 pub mod records;

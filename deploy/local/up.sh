@@ -113,7 +113,32 @@ for _ in $(seq 150); do
 done
 curl -sf 127.0.0.1:8889/readyz >/dev/null || { echo "the compactor did not become ready; see $data/compactor.log" >&2; exit 1; }
 # The dashboards: their own consumer group, the tables read-only, no dependency on the collector.
-"$bin/candor-dashboards" --config "$root/deploy/dashboards.example.toml" --kafka "$kafka" \
+# Locked as in production ([web]): the user `candor` with a password made for this data directory
+# and a token with the same role for scripts, each kept in a file only the owner reads; the
+# configuration is the example's with that section added.
+(
+    umask 077
+    for secret in dashboards.password dashboards.token; do
+        [[ -s "$data/$secret" ]] || head -c 24 /dev/urandom | od -An -tx1 | tr -d ' \n' >"$data/$secret"
+    done
+    "$bin/candor-dashboards" hash-password <"$data/dashboards.password" >"$data/dashboards.hash"
+)
+{
+    cat "$root/deploy/dashboards.example.toml"
+    cat <<WEB
+
+[[web.users]]
+name = "candor"
+role = "read"
+password_hash_file = "$data/dashboards.hash"
+
+[[web.tokens]]
+name = "local"
+role = "read"
+token_file = "$data/dashboards.token"
+WEB
+} >"$data/dashboards.toml"
+"$bin/candor-dashboards" --config "$data/dashboards.toml" --kafka "$kafka" \
     --tables "$data/tables" >"$data/dashboards.log" 2>&1 &
 pids+=($!)
 for _ in $(seq 150); do
@@ -135,6 +160,8 @@ fi
 cat <<INFO
 Candor is running.
   dashboards       http://127.0.0.1:3000/   (forensics /events, JSON /api/overview, /metrics)
+                   user candor, password: cat $data/dashboards.password
+                   scripts: curl -H "Authorization: Bearer \$(cat $data/dashboards.token)" ...
   OTLP             grpc 127.0.0.1:4317   http 127.0.0.1:4318
   collector        http://127.0.0.1:8888/metrics   /readyz
   compactor        http://127.0.0.1:8889/metrics   /readyz   (files every 15 s)

@@ -5,7 +5,7 @@
 # packages.
 #
 #   bash tests/bench/first_run.sh [REV] [up.sh arguments]   the stack (deploy/local/up.sh):
-#       the seconds from the start until the dashboards' page answers on 3000, then the stack
+#       the seconds from the start until the dashboards answer /readyz on 3000, then the stack
 #       is stopped
 #   bash tests/bench/first_run.sh --tests [REV]             the tests (tests/run.sh): the
 #       seconds until it ends, its exit status and the second each stage started
@@ -58,7 +58,7 @@ if [[ "$measured" == "tests" ]]; then
     grep -h "^==> \[" "$log"
 else
     while kill -0 "$job" 2>/dev/null; do
-        if curl -sf 127.0.0.1:3000/ >/dev/null 2>&1; then
+        if curl -sf 127.0.0.1:3000/readyz >/dev/null 2>&1; then
             echo "page on 3000 after $(( $(date +%s) - start )) s"
             break
         fi

@@ -13,7 +13,7 @@ use std::process::{Child, Command, Stdio};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use candor_e2e::collector::get_status;
+use candor_e2e::collector::{get_status, get_status_with};
 use candor_e2e::dashboards;
 use candor_e2e::{target_dir, tempdir};
 use serde_json::Value;
@@ -255,9 +255,18 @@ async fn the_main_command_runs_the_stack_stops_cleanly_and_keeps_its_data() {
     }
 
     // The dashboards show every failure kind the demo makes, and `candor rates` answers.
+    // They are locked: the token up.sh made for scripts reads them, and nothing else does.
+    let token = std::fs::read_to_string(data.join("dashboards.token")).expect("up.sh's token");
+    let bearer = format!("Bearer {}", token.trim());
+    let (status, _) = get_status("127.0.0.1:3000", "/api/overview?range=15m").await;
+    assert_eq!(
+        status,
+        Some(401),
+        "the local dashboards answer without a credential"
+    );
     let deadline = Instant::now() + Duration::from_secs(180);
     loop {
-        let (_, body) = get_status("127.0.0.1:3000", "/api/overview?range=15m").await;
+        let (_, body) = get_status_with("127.0.0.1:3000", "/api/overview?range=15m", &bearer).await;
         let overview: Value = serde_json::from_str(&body).unwrap_or(Value::Null);
         if dashboards::shows_failure_kinds(&overview, &dashboards::DEMO_FAILURE_KINDS) {
             break;

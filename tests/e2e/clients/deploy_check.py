@@ -79,7 +79,11 @@ READER_KAFKA_SOURCE = "query/src/kafka_client.rs"
 CONFIG_SOURCES = {
     "collector": ("collector/src/config.rs",),
     "compactor": ("collector/src/compact/config.rs", "schema/records/src/ids.rs"),
-    "dashboards": ("dashboards/src/config.rs", "schema/records/src/ids.rs"),
+    "dashboards": (
+        "dashboards/src/config.rs",
+        "dashboards/src/access.rs",
+        "schema/records/src/ids.rs",
+    ),
 }
 # The rules of every Kafka client's extra settings: what each client role reserves.
 KAFKA_SETTINGS_SOURCE = "support/kafka/src/lib.rs"
@@ -1859,6 +1863,7 @@ def check_config_copies(repo: Repo) -> tuple[list[str], str]:
         ("deploy/config/collector.kafka-sasl-tls.toml", "deploy/k8s/base/files/collector.toml"),
         ("deploy/config/compactor.s3.toml", "deploy/k8s/base/files/compactor.toml"),
         ("deploy/config/dashboards-kafka.toml", "deploy/k8s/base/files/dashboards-kafka.toml"),
+        ("deploy/config/dashboards.tls-auth.toml", "deploy/k8s/base/files/dashboards.toml"),
     ]
     for source, copy in pairs:
         a, b = repo.root / source, repo.root / copy

@@ -215,10 +215,30 @@ pub async fn post(address: &str, path: &str) -> (Option<u16>, String) {
 
 /// A bare HTTP/1.0 GET over a fresh connection: the status code and the body.
 pub(crate) async fn get(address: &str, path: &str) -> Option<(u16, String)> {
+    get_with(address, path, None).await
+}
+
+/// The status code and body of a GET with an `Authorization` header, `None` parts when nothing
+/// answered.
+pub async fn get_status_with(
+    address: &str,
+    path: &str,
+    authorization: &str,
+) -> (Option<u16>, String) {
+    match get_with(address, path, Some(authorization)).await {
+        Some((status, body)) => (Some(status), body),
+        None => (None, String::new()),
+    }
+}
+
+async fn get_with(address: &str, path: &str, authorization: Option<&str>) -> Option<(u16, String)> {
     use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
     let mut stream = tokio::net::TcpStream::connect(address).await.ok()?;
+    let header = authorization
+        .map(|value| format!("Authorization: {value}\r\n"))
+        .unwrap_or_default();
     stream
-        .write_all(format!("GET {path} HTTP/1.0\r\nHost: {address}\r\n\r\n").as_bytes())
+        .write_all(format!("GET {path} HTTP/1.0\r\nHost: {address}\r\n{header}\r\n").as_bytes())
         .await
         .ok()?;
     let mut response = String::new();

@@ -13,7 +13,7 @@ use candor_e2e::compactor::{self, Compactor};
 use candor_e2e::dashboards::{self, Dashboards, Receiver};
 use candor_e2e::query::candor;
 use candor_e2e::tansu::Tansu;
-use candor_e2e::{free_port, tempdir, wait_for};
+use candor_e2e::{free_port, run_python_client, tempdir, wait_for};
 use serde_json::Value;
 
 use crate::ingest::json;
@@ -268,6 +268,23 @@ async fn adapter_traffic_shows_fires_a_spike_and_every_stopped_hop_turns_stale()
         "alerts": { "CandorAccessFailureSpike": { "state": "firing", "delivery": "delivered" } },
     });
     dashboards::assert_in_browser(&dashboards, expect, "dashboards-live").await;
+
+    // The shipped Grafana dashboards read only series this /metrics serves (or the shipped
+    // recording rules make), with labels those series carry, and never sum declared and
+    // derived calls together.
+    let (_, served) = dashboards.get("/metrics").await;
+    let repo = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+    let spec = serde_json::json!({
+        "dashboards": [
+            repo.join("dashboards/grafana/candor-overview.json"),
+            repo.join("dashboards/grafana/candor-pipeline.json"),
+        ],
+        "rules": [repo.join("dashboards/prometheus/candor.rules.yml")],
+        "metrics": [served],
+    });
+    let checked = run_python_client("grafana_queries.py", &spec, Duration::from_secs(60)).await;
+    assert!(checked["queries"].as_u64() > Some(40), "{checked}");
+    assert_eq!(checked["problems"], serde_json::json!([]), "{checked:#}");
 
     // A hostile target renders as text.
     let (status, page) = dashboards.get("/").await;

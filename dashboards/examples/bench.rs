@@ -248,6 +248,7 @@ fn main() {
         notifications: Default::default(),
         has_receivers: false,
         access: Arc::new(candor_dashboards::access::Access::open()),
+        state_saves: Default::default(),
     });
     for (label, range) in [
         ("1h", 60 * MINUTE),

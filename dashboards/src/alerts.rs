@@ -440,6 +440,16 @@ pub struct Alerts {
 }
 
 impl Alerts {
+    /// The instances read back from the store ([`crate::persist::restore`]).
+    pub fn restored(alerts: Vec<Alert>) -> Self {
+        Self {
+            alerts: alerts
+                .into_iter()
+                .map(|alert| (alert.key(), alert))
+                .collect(),
+        }
+    }
+
     /// Applies one evaluation's conditions at `now`. Returns the instances that fired or
     /// resolved, which are to be notified.
     pub fn step(&mut self, rules: &[Rule], holding: Vec<Condition>, now: Micros) -> Vec<Alert> {
@@ -514,7 +524,7 @@ impl Alerts {
     /// The alerts whose notification is due at `now`, marked as being sent: a firing alert not
     /// sent yet or last sent `resend` ago (receivers such as Alertmanager expect a firing alert
     /// to be repeated, and an undelivered one is tried again), and a resolved alert whose
-    /// resolution was not sent yet.
+    /// resolution was not sent yet, or was sent `resend` ago and not delivered.
     pub fn due(&mut self, now: Micros, resend: Micros) -> Vec<Alert> {
         let mut due = Vec::new();
         for alert in self.alerts.values_mut() {
@@ -529,7 +539,11 @@ impl Alerts {
                 State::Resolved => match (alert.last_sent, alert.resolved_at) {
                     // Fired and resolved before it was ever sent: nothing to take back.
                     (None, _) => false,
-                    (Some(sent), Some(resolved)) => sent < resolved,
+                    (Some(sent), Some(resolved)) => {
+                        sent < resolved
+                            || (matches!(alert.delivery, Delivery::Undelivered { .. })
+                                && now.saturating_sub(sent) >= resend)
+                    }
                     (Some(_), None) => false,
                 },
             };

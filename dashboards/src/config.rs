@@ -52,6 +52,7 @@ pub const KAFKA_OWNED: &[(&str, &str)] = &[("group.id", "set by kafka.group_id (
 /// |---|---|---|
 /// | `listen` | `"127.0.0.1:3000"` | where the web UI, the JSON API, `/metrics`, `/healthz` and `/readyz` listen (IP and port) |
 /// | `tables` | `"data/tables"` | the tables' root, read-only: a local directory or an object store URL (`s3://bucket/prefix`) |
+/// | `state_dir` | `"data/dashboards"` | a local directory of the dashboards' own: the alert instances and their notifications are kept there (`alerts.redb`, [`crate::persist`]) across restarts |
 /// | `rules` | unset: the shipped rules (`dashboards/rules.toml`, compiled in) | the alert rules file (TOML) |
 /// | `external_url` | unset: `http://<listen>` | the dashboards' own address, sent as each alert's `generatorURL` |
 /// | `otlp_endpoint` | unset: no export | export the notifier's telemetry over OTLP/gRPC to this endpoint, so that a failed notification reaches the pipeline |
@@ -90,6 +91,8 @@ pub struct RawConfig {
     pub listen: String,
     /// `tables`.
     pub tables: String,
+    /// `state_dir`.
+    pub state_dir: String,
     /// `rules`.
     pub rules: Option<String>,
     /// `external_url`.
@@ -119,6 +122,7 @@ impl Default for RawConfig {
         Self {
             listen: "127.0.0.1:3000".into(),
             tables: "data/tables".into(),
+            state_dir: "data/dashboards".into(),
             rules: None,
             external_url: None,
             otlp_endpoint: None,
@@ -267,6 +271,8 @@ pub struct Config {
     pub listen: SocketAddr,
     /// The tables' root, read-only.
     pub tables: String,
+    /// Where the dashboards keep their own state.
+    pub state_dir: PathBuf,
     /// The alert rules file; `None` for the shipped rules.
     pub rules: Option<PathBuf>,
     /// The dashboards' own address (`http://<listen>` unless set).
@@ -363,6 +369,7 @@ impl RawConfig {
     pub fn validate(self) -> Result<Config, ConfigError> {
         let listen = socket_addr("listen", &self.listen)?;
         not_blank("tables", &self.tables)?;
+        not_blank("state_dir", &self.state_dir)?;
         if let Some(rules) = &self.rules {
             not_blank("rules", rules)?;
         }
@@ -386,6 +393,7 @@ impl RawConfig {
         Ok(Config {
             listen,
             tables: self.tables,
+            state_dir: PathBuf::from(self.state_dir),
             rules: self.rules.map(PathBuf::from),
             external_url,
             otlp_endpoint: self.otlp_endpoint,

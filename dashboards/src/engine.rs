@@ -1,26 +1,56 @@
 //! The alert loop: evaluates the rules on a schedule and hands due notifications to the
-//! notifier, recording what became of each.
+//! notifier, recording what became of each, and keeps the alert instances in the state store
+//! ([`crate::persist`]) after every change.
+//!
+//! After a start the rules wait until the stream has read what the brokers held when it
+//! started ([`crate::state::PipelineInputs::caught_up`]): evaluated on a half-read stream, a
+//! restored alert would resolve, or a silence rule fire, because of the restart alone. When the
+//! brokers have not been reached for the Kafka hop's staleness threshold the stream cannot catch
+//! up, and the rules are evaluated anyway, so that the pipeline's staleness still alerts.
 
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use candor_query::window::{Micros, now};
+use tokio::sync::watch;
 
 use crate::alerts::{Delivery, Observation, conditions};
 use crate::notify::Notifier;
 use crate::operations::Judged;
+use crate::persist::{AlertStore, Stored};
 use crate::state::{Shared, lock};
 
-/// Evaluates the rules every `every`; re-sends firing alerts every `resend`.
-pub async fn run(shared: Arc<Shared>, notifier: Arc<Notifier>, every: Duration, resend: Micros) {
+/// Evaluates the rules every `every`; re-sends firing alerts every `resend`; with a `store`,
+/// keeps the alert instances there.
+pub async fn run(
+    shared: Arc<Shared>,
+    notifier: Arc<Notifier>,
+    every: Duration,
+    resend: Micros,
+    store: Option<Arc<AlertStore>>,
+) {
+    let saves = store.map(|store| saver(store, Arc::clone(&shared)));
     let mut ticker = tokio::time::interval(every);
+    let mut waited = false;
     loop {
         ticker.tick().await;
+        if !ready_to_evaluate(&shared) {
+            if !waited {
+                waited = true;
+                tracing::info!("alert evaluation waits until the stream has caught up");
+            }
+            continue;
+        }
+        if std::mem::take(&mut waited) {
+            tracing::info!("the stream has caught up; alert evaluation starts");
+        }
         let due = evaluate(&shared, now(), resend);
+        save(&shared, saves.as_ref());
         for alert in due {
             let shared = Arc::clone(&shared);
             let notifier = Arc::clone(&notifier);
+            let saves = saves.clone();
             tokio::spawn(async move {
                 let delivery = notifier.send(&alert).await;
                 match &delivery {
@@ -36,9 +66,60 @@ pub async fn run(shared: Arc<Shared>, notifier: Arc<Notifier>, every: Duration, 
                     Delivery::NotSent { .. } | Delivery::Sending => {}
                 }
                 lock(&shared.alerts).delivered(&alert.key(), delivery);
+                save(&shared, saves.as_ref());
             });
         }
     }
+}
+
+/// Whether the rules may be evaluated: the stream has caught up, or cannot (the brokers have
+/// not been reached for the Kafka hop's staleness threshold, counted from the start when they
+/// never were).
+fn ready_to_evaluate(shared: &Shared) -> bool {
+    let pipeline = lock(&shared.pipeline);
+    if pipeline.caught_up {
+        return true;
+    }
+    let contact = pipeline.kafka_contact.unwrap_or(shared.started);
+    now().saturating_sub(contact) >= shared.staleness.kafka
+}
+
+/// Hands the alert instances as they are now to the saver.
+fn save(shared: &Shared, saves: Option<&watch::Sender<Vec<Stored>>>) {
+    if let Some(saves) = saves {
+        // Taken and handed over under the lock, so that the saver never gets an older set after
+        // a newer one.
+        let alerts = lock(&shared.alerts);
+        let stored = alerts.list().iter().map(Stored::of).collect();
+        saves.send_replace(stored);
+    }
+}
+
+/// A task that writes the newest set of alert instances it was handed, one write at a time; each
+/// write's result is counted.
+fn saver(store: Arc<AlertStore>, shared: Arc<Shared>) -> watch::Sender<Vec<Stored>> {
+    let (saves, mut latest) = watch::channel(Vec::new());
+    tokio::spawn(async move {
+        while latest.changed().await.is_ok() {
+            let stored = latest.borrow_and_update().clone();
+            let store = Arc::clone(&store);
+            let written = tokio::task::spawn_blocking(move || store.save(&stored)).await;
+            match written {
+                Ok(Ok(())) => {
+                    shared.state_saves.saved.fetch_add(1, Ordering::Relaxed);
+                }
+                Ok(Err(err)) => {
+                    shared.state_saves.failed.fetch_add(1, Ordering::Relaxed);
+                    tracing::error!(error = %err, "alert state not saved");
+                }
+                Err(err) => {
+                    shared.state_saves.failed.fetch_add(1, Ordering::Relaxed);
+                    tracing::error!(error = %err, "the alert state's writer panicked");
+                }
+            }
+        }
+    });
+    saves
 }
 
 /// One evaluation at `now`: the alerts' new states, and the notifications now due.

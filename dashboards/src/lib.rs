@@ -14,9 +14,9 @@
 //!
 //! [`health`] judges every hop LIVE, STALE or UNKNOWN, and every panel carries that state: a
 //! panel whose sources are stale never shows a green zero. [`rules`] and [`alerts`] evaluate the
-//! alert rules; [`notify`] delivers them to webhooks through the adapter. [`web`] serves the
-//! pages ([`page`], built from the same [`view`] the JSON API returns), and [`metrics`] the
-//! Prometheus text format; [`access`] decides who may read them. [`config`] is the configuration
+//! alert rules, and [`persist`] keeps the alert instances across restarts; [`notify`] delivers
+//! them to webhooks through the adapter. [`web`] serves the pages ([`page`], built from the
+//! same [`view`] the JSON API returns), and [`metrics`] the Prometheus text format; [`access`] decides who may read them. [`config`] is the configuration
 //! file, validated before anything starts.
 
 pub mod access;
@@ -30,6 +30,7 @@ pub mod model;
 pub mod notify;
 pub mod operations;
 pub mod page;
+pub mod persist;
 pub mod reconcile;
 pub mod rules;
 pub mod state;

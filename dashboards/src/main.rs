@@ -12,10 +12,12 @@ use std::time::Duration;
 use anyhow::Context as _;
 use candor_adapter::otlp::{OtlpConfig, init};
 use candor_dashboards::access::{self, Access};
+use candor_dashboards::alerts::Alerts;
 use candor_dashboards::config::{Config, RawConfig, kafka_settings_file};
 use candor_dashboards::forensic::ForensicSettings;
 use candor_dashboards::model::Model;
 use candor_dashboards::notify::Notifier;
+use candor_dashboards::persist::{self, AlertStore};
 use candor_dashboards::reconcile::{self, ReconcileSettings};
 use candor_dashboards::rules::{self, DEFAULT_RULES, Limits, Rule};
 use candor_dashboards::state::{PipelineInputs, Shared};
@@ -92,6 +94,9 @@ struct ServeArgs {
     /// Overrides `tables`: the tables' root (a directory or an object store URL), read-only.
     #[arg(long, env = "CANDOR_TABLES")]
     tables: Option<String>,
+    /// Overrides `state_dir`: the dashboards' own directory, where the alert instances are kept.
+    #[arg(long, env = "CANDOR_DASHBOARDS_STATE_DIR")]
+    state_dir: Option<String>,
     /// Overrides `rules`: the alert rules file (TOML).
     #[arg(long, env = "CANDOR_DASHBOARDS_RULES")]
     rules: Option<String>,
@@ -222,6 +227,7 @@ fn override_keys(raw: &mut RawConfig, args: &ServeArgs) {
     set(&mut raw.kafka.brokers, &args.kafka);
     set(&mut raw.kafka.group_id, &args.group);
     set(&mut raw.tables, &args.tables);
+    set(&mut raw.state_dir, &args.state_dir);
     set_optional(&mut raw.rules, &args.rules);
     if !args.webhooks.is_empty() {
         raw.alerts.webhooks.clone_from(&args.webhooks);
@@ -277,6 +283,27 @@ fn web_access(config: &Config) -> anyhow::Result<Access> {
         .web
         .access(&|name| std::env::var(name).ok())
         .context("reading the [web] credentials")
+}
+
+/// The state store under `dir`, and the alert instances it kept.
+fn open_state(dir: &Path, rules: &[Rule]) -> anyhow::Result<(AlertStore, Alerts)> {
+    let store = AlertStore::open(dir)?;
+    let (stored, unreadable) = store.load()?;
+    let (alerts, dropped) = persist::restore(stored, rules);
+    if unreadable > 0 || dropped > 0 {
+        tracing::warn!(
+            unreadable,
+            dropped,
+            "alert instances in the state store not restored: unreadable, or of a rule no longer \
+             in the rules file"
+        );
+    }
+    tracing::info!(
+        restored = alerts.len(),
+        store = %dir.display(),
+        "alert instances restored"
+    );
+    Ok((store, Alerts::restored(alerts)))
 }
 
 /// `hash-password`: the first line of stdin, hashed.
@@ -372,10 +399,11 @@ async fn serve(config: Config) -> anyhow::Result<()> {
             )
         })?;
     let brokers = config.kafka.bootstrap_servers();
+    let (store, alerts) = open_state(&config.state_dir, &rules)?;
     let shared = Arc::new(Shared {
         model: std::sync::Mutex::new(Model::new(config.model_settings())),
         pipeline: std::sync::Mutex::new(PipelineInputs::default()),
-        alerts: std::sync::Mutex::new(Default::default()),
+        alerts: std::sync::Mutex::new(alerts),
         reconcile: std::sync::Mutex::new(Default::default()),
         rules,
         staleness: config.staleness(),
@@ -383,6 +411,7 @@ async fn serve(config: Config) -> anyhow::Result<()> {
         notifications: Default::default(),
         has_receivers: notifier.has_receivers(),
         access: Arc::clone(&access),
+        state_saves: Default::default(),
     });
     let stop = Arc::new(AtomicBool::new(false));
     let consumer = {
@@ -409,6 +438,7 @@ async fn serve(config: Config) -> anyhow::Result<()> {
         Arc::new(notifier),
         config.alerts.evaluate_every,
         micros_of(config.alerts.resend),
+        Some(Arc::new(store)),
     ));
     let forensic = ForensicSettings {
         root,

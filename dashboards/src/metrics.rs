@@ -49,6 +49,8 @@ pub mod names {
             "Records read from Kafka that the tables do not hold yet.";
         RECORDS_TOTAL = "candor_dashboards_records_total",
             "Records the dashboards' consumer read, per topic.";
+        STATE_SAVES_TOTAL = "candor_dashboards_state_saves_total",
+            "Writes of the alert instances to the dashboards' state store, by result: saved (durably) or failed (logged; the alerts then live in memory only until a write succeeds).";
         HTTP_REFUSED_TOTAL = "candor_dashboards_http_refused_total",
             "Requests the dashboards refused, by reason: no_credentials and wrong_credentials (401), forbidden (403, a role that does not reach the path).";
         RECONCILE_RUNS_TOTAL = "candor_reconcile_runs_total",
@@ -228,6 +230,25 @@ pub fn render(shared: &Shared, now: Micros) -> String {
         .refusals()
         .map(|(refusal, count)| (labels(&[("reason", refusal.as_str())]), count));
     out.counters(names::HTTP_REFUSED_TOTAL, refused);
+    out.counters(
+        names::STATE_SAVES_TOTAL,
+        [
+            (
+                labels(&[("result", "saved")]),
+                shared
+                    .state_saves
+                    .saved
+                    .load(std::sync::atomic::Ordering::Relaxed),
+            ),
+            (
+                labels(&[("result", "failed")]),
+                shared
+                    .state_saves
+                    .failed
+                    .load(std::sync::atomic::Ordering::Relaxed),
+            ),
+        ],
+    );
     let (delivered, failed) = shared.notifications.get();
     out.counters(
         names::NOTIFICATIONS_TOTAL,

@@ -59,6 +59,9 @@ pub struct PipelineInputs {
     pub table_lag: BTreeMap<Table, u64>,
     /// Why the tables could not be read, while it lasts.
     pub table_error: Option<String>,
+    /// Whether the stream has read every partition up to where it ended when the stream
+    /// assigned it (the brokers' history replayed); set once, and stays.
+    pub caught_up: bool,
 }
 
 /// Notifications sent and failed since start.
@@ -78,6 +81,15 @@ impl NotificationCounts {
             self.failed.load(Ordering::Relaxed),
         )
     }
+}
+
+/// Writes of the alert instances to the state store since start.
+#[derive(Debug, Default)]
+pub struct SaveCounts {
+    /// Written durably.
+    pub saved: AtomicU64,
+    /// Not written (the error is logged).
+    pub failed: AtomicU64,
 }
 
 /// Everything shared.
@@ -103,6 +115,8 @@ pub struct Shared {
     pub has_receivers: bool,
     /// Who may read the pages, the API and `/metrics`, and the refusals counted.
     pub access: Arc<Access>,
+    /// Writes of the alert instances to the state store.
+    pub state_saves: SaveCounts,
 }
 
 /// Locks a mutex; a panic in another holder leaves data that is still the best there is.

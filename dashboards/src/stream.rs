@@ -47,6 +47,9 @@ const COMMIT_EVERY: Duration = Duration::from_secs(5);
 /// is retried, and the failure is visible as the Kafka hop's error.
 pub fn run(settings: StreamSettings, shared: Arc<Shared>, stop: Arc<AtomicBool>) {
     let mut assigned: BTreeMap<(Table, i32), ()> = BTreeMap::new();
+    // Where each partition ended when it was assigned: the stream has caught up once it has
+    // read that far in every one.
+    let mut catch_up_to: BTreeMap<(Table, i32), i64> = BTreeMap::new();
     let consumer = loop {
         if stop.load(Ordering::Relaxed) {
             return;
@@ -70,11 +73,18 @@ pub fn run(settings: StreamSettings, shared: Arc<Shared>, stop: Arc<AtomicBool>)
     // when it holds nothing.
     let mut ends = 0usize;
     let mut started = false;
+    let mut caught_up = false;
     while !stop.load(Ordering::Relaxed) {
         if last_metadata.is_none_or(|at| at.elapsed() >= METADATA_EVERY) {
             last_metadata = Some(Instant::now());
-            match assign_new(&consumer, &mut assigned) {
-                Ok(()) => note_contact(&shared),
+            match assign_new(&consumer, &mut assigned, &mut catch_up_to) {
+                Ok(()) => {
+                    note_contact(&shared);
+                    // The brokers hold none of the topics yet: there is nothing to catch up on.
+                    if assigned.is_empty() && !caught_up {
+                        caught_up = note_caught_up(&shared, &mut catch_up_to);
+                    }
+                }
                 Err(err) => note_error(&shared, err),
             }
         }
@@ -127,6 +137,9 @@ pub fn run(settings: StreamSettings, shared: Arc<Shared>, stop: Arc<AtomicBool>)
         if !batch.is_empty() {
             apply(&shared, &batch, &bounds);
         }
+        if !caught_up {
+            caught_up = note_caught_up(&shared, &mut catch_up_to);
+        }
         if last_commit.elapsed() >= COMMIT_EVERY {
             last_commit = Instant::now();
             commit(&consumer, &shared);
@@ -151,10 +164,13 @@ fn connect(settings: &StreamSettings) -> Result<BaseConsumer, KafkaError> {
         .create()
 }
 
-/// Assigns the partitions not assigned yet, from the beginning the brokers still hold.
+/// Assigns the partitions not assigned yet, from the beginning the brokers still hold, and
+/// notes where each ends now (`catch_up_to`; a partition whose end cannot be read is left out,
+/// and so does not hold the catch-up back).
 fn assign_new(
     consumer: &BaseConsumer,
     assigned: &mut BTreeMap<(Table, i32), ()>,
+    catch_up_to: &mut BTreeMap<(Table, i32), i64>,
 ) -> Result<(), String> {
     let metadata = consumer
         .fetch_metadata(None, Duration::from_secs(5))
@@ -166,6 +182,12 @@ fn assign_new(
         };
         for partition in topic.partitions() {
             if assigned.insert((table, partition.id()), ()).is_none() {
+                if let Ok((low, high)) =
+                    consumer.fetch_watermarks(table.topic(), partition.id(), Duration::from_secs(5))
+                    && high > low
+                {
+                    catch_up_to.insert((table, partition.id()), high);
+                }
                 added
                     .add_partition_offset(table.topic(), partition.id(), Offset::Beginning)
                     .map_err(|err| err.to_string())?;
@@ -212,6 +234,15 @@ fn apply(shared: &Shared, batch: &[SourceRecord], bounds: &TimeBounds) {
     if let Some(newest) = newest {
         pipeline.newest_record = Some(pipeline.newest_record.map_or(newest, |n| n.max(newest)));
     }
+}
+
+/// Drops from `catch_up_to` every partition read to its mark; when none is left, the stream has
+/// caught up: said to the shared state, and returned.
+fn note_caught_up(shared: &Shared, catch_up_to: &mut BTreeMap<(Table, i32), i64>) -> bool {
+    let mut pipeline = lock(&shared.pipeline);
+    catch_up_to.retain(|key, end| pipeline.next_offsets.get(key).is_none_or(|next| next < end));
+    pipeline.caught_up = catch_up_to.is_empty();
+    pipeline.caught_up
 }
 
 fn note_contact(shared: &Shared) {

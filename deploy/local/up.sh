@@ -139,7 +139,7 @@ token_file = "$data/dashboards.token"
 WEB
 } >"$data/dashboards.toml"
 "$bin/candor-dashboards" --config "$data/dashboards.toml" --kafka "$kafka" \
-    --tables "$data/tables" >"$data/dashboards.log" 2>&1 &
+    --tables "$data/tables" --state-dir "$data/dashboards" >"$data/dashboards.log" 2>&1 &
 pids+=($!)
 for _ in $(seq 150); do
     curl -sf 127.0.0.1:3000/readyz >/dev/null && break

@@ -29,7 +29,7 @@ wait_port "$kafka"
 port=$(free_port)
 started=$(date +%s.%N)
 "$bin/candor-dashboards" --listen "127.0.0.1:$port" --kafka "127.0.0.1:$kafka" \
-    --tables "$work/tables" >"$work/dashboards.log" 2>&1 &
+    --tables "$work/tables" --state-dir "$work/dashboards" >"$work/dashboards.log" 2>&1 &
 dashboards=$!
 pids+=("$dashboards")
 events_metric='candor_dashboards_records_total{topic="candor.outcome-events.v1"}'

@@ -14,6 +14,7 @@ mod foreign_clients;
 mod ingest;
 mod kafka_security;
 mod moment;
+mod monitor_restart;
 mod operations;
 mod query;
 mod reconcile;

@@ -156,6 +156,8 @@ async fn start_locked() -> Locked {
         "127.0.0.1:1".into(),
         "--tables".into(),
         dir.join("tables").display().to_string(),
+        "--state-dir".into(),
+        dir.join("state").display().to_string(),
     ];
     let env_refs: Vec<(&str, &str)> = env.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
     let process = Running::spawn("dashboards-locked", &binary, &args, &env_refs);

@@ -46,6 +46,8 @@ pub struct Options {
     pub args: Vec<String>,
     /// Environment variables.
     pub env: Vec<(String, String)>,
+    /// The state directory (`--state-dir`); a fresh one of its own without it.
+    pub state_dir: Option<std::path::PathBuf>,
 }
 
 impl Dashboards {
@@ -78,6 +80,11 @@ impl Dashboards {
             for hook in &options.webhooks {
                 args.extend(["--webhook".to_owned(), hook.clone()]);
             }
+            let state_dir = options
+                .state_dir
+                .clone()
+                .unwrap_or_else(|| crate::tempdir(&format!("dashboards-state-{port}")));
+            args.extend(["--state-dir".to_owned(), state_dir.display().to_string()]);
             args.extend(options.args.iter().cloned());
             let env: Vec<(&str, &str)> = options
                 .env
@@ -132,6 +139,11 @@ impl Dashboards {
     /// What the process has printed.
     pub fn output(&self) -> String {
         self.process.output()
+    }
+
+    /// Kills the process (SIGKILL: nothing is flushed or saved on the way out).
+    pub async fn kill(&mut self) {
+        self.process.kill().await;
     }
 }
 

@@ -154,6 +154,7 @@ fn every_metric_the_rules_read_is_one_the_dashboards_serve() {
         notifications: Default::default(),
         has_receivers: false,
         access: std::sync::Arc::new(crate::access::Access::open()),
+        state_saves: Default::default(),
     };
     let served = crate::metrics::render(&shared, 0);
     for name in metric::ALL {

@@ -1,0 +1,364 @@
+//! The dashboards' own state on disk: the alert instances, so that a restart (or a kill -9)
+//! neither forgets what was firing nor fires it again.
+//!
+//! Every instance is kept in an embedded store (redb, as the collector's spool) at
+//! `<state_dir>/alerts.redb`: its state (pending with the time its `for` began, firing, resolved),
+//! when it fired and resolved, when its newest notification was handed to a receiver and what
+//! became of it. The alert loop writes the whole set after each evaluation and each delivery, in
+//! one transaction, durably ([`AlertStore::save`]); the start reads it back ([`restore`]).
+//!
+//! Read back:
+//!
+//! - a firing instance whose condition still holds stays firing, and is sent again only when
+//!   `alerts.resend` has passed since its newest notification: no second notification for the
+//!   restart itself;
+//! - one whose condition ended while the dashboards were down resolves at the first evaluation,
+//!   and its resolve is sent;
+//! - a pending one keeps the time its `for` began;
+//! - a notification that was on its way when the process stopped is taken as undelivered, and
+//!   is sent again (at least once: a receiver such as Alertmanager recognises the repeat);
+//! - an instance whose rule is no longer in the rules file is dropped, and the count said.
+
+use std::path::{Path, PathBuf};
+
+use candor_query::window::Micros;
+use redb::{Database, Durability, ReadableDatabase, ReadableTable, TableDefinition};
+use serde::{Deserialize, Serialize};
+
+use crate::alerts::{Alert, Delivery, Labels, State};
+use crate::rules::Rule;
+
+/// Alert instances by key (`[name, labels]` as JSON), each as JSON ([`Stored`]).
+const ALERTS: TableDefinition<'_, &str, &[u8]> = TableDefinition::new("alerts");
+
+/// The store could not be opened, read or written.
+#[derive(Debug, thiserror::Error)]
+#[error("the dashboards' state store {path}: {reason}")]
+pub struct StoreError {
+    /// The store's file.
+    pub path: String,
+    /// What went wrong.
+    pub reason: String,
+}
+
+/// The alert instances' store.
+#[derive(Debug)]
+pub struct AlertStore {
+    db: Database,
+    path: PathBuf,
+}
+
+impl AlertStore {
+    /// Opens (or creates) `<dir>/alerts.redb`, creating `dir`.
+    pub fn open(dir: &Path) -> Result<Self, StoreError> {
+        let path = dir.join("alerts.redb");
+        let error = |reason: String| StoreError {
+            path: path.display().to_string(),
+            reason,
+        };
+        std::fs::create_dir_all(dir).map_err(|err| error(err.to_string()))?;
+        let db = Database::create(&path).map_err(|err| error(err.to_string()))?;
+        Ok(Self { db, path })
+    }
+
+    fn error(&self, reason: impl ToString) -> StoreError {
+        StoreError {
+            path: self.path.display().to_string(),
+            reason: reason.to_string(),
+        }
+    }
+
+    /// Every instance stored; entries that cannot be read are counted, not returned.
+    pub fn load(&self) -> Result<(Vec<Stored>, usize), StoreError> {
+        let read = || -> Result<(Vec<Stored>, usize), redb::Error> {
+            let txn = self.db.begin_read()?;
+            let table = match txn.open_table(ALERTS) {
+                Ok(table) => table,
+                Err(redb::TableError::TableDoesNotExist(_)) => return Ok((Vec::new(), 0)),
+                Err(err) => return Err(err.into()),
+            };
+            let (mut stored, mut unreadable) = (Vec::new(), 0);
+            for entry in table.iter()? {
+                let (_, value) = entry?;
+                match serde_json::from_slice(value.value()) {
+                    Ok(alert) => stored.push(alert),
+                    Err(_) => unreadable += 1,
+                }
+            }
+            Ok((stored, unreadable))
+        };
+        read().map_err(|err| self.error(err))
+    }
+
+    /// Replaces what is stored with `alerts`, durably.
+    pub fn save(&self, alerts: &[Stored]) -> Result<(), StoreError> {
+        let write = || -> Result<(), redb::Error> {
+            let mut txn = self.db.begin_write()?;
+            txn.set_durability(Durability::Immediate)?;
+            {
+                let mut table = txn.open_table(ALERTS)?;
+                table.retain(|_, _| false)?;
+                for alert in alerts {
+                    let key = serde_json::to_string(&(&alert.name, &alert.labels))
+                        .map_err(|err| redb::Error::Corrupted(err.to_string()))?;
+                    let value = serde_json::to_vec(alert)
+                        .map_err(|err| redb::Error::Corrupted(err.to_string()))?;
+                    table.insert(key.as_str(), value.as_slice())?;
+                }
+            }
+            txn.commit()?;
+            Ok(())
+        };
+        write().map_err(|err| self.error(err))
+    }
+}
+
+/// An alert instance as stored: the alert's own fields, with times in microseconds.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Stored {
+    /// The rule's name.
+    pub name: String,
+    /// The instance's labels.
+    pub labels: Labels,
+    /// What was measured at the newest evaluation that held.
+    pub description: String,
+    /// The rule's summary.
+    pub summary: String,
+    /// `pending`, `firing` or `resolved`.
+    pub state: StoredState,
+    /// When the condition began to hold.
+    pub active_since: Micros,
+    /// When it fired.
+    pub fired_at: Option<Micros>,
+    /// When it resolved.
+    pub resolved_at: Option<Micros>,
+    /// When its newest notification was handed to the notifier.
+    pub last_sent: Option<Micros>,
+    /// What became of it.
+    pub delivery: StoredDelivery,
+}
+
+/// [`State`], stored.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum StoredState {
+    /// [`State::Pending`].
+    Pending,
+    /// [`State::Firing`].
+    Firing,
+    /// [`State::Resolved`].
+    Resolved,
+}
+
+/// [`Delivery`], stored.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "delivery", rename_all = "snake_case")]
+pub enum StoredDelivery {
+    /// [`Delivery::NotSent`].
+    NotSent {
+        /// Why.
+        reason: String,
+    },
+    /// [`Delivery::Sending`].
+    Sending,
+    /// [`Delivery::Delivered`].
+    Delivered {
+        /// When.
+        at: Micros,
+        /// The state that was sent.
+        sent: StoredState,
+    },
+    /// [`Delivery::Undelivered`].
+    Undelivered {
+        /// When the last attempt ended.
+        at: Micros,
+        /// The state that could not be sent.
+        sent: StoredState,
+        /// What went wrong.
+        reason: String,
+    },
+}
+
+/// Why a notification handed to the notifier before the process stopped counts as undelivered.
+pub const STOPPED_WHILE_SENDING: &str =
+    "the dashboards stopped before a receiver answered; sent again";
+
+impl StoredState {
+    fn of(state: State) -> Self {
+        match state {
+            State::Pending => Self::Pending,
+            State::Firing => Self::Firing,
+            State::Resolved => Self::Resolved,
+        }
+    }
+
+    fn state(self) -> State {
+        match self {
+            Self::Pending => State::Pending,
+            Self::Firing => State::Firing,
+            Self::Resolved => State::Resolved,
+        }
+    }
+}
+
+impl Stored {
+    /// An instance as stored.
+    pub fn of(alert: &Alert) -> Self {
+        let delivery = match &alert.delivery {
+            Delivery::NotSent { reason } => StoredDelivery::NotSent {
+                reason: reason.clone(),
+            },
+            Delivery::Sending => StoredDelivery::Sending,
+            Delivery::Delivered { at, sent } => StoredDelivery::Delivered {
+                at: *at,
+                sent: StoredState::of(*sent),
+            },
+            Delivery::Undelivered { at, sent, reason } => StoredDelivery::Undelivered {
+                at: *at,
+                sent: StoredState::of(*sent),
+                reason: reason.clone(),
+            },
+        };
+        Self {
+            name: alert.name.clone(),
+            labels: alert.labels.clone(),
+            description: alert.description.clone(),
+            summary: alert.summary.clone(),
+            state: StoredState::of(alert.state),
+            active_since: alert.active_since,
+            fired_at: alert.fired_at,
+            resolved_at: alert.resolved_at,
+            last_sent: alert.last_sent,
+            delivery,
+        }
+    }
+}
+
+/// The stored instances as alerts of `rules`: those whose rule is gone are dropped (their
+/// number is returned), and a notification that was being sent is undelivered.
+pub fn restore(stored: Vec<Stored>, rules: &[Rule]) -> (Vec<Alert>, usize) {
+    let mut dropped = 0;
+    let mut alerts = Vec::with_capacity(stored.len());
+    for alert in stored {
+        let Some(rule) = rules.iter().find(|rule| rule.name == alert.name) else {
+            dropped += 1;
+            continue;
+        };
+        let state = alert.state.state();
+        let delivery = match alert.delivery {
+            StoredDelivery::NotSent { reason } => Delivery::NotSent { reason },
+            StoredDelivery::Sending => Delivery::Undelivered {
+                at: alert.last_sent.unwrap_or(alert.active_since),
+                sent: state,
+                reason: STOPPED_WHILE_SENDING.into(),
+            },
+            StoredDelivery::Delivered { at, sent } => Delivery::Delivered {
+                at,
+                sent: sent.state(),
+            },
+            StoredDelivery::Undelivered { at, sent, reason } => Delivery::Undelivered {
+                at,
+                sent: sent.state(),
+                reason,
+            },
+        };
+        alerts.push(Alert {
+            name: alert.name,
+            severity: rule.severity.as_str(),
+            labels: alert.labels,
+            description: alert.description,
+            summary: alert.summary,
+            state,
+            active_since: alert.active_since,
+            fired_at: alert.fired_at,
+            resolved_at: alert.resolved_at,
+            delivery,
+            last_sent: alert.last_sent,
+        });
+    }
+    (alerts, dropped)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn rules() -> Vec<Rule> {
+        crate::rules::parse(
+            "[[rule]]\nname = \"Stale\"\nkind = \"pipeline_stale\"\nafter = \"1m\"\n",
+            crate::rules::Limits {
+                step: 60_000_000,
+                history: 6 * 3_600_000_000,
+            },
+        )
+        .unwrap()
+    }
+
+    fn alert(name: &str, state: State, delivery: Delivery) -> Alert {
+        Alert {
+            name: name.into(),
+            severity: "page",
+            labels: Labels::from([("hop".to_owned(), "collector".to_owned())]),
+            description: "collector: no evidence".into(),
+            summary: "stale".into(),
+            state,
+            active_since: 1_000,
+            fired_at: Some(2_000),
+            resolved_at: None,
+            delivery,
+            last_sent: Some(2_500),
+        }
+    }
+
+    #[test]
+    fn what_is_saved_is_read_back_as_it_was() {
+        let dir = std::env::temp_dir().join(format!(
+            "candor-dashboards-store-{}-{}",
+            std::process::id(),
+            line!()
+        ));
+        let _ = std::fs::remove_dir_all(&dir);
+        let store = AlertStore::open(&dir).unwrap();
+        assert_eq!(store.load().unwrap(), (Vec::new(), 0));
+        let firing = alert(
+            "Stale",
+            State::Firing,
+            Delivery::Delivered {
+                at: 2_600,
+                sent: State::Firing,
+            },
+        );
+        store.save(&[Stored::of(&firing)]).unwrap();
+        drop(store);
+        let store = AlertStore::open(&dir).unwrap();
+        let (stored, unreadable) = store.load().unwrap();
+        assert_eq!(unreadable, 0);
+        let (restored, dropped) = restore(stored, &rules());
+        assert_eq!(dropped, 0);
+        assert_eq!(restored, vec![firing]);
+        // A save replaces: nothing of the earlier set stays.
+        store.save(&[]).unwrap();
+        assert_eq!(store.load().unwrap(), (Vec::new(), 0));
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    #[test]
+    fn a_notification_on_its_way_is_undelivered_and_a_rule_that_is_gone_drops_its_alerts() {
+        let stored = vec![
+            Stored::of(&alert("Stale", State::Firing, Delivery::Sending)),
+            Stored::of(&alert("Removed", State::Firing, Delivery::Sending)),
+        ];
+        let (restored, dropped) = restore(stored, &rules());
+        assert_eq!(dropped, 1);
+        assert_eq!(restored.len(), 1);
+        assert_eq!(
+            restored[0].delivery,
+            Delivery::Undelivered {
+                at: 2_500,
+                sent: State::Firing,
+                reason: STOPPED_WHILE_SENDING.into(),
+            }
+        );
+        assert_eq!(restored[0].severity, "page");
+    }
+}

@@ -66,7 +66,9 @@ pub const KAFKA_OWNED: &[(&str, &str)] = &[("group.id", "set by kafka.group_id (
 /// | `staleness.collector` | `"30s"` | the collector hop is STALE after this long without a heartbeat (or three of the heartbeats' own interval, if that is longer) |
 /// | `staleness.kafka` | `"30s"` | the Kafka hop is STALE after this long without contact |
 /// | `staleness.table` | `"5m"` | the table hop is STALE after this long without the watermark moving |
-/// | `alerts.webhooks` | `[]` | receivers of alerts (Alertmanager API v2 format), plain `http://` URLs |
+/// | `alerts.webhooks` | `[]` | receivers of alerts (Alertmanager API v2 format), `http://` or `https://` URLs |
+/// | `alerts.webhook_ca_file` | unset: the system's CA certificates | PEM CA certificates an `https://` webhook is verified against instead (a private CA) |
+/// | `alerts.webhook_headers_file` | unset: none | a file of `Name: value` lines sent with every notification (`Authorization: Bearer …`), read at start; never printed |
 /// | `alerts.webhook_attempts` | `3` | attempts per notification, retries included |
 /// | `alerts.webhook_timeout` | `"5s"` | time per notification attempt |
 /// | `alerts.resend` | `"1m"` | how often a firing alert is sent again, also after an undelivered notification |
@@ -214,6 +216,10 @@ pub struct RawAlerts {
     pub webhook_attempts: i64,
     /// `alerts.webhook_timeout`.
     pub webhook_timeout: String,
+    /// `alerts.webhook_ca_file`.
+    pub webhook_ca_file: Option<String>,
+    /// `alerts.webhook_headers_file`.
+    pub webhook_headers_file: Option<String>,
     /// `alerts.resend`.
     pub resend: String,
     /// `alerts.evaluate_every`.
@@ -226,6 +232,8 @@ impl Default for RawAlerts {
             webhooks: Vec::new(),
             webhook_attempts: 3,
             webhook_timeout: "5s".into(),
+            webhook_ca_file: None,
+            webhook_headers_file: None,
             resend: "1m".into(),
             evaluate_every: "10s".into(),
         }
@@ -345,6 +353,10 @@ pub struct AlertsConfig {
     pub webhook_attempts: NonZeroU32,
     /// Time per attempt.
     pub webhook_timeout: Duration,
+    /// The CA certificates an `https://` webhook is verified against; the system's without.
+    pub webhook_ca_file: Option<PathBuf>,
+    /// The file of headers sent with every notification.
+    pub webhook_headers_file: Option<PathBuf>,
     /// Time before a firing alert is sent again.
     pub resend: Duration,
     /// Time between two evaluations of the rules.
@@ -446,14 +458,23 @@ impl RawPanels {
     }
 }
 
-const WEBHOOK_URL: &str = "expected an http:// URL with a host (the notifier speaks plain HTTP)";
+const WEBHOOK_URL: &str = "expected an http:// or https:// URL with a host";
+
+/// A key that names a file: not blank when given.
+fn file_key(key: &str, written: Option<String>) -> Result<Option<PathBuf>, ConfigError> {
+    written
+        .map(|path| not_blank(key, &path).map(|()| PathBuf::from(path)))
+        .transpose()
+}
 
 impl RawAlerts {
     fn validate(self) -> Result<AlertsConfig, ConfigError> {
         let mut webhooks = Vec::with_capacity(self.webhooks.len());
         for (index, written) in self.webhooks.into_iter().enumerate() {
             let parsed = url::Url::parse(&written).ok();
-            if !parsed.is_some_and(|parsed| parsed.scheme() == "http" && parsed.has_host()) {
+            if !parsed.is_some_and(|parsed| {
+                matches!(parsed.scheme(), "http" | "https") && parsed.has_host()
+            }) {
                 return Err(invalid("alerts.webhooks", written, WEBHOOK_URL));
             }
             webhooks.push(Webhook {
@@ -465,6 +486,11 @@ impl RawAlerts {
             webhooks,
             webhook_attempts: nonzero_u32("alerts.webhook_attempts", self.webhook_attempts)?,
             webhook_timeout: parse_duration("alerts.webhook_timeout", &self.webhook_timeout)?,
+            webhook_ca_file: file_key("alerts.webhook_ca_file", self.webhook_ca_file)?,
+            webhook_headers_file: file_key(
+                "alerts.webhook_headers_file",
+                self.webhook_headers_file,
+            )?,
             resend: parse_duration("alerts.resend", &self.resend)?,
             evaluate_every: parse_duration("alerts.evaluate_every", &self.evaluate_every)?,
         })
@@ -626,15 +652,15 @@ mod tests {
     }
 
     #[test]
-    fn webhooks_are_plain_http_urls_named_in_order() {
+    fn webhooks_are_http_or_https_urls_named_in_order() {
         let c = Config::from_toml_str(
-            "[alerts]\nwebhooks = [\"http://am:9093/api/v2/alerts\", \"http://10.0.0.1/x\"]\n",
+            "[alerts]\nwebhooks = [\"http://am:9093/api/v2/alerts\", \"https://10.0.0.1/x\"]\n",
         )
         .unwrap();
         let names: Vec<&str> = c.alerts.webhooks.iter().map(|w| w.name.as_str()).collect();
         assert_eq!(names, ["webhook-1", "webhook-2"]);
         assert_eq!(c.alerts.webhooks[0].url, "http://am:9093/api/v2/alerts");
-        for bad in ["", "am:9093", "https://am/api", "http://"] {
+        for bad in ["", "am:9093", "ftp://am/api", "http://"] {
             let err = refusal(&format!("[alerts]\nwebhooks = [{bad:?}]\n"));
             assert!(
                 err.starts_with(&format!("invalid alerts.webhooks = {bad:?}: ")),

@@ -10,13 +10,14 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use anyhow::Context as _;
+use candor_adapter::http_client::HttpClient;
 use candor_adapter::otlp::{OtlpConfig, init};
 use candor_dashboards::access::{self, Access};
 use candor_dashboards::alerts::Alerts;
 use candor_dashboards::config::{Config, RawConfig, kafka_settings_file};
 use candor_dashboards::forensic::ForensicSettings;
 use candor_dashboards::model::Model;
-use candor_dashboards::notify::Notifier;
+use candor_dashboards::notify::{self, Notifier};
 use candor_dashboards::persist::{self, AlertStore};
 use candor_dashboards::reconcile::{self, ReconcileSettings};
 use candor_dashboards::rules::{self, DEFAULT_RULES, Limits, Rule};
@@ -259,6 +260,7 @@ fn check(args: &ServeArgs) -> anyhow::Result<String> {
     let config = configuration(args)?;
     config.kafka.extra.resolve()?;
     let access = web_access(&config)?;
+    webhook_transport(&config)?;
     if let Some(tls) = &config.web.tls {
         for file in [&tls.cert, &tls.key] {
             let pem = std::fs::read_to_string(file)
@@ -275,6 +277,33 @@ fn check(args: &ServeArgs) -> anyhow::Result<String> {
         "{config:#?}\n{access:?}\n{} alert rule(s)",
         rules.len()
     ))
+}
+
+/// The webhooks' HTTP client (with the CA certificates of `alerts.webhook_ca_file`, or the
+/// system's) and the headers of `alerts.webhook_headers_file`.
+fn webhook_transport(config: &Config) -> anyhow::Result<(HttpClient, http::HeaderMap)> {
+    /// A notification's response body is read up to this; receivers answer with little.
+    const MAX_RESPONSE_BYTES: usize = 64 << 10;
+    let client = match &config.alerts.webhook_ca_file {
+        Some(path) => {
+            let pem = std::fs::read(path)
+                .with_context(|| format!("reading alerts.webhook_ca_file {}", path.display()))?;
+            HttpClient::trusting(MAX_RESPONSE_BYTES, &pem)
+                .with_context(|| format!("in alerts.webhook_ca_file {}", path.display()))?
+        }
+        None => HttpClient::new(MAX_RESPONSE_BYTES),
+    };
+    let headers = match &config.alerts.webhook_headers_file {
+        Some(path) => {
+            let text = std::fs::read_to_string(path).with_context(|| {
+                format!("reading alerts.webhook_headers_file {}", path.display())
+            })?;
+            notify::read_headers(&text)
+                .with_context(|| format!("in alerts.webhook_headers_file {}", path.display()))?
+        }
+        None => http::HeaderMap::new(),
+    };
+    Ok((client, headers))
 }
 
 /// Who may read, from the hashes and tokens `[web]` names.
@@ -368,10 +397,13 @@ async fn serve(config: Config) -> anyhow::Result<()> {
         ),
         None => None,
     };
+    let (client, headers) = webhook_transport(&config)?;
     let notifier = Notifier::new(
         &config.alerts.webhooks,
         config.alerts.webhook_attempts.get(),
         config.alerts.webhook_timeout,
+        client,
+        headers,
         config.external_url.clone(),
     )?;
     let access = Arc::new(web_access(&config)?);

@@ -5,6 +5,10 @@
 //!
 //! A receiver acknowledges with any 2xx status, whatever the body; everything else is the
 //! adapter's HTTP classification (5xx and 429 are retried, 4xx are permanent).
+//!
+//! Webhooks are `http://` or `https://`, verified against the system's CA certificates or the
+//! configured ones (`alerts.webhook_ca_file`), and every notification carries the headers of
+//! `alerts.webhook_headers_file` ([`read_headers`]), such as a receiver's `Authorization`.
 
 use std::time::Duration;
 
@@ -24,7 +28,7 @@ use crate::alerts::{Alert, Delivery, State};
 pub struct Webhook {
     /// A name for the UI and the adapter's tool attribute.
     pub name: String,
-    /// The URL alerts are POSTed to (plain `http://`).
+    /// The URL alerts are POSTed to (`http://` or `https://`).
     pub url: String,
 }
 
@@ -50,6 +54,8 @@ impl Classify<HttpExchange> for Acknowledged {
 pub struct Notifier {
     receivers: Vec<(Webhook, Adapter<Acknowledged>)>,
     client: HttpClient,
+    /// Sent with every notification: the content type and the configured headers.
+    headers: HeaderMap,
     external_url: String,
 }
 
@@ -73,12 +79,16 @@ pub struct NotifierError {
 }
 
 impl Notifier {
-    /// A notifier for `webhooks`: `attempts` tries each, `timeout` per attempt. `external_url` is
-    /// the dashboards' own address, sent as each alert's `generatorURL`.
+    /// A notifier for `webhooks`: `attempts` tries each, `timeout` per attempt, through `client`
+    /// (which holds the CA certificates an `https://` webhook is verified against), with
+    /// `headers` on every notification. `external_url` is the dashboards' own address, sent as
+    /// each alert's `generatorURL`.
     pub fn new(
         webhooks: &[Webhook],
         attempts: u32,
         timeout: Duration,
+        client: HttpClient,
+        headers: HeaderMap,
         external_url: String,
     ) -> Result<Self, NotifierError> {
         let mut receivers = Vec::new();
@@ -108,9 +118,15 @@ impl Notifier {
                 .map_err(|err| fail(err.to_string()))?;
             receivers.push((hook.clone(), adapter));
         }
+        let mut all = headers;
+        all.insert(
+            header::CONTENT_TYPE,
+            HeaderValue::from_static("application/json"),
+        );
         Ok(Self {
             receivers,
-            client: HttpClient::new(64 << 10),
+            client,
+            headers: all,
             external_url,
         })
     }
@@ -128,15 +144,11 @@ impl Notifier {
             };
         }
         let body = Bytes::from(payload(alert, &self.external_url).to_string());
-        let mut headers = HeaderMap::new();
-        headers.insert(
-            header::CONTENT_TYPE,
-            HeaderValue::from_static("application/json"),
-        );
+        let headers = &self.headers;
         let mut failures = Vec::new();
         for (hook, adapter) in &self.receivers {
             let envelope = adapter
-                .call(|context| self.client.post(context, &hook.url, &headers, body.clone()))
+                .call(|context| self.client.post(context, &hook.url, headers, body.clone()))
                 .await;
             match envelope.class() {
                 OutcomeClass::Success | OutcomeClass::Empty => {}
@@ -188,6 +200,60 @@ pub fn payload(alert: &Alert, external_url: &str) -> Value {
     json!([postable])
 }
 
+/// The headers file could not be used. No message holds a header's value.
+#[derive(Debug, thiserror::Error)]
+pub enum HeadersError {
+    /// A line is not `Name: value`, or its name or value is not a valid header's.
+    #[error("line {line}: expected `Name: value` with a valid header name and value")]
+    Line {
+        /// The 1-based line.
+        line: usize,
+    },
+    /// A header the notifier sets itself.
+    #[error("line {line}: {name} is set by the notifier")]
+    Reserved {
+        /// The 1-based line.
+        line: usize,
+        /// The header's name.
+        name: String,
+    },
+}
+
+/// The headers of `alerts.webhook_headers_file`: one `Name: value` per line; blank lines and
+/// lines starting with `#` are skipped. `Content-Type`, `Content-Length`, `Host` and
+/// `Idempotency-Key` are the notifier's own and refused.
+pub fn read_headers(text: &str) -> Result<HeaderMap, HeadersError> {
+    let mut headers = HeaderMap::new();
+    for (index, raw) in text.lines().enumerate() {
+        let line = index + 1;
+        let trimmed = raw.trim();
+        if trimmed.is_empty() || trimmed.starts_with('#') {
+            continue;
+        }
+        let (name, value) = trimmed.split_once(':').ok_or(HeadersError::Line { line })?;
+        let name = http::HeaderName::from_bytes(name.trim().as_bytes())
+            .map_err(|_| HeadersError::Line { line })?;
+        if [
+            header::CONTENT_TYPE,
+            header::CONTENT_LENGTH,
+            header::HOST,
+            candor_adapter::http_client::IDEMPOTENCY_KEY,
+        ]
+        .contains(&name)
+        {
+            return Err(HeadersError::Reserved {
+                line,
+                name: name.to_string(),
+            });
+        }
+        let mut value =
+            HeaderValue::from_str(value.trim()).map_err(|_| HeadersError::Line { line })?;
+        value.set_sensitive(true);
+        headers.append(name, value);
+    }
+    Ok(headers)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -220,5 +286,30 @@ mod tests {
             payload(&alert, "x")[0]["endsAt"],
             "1970-01-01T00:02:01.000000Z"
         );
+    }
+
+    #[test]
+    fn the_headers_file_is_read_line_by_line_and_never_shows_a_value() {
+        let headers = read_headers(
+            "# the receiver's token\nAuthorization: Bearer s3cret-token\n\nX-Scope-OrgID: ops\n",
+        )
+        .unwrap();
+        assert_eq!(headers["authorization"], "Bearer s3cret-token");
+        assert!(headers["authorization"].is_sensitive());
+        assert_eq!(headers["x-scope-orgid"], "ops");
+        for (text, line) in [
+            ("Authorization Bearer s3cret-token", 1),
+            ("ok: 1\nBad Name: s3cret-token", 2),
+            ("X: s3cret\r\u{0}token", 1),
+        ] {
+            let err = read_headers(text).unwrap_err();
+            assert!(
+                err.to_string().starts_with(&format!("line {line}:")),
+                "{err}"
+            );
+            assert!(!err.to_string().contains("s3cret"), "{err}");
+        }
+        let err = read_headers("Content-Type: text/plain").unwrap_err();
+        assert!(err.to_string().contains("content-type"), "{err}");
     }
 }

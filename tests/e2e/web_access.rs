@@ -314,3 +314,88 @@ async fn the_dashboards_let_in_only_the_credentials_configured_over_tls() {
         );
     }
 }
+
+/// The watchdog alone: it always fires, so a notification is due as soon as the rules run.
+const WATCHDOG: &str = "[[rule]]\nname = \"CandorWatchdog\"\nkind = \"watchdog\"\n";
+
+/// Alerts reach an `https://` webhook verified against a private CA
+/// (`alerts.webhook_ca_file`), with the `Authorization` header of `alerts.webhook_headers_file`;
+/// verified against the system's CAs instead, the same webhook gets nothing and the alert shows
+/// undelivered, saying why.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn alerts_reach_an_https_webhook_through_its_ca_with_the_headers_file() {
+    let dir = tempdir("https-webhook");
+    let pki = make_pki(&dir);
+    let receiver = candor_e2e::dashboards::Receiver::start_tls(&pki).await;
+    let token = format!("Bearer hook-{}-{}", std::process::id(), free_port());
+    let headers = dir.join("webhook-headers");
+    std::fs::write(
+        &headers,
+        format!("# the receiver's token\nAuthorization: {token}\n"),
+    )
+    .expect("the headers file");
+    let start = |ca: Option<&Path>| {
+        let config = dir.join(format!("dashboards-{}.toml", free_port()));
+        let ca_line = ca.map_or_else(String::new, |ca| {
+            format!("webhook_ca_file = \"{}\"\n", ca.display())
+        });
+        std::fs::write(
+            &config,
+            format!(
+                "[alerts]\n{ca_line}webhook_headers_file = \"{}\"\n",
+                headers.display()
+            ),
+        )
+        .expect("the configuration");
+        let mut args = crate::dashboards::fast_args();
+        args.extend(["--config".to_owned(), config.display().to_string()]);
+        candor_e2e::dashboards::Options {
+            rules: Some(WATCHDOG.into()),
+            webhooks: vec![receiver.url.clone()],
+            args,
+            ..candor_e2e::dashboards::Options::default()
+        }
+    };
+    let tables = dir.join("tables");
+
+    // Trusting the private CA: delivered, with the header.
+    let trusting =
+        candor_e2e::dashboards::Dashboards::start("127.0.0.1:1", &tables, start(Some(&pki.ca)))
+            .await;
+    wait_for(
+        "the watchdog at the HTTPS receiver",
+        Duration::from_secs(60),
+        || async { (!receiver.authorizations().is_empty()).then_some(()) },
+    )
+    .await;
+    assert!(
+        receiver
+            .authorizations()
+            .iter()
+            .all(|a| a.as_deref() == Some(token.as_str())),
+        "every notification carries the headers file's Authorization"
+    );
+    trusting
+        .wait_alert("the watchdog delivered", |a| {
+            a["name"] == "CandorWatchdog" && a["delivery"] == "delivered"
+        })
+        .await;
+    assert!(
+        !trusting.output().contains(&token),
+        "the log shows the header's value"
+    );
+    drop(trusting);
+
+    // The system's CAs do not know the private one: nothing arrives, and the alert says why.
+    let received = receiver.authorizations().len();
+    let untrusting =
+        candor_e2e::dashboards::Dashboards::start("127.0.0.1:1", &tables, start(None)).await;
+    let alert = untrusting
+        .wait_alert("the watchdog undelivered", |a| {
+            a["name"] == "CandorWatchdog" && a["delivery"] == "undelivered"
+        })
+        .await;
+    let reason = alert["reason"].as_str().unwrap_or_default().to_lowercase();
+    assert!(reason.contains("certificate"), "{alert}");
+    assert_eq!(receiver.authorizations().len(), received, "{alert}");
+}

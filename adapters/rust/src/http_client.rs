@@ -7,8 +7,9 @@
 //! (a Partial, contract rule `RETRY-ATTEMPT-TIMEOUT`) rather than nothing, and it sends the
 //! call's idempotency key, when the adapter made one, in the `Idempotency-Key` header.
 //!
-//! Plain `http://` only; for TLS, use any client and build an
-//! [`HttpResponse`] from what it returns.
+//! It speaks `http://` and `https://` (rustls, TLS 1.2 and 1.3): by default a server is verified
+//! against the system's CA certificates ([`HttpClient::new`]), or against given ones
+//! ([`HttpClient::trusting`], for a private CA).
 
 use std::error::Error as _;
 use std::time::SystemTime;
@@ -16,9 +17,13 @@ use std::time::SystemTime;
 use bytes::{Bytes, BytesMut};
 use http::{HeaderMap, HeaderName, HeaderValue, Method, Request};
 use http_body_util::{BodyExt, Full};
+use hyper_rustls::HttpsConnector;
 use hyper_util::client::legacy::Client;
 use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::rt::TokioExecutor;
+use rustls::RootCertStore;
+use rustls_pki_types::CertificateDer;
+use rustls_pki_types::pem::PemObject as _;
 
 use crate::adapter::AttemptContext;
 use crate::classify::http::{
@@ -34,7 +39,7 @@ pub const DEFAULT_MAX_BODY_BYTES: usize = 8 << 20;
 /// An HTTP/1 client with a body size cap.
 #[derive(Debug, Clone)]
 pub struct HttpClient {
-    client: Client<HttpConnector, Full<Bytes>>,
+    client: Client<HttpsConnector<HttpConnector>, Full<Bytes>>,
     max_body_bytes: usize,
 }
 
@@ -44,11 +49,66 @@ impl Default for HttpClient {
     }
 }
 
+/// The CA certificates given to [`HttpClient::trusting`] could not be used.
+#[derive(Debug, thiserror::Error)]
+pub enum TrustError {
+    /// The text holds no PEM certificate.
+    #[error("no PEM certificate (-----BEGIN CERTIFICATE-----) in the CA certificates")]
+    NoCertificate,
+    /// A certificate could not be read or used as a trust anchor.
+    #[error("a CA certificate could not be used: {0}")]
+    Unusable(String),
+}
+
 impl HttpClient {
-    /// A client that reads at most `max_body_bytes` of a body.
+    /// A client that reads at most `max_body_bytes` of a body, and verifies an HTTPS server
+    /// against the system's CA certificates. A certificate of the system's that cannot be read
+    /// is left out; with none readable, every HTTPS request fails as a connection error that
+    /// says the certificate is not trusted.
     pub fn new(max_body_bytes: usize) -> Self {
+        let mut roots = RootCertStore::empty();
+        let native = rustls_native_certs::load_native_certs();
+        for cert in native.certs {
+            // One unusable certificate of the system's does not take the others down.
+            let _ = roots.add(cert);
+        }
+        Self::with_roots(max_body_bytes, roots)
+    }
+
+    /// A client that verifies an HTTPS server against the CA certificates in `pem` only (a
+    /// private CA), and reads at most `max_body_bytes` of a body.
+    pub fn trusting(max_body_bytes: usize, pem: &[u8]) -> Result<Self, TrustError> {
+        let mut roots = RootCertStore::empty();
+        for cert in CertificateDer::pem_slice_iter(pem) {
+            let cert = cert.map_err(|err| TrustError::Unusable(err.to_string()))?;
+            roots
+                .add(cert)
+                .map_err(|err| TrustError::Unusable(err.to_string()))?;
+        }
+        if roots.is_empty() {
+            return Err(TrustError::NoCertificate);
+        }
+        Ok(Self::with_roots(max_body_bytes, roots))
+    }
+
+    fn with_roots(max_body_bytes: usize, roots: RootCertStore) -> Self {
+        // The provider is named: with both of rustls' providers compiled into an application,
+        // there is no process default to fall back on. Invariant: ring supports the safe default
+        // protocol versions (TLS 1.2 and 1.3), so the builder cannot refuse them.
+        let tls = rustls::ClientConfig::builder_with_provider(std::sync::Arc::new(
+            rustls::crypto::ring::default_provider(),
+        ))
+        .with_safe_default_protocol_versions()
+        .expect("ring supports TLS 1.2 and 1.3")
+        .with_root_certificates(roots)
+        .with_no_client_auth();
+        let connector = hyper_rustls::HttpsConnectorBuilder::new()
+            .with_tls_config(tls)
+            .https_or_http()
+            .enable_http1()
+            .build();
         Self {
-            client: Client::builder(TokioExecutor::new()).build_http(),
+            client: Client::builder(TokioExecutor::new()).build(connector),
             max_body_bytes,
         }
     }

@@ -26,7 +26,7 @@ pub enum NotFoundArg {
 /// `candor probe` arguments.
 #[derive(Debug, clap::Args)]
 pub struct ProbeArgs {
-    /// The URL to GET (plain http://).
+    /// The URL to GET (http:// or https://, verified against the system's CA certificates).
     pub url: String,
     /// Where the result list sits (a field name or a JSON pointer).
     #[arg(long)]

@@ -152,33 +152,83 @@ pub struct Receiver {
     /// The URL to configure.
     pub url: String,
     bodies: Arc<Mutex<Vec<Value>>>,
+    authorizations: Arc<Mutex<Vec<Option<String>>>>,
     task: tokio::task::JoinHandle<()>,
 }
 
 impl Receiver {
     /// Starts a receiver on `port` (a free one when `None`).
     pub async fn start(port: Option<u16>) -> Self {
+        Self::start_with(port, None).await
+    }
+
+    /// Starts a receiver over HTTPS with the server certificate of `pki`, at
+    /// `https://localhost:PORT/api/v2/alerts`.
+    pub async fn start_tls(pki: &crate::pki::Pki) -> Self {
+        let certs: Vec<rustls_pki_types::CertificateDer<'static>> =
+            rustls_pki_types::pem::PemObject::pem_file_iter(&pki.cert)
+                .and_then(Iterator::collect)
+                .unwrap_or_else(|err| panic!("reading {}: {err}", pki.cert.display()));
+        let key: rustls_pki_types::PrivateKeyDer<'static> =
+            rustls_pki_types::pem::PemObject::from_pem_file(&pki.key)
+                .unwrap_or_else(|err| panic!("reading {}: {err}", pki.key.display()));
+        let config = rustls::ServerConfig::builder_with_provider(Arc::new(
+            rustls::crypto::ring::default_provider(),
+        ))
+        .with_safe_default_protocol_versions()
+        .and_then(|builder| builder.with_no_client_auth().with_single_cert(certs, key))
+        .unwrap_or_else(|err| panic!("the receiver's TLS configuration: {err}"));
+        Self::start_with(
+            None,
+            Some(tokio_rustls::TlsAcceptor::from(Arc::new(config))),
+        )
+        .await
+    }
+
+    async fn start_with(port: Option<u16>, tls: Option<tokio_rustls::TlsAcceptor>) -> Self {
         let port = port.unwrap_or_else(free_port);
         let listener = tokio::net::TcpListener::bind(("127.0.0.1", port))
             .await
             .unwrap_or_else(|err| panic!("webhook receiver on port {port}: {err}"));
         let bodies = Arc::new(Mutex::new(Vec::new()));
-        let kept = Arc::clone(&bodies);
+        let authorizations = Arc::new(Mutex::new(Vec::new()));
+        let (kept, seen) = (Arc::clone(&bodies), Arc::clone(&authorizations));
+        let scheme = if tls.is_some() { "https" } else { "http" };
+        let host = if tls.is_some() {
+            "localhost"
+        } else {
+            "127.0.0.1"
+        };
         let task = tokio::spawn(async move {
             while let Ok((stream, _)) = listener.accept().await {
-                let kept = Arc::clone(&kept);
+                let (kept, seen, tls) = (Arc::clone(&kept), Arc::clone(&seen), tls.clone());
                 tokio::spawn(async move {
-                    if let Some(body) = read_request(stream).await {
+                    let request = match tls {
+                        None => read_request(stream).await,
+                        // A client that does not trust the certificate ends here.
+                        Some(tls) => match tls.accept(stream).await {
+                            Ok(stream) => read_request(stream).await,
+                            Err(_) => None,
+                        },
+                    };
+                    if let Some((authorization, body)) = request {
+                        seen.lock().expect("receiver lock").push(authorization);
                         kept.lock().expect("receiver lock").push(body);
                     }
                 });
             }
         });
         Self {
-            url: format!("http://127.0.0.1:{port}/api/v2/alerts"),
+            url: format!("{scheme}://{host}:{port}/api/v2/alerts"),
             bodies,
+            authorizations,
             task,
         }
+    }
+
+    /// The `Authorization` header of every request received, in order.
+    pub fn authorizations(&self) -> Vec<Option<String>> {
+        self.authorizations.lock().expect("receiver lock").clone()
     }
 
     /// Every alert received, flattened from the posted lists.
@@ -198,24 +248,34 @@ impl Drop for Receiver {
     }
 }
 
-/// Reads one HTTP/1.1 request, answers 200, and returns its body as JSON.
-async fn read_request(mut stream: tokio::net::TcpStream) -> Option<Value> {
+/// Reads one HTTP/1.1 request, answers 200, and returns its `Authorization` header and its body
+/// as JSON.
+async fn read_request<S>(mut stream: S) -> Option<(Option<String>, Value)>
+where
+    S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin,
+{
     let mut buffer = Vec::new();
     let mut chunk = [0u8; 8192];
-    let (head_end, length) = loop {
+    let (head_end, length, authorization) = loop {
         let read = stream.read(&mut chunk).await.ok()?;
         if read == 0 {
             return None;
         }
         buffer.extend_from_slice(&chunk[..read]);
         if let Some(end) = buffer.windows(4).position(|w| w == b"\r\n\r\n") {
-            let head = String::from_utf8_lossy(&buffer[..end]).to_ascii_lowercase();
-            let length = head
-                .lines()
-                .find_map(|line| line.strip_prefix("content-length:"))
-                .and_then(|value| value.trim().parse::<usize>().ok())
+            let head = String::from_utf8_lossy(&buffer[..end]).into_owned();
+            let value_of = |name: &str| {
+                head.lines().find_map(|line| {
+                    let (key, value) = line.split_once(':')?;
+                    key.trim()
+                        .eq_ignore_ascii_case(name)
+                        .then(|| value.trim().to_owned())
+                })
+            };
+            let length = value_of("content-length")
+                .and_then(|value| value.parse::<usize>().ok())
                 .unwrap_or(0);
-            break (end + 4, length);
+            break (end + 4, length, value_of("authorization"));
         }
     };
     while buffer.len() < head_end + length {
@@ -229,7 +289,10 @@ async fn read_request(mut stream: tokio::net::TcpStream) -> Option<Value> {
         .write_all(b"HTTP/1.1 200 OK\r\ncontent-length: 0\r\nconnection: close\r\n\r\n")
         .await
         .ok()?;
-    serde_json::from_slice(&buffer[head_end..head_end + length]).ok()
+    let body = serde_json::from_slice(&buffer[head_end..head_end + length]).ok()?;
+    // A TLS stream sends its close_notify; a plain one has nothing more to say.
+    let _ = stream.shutdown().await;
+    Some((authorization, body))
 }
 
 /// What `clients/browser.py` found: whether every expectation held, and its report line.

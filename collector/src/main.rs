@@ -2,14 +2,14 @@
 //!
 //! ```text
 //! candor-collector ingest [--config FILE] [--grpc-addr A] [--http-addr A] [--metrics-addr A]
-//!                         [--kafka-brokers B] [--heartbeat-interval D] [--collector-id ID]
+//!                         [--kafka B] [--heartbeat-interval D] [--collector-id ID]
 //!                         [--log-format text|json] [--check]
-//! candor-collector compact [--config FILE] [--table-root DIR|URL] [--kafka-brokers B]
+//! candor-collector compact [--config FILE] [--table-root DIR|URL] [--kafka B]
 //!                          [--metrics-addr A] [--group-id G] [--max-age D] [--compactor-id ID]
 //!                          [--log-format text|json] [--check]
 //! candor-collector maintain [--config FILE] [--table-root DIR|URL] [--optimize] [--vacuum]
 //!                           [--retention] [--check]
-//! candor-collector read --topic T [--kafka-brokers B] [--limit N] [--idle D] [--config FILE]
+//! candor-collector read --topic T [--kafka B] [--limit N] [--idle D] [--config FILE]
 //!
 //! --check validates the configuration as a start would, prints it and exits (0 valid, 2 not).
 //! ```

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Runs Candor's local stack with demo traffic: Tansu (SQLite storage under the data directory),
 # the collector, the compactor (Delta tables under DATA/tables), the dashboards (web UI on 3000),
-# `candor demo` (three services calling five flaky local tools through the adapter, scenarios
+# `candor demo` (three services calling six flaky local tools through the adapter, scenarios
 # switched at run time) and `candor canary` (one call of each class a minute). Ctrl-C stops
 # everything. A second run reuses the data.
 #
@@ -92,7 +92,7 @@ if [[ -z "$kafka" ]]; then
 else
     kafka_line="Kafka            $kafka   (an existing cluster)"
 fi
-"$bin/candor-collector" ingest --config "$root/deploy/collector.example.toml" --kafka-brokers "$kafka" \
+"$bin/candor-collector" ingest --config "$root/deploy/collector.example.toml" --kafka "$kafka" \
     --spool-dir "$data/spool" \
     >"$data/collector.log" 2>&1 &
 collector=$!
@@ -104,7 +104,7 @@ done
 curl -sf 127.0.0.1:8888/readyz >/dev/null || { echo "the collector did not become ready; see $data/collector.log" >&2; exit 1; }
 # Files every 15 s rather than the default 60 s: a failure is in the table (and in `candor
 # incident --no-live`) within about 20 s. The hourly optimize merges the small files.
-"$bin/candor-collector" compact --config "$root/deploy/compactor.example.toml" --kafka-brokers "$kafka" \
+"$bin/candor-collector" compact --config "$root/deploy/compactor.example.toml" --kafka "$kafka" \
     --table-root "$data/tables" --max-age 15s >"$data/compactor.log" 2>&1 &
 pids+=($!)
 for _ in $(seq 150); do
@@ -165,19 +165,20 @@ Candor is running.
   OTLP             grpc 127.0.0.1:4317   http 127.0.0.1:4318
   collector        http://127.0.0.1:8888/metrics   /readyz
   compactor        http://127.0.0.1:8889/metrics   /readyz   (files every 15 s)
-  tables           $data/tables  (outcome_events, outcome_counts, rejected, heartbeats)
+  tables           $data/tables  (outcome_events, outcome_counts, rejected, heartbeats, operation_events)
   $kafka_line
   data and logs    $data
   ask              $bin/candor --data-dir $data --kafka $kafka rates --since 15m
                    $bin/candor --data-dir $data --kafka $kafka spikes
                    $bin/candor --data-dir $data --kafka $kafka incident --target http://127.0.0.1:8181/lookup --since 15m
-  read a topic     $bin/candor-collector read --topic candor.outcome-events.v1 --kafka-brokers $kafka
+  read a topic     $bin/candor-collector read --topic candor.outcome-events.v1 --kafka $kafka
 INFO
 if [[ "$demo" == 1 ]]; then
     cat <<INFO
   demo             three services call http://127.0.0.1:8181/{search,lookup,catalog,slow,expired}
   scenarios        curl -X POST http://127.0.0.1:8182/scenario/spike              (the catalog fails)
                    curl -X POST http://127.0.0.1:8182/scenario/collector-outage   (the collector pauses 6 min)
+                   curl -X POST http://127.0.0.1:8182/scenario/exports-stuck      (3 exports in 4 never end)
                    curl -X POST http://127.0.0.1:8182/scenario/normal
 INFO
 fi

@@ -26,7 +26,7 @@ run_once() {
     pids+=("$collector")
     for _ in $(seq 200); do curl -sf "127.0.0.1:$metrics/readyz" >/dev/null && break; sleep 0.1; done
     "$bin/candor-loadgen" --endpoint "http://127.0.0.1:$grpc" --seconds "$seconds" \
-        --collector-pid "$collector" --kafka-brokers "127.0.0.1:$kafka" "${rate_args[@]}"
+        --collector-pid "$collector" --kafka "127.0.0.1:$kafka" "${rate_args[@]}"
     kill "${pids[@]}" 2>/dev/null || true
     wait 2>/dev/null || true
     pids=()

@@ -34,7 +34,7 @@ start_tansu
 "$bin/candor-loadgen" --raw-kafka "127.0.0.1:$kafka" --preload "$records" --age-s 72000 --spread-s 3600
 metrics=$(free_port)
 started=$(date +%s.%N)
-"$bin/candor-collector" compact --table-root "$work/tables" --kafka-brokers "127.0.0.1:$kafka" \
+"$bin/candor-collector" compact --table-root "$work/tables" --kafka "127.0.0.1:$kafka" \
     --metrics-addr "127.0.0.1:$metrics" --max-age 2s --group-id bench >"$work/compactor.log" 2>&1 &
 compactor=$!
 pids+=("$compactor")
@@ -74,7 +74,7 @@ echo "after optimize:"
 echo "== 3. production to visibility at default settings: ${stream_seconds}s of 2,000 records/s"
 start_tansu
 metrics=$(free_port)
-"$bin/candor-collector" compact --table-root "$work/stream" --kafka-brokers "127.0.0.1:$kafka" \
+"$bin/candor-collector" compact --table-root "$work/stream" --kafka "127.0.0.1:$kafka" \
     --metrics-addr "127.0.0.1:$metrics" --group-id bench-stream >"$work/compactor-stream.log" 2>&1 &
 pids+=($!)
 stream_records=$((stream_seconds * 2000))

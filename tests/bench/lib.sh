@@ -47,7 +47,7 @@ ingest() {
     local kafka=$1 grpc=$2 http=$3 metrics=$4 log=$5
     shift 5
     exec "$bin/candor-collector" ingest --grpc-addr "127.0.0.1:$grpc" --http-addr "127.0.0.1:$http" \
-        --metrics-addr "127.0.0.1:$metrics" --kafka-brokers "127.0.0.1:$kafka" "$@" >"$log" 2>&1
+        --metrics-addr "127.0.0.1:$metrics" --kafka "127.0.0.1:$kafka" "$@" >"$log" 2>&1
 }
 
 free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }

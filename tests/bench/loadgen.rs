@@ -3,7 +3,7 @@
 //! Sends pre-built trace export requests of `--batch` `tool.outcome` events over `--connections`
 //! connections for `--duration`, at full speed or at `--rate` events/s, then prints accepted
 //! events/s, request latency percentiles, and the collector's CPU time and peak RSS (read from
-//! `/proc/PID` when `--collector-pid` is given). With `--kafka-brokers` it checks that the
+//! `/proc/PID` when `--collector-pid` is given). With `--kafka` it checks that the
 //! events topic holds every accepted event (a fresh topic: stored = high watermark − low).
 //! With `--mix`, each request holds `--batch` spans of a realistic mix instead (80 % ordinary
 //! spans, 20 % GenAI, MCP and HTTP client spans, `candor_e2e::load::mix_request`, its traces
@@ -46,7 +46,7 @@ struct Args {
     #[arg(long)]
     collector_pid: Option<u32>,
     /// Check afterwards that the events topic holds every accepted event.
-    #[arg(long)]
+    #[arg(long = "kafka", alias = "kafka-brokers")]
     kafka_brokers: Option<String>,
     /// Instead of OTLP, produce the same records straight to Kafka at these brokers (idempotent,
     /// acks=all, zstd, 10,000 in flight): the ceiling the collector is measured against.

@@ -50,7 +50,7 @@ if [[ ! -d "$tables/operation_events" ]]; then
     points=$(awk '/counter points/ { print $2 }' "$data/loadgen.log")
     metrics=$(free_port)
     started=$(date +%s)
-    "$bin/candor-collector" compact --table-root "$tables" --kafka-brokers "127.0.0.1:$kafka" \
+    "$bin/candor-collector" compact --table-root "$tables" --kafka "127.0.0.1:$kafka" \
         --metrics-addr "127.0.0.1:$metrics" --max-age 2s --group-id bench >"$data/compactor.log" 2>&1 &
     compactor=$!
     pids+=("$compactor")

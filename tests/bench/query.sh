@@ -39,7 +39,7 @@ if [[ ! -d "$work/tables/outcome_events" ]]; then
     points=$(awk '/counter points/ { print $2 }' "$work/loadgen.log")
     metrics=$(free_port)
     started=$(date +%s)
-    "$bin/candor-collector" compact --table-root "$work/tables" --kafka-brokers "127.0.0.1:$kafka" \
+    "$bin/candor-collector" compact --table-root "$work/tables" --kafka "127.0.0.1:$kafka" \
         --metrics-addr "127.0.0.1:$metrics" --max-age 2s --group-id bench >"$work/compactor.log" 2>&1 &
     compactor=$!
     pids+=("$compactor")

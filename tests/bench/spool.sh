@@ -26,7 +26,7 @@ collector() {
     fi
     exec "$bin/candor-collector" ingest --config "$config" --grpc-addr "127.0.0.1:$2" \
         --http-addr "127.0.0.1:$(free_port)" --metrics-addr "127.0.0.1:$3" \
-        --kafka-brokers "127.0.0.1:$1" >"$4" 2>&1
+        --kafka "127.0.0.1:$1" >"$4" 2>&1
 }
 
 start() {
@@ -54,12 +54,12 @@ load() {
 
 echo "== Kafka up, $rate events/s for 15 s: spool off"
 start
-load --seconds 15 --rate "$rate" --kafka-brokers "127.0.0.1:$kafka"
+load --seconds 15 --rate "$rate" --kafka "127.0.0.1:$kafka"
 stop
 echo "== Kafka up, $rate events/s for 15 s: spool on"
 rm -rf "$work/spool"
 start "$work/spool"
-load --seconds 15 --rate "$rate" --kafka-brokers "127.0.0.1:$kafka"
+load --seconds 15 --rate "$rate" --kafka "127.0.0.1:$kafka"
 echo "spool_appended $(metric "$metrics" 'candor_collector_spool_records_total{action="appended"}')"
 stop
 

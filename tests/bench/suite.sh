@@ -154,7 +154,7 @@ part_latency() (
     ingest "$kafka" "$grpc" "$http" "$metrics" "$work/latency-collector.log" &
     procs+=($!)
     wait_ready "$metrics" collector "$work/latency-collector.log"
-    "$bin/candor-collector" compact --table-root "$work/latency-tables" --kafka-brokers "127.0.0.1:$kafka" \
+    "$bin/candor-collector" compact --table-root "$work/latency-tables" --kafka "127.0.0.1:$kafka" \
         --metrics-addr "127.0.0.1:$compactor_metrics" --max-age "$max_age" --group-id bench-latency \
         >"$work/latency-compactor.log" 2>&1 &
     procs+=($!)

@@ -299,7 +299,7 @@ async fn invalid_events_are_rejected_by_name_and_kept_while_valid_ones_go_throug
                         "read",
                         "--topic",
                         topic::REJECTED,
-                        "--kafka-brokers",
+                        "--kafka",
                         &tansu.bootstrap,
                         "--idle",
                         "1s",

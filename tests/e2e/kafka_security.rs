@@ -163,7 +163,7 @@ async fn every_kafka_client_works_over_tls_with_scram_and_is_refused_without_the
     let read = Command::new(candor_e2e::target_dir().join("candor-collector"))
         .args(["read", "--topic", topic::OUTCOME_EVENTS, "--limit", "5"])
         .args([
-            "--kafka-brokers",
+            "--kafka",
             &kafka,
             "--idle",
             "10s",

@@ -30,7 +30,11 @@ pub struct CompactArgs {
     #[arg(long, env = "CANDOR_TABLE_ROOT")]
     table_root: Option<String>,
     /// Overrides `kafka.brokers`.
-    #[arg(long, env = "CANDOR_COMPACTOR_KAFKA_BROKERS")]
+    #[arg(
+        long = "kafka",
+        alias = "kafka-brokers",
+        env = "CANDOR_COMPACTOR_KAFKA_BROKERS"
+    )]
     kafka_brokers: Option<String>,
     /// Overrides `metrics.addr`.
     #[arg(long, env = "CANDOR_COMPACTOR_METRICS_ADDR")]

@@ -45,7 +45,11 @@ pub struct IngestArgs {
     #[arg(long, env = "CANDOR_COLLECTOR_METRICS_ADDR")]
     metrics_addr: Option<String>,
     /// Overrides `kafka.brokers`.
-    #[arg(long, env = "CANDOR_COLLECTOR_KAFKA_BROKERS")]
+    #[arg(
+        long = "kafka",
+        alias = "kafka-brokers",
+        env = "CANDOR_COLLECTOR_KAFKA_BROKERS"
+    )]
     kafka_brokers: Option<String>,
     /// Overrides `heartbeat.interval`.
     #[arg(long, env = "CANDOR_COLLECTOR_HEARTBEAT_INTERVAL")]

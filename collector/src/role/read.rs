@@ -22,7 +22,8 @@ pub struct ReadArgs {
     topic: String,
     /// Bootstrap servers, host:port[,host:port].
     #[arg(
-        long,
+        long = "kafka",
+        alias = "kafka-brokers",
         env = "CANDOR_COLLECTOR_KAFKA_BROKERS",
         default_value = "127.0.0.1:9092"
     )]

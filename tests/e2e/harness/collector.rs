@@ -53,7 +53,7 @@ impl Collector {
                 format!("127.0.0.1:{http}"),
                 "--metrics-addr".into(),
                 format!("127.0.0.1:{metrics}"),
-                "--kafka-brokers".into(),
+                "--kafka".into(),
                 bootstrap.to_owned(),
                 "--heartbeat-interval".into(),
                 "1s".into(),

@@ -54,7 +54,7 @@ impl Compactor {
                 "compact".to_owned(),
                 "--table-root".into(),
                 root.to_owned(),
-                "--kafka-brokers".into(),
+                "--kafka".into(),
                 bootstrap.to_owned(),
                 "--metrics-addr".into(),
                 format!("127.0.0.1:{metrics}"),

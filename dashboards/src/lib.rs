@@ -25,6 +25,7 @@ pub mod config;
 pub mod engine;
 pub mod forensic;
 pub mod health;
+pub mod instances;
 pub mod metrics;
 pub mod model;
 pub mod notify;

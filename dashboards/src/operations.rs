@@ -28,9 +28,12 @@ use candor_records::proto::OperationEvent;
 use candor_schema::LifecycleState;
 use serde::Serialize;
 
+use crate::instances::{InstanceRow, instance_rows, silent_after};
 use crate::model::Model;
 use crate::rules::{Rule, RuleKind};
-use crate::view::{InstanceRow, TOP_ROWS, instance_rows, silent_after};
+
+/// Rows of a top-N table: the overview's tables and the operations panel's open rows.
+pub const TOP_ROWS: usize = 20;
 
 /// The most operations kept.
 pub const MAX_OPERATIONS: usize = 100_000;

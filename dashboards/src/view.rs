@@ -11,16 +11,15 @@ use serde::Serialize;
 
 use crate::alerts::{Alert, humanize};
 use crate::health::{Freshness, Hop, HopName, PanelCoverage, when};
-use crate::model::{Applied, CollectorSeen, FailureBreakdown, GroupBy, InstanceSeen};
-use crate::operations::{self, OperationsPanel};
+use crate::instances::{InstanceRow, instance_rows, silent_after};
+use crate::model::{Applied, CollectorSeen, FailureBreakdown, GroupBy};
+use crate::operations::{self, OperationsPanel, TOP_ROWS};
 use crate::reconcile::ReconcileState;
-use crate::rules::{Rule, RuleKind};
+use crate::rules::RuleKind;
 use crate::state::{Shared, lock};
 
 /// Groups shown on a chart.
 pub const CHART_GROUPS: usize = 8;
-/// Rows of a top-N table.
-pub const TOP_ROWS: usize = 20;
 
 /// One group's counts over the range.
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -47,17 +46,6 @@ pub struct Chart {
     pub buckets: Vec<Micros>,
     /// Per group: the rate of each bucket (`None` for a bucket without calls).
     pub series: Vec<(String, Vec<Option<f64>>)>,
-}
-
-/// An adapter instance and whether it went silent.
-#[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct InstanceRow {
-    /// What was seen.
-    #[serde(flatten)]
-    pub seen: InstanceSeen,
-    /// No counter point for three of its intervals (or the silence threshold), and it neither
-    /// said it stopped nor was replaced: its calls since are unknown.
-    pub silent: bool,
 }
 
 /// The overview answer.
@@ -270,40 +258,6 @@ pub fn overview(shared: &Shared, now: Micros, range: Micros) -> Overview {
     }
 }
 
-/// The first `adapter_silent` rule's `after`, else 10 minutes: how long an instance may send no
-/// counter point before it is silent.
-pub(crate) fn silent_after(rules: &[Rule]) -> Micros {
-    rules
-        .iter()
-        .find_map(|rule| match rule.kind {
-            RuleKind::AdapterSilent { after } => Some(after),
-            _ => None,
-        })
-        .unwrap_or(10 * 60_000_000)
-}
-
-/// Each instance, silent when it sent no counter point for three of its intervals (at most
-/// `silent_after`) and neither said it stopped nor was replaced.
-pub(crate) fn instance_rows(
-    seen: Vec<InstanceSeen>,
-    now: Micros,
-    silent_after: Micros,
-) -> Vec<InstanceRow> {
-    seen.into_iter()
-        .map(|seen| {
-            let threshold = seen.interval_micros.map_or(silent_after, |interval| {
-                candor_schema::time::silent_after(interval).min(silent_after)
-            });
-            InstanceRow {
-                silent: !seen.stopped
-                    && !seen.replaced
-                    && now.saturating_sub(seen.last) > threshold,
-                seen,
-            }
-        })
-        .collect()
-}
-
 /// What the stream panels miss because of silent instances: their calls since their last
 /// export, each instance named.
 fn silent_instance_gaps(rows: &[InstanceRow]) -> Vec<String> {
@@ -334,7 +288,7 @@ mod tests {
     use std::sync::Arc;
 
     use super::*;
-    use crate::model::{MINUTE, SECOND};
+    use crate::model::{InstanceSeen, MINUTE, SECOND};
 
     const NOW: Micros = 1_700_000_000 * SECOND;
 

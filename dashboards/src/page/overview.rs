@@ -12,7 +12,9 @@ use maud::{Markup, html};
 use super::{chart::chart_svg, document, nothing, panel, percent, query_value, state_attr};
 use crate::alerts::{Alert, Delivery, State, humanize};
 use crate::health::{Freshness, PanelCoverage, when};
-use crate::view::{GroupRow, InstanceRow, Overview, TOP_ROWS};
+use crate::instances::InstanceRow;
+use crate::operations::TOP_ROWS;
+use crate::view::{GroupRow, Overview};
 
 /// The banner: the pipeline's state, and each hop's with how old its evidence is.
 fn banner(view: &Overview) -> Markup {

@@ -14,11 +14,12 @@ use super::{EventsQuery, STYLE, events, overview, query_value};
 use crate::alerts::{Alert, Delivery, State};
 use crate::forensic::EventsView;
 use crate::health::{Freshness, Hop, HopName, PanelCoverage};
+use crate::instances::InstanceRow;
 use crate::model::{Applied, FailureBreakdown, GroupBy, InstanceSeen, MINUTE};
 use crate::operations::{self, OpenOperation, OperationsPanel};
 use crate::reconcile::tests::{T0, answer, coverage, lost, window};
 use crate::reconcile::{ReconcileState, Run};
-use crate::view::{Chart, GroupRow, InstanceRow, Overview};
+use crate::view::{Chart, GroupRow, Overview};
 
 /// A target name that is markup, with a quote to break out of an attribute.
 const HOSTILE: &str = "<script>alert(1)</script>\"";

@@ -4,8 +4,10 @@
 //! configured (`[[web.users]]` or `[[web.tokens]]`), every request but the probes must carry
 //! one. A user presents HTTP basic authentication checked against a bcrypt hash (make one with
 //! `candor-dashboards hash-password`); a token is presented as `Authorization: Bearer`. Each
-//! credential has a [`Role`]: `read` reads everything, `metrics` reads `/metrics` alone (for a
-//! Prometheus scraper). `/healthz` and `/readyz` stay open: they answer `ok` or why the
+//! credential has a [`Role`]: `read` reads everything, `operate` also acknowledges alerts (every
+//! request that is not a `GET` or `HEAD` is a write), `metrics` reads `/metrics` alone (for a
+//! Prometheus scraper). The name a request was let in as reaches the handlers ([`Admitted`], a
+//! request extension): an acknowledgement records it. `/healthz` and `/readyz` stay open: they answer `ok` or why the
 //! dashboards are not ready, for the probes of an orchestrator that holds no credential.
 //!
 //! A request without credentials, or with credentials that match none, is refused with 401; a
@@ -41,6 +43,8 @@ use sha2::{Digest as _, Sha256};
 pub enum Role {
     /// The pages, the JSON API and `/metrics`.
     Read,
+    /// What `read` reaches, and the writes: acknowledging an alert.
+    Operate,
     /// `/metrics` alone: a Prometheus scraper's.
     Metrics,
 }
@@ -50,13 +54,15 @@ impl Role {
     pub fn as_str(self) -> &'static str {
         match self {
             Self::Read => "read",
+            Self::Operate => "operate",
             Self::Metrics => "metrics",
         }
     }
 
     fn reaches(self, area: Area) -> bool {
         match (self, area) {
-            (_, Area::Probe) | (Self::Read, _) => true,
+            (_, Area::Probe) | (Self::Operate, _) => true,
+            (Self::Read, area) => area != Area::Write,
             (Self::Metrics, area) => area == Area::Metrics,
         }
     }
@@ -69,13 +75,18 @@ pub enum Area {
     Probe,
     /// `/metrics`.
     Metrics,
-    /// The pages and the JSON API: everything else.
+    /// The pages and the JSON API read: everything else that is a `GET` or `HEAD`.
     Pages,
+    /// Any other method: a change (acknowledging an alert).
+    Write,
 }
 
 impl Area {
-    /// The area of a request path.
-    pub fn of(path: &str) -> Self {
+    /// The area of a request.
+    pub fn of(method: &http::Method, path: &str) -> Self {
+        if method != http::Method::GET && method != http::Method::HEAD {
+            return Self::Write;
+        }
         match path {
             "/healthz" | "/readyz" => Self::Probe,
             "/metrics" => Self::Metrics,
@@ -394,6 +405,16 @@ pub enum Admitted {
     As(String),
 }
 
+impl Admitted {
+    /// The name an acknowledgement records: the credential's, or `anonymous`.
+    pub fn name(&self) -> &str {
+        match self {
+            Self::As(name) => name,
+            Self::Anyone | Self::Probe => "anonymous",
+        }
+    }
+}
+
 /// Remembered verifications at most; past it the memory starts again.
 const VERIFIED_AT_MOST: usize = 1024;
 
@@ -444,10 +465,16 @@ impl Access {
         self.users.is_empty() && self.tokens.is_empty()
     }
 
-    /// Checks a request for `path` with its `Authorization` header, and counts a refusal.
-    /// May verify a bcrypt hash: call it where blocking for a fraction of a second is fine.
-    pub fn check(&self, path: &str, authorization: Option<&[u8]>) -> Result<Admitted, Refusal> {
-        let area = Area::of(path);
+    /// Checks a `method` request for `path` with its `Authorization` header, and counts a
+    /// refusal. May verify a bcrypt hash: call it where blocking for a fraction of a second is
+    /// fine.
+    pub fn check(
+        &self,
+        method: &http::Method,
+        path: &str,
+        authorization: Option<&[u8]>,
+    ) -> Result<Admitted, Refusal> {
+        let area = Area::of(method, path);
         let admitted = if self.is_open() {
             Ok(Admitted::Anyone)
         } else if area == Area::Probe {
@@ -551,11 +578,17 @@ fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
 
 /// The middleware that lets a request through or answers 401 or 403. A bcrypt verification
 /// runs on the blocking pool.
-pub async fn guard(State(access): State<Arc<Access>>, request: Request, next: Next) -> Response {
+pub async fn guard(
+    State(access): State<Arc<Access>>,
+    mut request: Request,
+    next: Next,
+) -> Response {
     if access.is_open() {
+        request.extensions_mut().insert(Admitted::Anyone);
         return next.run(request).await;
     }
     let path = request.uri().path().to_owned();
+    let method = request.method().clone();
     let authorization = request
         .headers()
         .get(header::AUTHORIZATION)
@@ -563,10 +596,14 @@ pub async fn guard(State(access): State<Arc<Access>>, request: Request, next: Ne
     let checked = {
         let access = Arc::clone(&access);
         let path = path.clone();
-        tokio::task::spawn_blocking(move || access.check(&path, authorization.as_deref())).await
+        tokio::task::spawn_blocking(move || access.check(&method, &path, authorization.as_deref()))
+            .await
     };
     match checked {
-        Ok(Ok(_)) => next.run(request).await,
+        Ok(Ok(admitted)) => {
+            request.extensions_mut().insert(admitted);
+            next.run(request).await
+        }
         Ok(Err(refusal)) => {
             tracing::info!(path = %path, reason = refusal.as_str(), "request refused");
             refuse(&access, refusal)
@@ -613,6 +650,8 @@ pub fn hash_password(password: &str, cost: u32) -> Result<String, bcrypt::Bcrypt
 mod tests {
     use super::*;
 
+    const GET: http::Method = http::Method::GET;
+
     fn settings(toml_text: &str) -> Result<WebSettings, ConfigError> {
         let raw: RawWeb = candor_service::config::parse_toml(toml_text)?;
         raw.validate()
@@ -642,6 +681,10 @@ mod tests {
             name = "robot"
             role = "read"
             token_env = "READ"
+            [[tokens]]
+            name = "oncall"
+            role = "operate"
+            token_env = "OPERATE"
             "#,
         )
         .unwrap();
@@ -649,6 +692,7 @@ mod tests {
             "SRE_HASH" => Some(format!("{hash}\n")),
             "SCRAPE" => Some("scrape-token".to_owned()),
             "READ" => Some("read-token".to_owned()),
+            "OPERATE" => Some("operate-token".to_owned()),
             _ => None,
         };
         settings.access(&env).unwrap()
@@ -659,23 +703,41 @@ mod tests {
         let access = access();
         let sre = basic("sre", "correct horse");
         let as_sre = Ok(Admitted::As("sre".into()));
-        assert_eq!(access.check("/", Some(&sre)), as_sre);
-        assert_eq!(access.check("/api/events", Some(&sre)), as_sre);
-        assert_eq!(access.check("/metrics", Some(&sre)), as_sre);
+        assert_eq!(access.check(&GET, "/", Some(&sre)), as_sre);
+        assert_eq!(access.check(&GET, "/api/events", Some(&sre)), as_sre);
+        assert_eq!(access.check(&GET, "/metrics", Some(&sre)), as_sre);
         let scraper = b"Bearer scrape-token".as_slice();
         let as_prometheus = Ok(Admitted::As("prometheus".into()));
-        assert_eq!(access.check("/metrics", Some(scraper)), as_prometheus);
-        assert_eq!(access.check("/", Some(scraper)), Err(Refusal::Forbidden));
+        assert_eq!(access.check(&GET, "/metrics", Some(scraper)), as_prometheus);
         assert_eq!(
-            access.check("/api/overview", Some(scraper)),
+            access.check(&GET, "/", Some(scraper)),
             Err(Refusal::Forbidden)
         );
         assert_eq!(
-            access.check("/api/events", Some(b"bearer read-token")),
+            access.check(&GET, "/api/overview", Some(scraper)),
+            Err(Refusal::Forbidden)
+        );
+        assert_eq!(
+            access.check(&GET, "/api/events", Some(b"bearer read-token")),
             Ok(Admitted::As("robot".into()))
         );
-        assert_eq!(access.check("/healthz", None), Ok(Admitted::Probe));
-        assert_eq!(access.check("/readyz", None), Ok(Admitted::Probe));
+        let post = http::Method::POST;
+        assert_eq!(
+            access.check(&post, "/api/alerts/ack", Some(b"Bearer operate-token")),
+            Ok(Admitted::As("oncall".into()))
+        );
+        assert_eq!(
+            access.check(&GET, "/", Some(b"Bearer operate-token")),
+            Ok(Admitted::As("oncall".into()))
+        );
+        for reader in [&sre[..], b"Bearer read-token", scraper] {
+            assert_eq!(
+                access.check(&post, "/api/alerts/ack", Some(reader)),
+                Err(Refusal::Forbidden)
+            );
+        }
+        assert_eq!(access.check(&GET, "/healthz", None), Ok(Admitted::Probe));
+        assert_eq!(access.check(&GET, "/readyz", None), Ok(Admitted::Probe));
     }
 
     #[test]
@@ -711,7 +773,7 @@ mod tests {
             (Some(b"Basic".to_vec()), Refusal::WrongCredentials),
         ] {
             assert_eq!(
-                access.check("/api/events", presented.as_deref()),
+                access.check(&GET, "/api/events", presented.as_deref()),
                 Err(refusal),
                 "{:?}",
                 presented.map(|p| String::from_utf8_lossy(&p).into_owned())
@@ -726,16 +788,20 @@ mod tests {
         let access = access();
         assert!(
             access
-                .check("/", Some(&basic("sre", "correct horse")))
+                .check(&GET, "/", Some(&basic("sre", "correct horse")))
                 .is_ok()
         );
         assert_eq!(lock(&access.verified).len(), 1);
         assert!(
             access
-                .check("/", Some(&basic("sre", "correct horse")))
+                .check(&GET, "/", Some(&basic("sre", "correct horse")))
                 .is_ok()
         );
-        assert!(access.check("/", Some(&basic("sre", "wrong"))).is_err());
+        assert!(
+            access
+                .check(&GET, "/", Some(&basic("sre", "wrong")))
+                .is_err()
+        );
         assert_eq!(lock(&access.verified).len(), 1);
     }
 
@@ -743,7 +809,10 @@ mod tests {
     fn without_credentials_configured_everyone_is_let_in() {
         let access = WebSettings::default().access(&|_| None).unwrap();
         assert!(access.is_open());
-        assert_eq!(access.check("/api/events", None), Ok(Admitted::Anyone));
+        assert_eq!(
+            access.check(&GET, "/api/events", None),
+            Ok(Admitted::Anyone)
+        );
         assert_eq!(access.refusals().iter().map(|(_, n)| n).sum::<u64>(), 0);
     }
 

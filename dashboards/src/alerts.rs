@@ -424,6 +424,29 @@ pub struct Alert {
     /// When its newest notification was handed to the notifier.
     #[serde(skip)]
     pub last_sent: Option<Micros>,
+    /// Who acknowledged this episode (while it fires), and when; `None` when nobody has.
+    pub acknowledged: Option<Acknowledgement>,
+}
+
+/// Someone took an alert on.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Acknowledgement {
+    /// The user or token that acknowledged it (`anonymous` when the dashboards let anyone in).
+    pub by: String,
+    /// When.
+    #[serde(serialize_with = "serialize_micros")]
+    pub at: Micros,
+}
+
+/// Why an acknowledgement was refused.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum AckError {
+    /// No instance of that name and labels.
+    #[error("no alert instance {0} with those labels")]
+    Unknown(String),
+    /// The instance is not firing: there is nothing to take on.
+    #[error("alert {0} is {1}, not firing: only a firing alert can be acknowledged")]
+    NotFiring(String, &'static str),
 }
 
 impl Alert {
@@ -478,6 +501,7 @@ impl Alerts {
                     reason: "pending: not sent before it fires".into(),
                 },
                 last_sent: None,
+                acknowledged: None,
             });
             alert.description = condition.description;
             if alert.state == State::Resolved {
@@ -487,6 +511,7 @@ impl Alerts {
                 alert.fired_at = None;
                 alert.resolved_at = None;
                 alert.last_sent = None;
+                alert.acknowledged = None;
                 alert.delivery = Delivery::NotSent {
                     reason: "pending: not sent before it fires".into(),
                 };
@@ -554,6 +579,33 @@ impl Alerts {
             }
         }
         due
+    }
+
+    /// Records that `by` acknowledged the firing instance `key` at `now`; returns it. A second
+    /// acknowledgement keeps the first one's name and time.
+    pub fn acknowledge(
+        &mut self,
+        key: &(String, Labels),
+        by: &str,
+        now: Micros,
+    ) -> Result<Alert, AckError> {
+        let alert = self
+            .alerts
+            .get_mut(key)
+            .ok_or_else(|| AckError::Unknown(key.0.clone()))?;
+        if alert.state != State::Firing {
+            let state = match alert.state {
+                State::Pending => "pending",
+                State::Resolved => "resolved",
+                State::Firing => "firing",
+            };
+            return Err(AckError::NotFiring(key.0.clone(), state));
+        }
+        alert.acknowledged.get_or_insert_with(|| Acknowledgement {
+            by: by.to_owned(),
+            at: now,
+        });
+        Ok(alert.clone())
     }
 
     /// Records what became of a notification of the instance `key`.
@@ -686,6 +738,45 @@ mod tests {
             arrival: Arrival::OnTime,
         };
         model.apply(&meta, row, at);
+    }
+
+    #[test]
+    fn only_a_firing_alert_is_acknowledged_and_a_new_episode_forgets_it() {
+        let rules = rules("[[rule]]\nname = \"Dog\"\nkind = \"watchdog\"\nfor = \"1m\"\n");
+        let holding = || {
+            vec![Condition {
+                rule: 0,
+                labels: Labels::new(),
+                description: "always".into(),
+            }]
+        };
+        let key = ("Dog".to_owned(), Labels::new());
+        let mut alerts = Alerts::default();
+        assert_eq!(
+            alerts.acknowledge(&key, "sre", T0),
+            Err(AckError::Unknown("Dog".into()))
+        );
+        alerts.step(&rules, holding(), T0);
+        assert_eq!(
+            alerts.acknowledge(&key, "sre", T0),
+            Err(AckError::NotFiring("Dog".into(), "pending"))
+        );
+        alerts.step(&rules, holding(), T0 + MINUTE);
+        let acked = alerts.acknowledge(&key, "sre", T0 + MINUTE).unwrap();
+        assert_eq!(
+            acked.acknowledged,
+            Some(Acknowledgement {
+                by: "sre".into(),
+                at: T0 + MINUTE
+            })
+        );
+        // A second acknowledgement keeps the first.
+        let again = alerts.acknowledge(&key, "ops", T0 + 2 * MINUTE).unwrap();
+        assert_eq!(again.acknowledged.unwrap().by, "sre");
+        // Resolved, then holding again: a new episode nobody has taken on yet.
+        alerts.step(&rules, Vec::new(), T0 + 3 * MINUTE);
+        alerts.step(&rules, holding(), T0 + 4 * MINUTE);
+        assert_eq!(alerts.list()[0].acknowledged, None);
     }
 
     #[test]

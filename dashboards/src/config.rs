@@ -77,7 +77,7 @@ pub const KAFKA_OWNED: &[(&str, &str)] = &[("group.id", "set by kafka.group_id (
 /// | `reconcile.range` | `"1h"` | how far back each reconciliation reaches; longer than `reconcile.settle` |
 /// | `reconcile.settle` | `"2m"` | each reconciliation's window ends this long before now (may be `"0s"`), so that the events of the calls it counts have arrived |
 /// | `web.tls_cert_path`, `web.tls_key_path` | unset: plain HTTP | PEM certificate chain and private key of the listener; both or neither |
-/// | `web.users` | `[]` | users of HTTP basic authentication: `name`, `role` (`read` or `metrics`) and one of `password_hash_file` or `password_hash_env`, where a bcrypt hash is (`candor-dashboards hash-password`) ([`crate::access`]) |
+/// | `web.users` | `[]` | users of HTTP basic authentication: `name`, `role` (`read`, `operate` or `metrics`) and one of `password_hash_file` or `password_hash_env`, where a bcrypt hash is (`candor-dashboards hash-password`) ([`crate::access`]) |
 /// | `web.tokens` | `[]` | bearer tokens: `name`, `role` and one of `token_file` or `token_env`, where the token is. With any user or token, every request but `/healthz` and `/readyz` needs one |
 ///
 /// Durations are numbers with units, added up: `250ms`, `5s`, `2m`, `1h 30m`, `2d`

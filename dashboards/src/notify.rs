@@ -273,6 +273,7 @@ mod tests {
             resolved_at: None,
             delivery: Delivery::Sending,
             last_sent: None,
+            acknowledged: None,
         };
         let firing = payload(&alert, "http://127.0.0.1:3000/");
         assert_eq!(firing[0]["labels"]["alertname"], "CandorAccessFailureSpike");

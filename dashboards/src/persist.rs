@@ -25,7 +25,7 @@ use candor_query::window::Micros;
 use redb::{Database, Durability, ReadableDatabase, ReadableTable, TableDefinition};
 use serde::{Deserialize, Serialize};
 
-use crate::alerts::{Alert, Delivery, Labels, State};
+use crate::alerts::{Acknowledgement, Alert, Delivery, Labels, State};
 use crate::rules::Rule;
 
 /// Alert instances by key (`[name, labels]` as JSON), each as JSON ([`Stored`]).
@@ -136,6 +136,9 @@ pub struct Stored {
     pub last_sent: Option<Micros>,
     /// What became of it.
     pub delivery: StoredDelivery,
+    /// Who acknowledged it, and when (microseconds).
+    #[serde(default)]
+    pub acknowledged: Option<(String, Micros)>,
 }
 
 /// [`State`], stored.
@@ -230,6 +233,10 @@ impl Stored {
             resolved_at: alert.resolved_at,
             last_sent: alert.last_sent,
             delivery,
+            acknowledged: alert
+                .acknowledged
+                .as_ref()
+                .map(|ack| (ack.by.clone(), ack.at)),
         }
     }
 }
@@ -274,6 +281,9 @@ pub fn restore(stored: Vec<Stored>, rules: &[Rule]) -> (Vec<Alert>, usize) {
             resolved_at: alert.resolved_at,
             delivery,
             last_sent: alert.last_sent,
+            acknowledged: alert
+                .acknowledged
+                .map(|(by, at)| Acknowledgement { by, at }),
         });
     }
     (alerts, dropped)
@@ -307,6 +317,7 @@ mod tests {
             resolved_at: None,
             delivery,
             last_sent: Some(2_500),
+            acknowledged: None,
         }
     }
 
@@ -328,6 +339,11 @@ mod tests {
                 sent: State::Firing,
             },
         );
+        let mut firing = firing;
+        firing.acknowledged = Some(Acknowledgement {
+            by: "sre".into(),
+            at: 2_700,
+        });
         store.save(&[Stored::of(&firing)]).unwrap();
         drop(store);
         let store = AlertStore::open(&dir).unwrap();

@@ -7,6 +7,8 @@
 //! | `/api/overview` `?range=1h` | the overview as JSON |
 //! | `/api/events` (as `/events`) | the events as `candor incident --format json` prints them |
 //! | `/api/alerts` | the alert instances |
+//! | `POST /api/alerts/ack` `{"name", "labels"}` | acknowledges a firing alert instance, as the request's user or token; the instance |
+//! | `POST /alerts/ack` (form: `name`, `labels` as JSON) | the same from the page's button; back to `/` |
 //! | `/api/health` | every hop's freshness |
 //! | `/metrics` | Prometheus text format |
 //! | `/healthz`, `/readyz` | alive; ready once the stream has started |
@@ -16,13 +18,16 @@
 use std::sync::Arc;
 
 use axum::Router;
-use axum::extract::{RawQuery, State};
+use axum::extract::{Extension, RawQuery, State};
 use axum::http::{StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
+use bytes::Bytes;
 use candor_query::window::{Micros, now};
 use candor_service::ops::{self, Readiness};
 
+use crate::access::Admitted;
+use crate::alerts::AckError;
 use crate::forensic::{self, ForensicSettings};
 use crate::page::{self, EventsQuery};
 use crate::state::{Shared, lock};
@@ -59,6 +64,8 @@ pub fn router(app: Arc<App>) -> Router {
         .route("/api/overview", get(overview_json))
         .route("/api/events", get(events_json))
         .route("/api/alerts", get(alerts_json))
+        .route("/api/alerts/ack", axum::routing::post(acknowledge_json))
+        .route("/alerts/ack", axum::routing::post(acknowledge_form))
         .route("/api/health", get(health_json))
         .with_state(Arc::clone(&app))
         .merge(probes)
@@ -202,6 +209,70 @@ async fn events_json(State(app): State<Arc<App>>, RawQuery(query): RawQuery) -> 
 
 async fn alerts_json(State(app): State<Arc<App>>) -> Response {
     json_value(&lock(&app.shared.alerts).list())
+}
+
+/// Acknowledges the firing instance `name` with `labels` as `who`.
+fn acknowledge(
+    app: &App,
+    name: String,
+    labels: crate::alerts::Labels,
+    who: &Admitted,
+) -> Result<crate::alerts::Alert, (StatusCode, String)> {
+    let key = (name, labels);
+    let acknowledged = {
+        let mut alerts = lock(&app.shared.alerts);
+        alerts.acknowledge(&key, who.name(), now())
+    };
+    match acknowledged {
+        Ok(alert) => {
+            tracing::info!(alert = %alert.name, by = who.name(), "alert acknowledged");
+            Ok(alert)
+        }
+        Err(err @ AckError::Unknown(_)) => Err((StatusCode::NOT_FOUND, err.to_string())),
+        Err(err @ AckError::NotFiring(..)) => Err((StatusCode::CONFLICT, err.to_string())),
+    }
+}
+
+/// The body of `POST /api/alerts/ack`.
+#[derive(Debug, serde::Deserialize)]
+struct AckRequest {
+    name: String,
+    #[serde(default)]
+    labels: crate::alerts::Labels,
+}
+
+async fn acknowledge_json(
+    State(app): State<Arc<App>>,
+    Extension(who): Extension<Admitted>,
+    body: Bytes,
+) -> Response {
+    let asked: AckRequest = match serde_json::from_slice(&body) {
+        Ok(asked) => asked,
+        Err(err) => return bad_request(&format!("expected {{\"name\", \"labels\"}}: {err}")),
+    };
+    match acknowledge(&app, asked.name, asked.labels, &who) {
+        Ok(alert) => json_value(&alert),
+        Err((status, problem)) => json(status, serde_json::json!({ "error": problem }).to_string()),
+    }
+}
+
+async fn acknowledge_form(
+    State(app): State<Arc<App>>,
+    Extension(who): Extension<Admitted>,
+    body: Bytes,
+) -> Response {
+    let fields = params(std::str::from_utf8(&body).ok());
+    let name = param(&fields, "name").cloned().unwrap_or_default();
+    let labels = param(&fields, "labels")
+        .map(|text| serde_json::from_str(text))
+        .transpose();
+    let Ok(labels) = labels else {
+        return (StatusCode::BAD_REQUEST, "labels: expected a JSON object\n").into_response();
+    };
+    match acknowledge(&app, name, labels.unwrap_or_default(), &who) {
+        Ok(_) => (StatusCode::SEE_OTHER, [(header::LOCATION, "/")]).into_response(),
+        Err((status, problem)) => (status, format!("{problem}\n")).into_response(),
+    }
 }
 
 async fn health_json(State(app): State<Arc<App>>) -> Response {

@@ -19,6 +19,7 @@ use serde_json::json;
 
 const PASSWORD: &str = "correct horse battery staple";
 const READ_TOKEN_VAR: &str = "CANDOR_E2E_DASHBOARDS_READ_TOKEN";
+const OPERATE_TOKEN_VAR: &str = "CANDOR_E2E_DASHBOARDS_OPERATE_TOKEN";
 
 /// What curl saw: the status (`None` when no HTTP answer came) and the headers and body.
 struct Answer {
@@ -30,8 +31,27 @@ struct Answer {
 /// only), with `header` (an `Authorization` value) when given. The header goes through a file,
 /// never on the command line.
 fn curl(ca: Option<&Path>, url: &str, header: Option<&str>, dir: &Path) -> Answer {
+    curl_with(ca, url, header, None, dir)
+}
+
+/// [`curl`], a POST of the JSON `body` when given.
+fn curl_with(
+    ca: Option<&Path>,
+    url: &str,
+    header: Option<&str>,
+    body: Option<&str>,
+    dir: &Path,
+) -> Answer {
     let mut command = Command::new("curl");
     command.args(["-s", "-i", "--max-time", "10", "-w", "\n%{http_code}"]);
+    if let Some(body) = body {
+        let file = dir.join(format!("body-{}", free_port()));
+        std::fs::write(&file, body).expect("the body file");
+        command.args(["-X", "POST", "-H", "Content-Type: application/json"]);
+        command
+            .arg("--data-binary")
+            .arg(format!("@{}", file.display()));
+    }
     if let Some(ca) = ca {
         command.arg("--cacert").arg(ca);
     }
@@ -120,6 +140,9 @@ async fn start_locked() -> Locked {
     let scrape_token = format!("scrape-{}-{}", std::process::id(), free_port());
     std::fs::write(dir.join("scrape.token"), &scrape_token).expect("the token file");
     let read_token = format!("read-{}-{}", std::process::id(), free_port());
+    let operate_token = format!("operate-{}-{}", std::process::id(), free_port());
+    let rules = dir.join("rules.toml");
+    std::fs::write(&rules, WATCHDOG).expect("the rules file");
     let port = free_port();
     let config = dir.join("dashboards.toml");
     std::fs::write(
@@ -140,14 +163,21 @@ async fn start_locked() -> Locked {
              [[web.tokens]]\n\
              name = \"robot\"\n\
              role = \"read\"\n\
-             token_env = \"{READ_TOKEN_VAR}\"\n",
+             token_env = \"{READ_TOKEN_VAR}\"\n\
+             [[web.tokens]]\n\
+             name = \"oncall\"\n\
+             role = \"operate\"\n\
+             token_env = \"{OPERATE_TOKEN_VAR}\"\n",
             cert = pki.cert.display(),
             key = pki.key.display(),
             dir = dir.display(),
         ),
     )
     .expect("the configuration");
-    let env = vec![(READ_TOKEN_VAR.to_owned(), read_token.clone())];
+    let env = vec![
+        (READ_TOKEN_VAR.to_owned(), read_token.clone()),
+        (OPERATE_TOKEN_VAR.to_owned(), operate_token.clone()),
+    ];
     let args = vec![
         "--config".to_owned(),
         config.display().to_string(),
@@ -158,6 +188,14 @@ async fn start_locked() -> Locked {
         dir.join("tables").display().to_string(),
         "--state-dir".into(),
         dir.join("state").display().to_string(),
+        // The watchdog fires without a broker once the rules run, which they do when Kafka has
+        // not been reached for a second: an alert to acknowledge.
+        "--rules".into(),
+        rules.display().to_string(),
+        "--evaluate-every".into(),
+        "500ms".into(),
+        "--kafka-stale-after".into(),
+        "1s".into(),
     ];
     let env_refs: Vec<(&str, &str)> = env.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
     let process = Running::spawn("dashboards-locked", &binary, &args, &env_refs);
@@ -185,7 +223,13 @@ async fn start_locked() -> Locked {
         url,
         pki,
         dir,
-        secrets: vec![PASSWORD.to_owned(), password_hash, scrape_token, read_token],
+        secrets: vec![
+            PASSWORD.to_owned(),
+            password_hash,
+            scrape_token,
+            read_token,
+            operate_token,
+        ],
         config,
         env,
     }
@@ -195,8 +239,8 @@ async fn start_locked() -> Locked {
 async fn the_dashboards_let_in_only_the_credentials_configured_over_tls() {
     let locked = start_locked().await;
     let (ca, dir) = (Some(locked.pki.ca.as_path()), locked.dir.as_path());
-    let [_, _, scrape, read] = &locked.secrets[..] else {
-        unreachable!("four secrets")
+    let [_, _, scrape, read, operate] = &locked.secrets[..] else {
+        unreachable!("five secrets")
     };
     let sre = basic("sre", PASSWORD);
     let wrong = basic("sre", "correct horse battery stapler");
@@ -252,6 +296,38 @@ async fn the_dashboards_let_in_only_the_credentials_configured_over_tls() {
         let series = format!("candor_dashboards_http_refused_total{{reason=\"{reason}\"}} {count}");
         assert!(metrics.contains(&series), "{series} in:\n{metrics}");
     }
+
+    // Acknowledging is a write: the operate role's alone, and the alert says who took it on.
+    wait_for("the watchdog firing", Duration::from_secs(30), || async {
+        let alerts = get("/api/alerts", Some(&sre)).text;
+        alerts.contains("\"state\":\"firing\"").then_some(())
+    })
+    .await;
+    let ack = r#"{"name": "CandorWatchdog", "labels": {}}"#;
+    let post = |header: &str| {
+        curl_with(
+            ca,
+            &format!("{}/api/alerts/ack", locked.url),
+            Some(header),
+            Some(ack),
+            dir,
+        )
+    };
+    for reader in [&sre, &reader, &scraper] {
+        assert_eq!(
+            post(reader).status,
+            Some(403),
+            "a read-only credential acknowledged"
+        );
+    }
+    let oncall = format!("Bearer {operate}");
+    let acked = post(&oncall);
+    assert_eq!(acked.status, Some(200), "{}", acked.text);
+    let alerts = get("/api/alerts", Some(&sre)).text;
+    assert!(
+        alerts.contains("\"acknowledged\":{\"by\":\"oncall\""),
+        "{alerts}"
+    );
 
     // The certificate is trusted through the private CA alone, and plain HTTP gets no page.
     let untrusted = curl(None, &format!("{}/healthz", locked.url), None, dir);

@@ -194,7 +194,7 @@ fn alerts_table(alerts: &[Alert], has_receivers: bool) -> Markup {
         table id="alerts" {
             tr {
                 th { "alert" } th { "labels" } th { "state" } th { "since" }
-                th { "notification" } th { "what" }
+                th { "notification" } th { "what" } th { "taken on" }
             }
             @for alert in alerts {
                 @let state = state_name(alert.state);
@@ -222,6 +222,20 @@ fn alerts_table(alerts: &[Alert], has_receivers: bool) -> Markup {
                     td { (since.map_or_else(String::new, when)) }
                     td { (delivery(&alert.delivery)) }
                     td { (alert.description) }
+                    td class="ack" {
+                        @if let Some(ack) = &alert.acknowledged {
+                            "acknowledged by " (ack.by) " " (when(ack.at))
+                        } @else if alert.state == State::Firing {
+                            form method="post" action="/alerts/ack" {
+                                input type="hidden" name="name" value=(alert.name);
+                                input type="hidden" name="labels"
+                                    value=(serde_json::to_string(&alert.labels).unwrap_or_default());
+                                button type="submit" { "Acknowledge" }
+                            }
+                        } @else {
+                            "not acknowledged"
+                        }
+                    }
                 }
             }
         }

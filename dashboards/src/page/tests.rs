@@ -51,6 +51,7 @@ fn alert(name: &str, state: State, delivery: Delivery) -> Alert {
         resolved_at: (state == State::Resolved).then_some(NOW - MINUTE),
         delivery,
         last_sent: None,
+        acknowledged: None,
     }
 }
 

@@ -426,6 +426,20 @@ pub struct Alert {
     pub last_sent: Option<Micros>,
     /// Who acknowledged this episode (while it fires), and when; `None` when nobody has.
     pub acknowledged: Option<Acknowledgement>,
+    /// When this episode was escalated to the escalation receivers (nobody acknowledged it in
+    /// time), and what became of that notification; `None` while it was not.
+    pub escalated: Option<Escalation>,
+}
+
+/// An episode handed to the escalation receivers.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Escalation {
+    /// When.
+    #[serde(rename = "escalated_at", serialize_with = "serialize_micros")]
+    pub at: Micros,
+    /// What became of the escalation receivers' newest notification.
+    #[serde(flatten)]
+    pub delivery: Delivery,
 }
 
 /// Someone took an alert on.
@@ -502,6 +516,7 @@ impl Alerts {
                 },
                 last_sent: None,
                 acknowledged: None,
+                escalated: None,
             });
             alert.description = condition.description;
             if alert.state == State::Resolved {
@@ -512,6 +527,7 @@ impl Alerts {
                 alert.resolved_at = None;
                 alert.last_sent = None;
                 alert.acknowledged = None;
+                alert.escalated = None;
                 alert.delivery = Delivery::NotSent {
                     reason: "pending: not sent before it fires".into(),
                 };
@@ -606,6 +622,39 @@ impl Alerts {
             at: now,
         });
         Ok(alert.clone())
+    }
+
+    /// The firing alerts nobody acknowledged within `after` of firing and not escalated yet,
+    /// marked as escalated at `now` (their notification being sent).
+    pub fn escalations_due(&mut self, now: Micros, after: Micros) -> Vec<Alert> {
+        let mut due = Vec::new();
+        for alert in self.alerts.values_mut() {
+            let overdue = alert.state == State::Firing
+                && alert.acknowledged.is_none()
+                && alert.escalated.is_none()
+                && alert
+                    .fired_at
+                    .is_some_and(|fired| now.saturating_sub(fired) >= after);
+            if overdue {
+                alert.escalated = Some(Escalation {
+                    at: now,
+                    delivery: Delivery::Sending,
+                });
+                due.push(alert.clone());
+            }
+        }
+        due
+    }
+
+    /// Records what became of the escalation receivers' notification of the instance `key`.
+    pub fn escalation_delivered(&mut self, key: &(String, Labels), delivery: Delivery) {
+        if let Some(escalated) = self
+            .alerts
+            .get_mut(key)
+            .and_then(|alert| alert.escalated.as_mut())
+        {
+            escalated.delivery = delivery;
+        }
     }
 
     /// Records what became of a notification of the instance `key`.
@@ -777,6 +826,50 @@ mod tests {
         alerts.step(&rules, Vec::new(), T0 + 3 * MINUTE);
         alerts.step(&rules, holding(), T0 + 4 * MINUTE);
         assert_eq!(alerts.list()[0].acknowledged, None);
+    }
+
+    #[test]
+    fn an_alert_nobody_acknowledged_in_time_is_escalated_once() {
+        let rules = rules(
+            "[[rule]]\nname = \"A\"\nkind = \"watchdog\"\n[[rule]]\nname = \"B\"\nkind = \"watchdog\"\n",
+        );
+        let holding = || {
+            (0..2)
+                .map(|rule| Condition {
+                    rule,
+                    labels: Labels::new(),
+                    description: "always".into(),
+                })
+                .collect()
+        };
+        let mut alerts = Alerts::default();
+        alerts.step(&rules, holding(), T0);
+        alerts
+            .acknowledge(&("B".to_owned(), Labels::new()), "sre", T0 + SECOND)
+            .unwrap();
+        assert!(
+            alerts
+                .escalations_due(T0 + 4 * MINUTE, 5 * MINUTE)
+                .is_empty()
+        );
+        let due = alerts.escalations_due(T0 + 5 * MINUTE, 5 * MINUTE);
+        let names: Vec<&str> = due.iter().map(|alert| alert.name.as_str()).collect();
+        assert_eq!(names, ["A"], "B was acknowledged");
+        assert!(
+            alerts
+                .escalations_due(T0 + 6 * MINUTE, 5 * MINUTE)
+                .is_empty()
+        );
+        let key = ("A".to_owned(), Labels::new());
+        alerts.escalation_delivered(&key, Delivery::NotSent { reason: "x".into() });
+        let a = alerts.list().into_iter().find(|a| a.name == "A").unwrap();
+        assert_eq!(
+            a.escalated,
+            Some(Escalation {
+                at: T0 + 5 * MINUTE,
+                delivery: Delivery::NotSent { reason: "x".into() }
+            })
+        );
     }
 
     #[test]

@@ -69,6 +69,8 @@ pub const KAFKA_OWNED: &[(&str, &str)] = &[("group.id", "set by kafka.group_id (
 /// | `alerts.webhooks` | `[]` | receivers of alerts (Alertmanager API v2 format), `http://` or `https://` URLs |
 /// | `alerts.webhook_ca_file` | unset: the system's CA certificates | PEM CA certificates an `https://` webhook is verified against instead (a private CA) |
 /// | `alerts.webhook_headers_file` | unset: none | a file of `Name: value` lines sent with every notification (`Authorization: Bearer …`), read at start; never printed |
+/// | `alerts.escalation_webhooks` | `[]` | receivers a firing alert goes to as well when nobody acknowledged it within `alerts.escalate_after` of firing; once escalated, its repeats and its resolve reach them too |
+/// | `alerts.escalate_after` | `"15m"` | how long a firing alert may go unacknowledged before it is escalated |
 /// | `alerts.webhook_attempts` | `3` | attempts per notification, retries included |
 /// | `alerts.webhook_timeout` | `"5s"` | time per notification attempt |
 /// | `alerts.resend` | `"1m"` | how often a firing alert is sent again, also after an undelivered notification |
@@ -212,6 +214,10 @@ impl Default for RawStaleness {
 pub struct RawAlerts {
     /// `alerts.webhooks`.
     pub webhooks: Vec<String>,
+    /// `alerts.escalation_webhooks`.
+    pub escalation_webhooks: Vec<String>,
+    /// `alerts.escalate_after`.
+    pub escalate_after: String,
     /// `alerts.webhook_attempts`.
     pub webhook_attempts: i64,
     /// `alerts.webhook_timeout`.
@@ -230,6 +236,8 @@ impl Default for RawAlerts {
     fn default() -> Self {
         Self {
             webhooks: Vec::new(),
+            escalation_webhooks: Vec::new(),
+            escalate_after: "15m".into(),
             webhook_attempts: 3,
             webhook_timeout: "5s".into(),
             webhook_ca_file: None,
@@ -349,6 +357,10 @@ pub struct StalenessConfig {
 pub struct AlertsConfig {
     /// The receivers, named `webhook-1`, `webhook-2`, … in the order written.
     pub webhooks: Vec<Webhook>,
+    /// The escalation receivers, named `escalation-1`, … in the order written.
+    pub escalation_webhooks: Vec<Webhook>,
+    /// How long a firing alert may go unacknowledged before it is escalated.
+    pub escalate_after: Duration,
     /// Attempts per notification, retries included.
     pub webhook_attempts: NonZeroU32,
     /// Time per attempt.
@@ -460,6 +472,24 @@ impl RawPanels {
 
 const WEBHOOK_URL: &str = "expected an http:// or https:// URL with a host";
 
+/// The receivers written under `key`, each an `http://` or `https://` URL, named `<name>-1`, …
+fn webhooks(key: &str, name: &str, written: Vec<String>) -> Result<Vec<Webhook>, ConfigError> {
+    let mut webhooks = Vec::with_capacity(written.len());
+    for (index, written) in written.into_iter().enumerate() {
+        let parsed = url::Url::parse(&written).ok();
+        if !parsed
+            .is_some_and(|parsed| matches!(parsed.scheme(), "http" | "https") && parsed.has_host())
+        {
+            return Err(invalid(key, written, WEBHOOK_URL));
+        }
+        webhooks.push(Webhook {
+            name: format!("{name}-{}", index + 1),
+            url: written,
+        });
+    }
+    Ok(webhooks)
+}
+
 /// A key that names a file: not blank when given.
 fn file_key(key: &str, written: Option<String>) -> Result<Option<PathBuf>, ConfigError> {
     written
@@ -469,21 +499,14 @@ fn file_key(key: &str, written: Option<String>) -> Result<Option<PathBuf>, Confi
 
 impl RawAlerts {
     fn validate(self) -> Result<AlertsConfig, ConfigError> {
-        let mut webhooks = Vec::with_capacity(self.webhooks.len());
-        for (index, written) in self.webhooks.into_iter().enumerate() {
-            let parsed = url::Url::parse(&written).ok();
-            if !parsed.is_some_and(|parsed| {
-                matches!(parsed.scheme(), "http" | "https") && parsed.has_host()
-            }) {
-                return Err(invalid("alerts.webhooks", written, WEBHOOK_URL));
-            }
-            webhooks.push(Webhook {
-                name: format!("webhook-{}", index + 1),
-                url: written,
-            });
-        }
         Ok(AlertsConfig {
-            webhooks,
+            webhooks: webhooks("alerts.webhooks", "webhook", self.webhooks)?,
+            escalation_webhooks: webhooks(
+                "alerts.escalation_webhooks",
+                "escalation",
+                self.escalation_webhooks,
+            )?,
+            escalate_after: parse_duration("alerts.escalate_after", &self.escalate_after)?,
             webhook_attempts: nonzero_u32("alerts.webhook_attempts", self.webhook_attempts)?,
             webhook_timeout: parse_duration("alerts.webhook_timeout", &self.webhook_timeout)?,
             webhook_ca_file: file_key("alerts.webhook_ca_file", self.webhook_ca_file)?,

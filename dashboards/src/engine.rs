@@ -21,11 +21,31 @@ use crate::operations::Judged;
 use crate::persist::{AlertStore, Stored};
 use crate::state::{Shared, lock};
 
-/// Evaluates the rules every `every`; re-sends firing alerts every `resend`; with a `store`,
-/// keeps the alert instances there.
+/// Who is told: the receivers of every notification, and those a firing alert goes to as well
+/// once nobody acknowledged it within `escalate_after` of firing.
+#[derive(Debug, Clone)]
+pub struct Receivers {
+    /// `alerts.webhooks`.
+    pub first: Arc<Notifier>,
+    /// `alerts.escalation_webhooks`: once an episode is escalated, its repeats and its resolve
+    /// reach them too.
+    pub escalation: Arc<Notifier>,
+    /// `alerts.escalate_after`.
+    pub escalate_after: Micros,
+}
+
+/// Which receivers a notification is for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Tier {
+    First,
+    Escalation,
+}
+
+/// Evaluates the rules every `every`; re-sends firing alerts every `resend`; escalates the ones
+/// nobody acknowledged in time; with a `store`, keeps the alert instances there.
 pub async fn run(
     shared: Arc<Shared>,
-    notifier: Arc<Notifier>,
+    receivers: Receivers,
     every: Duration,
     resend: Micros,
     store: Option<Arc<AlertStore>>,
@@ -43,33 +63,74 @@ pub async fn run(
             continue;
         }
         if std::mem::take(&mut waited) {
-            tracing::info!("the stream has caught up; alert evaluation starts");
+            tracing::info!(
+                "alert evaluation starts: the stream has caught up, or cannot reach Kafka"
+            );
         }
-        let due = evaluate(&shared, now(), resend);
+        let at = now();
+        let due = evaluate(&shared, at, resend);
+        let escalations = if receivers.escalation.has_receivers() {
+            lock(&shared.alerts).escalations_due(at, receivers.escalate_after)
+        } else {
+            Vec::new()
+        };
         save(&shared, saves.as_ref());
         for alert in due {
-            let shared = Arc::clone(&shared);
-            let notifier = Arc::clone(&notifier);
-            let saves = saves.clone();
-            tokio::spawn(async move {
-                let delivery = notifier.send(&alert).await;
-                match &delivery {
-                    Delivery::Delivered { .. } => {
-                        shared
-                            .notifications
-                            .delivered
-                            .fetch_add(1, Ordering::Relaxed);
-                    }
-                    Delivery::Undelivered { .. } => {
-                        shared.notifications.failed.fetch_add(1, Ordering::Relaxed);
-                    }
-                    Delivery::NotSent { .. } | Delivery::Sending => {}
-                }
-                lock(&shared.alerts).delivered(&alert.key(), delivery);
-                save(&shared, saves.as_ref());
-            });
+            let escalated = alert.escalated.is_some();
+            notify(
+                &shared,
+                &receivers,
+                Tier::First,
+                alert.clone(),
+                saves.clone(),
+            );
+            if escalated {
+                notify(&shared, &receivers, Tier::Escalation, alert, saves.clone());
+            }
+        }
+        for alert in escalations {
+            tracing::warn!(alert = %alert.name, "nobody acknowledged the alert in time: escalated");
+            notify(&shared, &receivers, Tier::Escalation, alert, saves.clone());
         }
     }
+}
+
+/// Sends `alert` to the `tier`'s receivers on a task of its own, and records what became of it.
+fn notify(
+    shared: &Arc<Shared>,
+    receivers: &Receivers,
+    tier: Tier,
+    alert: crate::alerts::Alert,
+    saves: Option<watch::Sender<Vec<Stored>>>,
+) {
+    let shared = Arc::clone(shared);
+    let notifier = match tier {
+        Tier::First => Arc::clone(&receivers.first),
+        Tier::Escalation => Arc::clone(&receivers.escalation),
+    };
+    tokio::spawn(async move {
+        let delivery = notifier.send(&alert).await;
+        match &delivery {
+            Delivery::Delivered { .. } => {
+                shared
+                    .notifications
+                    .delivered
+                    .fetch_add(1, Ordering::Relaxed);
+            }
+            Delivery::Undelivered { .. } => {
+                shared.notifications.failed.fetch_add(1, Ordering::Relaxed);
+            }
+            Delivery::NotSent { .. } | Delivery::Sending => {}
+        }
+        {
+            let mut alerts = lock(&shared.alerts);
+            match tier {
+                Tier::First => alerts.delivered(&alert.key(), delivery),
+                Tier::Escalation => alerts.escalation_delivered(&alert.key(), delivery),
+            }
+        }
+        save(&shared, saves.as_ref());
+    });
 }
 
 /// Whether the rules may be evaluated: the stream has caught up, or cannot (the brokers have

@@ -109,6 +109,13 @@ struct ServeArgs {
         value_delimiter = ','
     )]
     webhooks: Vec<String>,
+    /// Overrides `alerts.escalation_webhooks`: a receiver a firing alert also goes to when
+    /// nobody acknowledged it within `alerts.escalate_after`; repeat for several.
+    #[arg(long = "escalation-webhook", value_delimiter = ',')]
+    escalation_webhooks: Vec<String>,
+    /// Overrides `alerts.escalate_after`: how long a firing alert may go unacknowledged.
+    #[arg(long)]
+    escalate_after: Option<String>,
     /// Overrides `alerts.webhook_attempts`: attempts per notification, retries included.
     #[arg(long)]
     webhook_attempts: Option<u32>,
@@ -233,6 +240,12 @@ fn override_keys(raw: &mut RawConfig, args: &ServeArgs) {
     if !args.webhooks.is_empty() {
         raw.alerts.webhooks.clone_from(&args.webhooks);
     }
+    if !args.escalation_webhooks.is_empty() {
+        raw.alerts
+            .escalation_webhooks
+            .clone_from(&args.escalation_webhooks);
+    }
+    set(&mut raw.alerts.escalate_after, &args.escalate_after);
     if let Some(attempts) = args.webhook_attempts {
         raw.alerts.webhook_attempts = i64::from(attempts);
     }
@@ -402,6 +415,14 @@ async fn serve(config: Config) -> anyhow::Result<()> {
         &config.alerts.webhooks,
         config.alerts.webhook_attempts.get(),
         config.alerts.webhook_timeout,
+        client.clone(),
+        headers.clone(),
+        config.external_url.clone(),
+    )?;
+    let escalation = Notifier::new(
+        &config.alerts.escalation_webhooks,
+        config.alerts.webhook_attempts.get(),
+        config.alerts.webhook_timeout,
         client,
         headers,
         config.external_url.clone(),
@@ -467,7 +488,11 @@ async fn serve(config: Config) -> anyhow::Result<()> {
     ));
     tokio::spawn(engine::run(
         Arc::clone(&shared),
-        Arc::new(notifier),
+        engine::Receivers {
+            first: Arc::new(notifier),
+            escalation: Arc::new(escalation),
+            escalate_after: micros_of(config.alerts.escalate_after),
+        },
         config.alerts.evaluate_every,
         micros_of(config.alerts.resend),
         Some(Arc::new(store)),

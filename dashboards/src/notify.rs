@@ -274,6 +274,7 @@ mod tests {
             delivery: Delivery::Sending,
             last_sent: None,
             acknowledged: None,
+            escalated: None,
         };
         let firing = payload(&alert, "http://127.0.0.1:3000/");
         assert_eq!(firing[0]["labels"]["alertname"], "CandorAccessFailureSpike");

@@ -25,7 +25,7 @@ use candor_query::window::Micros;
 use redb::{Database, Durability, ReadableDatabase, ReadableTable, TableDefinition};
 use serde::{Deserialize, Serialize};
 
-use crate::alerts::{Acknowledgement, Alert, Delivery, Labels, State};
+use crate::alerts::{Acknowledgement, Alert, Delivery, Escalation, Labels, State};
 use crate::rules::Rule;
 
 /// Alert instances by key (`[name, labels]` as JSON), each as JSON ([`Stored`]).
@@ -139,6 +139,9 @@ pub struct Stored {
     /// Who acknowledged it, and when (microseconds).
     #[serde(default)]
     pub acknowledged: Option<(String, Micros)>,
+    /// When it was escalated, and what became of that notification.
+    #[serde(default)]
+    pub escalated: Option<(Micros, StoredDelivery)>,
 }
 
 /// [`State`], stored.
@@ -204,24 +207,52 @@ impl StoredState {
     }
 }
 
+impl StoredDelivery {
+    fn of(delivery: &Delivery) -> Self {
+        match delivery {
+            Delivery::NotSent { reason } => Self::NotSent {
+                reason: reason.clone(),
+            },
+            Delivery::Sending => Self::Sending,
+            Delivery::Delivered { at, sent } => Self::Delivered {
+                at: *at,
+                sent: StoredState::of(*sent),
+            },
+            Delivery::Undelivered { at, sent, reason } => Self::Undelivered {
+                at: *at,
+                sent: StoredState::of(*sent),
+                reason: reason.clone(),
+            },
+        }
+    }
+
+    /// The delivery read back: one that was being sent (`sent` the state, at `since`) is
+    /// undelivered.
+    fn delivery(self, sent: State, since: Micros) -> Delivery {
+        match self {
+            Self::NotSent { reason } => Delivery::NotSent { reason },
+            Self::Sending => Delivery::Undelivered {
+                at: since,
+                sent,
+                reason: STOPPED_WHILE_SENDING.into(),
+            },
+            Self::Delivered { at, sent } => Delivery::Delivered {
+                at,
+                sent: sent.state(),
+            },
+            Self::Undelivered { at, sent, reason } => Delivery::Undelivered {
+                at,
+                sent: sent.state(),
+                reason,
+            },
+        }
+    }
+}
+
 impl Stored {
     /// An instance as stored.
     pub fn of(alert: &Alert) -> Self {
-        let delivery = match &alert.delivery {
-            Delivery::NotSent { reason } => StoredDelivery::NotSent {
-                reason: reason.clone(),
-            },
-            Delivery::Sending => StoredDelivery::Sending,
-            Delivery::Delivered { at, sent } => StoredDelivery::Delivered {
-                at: *at,
-                sent: StoredState::of(*sent),
-            },
-            Delivery::Undelivered { at, sent, reason } => StoredDelivery::Undelivered {
-                at: *at,
-                sent: StoredState::of(*sent),
-                reason: reason.clone(),
-            },
-        };
+        let delivery = StoredDelivery::of(&alert.delivery);
         Self {
             name: alert.name.clone(),
             labels: alert.labels.clone(),
@@ -237,6 +268,10 @@ impl Stored {
                 .acknowledged
                 .as_ref()
                 .map(|ack| (ack.by.clone(), ack.at)),
+            escalated: alert
+                .escalated
+                .as_ref()
+                .map(|escalation| (escalation.at, StoredDelivery::of(&escalation.delivery))),
         }
     }
 }
@@ -252,23 +287,13 @@ pub fn restore(stored: Vec<Stored>, rules: &[Rule]) -> (Vec<Alert>, usize) {
             continue;
         };
         let state = alert.state.state();
-        let delivery = match alert.delivery {
-            StoredDelivery::NotSent { reason } => Delivery::NotSent { reason },
-            StoredDelivery::Sending => Delivery::Undelivered {
-                at: alert.last_sent.unwrap_or(alert.active_since),
-                sent: state,
-                reason: STOPPED_WHILE_SENDING.into(),
-            },
-            StoredDelivery::Delivered { at, sent } => Delivery::Delivered {
-                at,
-                sent: sent.state(),
-            },
-            StoredDelivery::Undelivered { at, sent, reason } => Delivery::Undelivered {
-                at,
-                sent: sent.state(),
-                reason,
-            },
-        };
+        let delivery = alert
+            .delivery
+            .delivery(state, alert.last_sent.unwrap_or(alert.active_since));
+        let escalated = alert.escalated.map(|(at, delivery)| Escalation {
+            at,
+            delivery: delivery.delivery(state, at),
+        });
         alerts.push(Alert {
             name: alert.name,
             severity: rule.severity.as_str(),
@@ -284,6 +309,7 @@ pub fn restore(stored: Vec<Stored>, rules: &[Rule]) -> (Vec<Alert>, usize) {
             acknowledged: alert
                 .acknowledged
                 .map(|(by, at)| Acknowledgement { by, at }),
+            escalated,
         });
     }
     (alerts, dropped)
@@ -318,6 +344,7 @@ mod tests {
             delivery,
             last_sent: Some(2_500),
             acknowledged: None,
+            escalated: None,
         }
     }
 
@@ -343,6 +370,13 @@ mod tests {
         firing.acknowledged = Some(Acknowledgement {
             by: "sre".into(),
             at: 2_700,
+        });
+        firing.escalated = Some(Escalation {
+            at: 2_650,
+            delivery: Delivery::Delivered {
+                at: 2_660,
+                sent: State::Firing,
+            },
         });
         store.save(&[Stored::of(&firing)]).unwrap();
         drop(store);

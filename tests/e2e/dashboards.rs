@@ -517,3 +517,77 @@ fn the_browser_client_fails_on_wrong_numbers_confirmed_zeros_and_scripts() {
     );
     assert!(stdout.contains("6 passed, 0 failed"), "{stdout}");
 }
+
+/// An alert nobody acknowledged within `alerts.escalate_after` of firing goes to the escalation
+/// receiver too, once; one acknowledged in time never does, and the first receiver hears of both.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_alert_nobody_acknowledged_in_time_reaches_the_escalation_receiver() {
+    let first = Receiver::start(None).await;
+    let escalation = Receiver::start(None).await;
+    let rules = "[[rule]]\nname = \"Unattended\"\nkind = \"watchdog\"\n\
+                 [[rule]]\nname = \"TakenOn\"\nkind = \"watchdog\"\n";
+    let mut args = fast_args();
+    args.extend(
+        [
+            "--escalation-webhook",
+            &escalation.url,
+            "--escalate-after",
+            "4s",
+        ]
+        .map(str::to_owned),
+    );
+    let resend = args
+        .iter()
+        .position(|arg| arg == "--resend")
+        .expect("--resend")
+        + 1;
+    args[resend] = "10m".into();
+    let dashboards = Dashboards::start(
+        "127.0.0.1:1",
+        &tempdir("escalation"),
+        dashboards::Options {
+            rules: Some(rules.into()),
+            webhooks: vec![first.url.clone()],
+            args,
+            ..dashboards::Options::default()
+        },
+    )
+    .await;
+    dashboards
+        .wait_alert("TakenOn firing", |a| {
+            a["name"] == "TakenOn" && a["state"] == "firing"
+        })
+        .await;
+    let (status, body) = candor_e2e::collector::post_json(
+        &dashboards.address,
+        "/api/alerts/ack",
+        r#"{"name": "TakenOn", "labels": {}}"#,
+    )
+    .await;
+    assert_eq!(status, Some(200), "{body}");
+    let escalated = dashboards
+        .wait_alert("Unattended escalated and delivered", |a| {
+            a["name"] == "Unattended" && a["escalated"]["delivery"] == "delivered"
+        })
+        .await;
+    assert!(escalated["acknowledged"].is_null(), "{escalated}");
+    // Through more evaluations, nothing else is escalated or sent again.
+    crate::monitor_restart::wait_saves(&dashboards, 4.0).await;
+    let alerts = dashboards.json("/api/alerts").await;
+    let taken = alerts
+        .as_array()
+        .and_then(|all| all.iter().find(|a| a["name"] == "TakenOn"))
+        .expect("TakenOn");
+    assert!(taken["escalated"].is_null(), "{taken}");
+    let names = |receiver: &Receiver| -> Vec<String> {
+        let mut names: Vec<String> = receiver
+            .alerts()
+            .iter()
+            .filter_map(|alert| alert["labels"]["alertname"].as_str().map(str::to_owned))
+            .collect();
+        names.sort();
+        names
+    };
+    assert_eq!(names(&escalation), ["Unattended"]);
+    assert_eq!(names(&first), ["TakenOn", "Unattended"]);
+}

@@ -60,7 +60,7 @@ async fn saves(dashboards: &Dashboards) -> f64 {
 }
 
 /// Waits until the dashboards have saved `more` times after now: as many evaluations ran.
-async fn wait_saves(dashboards: &Dashboards, more: f64) {
+pub(crate) async fn wait_saves(dashboards: &Dashboards, more: f64) {
     let from = saves(dashboards).await;
     wait_for(
         &format!("{more} more saves of the alert state"),

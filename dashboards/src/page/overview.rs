@@ -220,7 +220,16 @@ fn alerts_table(alerts: &[Alert], has_receivers: bool) -> Markup {
                     }
                     td { (state) }
                     td { (since.map_or_else(String::new, when)) }
-                    td { (delivery(&alert.delivery)) }
+                    td {
+                        (delivery(&alert.delivery))
+                        @if let Some(escalated) = &alert.escalated {
+                            br;
+                            span class="escalated" {
+                                "escalated " (when(escalated.at)) ": "
+                                (delivery(&escalated.delivery))
+                            }
+                        }
+                    }
                     td { (alert.description) }
                     td class="ack" {
                         @if let Some(ack) = &alert.acknowledged {

@@ -52,6 +52,7 @@ fn alert(name: &str, state: State, delivery: Delivery) -> Alert {
         delivery,
         last_sent: None,
         acknowledged: None,
+        escalated: None,
     }
 }
 

@@ -30,7 +30,7 @@ import type { LoggerProvider } from "@opentelemetry/api-logs";
 
 import type { Classification, Classifier } from "./classify/classification.js";
 import { generatedOperationId, type HttpArrival } from "./classify/http.js";
-import { type Clock, SystemClock, SystemTimer, sleepsAsSystemClock } from "./clock.js";
+import { type Clock, nowOf, SystemClock, SystemTimer, sleepsAsSystemClock, TimerQueue } from "./clock.js";
 import { debugDuration, NS_PER_MS, nsOfMs, wholeMs } from "./duration.js";
 import {
   type Attempt,
@@ -48,6 +48,7 @@ import { isEnded, isFailure, lifecycleOf, type OperationStatus, type StatusRead,
 import { redactText, redactUrl } from "./redact.js";
 import { actionOf, type Decision, InvalidSetting, type Jitter, RandomJitter, RetryPolicy, type RetryPolicyOptions } from "./retry.js";
 import { type LiveSpan, Telemetry, type Transition } from "./telemetry.js";
+import { intoSecond } from "./seconds.js";
 import { formatTimestamp } from "./timestamps.js";
 import { ADAPTER_VERSION } from "./version.js";
 import type { LifecycleState, RetryAction } from "./vocab.js";
@@ -224,7 +225,15 @@ function notBlank(setting: string, value: string): string {
 
 /** A wall-clock time as the envelope holds it: cut to the microsecond, and its text. */
 function stamp(wallNs: bigint): { ns: bigint; text: string } {
-  const ns = (wallNs / 1000n) * 1000n;
+  const into = intoSecond(wallNs);
+  let ns: bigint;
+  if (into === undefined) {
+    ns = (wallNs / 1000n) * 1000n;
+  } else {
+    // At or after the epoch: cut by what is past the microsecond, mostly nothing.
+    const past = into % 1000;
+    ns = past === 0 ? wallNs : wallNs - BigInt(past);
+  }
   return { ns, text: formatTimestamp(ns) };
 }
 
@@ -258,6 +267,11 @@ function mayHaveBeenApplied(failure: Failure): boolean {
 
 type Settled<T> = { readonly ok: true; readonly value: T } | { readonly ok: false; readonly error: unknown };
 
+/** How {@link Adapter.call} ends a call: with the last attempt's envelope. */
+function finishCall<R>(run: CallRun<R>, last: Classification): Envelope {
+  return run.finish(last);
+}
+
 /** The reason an attempt's signal aborts with when its time runs out. */
 function timeUp(afterNs: number): Error {
   const error = new Error(`the attempt's ${debugDuration(afterNs)} ran out`);
@@ -289,8 +303,9 @@ class CallRun<R> {
   ) {
     this.clock = adapter.clock;
     this.parent = otelContext.active();
-    this.started = this.clock.monotonicNs();
-    this.startedWall = this.clock.wallNs();
+    const now = nowOf(this.clock);
+    this.started = now.monotonicNs;
+    this.startedWall = now.wallNs;
     this.startedAt = stamp(this.startedWall);
     this.lastStartedNs = this.startedAt.ns;
     this.idempotencyKey = adapter.idempotencyKey ? generatedOperationId() : undefined;
@@ -427,7 +442,8 @@ class CallRun<R> {
       target: adapter.target,
       outcome: last.outcome,
       provenance,
-      attempts: this.attempts,
+      // The call's attempts end here: the envelope holds the list itself.
+      attempts: Object.freeze(this.attempts),
       authority: adapter.authority,
       evidence: last.evidence,
       lifecycle: last.lifecycle,
@@ -735,6 +751,8 @@ export class Adapter<R> {
   readonly clock: Clock;
   /** Where spans, log records and counts go. */
   readonly telemetry: Telemetry;
+  /** The attempt timers on the real clock, of the attempt timeout; `undefined` on another clock. */
+  private readonly timers: TimerQueue | undefined;
 
   constructor(options: AdapterOptions<R>) {
     this.tool = notBlank("tool", options.tool);
@@ -753,6 +771,7 @@ export class Adapter<R> {
     this.authority = options.authority;
     this.jitter = options.jitter ?? new RandomJitter();
     this.clock = options.clock ?? new SystemClock();
+    this.timers = sleepsAsSystemClock(this.clock) ? new TimerQueue(this.clock, this.attemptTimeoutNs) : undefined;
     this.telemetry = new Telemetry({
       tool: this.tool,
       target: this.target,
@@ -782,9 +801,8 @@ export class Adapter<R> {
    * `classifyError`; anything it does not classify propagates, and the call records nothing more:
    * it is not counted, and a span its earlier failures started ends with the events it has.
    */
-  async call(attempt: AttemptFn<R>): Promise<Envelope> {
-    const run = new CallRun(this, this.policy);
-    return run.finish(await this.runAttempts(run, attempt));
+  call(attempt: AttemptFn<R>): Promise<Envelope> {
+    return this.runCall(attempt, finishCall);
   }
 
   /**
@@ -797,10 +815,10 @@ export class Adapter<R> {
    */
   async callAndFollow<Q>(attempt: AttemptFn<R>, readStatus: ReadStatusFn<Q>): Promise<Envelope> {
     const reader = this.needReader();
-    const run = new CallRun(this, this.policy);
-    const last = await this.runAttempts(run, attempt);
-    const following = this.acceptedBy(run, last, reader);
-    return following === undefined ? run.finish(last) : this.follow(following, readStatus);
+    return this.runCall(attempt, (run, last) => {
+      const following = this.acceptedBy(run, last, reader);
+      return following === undefined ? run.finish(last) : this.follow(following, readStatus);
+    });
   }
 
   /**
@@ -834,14 +852,28 @@ export class Adapter<R> {
     return this.statusReader;
   }
 
-  private async runAttempts(run: CallRun<R>, attempt: AttemptFn<R>): Promise<Classification> {
+  /**
+   * Makes a call's attempts under the retry policy, then ends the call with `end(run, last)`.
+   * One async function for the whole call, which awaits each attempt's answer once (and each
+   * backoff): the steps between are synchronous.
+   */
+  private async runCall(
+    fn: AttemptFn<R>,
+    end: (run: CallRun<R>, last: Classification) => Envelope | Promise<Envelope>,
+  ): Promise<Envelope> {
+    const run = new CallRun(this, this.policy);
+    let last: Classification;
     try {
       for (;;) {
         const context = run.nextContext();
-        const classification = run.unsafeToRepeat(await this.attempt(attempt, context, run));
+        const started = this.start(fn, context);
+        const classification = run.unsafeToRepeat(
+          started instanceof Promise ? this.classifySettled(await started, context, run) : started,
+        );
         const decision = run.settle(classification);
         if (decision.kind !== "retry") {
-          return classification;
+          last = classification;
+          break;
         }
         await this.clock.sleep(decision.afterNs);
         run.slept();
@@ -850,20 +882,25 @@ export class Adapter<R> {
       run.abandon();
       throw error;
     }
+    return end(run, last);
   }
 
-  private async attempt(
-    fn: AttemptFn<R>,
-    context: AttemptContext,
-    run: CallRun<R>,
-  ): Promise<Classification> {
+  /**
+   * Starts one attempt: the classification of what `fn` threw, or what its answer settles to
+   * against the attempt's time ({@link Adapter.race}).
+   */
+  private start(fn: AttemptFn<R>, context: AttemptContext): Classification | Promise<Settled<R> | undefined> {
     let pending: Promise<R>;
     try {
       pending = Promise.resolve(fn(context));
     } catch (error) {
       return this.classifyError(error);
     }
-    const settled = await this.race(pending, context);
+    return this.race(pending, context);
+  }
+
+  /** The classification of what an attempt settled to; `undefined` when its time ran out. */
+  private classifySettled(settled: Settled<R> | undefined, context: AttemptContext, run: CallRun<R>): Classification {
     if (settled === undefined) {
       return run.timedOut(context);
     }
@@ -875,23 +912,28 @@ export class Adapter<R> {
     // On the real clock (the usual case), its timer set directly: no promise, signal or abort
     // per attempt. A timeout under a millisecond takes the general path, whose order of
     // settling, when the time is up at once, lets a result already there win.
-    if (context.timeoutNs >= NS_PER_MS && sleepsAsSystemClock(this.clock)) {
-      return this.raceSystemTimer(pending, context);
+    if (context.timeoutNs >= NS_PER_MS && this.timers !== undefined) {
+      return this.raceTimer(pending, context, this.timers);
     }
     return this.raceClock(pending, context);
   }
 
-  /** {@link Adapter.race} on the real clock's timer. */
-  private raceSystemTimer<T>(pending: Promise<T>, context: AttemptContext): Promise<Settled<T> | undefined> {
+  /**
+   * {@link Adapter.race} on the real clock's time: a timer of the adapter's queue when the
+   * attempt has the whole attempt timeout (no Node timer of its own), else a timer of its own.
+   */
+  private raceTimer<T>(pending: Promise<T>, context: AttemptContext, timers: TimerQueue): Promise<Settled<T> | undefined> {
     return new Promise((resolve) => {
       let open = true;
-      const timer = new SystemTimer(this.clock, context.timeoutNs, () => {
+      const expire = (): void => {
         if (open) {
           open = false;
           context.expire(timeUp(context.timeoutNs));
           resolve(undefined);
         }
-      });
+      };
+      const timer =
+        context.timeoutNs === timers.ns ? timers.set(expire) : new SystemTimer(this.clock, context.timeoutNs, expire);
       pending.then(
         (value) => {
           if (open) {

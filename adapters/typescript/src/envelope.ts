@@ -431,7 +431,8 @@ export class Envelope {
     this.authority = init.authority;
     this.provenance = init.provenance;
     this.evidence = init.evidence;
-    this.attempts = Object.freeze([...init.attempts]);
+    // A frozen list is taken as it is (the adapter's own); any other is copied.
+    this.attempts = Object.isFrozen(init.attempts) ? init.attempts : Object.freeze([...init.attempts]);
     this.lifecycle = init.lifecycle;
   }
 

@@ -5,7 +5,8 @@
  * `JSON.parse` loses: whether a number was written as an integer (`1` is not `1.0`), integers
  * beyond 2^53 exactly, and whether a text that is not JSON merely ended early (a cut body) or is
  * not JSON at all, in the words of the Rust reader (`EOF while parsing a list at line 1 column
- * 14`). {@link toPlain} turns a node into the plain {@link JsonValue} a payload holds.
+ * 14`). {@link toPlain} turns a node into the plain {@link JsonValue} a payload holds, and
+ * {@link parseJsonPlain} parses bytes straight into that value, for a reader that needs no more.
  */
 
 /** Any JSON value, as a payload holds it. */
@@ -512,6 +513,74 @@ export function parseJsonText(text: string, options: ParseOptions = {}): JsonNod
   return parseJsonBytes(utf8.encode(text), options);
 }
 
+/**
+ * Parses bytes as {@link parseJsonBytes} does, into the plain value {@link toPlain} would make of
+ * its node: numbers as doubles, objects as plain objects. Text that the engine's `JSON.parse`
+ * reads as the parser does is read by it (much the faster); any other text, and every text that
+ * is not JSON, by the parser.
+ *
+ * @throws {@link JsonParseError}, as {@link parseJsonBytes}.
+ */
+export function parseJsonPlain(data: Uint8Array): JsonValue {
+  let text: string | undefined;
+  try {
+    text = strictUtf8.decode(data);
+  } catch {
+    // Not UTF-8: the parser says where.
+  }
+  if (text !== undefined && readsAsJsonParse(text, data)) {
+    try {
+      return JSON.parse(text) as JsonValue;
+    } catch {
+      // Not JSON: the parser says why, in its own words.
+    }
+  }
+  return toPlain(parseJsonBytes(data));
+}
+
+/** A digit then an exponent's `e`, or 300 digits in a row: a number `JSON.parse` may read as Infinity. */
+const MAY_OVERFLOW = /[0-9][eE]|[0-9]{300}/;
+
+/**
+ * Whether `JSON.parse` reads `text` (the UTF-8 text of `data`) as {@link Parser} reads it, or
+ * refuses it. It reads everything alike but three things: a `\u` escape (the parser refuses a
+ * lone surrogate, `JSON.parse` takes it); a number beyond a double's range, which needs an
+ * exponent or 309 digits (the parser refuses it, `JSON.parse` reads Infinity); and nesting
+ * deeper than {@link MAX_DEPTH}, which needs 256 bytes at least. It may say no of a text that
+ * `JSON.parse` reads alike (one with a `\u` or a digit and an `e` in a string): the parser then
+ * reads it, slower, to the same value.
+ */
+function readsAsJsonParse(text: string, data: Uint8Array): boolean {
+  if (text.includes("\\u") || MAY_OVERFLOW.test(text)) {
+    return false;
+  }
+  return data.length < 2 * (MAX_DEPTH + 1) || nestsWithin(data, MAX_DEPTH);
+}
+
+/** Whether the brackets of `data` outside its strings nest `depth` deep at most. */
+function nestsWithin(data: Uint8Array, depth: number): boolean {
+  const n = data.length;
+  let open = 0;
+  for (let i = 0; i < n; i += 1) {
+    const byte = data[i];
+    if (byte === QUOTE) {
+      for (i += 1; i < n && data[i] !== QUOTE; i += 1) {
+        if (data[i] === BACKSLASH) {
+          i += 1;
+        }
+      }
+    } else if (byte === 0x5b || byte === 0x7b) {
+      open += 1;
+      if (open > depth) {
+        return false;
+      }
+    } else if (byte === 0x5d || byte === 0x7d) {
+      open -= 1;
+    }
+  }
+  return true;
+}
+
 /** A node as the plain value a payload holds (an integer beyond 2^53 becomes the nearest double). */
 export function toPlain(node: JsonNode): JsonValue {
   if (node instanceof JsonNumber) {
@@ -521,9 +590,25 @@ export function toPlain(node: JsonNode): JsonValue {
     return node.map(toPlain);
   }
   if (node instanceof Map) {
-    return Object.fromEntries<JsonValue>(Array.from(node, ([key, value]) => [key, toPlain(value)]));
+    const out: JsonObject = {};
+    for (const [key, value] of node) {
+      setMember(out, key, toPlain(value));
+    }
+    return out;
   }
   return node;
+}
+
+/**
+ * Sets `out[key]` as a data property, as `JSON.parse` and `Object.fromEntries` do: an assignment
+ * to `__proto__` would set the object's prototype instead.
+ */
+function setMember(out: JsonObject, key: string, value: JsonValue): void {
+  if (key === "__proto__") {
+    Object.defineProperty(out, key, { value, writable: true, enumerable: true, configurable: true });
+  } else {
+    out[key] = value;
+  }
 }
 
 function isPlainObject(value: object): boolean {
@@ -598,37 +683,91 @@ function pointerIndex(token: string): number | undefined {
 }
 
 /**
- * The value at the JSON pointer `path` (RFC 6901; `""` is the whole value), or `undefined`
- * when the pointer does not resolve.
+ * A JSON pointer (RFC 6901; `""` is the whole value), read once and resolved in any number of
+ * values: as nodes ({@link JsonPointer.in}) or as plain values ({@link JsonPointer.inPlain}).
  */
-export function pointer(node: JsonNode, path: string): JsonNode | undefined {
-  if (path === "") {
-    return node;
-  }
-  if (!path.startsWith("/")) {
-    return undefined;
-  }
-  let target: JsonNode = node;
-  for (const raw of path.slice(1).split("/")) {
-    const token = raw.replaceAll("~1", "/").replaceAll("~0", "~");
-    if (target instanceof Map) {
-      const next = target.get(token);
-      if (next === undefined) {
-        return undefined;
-      }
-      target = next;
-    } else if (Array.isArray(target)) {
-      const index = pointerIndex(token);
-      const next = index === undefined ? undefined : target[index];
-      if (next === undefined) {
-        return undefined;
-      }
-      target = next;
+export class JsonPointer {
+  /** The reference tokens, unescaped; `undefined` for a text that is no pointer (it resolves nowhere). */
+  private readonly tokens: readonly string[] | undefined;
+  /** Each token's array index, when it is one. */
+  private readonly indexes: readonly (number | undefined)[];
+
+  constructor(
+    /** The pointer's text. */
+    readonly path: string,
+  ) {
+    if (path === "") {
+      this.tokens = [];
+    } else if (path.startsWith("/")) {
+      this.tokens = path
+        .slice(1)
+        .split("/")
+        .map((raw) => raw.replaceAll("~1", "/").replaceAll("~0", "~"));
     } else {
+      this.tokens = undefined;
+    }
+    this.indexes = (this.tokens ?? []).map(pointerIndex);
+  }
+
+  /** The node it points at in `node`, or `undefined` when it does not resolve. */
+  in(node: JsonNode): JsonNode | undefined {
+    const tokens = this.tokens;
+    if (tokens === undefined) {
       return undefined;
     }
+    let target: JsonNode = node;
+    for (let i = 0; i < tokens.length; i += 1) {
+      let next: JsonNode | undefined;
+      if (target instanceof Map) {
+        next = target.get(tokens[i] ?? "");
+      } else if (Array.isArray(target)) {
+        const index = this.indexes[i];
+        next = index === undefined ? undefined : target[index];
+      }
+      if (next === undefined) {
+        return undefined;
+      }
+      target = next;
+    }
+    return target;
   }
-  return target;
+
+  /**
+   * The value it points at in a plain value (as {@link toPlain} and {@link parseJsonPlain} make
+   * them), or `undefined` when it does not resolve: what {@link JsonPointer.in} finds in the node.
+   */
+  inPlain(value: JsonValue): JsonValue | undefined {
+    const tokens = this.tokens;
+    if (tokens === undefined) {
+      return undefined;
+    }
+    let target: JsonValue = value;
+    for (let i = 0; i < tokens.length; i += 1) {
+      let next: JsonValue | undefined;
+      if (Array.isArray(target)) {
+        const index = this.indexes[i];
+        next = index === undefined ? undefined : target[index];
+      } else if (target !== null && typeof target === "object") {
+        // Own members only: `constructor` is no member of `{}`.
+        const token = tokens[i] ?? "";
+        next = Object.hasOwn(target, token) ? target[token] : undefined;
+      }
+      if (next === undefined) {
+        return undefined;
+      }
+      target = next;
+    }
+    return target;
+  }
+}
+
+/**
+ * The value at the JSON pointer `path` (RFC 6901; `""` is the whole value), or `undefined`
+ * when the pointer does not resolve. A pointer resolved again and again is read once as a
+ * {@link JsonPointer}.
+ */
+export function pointer(node: JsonNode, path: string): JsonNode | undefined {
+  return new JsonPointer(path).in(node);
 }
 
 /**
@@ -668,8 +807,8 @@ export function jsonEqual(a: JsonNode, b: JsonNode): boolean {
   return a === b;
 }
 
-/** The JSON type's name, as the classifier's messages say it. */
-export function jsonType(node: JsonNode): string {
+/** The JSON type's name, as the classifier's messages say it, of a node or a plain value. */
+export function jsonType(node: JsonNode | JsonValue): string {
   if (node === null) {
     return "null";
   }
@@ -679,7 +818,7 @@ export function jsonType(node: JsonNode): string {
   if (typeof node === "string") {
     return "string";
   }
-  if (node instanceof JsonNumber) {
+  if (typeof node === "number" || node instanceof JsonNumber) {
     return "number";
   }
   return Array.isArray(node) ? "list" : "object";

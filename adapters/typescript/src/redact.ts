@@ -32,6 +32,8 @@ const SECRET_NAMES: ReadonlySet<string> = new Set([
 ]);
 
 const SECRET_FRAGMENTS = ["token", "secret", "password", "signature", "api_key", "apikey", "credential"];
+/** Whether a normalised name contains a secret fragment: one test for them all. */
+const SECRET_FRAGMENT = new RegExp(SECRET_FRAGMENTS.join("|"));
 
 /** Unicode White_Space: what ends a secret value in free text, and what a trim removes. */
 export const WHITE_SPACE: ReadonlySet<string> = new Set(
@@ -41,7 +43,16 @@ export const WHITE_SPACE: ReadonlySet<string> = new Set(
   ),
 );
 
-const VALUE_ENDS: ReadonlySet<string> = new Set([...Array.from("\"'&,;}])<"), ...WHITE_SPACE]);
+/** {@link WHITE_SPACE} as UTF-16 code units (each is one). */
+const WHITE_SPACE_CODES: ReadonlySet<number> = new Set(Array.from(WHITE_SPACE, (c) => c.charCodeAt(0)));
+
+/** What ends a secret value, as UTF-16 code units: these characters, and Unicode White_Space. */
+const VALUE_ENDS: ReadonlySet<number> = new Set([...Array.from("\"'&,;}])<", (c) => c.charCodeAt(0)), ...WHITE_SPACE_CODES]);
+
+/** Whether a UTF-16 code unit is White_Space; those up to 0x20 and the ones above 0x84 are looked up. */
+function isWhiteSpaceCode(code: number): boolean {
+  return code === 0x20 || ((code < 0x20 || code > 0x84) && WHITE_SPACE_CODES.has(code));
+}
 
 function asciiLower(text: string): string {
   for (let i = 0; i < text.length; i += 1) {
@@ -59,8 +70,9 @@ function asciiLower(text: string): string {
  * fragments.
  */
 export function isSecretName(name: string): boolean {
-  const normalised = asciiLower(name).replaceAll("-", "_");
-  return SECRET_NAMES.has(normalised) || SECRET_FRAGMENTS.some((fragment) => normalised.includes(fragment));
+  const lower = asciiLower(name);
+  const normalised = lower.includes("-") ? lower.replaceAll("-", "_") : lower;
+  return SECRET_NAMES.has(normalised) || SECRET_FRAGMENT.test(normalised);
 }
 
 const lossy = new TextDecoder("utf-8", { fatal: false, ignoreBOM: true });
@@ -165,12 +177,8 @@ export function redactUrl(raw: string): string {
   return out;
 }
 
-/** Whether `c` is one of `0-9A-Za-z_-` (a name's character). */
-function isNameChar(c: string | undefined): boolean {
-  if (c?.length !== 1) {
-    return false;
-  }
-  const code = c.charCodeAt(0);
+/** Whether the UTF-16 code unit `code` is one of `0-9A-Za-z_-` (a name's character); `NaN` is not. */
+function isNameCode(code: number): boolean {
   return (
     (code >= 0x30 && code <= 0x39) ||
     (code >= 0x41 && code <= 0x5a) ||
@@ -178,6 +186,21 @@ function isNameChar(c: string | undefined): boolean {
     code === 0x5f ||
     code === 0x2d
   );
+}
+
+/** Whether `text` from `start` to `end` (a name) introduces a credential by itself: `Bearer` or `Basic`, in any case. */
+function isScheme(text: string, start: number, end: number): boolean {
+  const scheme = end - start === 6 ? "bearer" : end - start === 5 ? "basic" : undefined;
+  if (scheme === undefined) {
+    return false;
+  }
+  for (let i = 0; i < scheme.length; i += 1) {
+    // Of a name's characters, only a letter ORed with 0x20 is its lower-case letter.
+    if ((text.charCodeAt(start + i) | 0x20) !== scheme.charCodeAt(i)) {
+      return false;
+    }
+  }
+  return true;
 }
 
 /**
@@ -198,76 +221,88 @@ export function redactText(raw: string): string {
   return redactSecretValues(text);
 }
 
+/**
+ * The values that follow `Bearer `, `Basic ` or a secret name and `=` or `:`, replaced. The text
+ * is scanned by code unit; what is kept is copied a run at a time, and a text with nothing to
+ * replace is returned as it is.
+ */
 function redactSecretValues(text: string): string {
   const n = text.length;
   let out = "";
+  // `text` up to `copied` is in `out`, redacted.
+  let copied = 0;
   let at = 0;
   while (at < n) {
-    if (!isNameChar(text[at])) {
-      out += text[at] ?? "";
+    if (!isNameCode(text.charCodeAt(at))) {
       at += 1;
       continue;
     }
     const start = at;
-    while (at < n && isNameChar(text[at])) {
+    while (at < n && isNameCode(text.charCodeAt(at))) {
       at += 1;
     }
-    const name = text.slice(start, at);
-    out += name;
-    const lower = asciiLower(name);
+    // A name from `start` to `at`: does it introduce a value, and where does the value start?
     let valueAt = at;
-    let introduces = false;
-    if (lower === "bearer" || lower === "basic") {
-      while (valueAt < n && text[valueAt] === " ") {
+    if (isScheme(text, start, at)) {
+      while (valueAt < n && text.charCodeAt(valueAt) === 0x20) {
         valueAt += 1;
       }
-      introduces = valueAt > at;
-    } else if (isSecretName(name)) {
+      if (valueAt === at) {
+        continue;
+      }
+    } else {
       let cursor = at;
-      if (text[cursor] === '"' || text[cursor] === "'") {
+      if (isQuote(text.charCodeAt(cursor))) {
         cursor += 1;
       }
-      introduces = text[cursor] === "=" || text[cursor] === ":";
-      if (introduces) {
-        cursor += 1;
-        while (cursor < n && (text[cursor] === " " || text[cursor] === '"' || text[cursor] === "'")) {
-          cursor += 1;
-        }
-        valueAt = cursor;
+      const separator = text.charCodeAt(cursor);
+      if (!((separator === 0x3d || separator === 0x3a) && isSecretName(text.slice(start, at)))) {
+        continue;
       }
+      cursor += 1;
+      while (cursor < n && (text.charCodeAt(cursor) === 0x20 || isQuote(text.charCodeAt(cursor)))) {
+        cursor += 1;
+      }
+      valueAt = cursor;
     }
+    // `token: Bearer abc`: the value is the credential after the scheme.
     let wordEnd = valueAt;
-    while (wordEnd < n && isNameChar(text[wordEnd])) {
+    while (wordEnd < n && isNameCode(text.charCodeAt(wordEnd))) {
       wordEnd += 1;
     }
-    const word = introduces ? asciiLower(text.slice(valueAt, wordEnd)) : "";
-    if (introduces && (word === "bearer" || word === "basic") && text[wordEnd] === " ") {
+    if (isScheme(text, valueAt, wordEnd) && text.charCodeAt(wordEnd) === 0x20) {
       valueAt = wordEnd;
-      while (valueAt < n && text[valueAt] === " ") {
+      while (valueAt < n && text.charCodeAt(valueAt) === 0x20) {
         valueAt += 1;
       }
     }
     let valueEnd = valueAt;
-    while (valueEnd < n && !VALUE_ENDS.has(text[valueEnd] ?? "")) {
+    while (valueEnd < n && !VALUE_ENDS.has(text.charCodeAt(valueEnd))) {
       valueEnd += 1;
     }
-    if (!introduces || valueEnd === valueAt) {
+    if (valueEnd === valueAt) {
       continue;
     }
-    out += text.slice(at, valueAt) + REDACTED;
+    out += text.slice(copied, valueAt) + REDACTED;
+    copied = valueEnd;
     at = valueEnd;
   }
-  return out;
+  return copied === 0 ? text : out + text.slice(copied);
+}
+
+/** `"` or `'`. */
+function isQuote(code: number): boolean {
+  return code === 0x22 || code === 0x27;
 }
 
 /** `text` without Unicode White_Space at either end. */
 export function trimWhiteSpace(text: string): string {
   let start = 0;
   let end = text.length;
-  while (start < end && WHITE_SPACE.has(text[start] ?? "")) {
+  while (start < end && isWhiteSpaceCode(text.charCodeAt(start))) {
     start += 1;
   }
-  while (end > start && WHITE_SPACE.has(text[end - 1] ?? "")) {
+  while (end > start && isWhiteSpaceCode(text.charCodeAt(end - 1))) {
     end -= 1;
   }
   return text.slice(start, end);

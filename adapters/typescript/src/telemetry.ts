@@ -50,11 +50,16 @@ import {
   UNRECORDED_SPANS_COUNTER,
   UNRECORDED_SPANS_COUNTER_UNIT,
 } from "./names.js";
+import { heldSecond, intoSecond } from "./seconds.js";
 import { ADAPTER_NAME, ADAPTER_PACKAGE_VERSION } from "./version.js";
 import { type FailureKind, isTerminalState, type LifecycleState, OutcomeClass } from "./vocab.js";
 
 /** A time in nanoseconds since the epoch as OpenTelemetry takes it: `[seconds, nanoseconds]`. */
 export function hrTime(ns: bigint): HrTime {
+  const into = intoSecond(ns);
+  if (into !== undefined) {
+    return [heldSecond(), into];
+  }
   return [Number(ns / 1_000_000_000n), Number(ns % 1_000_000_000n)];
 }
 
@@ -286,6 +291,9 @@ export class Telemetry {
   private readonly counts: Counts;
   private readonly identity: Attributes;
   private readonly provenance: Attributes;
+  /** {@link Telemetry.identity} and {@link Telemetry.provenance} as entries, copied into each call's attributes. */
+  private readonly identityEntries: AttributeEntries;
+  private readonly provenanceEntries: AttributeEntries;
   private readonly traceEveryCall: boolean;
 
   constructor(options: TelemetryOptions) {
@@ -302,6 +310,8 @@ export class Telemetry {
       this.provenance[attr.PROVENANCE_ACTOR] = options.actor;
     }
     this.provenance[attr.PROVENANCE_ADAPTER] = options.adapterVersion;
+    this.identityEntries = Object.entries(this.identity);
+    this.provenanceEntries = Object.entries(this.provenance);
     this.traceEveryCall = options.traceEveryCall;
   }
 
@@ -369,7 +379,7 @@ export class Telemetry {
     const live = finished.live;
     if (live === undefined) {
       const attributes: Attributes = {};
-      assign(attributes, this.identity);
+      assign(attributes, this.identityEntries);
       attributes[attr.OUTCOME_CLASS] = cls;
       if (kind !== undefined) {
         attributes[attr.FAILURE_KIND] = kind;
@@ -418,7 +428,7 @@ export class Telemetry {
     state: LifecycleState | undefined,
   ): LiveSpan {
     const attributes: Attributes = {};
-    assign(attributes, this.identity);
+    assign(attributes, this.identityEntries);
     if (failureKind !== undefined) {
       attributes[attr.FAILURE_KIND] = failureKind;
     }
@@ -501,7 +511,7 @@ export class Telemetry {
     evidence: Evidence | undefined,
   ): Attributes {
     const attributes: Attributes = {};
-    assign(attributes, this.identity);
+    assign(attributes, this.identityEntries);
     attributes[attr.OUTCOME_CLASS] = attempt.class;
     if (attempt.failure_kind !== undefined) {
       attributes[attr.FAILURE_KIND] = attempt.failure_kind;
@@ -534,25 +544,33 @@ export class Telemetry {
       attributes[attr.EVIDENCE_KIND] = evidence.kind;
       attributes[attr.EVIDENCE_VALUE] = evidence.value;
     }
-    assign(attributes, this.provenance);
+    assign(attributes, this.provenanceEntries);
     return attributes;
   }
 }
 
+/** Attributes as entries: fixed ones, copied into many objects. */
+type AttributeEntries = readonly (readonly [string, Attributes[string]])[];
+
 /**
- * Copies `source`'s attributes onto `target`, as `{ ...target, ...source }` would (a key already
- * there keeps its place and takes the new value), without a new object.
+ * Copies attributes onto `target`, as `{ ...target, ...Object.fromEntries(source) }` would (a
+ * key already there keeps its place and takes the new value), without a new object.
  */
-function assign(target: Attributes, source: Attributes): void {
-  for (const key of Object.keys(source)) {
-    target[key] = source[key];
+function assign(target: Attributes, source: AttributeEntries): void {
+  for (const [key, value] of source) {
+    target[key] = value;
   }
 }
 
 /** An attempt's event time: its start plus its whole milliseconds (rule TELEMETRY-EVENT). */
 function eventNs(attempt: Attempt, startedNs: bigint): bigint {
-  return startedNs + BigInt(attempt.duration_ms) * BigInt(NS_PER_MS);
+  const ms = attempt.duration_ms;
+  // The product as a double while it is exact (below 2^53 ns, 104 days): one BigInt conversion.
+  return startedNs + (ms <= MAX_EXACT_MS ? BigInt(ms * NS_PER_MS) : BigInt(ms) * BigInt(NS_PER_MS));
 }
+
+/** The most milliseconds whose nanoseconds a double holds exactly. */
+const MAX_EXACT_MS = Math.floor(Number.MAX_SAFE_INTEGER / NS_PER_MS);
 
 /** Whether the call's last attempt ends it with an event (rule TELEMETRY-TERMINAL-EVENT). */
 function isTerminal(last: Attempt): boolean {

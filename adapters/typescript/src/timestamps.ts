@@ -4,6 +4,8 @@
  * since the Unix epoch.
  */
 
+import { heldSecond, intoSecond } from "./seconds.js";
+
 const NS_PER_MS = 1_000_000n;
 const MAX_SECONDS = 253_402_300_800n - 1n; // the last second of the year 9999
 
@@ -16,6 +18,12 @@ function pad(value: number, width: number): string {
  * digits dropped, not rounded), `Z`.
  */
 export function formatTimestamp(ns: bigint): string {
+  const into = intoSecond(ns);
+  if (into !== undefined) {
+    // The microseconds with their leading zeros: the digits after the 1 of 1,000,000 + them.
+    return `${secondText(heldSecond())}${String(1_000_000 + Math.floor(into / 1000)).slice(1)}Z`;
+  }
+  // Before the epoch: the microseconds are cut toward zero, the second is the millisecond's.
   const micros = ns / 1000n;
   const fraction = Number(((micros % 1_000_000n) + 1_000_000n) % 1_000_000n);
   // The second of the millisecond `ns` falls in, as `new Date(ms)` reads it.

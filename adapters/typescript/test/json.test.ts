@@ -8,7 +8,10 @@ import {
   jsonEqual,
   JsonNumber,
   JsonParseError,
+  JsonPointer,
+  type JsonValue,
   parseJsonBytes,
+  parseJsonPlain,
   parseJsonText,
   pointer,
   toPlain,
@@ -95,4 +98,69 @@ test("a key named __proto__ is an own member of a payload", () => {
   assert.ok(plain !== null && typeof plain === "object" && !Array.isArray(plain));
   assert.deepEqual(Object.keys(plain), ["__proto__"]);
   assert.equal(Object.getPrototypeOf(plain), Object.prototype);
+});
+
+/** What parseJsonPlain gives for `data`, and what the parser and toPlain give: a value or the error's message. */
+function bothReadings(data: Uint8Array): [JsonValue | string, JsonValue | string] {
+  const read = (parse: () => JsonValue): JsonValue | string => {
+    try {
+      return parse();
+    } catch (error) {
+      assert.ok(error instanceof JsonParseError, String(error));
+      return `${error.message} (eof: ${error.eof})`;
+    }
+  };
+  return [read(() => parseJsonPlain(data)), read(() => toPlain(parseJsonBytes(data)))];
+}
+
+test("parseJsonPlain reads a body as the parser then toPlain do, values and errors", () => {
+  const texts = [
+    '{"items":[1,2],"next":null,"total":1.50,"big":18446744073709551616,"neg":-0}',
+    '{"a":1,"a":2,"b":{"c":[true,false,""]}}',
+    '{"__proto__":{"x":1},"2":"two","1":"one"}',
+    // What JSON.parse reads otherwise, or takes where the parser refuses: the parser reads them.
+    '"\\ud83d\\ude00"',
+    '"\\udc00"',
+    "[1e5, 2.5E-3, -1e400]",
+    "1" + "0".repeat(400),
+    "[".repeat(127) + "]".repeat(127),
+    "[".repeat(128) + "]".repeat(128),
+    // Not JSON.
+    '{"items":[1,2,',
+    "<html>",
+    "[1,]",
+  ];
+  for (const text of texts) {
+    const [plain, parsed] = bothReadings(encodeUtf8(text));
+    assert.deepEqual(plain, parsed, text.slice(0, 40));
+  }
+  const [plain, parsed] = bothReadings(new Uint8Array([0x5b, 0x22, 0xff, 0x22, 0x5d]));
+  assert.equal(plain, parsed);
+  assert.ok(typeof plain === "string" && plain.includes("invalid unicode code point"), JSON.stringify(plain));
+});
+
+test("parseJsonPlain keeps what the parser keeps: -0, key order, a __proto__ member", () => {
+  const value = parseJsonPlain(encodeUtf8('{"b":-0,"__proto__":[1],"a":{"x":1.0}}'));
+  assert.ok(value !== null && typeof value === "object" && !Array.isArray(value));
+  assert.deepEqual(Object.keys(value), ["b", "__proto__", "a"]);
+  assert.ok(Object.is(value["b"], -0));
+  assert.equal(Object.getPrototypeOf(value), Object.prototype);
+  assert.deepEqual(Object.getOwnPropertyDescriptor(value, "__proto__")?.value, [1]);
+  assert.throws(() => parseJsonPlain(encodeUtf8("[1e999]")), /number out of range at line 1 column 6/);
+  assert.throws(() => parseJsonPlain(encodeUtf8('["\\udc00"]')), /lone leading surrogate/);
+});
+
+test("a JsonPointer resolves in nodes and in plain values alike, own members only", () => {
+  const text = '{"a/b":{"m~n":[10,20]},"":0,"constructor":"own","list":[{"k":null}]}';
+  const node = parseJsonText(text);
+  const plain = parseJsonPlain(encodeUtf8(text));
+  const paths = ["", "/", "/a~1b/m~0n/1", "/a~1b/m~0n/01", "/a~1b/m~0n/2", "/missing", "a", "/constructor", "/list/0/k", "/list/0/k/x", "/list/-"];
+  for (const path of paths) {
+    const at = new JsonPointer(path);
+    const found = at.in(node);
+    assert.deepEqual(at.inPlain(plain), found === undefined ? undefined : toPlain(found), path);
+    assert.equal(found, pointer(node, path));
+  }
+  assert.equal(new JsonPointer("/toString").inPlain({}), undefined, "an inherited member is none");
+  assert.equal(new JsonPointer("/constructor").inPlain(plain), "own");
 });

@@ -45,10 +45,11 @@ import {
   JsonNumber,
   JsonParseError,
   jsonEqual,
+  JsonPointer,
   jsonType,
   type JsonValue,
   parseJsonBytes,
-  pointer,
+  parseJsonPlain,
   toPlain,
 } from "../json.js";
 import { redactText, trimWhiteSpace } from "../redact.js";
@@ -395,18 +396,39 @@ export function retryAfterMs(response: HttpResponse): number | undefined {
   return wait > 0n ? count(wait / 1_000_000n) : 0;
 }
 
-/** Whether a character is in Unicode category Cc: a C0 control, DEL or a C1 control. */
-function isControl(c: string): boolean {
-  const code = c.codePointAt(0) ?? 0;
+/** Whether a UTF-16 code unit is in Unicode category Cc: a C0 control, DEL or a C1 control. */
+function isControl(code: number): boolean {
   return code <= 0x1f || (code >= 0x7f && code <= 0x9f);
 }
 
-/** The body of a failing response as its message repeats it (section 5.5). */
+/**
+ * The body of a failing response as its message repeats it (section 5.5): its first
+ * {@link BODY_SNIPPET_CHARS} characters (code points), each control character read as a space,
+ * trimmed and redacted.
+ */
 export function bodySnippet(body: Uint8Array): string {
-  const chars = Array.from(decodeLossy(body)).slice(0, BODY_SNIPPET_CHARS);
-  // Each control character is read as a space.
-  const oneLine = chars.map((c) => (isControl(c) ? " " : c)).join("");
+  const text = decodeLossy(body);
+  let oneLine = "";
+  // `text` up to `copied` is in `oneLine`.
+  let copied = 0;
+  let at = 0;
+  for (let chars = 0; at < text.length && chars < BODY_SNIPPET_CHARS; chars += 1) {
+    const code = text.charCodeAt(at);
+    if (isControl(code)) {
+      oneLine += `${text.slice(copied, at)} `;
+      copied = at + 1;
+    } else if (code >= 0xd800 && code <= 0xdbff && isLowSurrogate(text.charCodeAt(at + 1))) {
+      // A surrogate pair is one character.
+      at += 1;
+    }
+    at += 1;
+  }
+  oneLine += text.slice(copied, at);
   return redactText(trimWhiteSpace(oneLine));
+}
+
+function isLowSurrogate(code: number): boolean {
+  return code >= 0xdc00 && code <= 0xdfff;
 }
 
 /**
@@ -435,6 +457,19 @@ export class HttpClassifier implements Classifier<HttpExchange> {
   readonly requestIdHeader: string;
   /** The scope recorded in every success and empty extent. */
   readonly scope: string | undefined;
+  /** The declared pointers, read once. */
+  private readonly pointers: {
+    readonly items: JsonPointer | undefined;
+    readonly total: JsonPointer | undefined;
+    readonly truncatedWhen: readonly (readonly [JsonPointer, JsonNode])[];
+    readonly hasMore: readonly [JsonPointer, JsonPointer] | undefined;
+    readonly operationId: JsonPointer | undefined;
+  };
+  /**
+   * Whether a declaration reads numbers as they were written (a total is an integer, a marker
+   * `1` is not `1.0`): the body is then parsed into nodes, else straight into plain values.
+   */
+  private readonly readsNumbers: boolean;
 
   constructor(options: HttpClassifierOptions) {
     const declared: unknown = options.notFound;
@@ -450,6 +485,15 @@ export class HttpClassifier implements Classifier<HttpExchange> {
     this.operationIdAt = options.operationIdAt;
     this.requestIdHeader = options.requestIdHeader ?? "x-request-id";
     this.scope = options.scope;
+    const at = (path: string | undefined): JsonPointer | undefined => (path === undefined ? undefined : new JsonPointer(path));
+    this.pointers = {
+      items: at(this.itemsAt),
+      total: at(this.totalAt),
+      truncatedWhen: this.truncatedWhen.map(([path, value]) => [new JsonPointer(path), value] as const),
+      hasMore: this.hasMoreAt === undefined ? undefined : [new JsonPointer(this.hasMoreAt[0]), new JsonPointer(this.hasMoreAt[1])],
+      operationId: at(this.operationIdAt),
+    };
+    this.readsNumbers = this.totalAt !== undefined || this.truncatedWhen.length > 0;
   }
 
   /** Classifies one attempt's response or transport error. */
@@ -535,8 +579,8 @@ export class HttpClassifier implements Classifier<HttpExchange> {
     const end = response.bodyEnd;
     switch (end.kind) {
       case "complete": {
-        const declared = contentLength(response);
-        if (declared !== undefined && declared !== BigInt(body.length)) {
+        const declared = declaredLengthOtherThan(response, body.length);
+        if (declared !== undefined) {
           return bodyPartial(body, "mid_stream", `${declared} bytes declared by Content-Length`);
         }
         break;
@@ -555,9 +599,16 @@ export class HttpClassifier implements Classifier<HttpExchange> {
     if (response.status === 204 || isBlank(body)) {
       return empty(this.extent(0n, undefined));
     }
-    let value: JsonNode;
+    // The nodes, when a declaration needs them, and the payload.
+    let node: JsonNode | undefined;
+    let value: JsonValue;
     try {
-      value = parseJsonBytes(body);
+      if (this.readsNumbers) {
+        node = parseJsonBytes(body);
+        value = toPlain(node);
+      } else {
+        value = parseJsonPlain(body);
+      }
     } catch (error) {
       if (!(error instanceof JsonParseError)) {
         throw error;
@@ -567,29 +618,31 @@ export class HttpClassifier implements Classifier<HttpExchange> {
       }
       return protocolFailure(`2xx body is not JSON: ${error.message}`, true);
     }
-    return this.classifyBody(response, value);
+    return this.classifyBody(response, value, node);
   }
 
-  private classifyBody(response: HttpResponse, body: JsonNode): Outcome {
+  /** `node` is the body's nodes when a declaration reads numbers as written ({@link HttpClassifier.readsNumbers}). */
+  private classifyBody(response: HttpResponse, body: JsonValue, node: JsonNode | undefined): Outcome {
     let returned: bigint | undefined;
-    if (this.itemsAt !== undefined) {
-      const found = pointer(body, this.itemsAt);
+    const items = this.pointers.items;
+    if (items !== undefined) {
+      const found = items.inPlain(body);
       if (Array.isArray(found)) {
         returned = BigInt(found.length);
       } else if (found === null) {
         returned = 0n;
       } else if (found === undefined) {
-        return protocolFailure(`declared collection ${this.itemsAt} is missing from the body`, false);
+        return protocolFailure(`declared collection ${items.path} is missing from the body`, false);
       } else {
-        return protocolFailure(`declared collection ${this.itemsAt} is a ${jsonType(found)}, not a list`, false);
+        return protocolFailure(`declared collection ${items.path} is a ${jsonType(found)}, not a list`, false);
       }
     } else if (Array.isArray(body)) {
       returned = BigInt(body.length);
     } else if (body === null) {
       returned = 0n;
     }
-    const total = this.declaredTotal(response, body);
-    const payload = toPlain(body);
+    const total = this.declaredTotal(response, node);
+    const payload = body;
     if (returned !== undefined && total !== undefined && total > returned) {
       return partial(payload, {
         kind: "declared_total",
@@ -599,7 +652,7 @@ export class HttpClassifier implements Classifier<HttpExchange> {
         expected: count(total),
       });
     }
-    const marker = this.truncationMarker(body);
+    const marker = this.truncationMarker(body, node);
     if (marker !== undefined) {
       const truncation: { -readonly [K in keyof Truncation]: Truncation[K] } = {
         kind: "truncation_marker",
@@ -620,9 +673,10 @@ export class HttpClassifier implements Classifier<HttpExchange> {
     return success(payload, this.extent(returned, total));
   }
 
-  private declaredTotal(response: HttpResponse, body: JsonNode): bigint | undefined {
-    if (this.totalAt !== undefined) {
-      const found = pointer(body, this.totalAt);
+  private declaredTotal(response: HttpResponse, body: JsonNode | undefined): bigint | undefined {
+    const at = this.pointers.total;
+    if (at !== undefined && body !== undefined) {
+      const found = at.in(body);
       if (found instanceof JsonNumber && found.integer !== undefined && found.integer >= 0n) {
         return found.integer;
       }
@@ -636,27 +690,29 @@ export class HttpClassifier implements Classifier<HttpExchange> {
     return undefined;
   }
 
-  private truncationMarker(body: JsonNode): string | undefined {
-    for (const [at, value] of this.truncatedWhen) {
-      const found = pointer(body, at);
-      if (found !== undefined && jsonEqual(found, value)) {
-        return `${at} is ${compact(value)}`;
+  private truncationMarker(body: JsonValue, node: JsonNode | undefined): string | undefined {
+    if (node !== undefined) {
+      for (const [at, value] of this.pointers.truncatedWhen) {
+        const found = at.in(node);
+        if (found !== undefined && jsonEqual(found, value)) {
+          return `${at.path} is ${compact(value)}`;
+        }
       }
     }
-    if (this.hasMoreAt === undefined) {
+    if (this.pointers.hasMore === undefined) {
       return undefined;
     }
-    const [flag, cursor] = this.hasMoreAt;
-    const more = pointer(body, flag) === true;
-    const found = pointer(body, cursor);
+    const [flag, cursor] = this.pointers.hasMore;
+    const more = flag.inPlain(body) === true;
+    const found = cursor.inPlain(body);
     const hasCursor = found !== undefined && found !== null && found !== "";
-    return more && !hasCursor ? `${flag} is true with no ${cursor}` : undefined;
+    return more && !hasCursor ? `${flag.path} is true with no ${cursor.path}` : undefined;
   }
 
   private accepted(response: HttpResponse, body: JsonNode): Classification {
     let fromBody: string | undefined;
-    if (this.operationIdAt !== undefined) {
-      const found = pointer(body, this.operationIdAt);
+    if (this.pointers.operationId !== undefined) {
+      const found = this.pointers.operationId.in(body);
       if (found !== undefined) {
         fromBody = typeof found === "string" ? found : compact(found);
       }
@@ -685,10 +741,21 @@ export class HttpClassifier implements Classifier<HttpExchange> {
 }
 
 function isBlank(body: Uint8Array): boolean {
-  return body.every((byte) => byte === 0x20 || byte === 0x09 || byte === 0x0a || byte === 0x0c || byte === 0x0d);
+  for (const byte of body) {
+    if (!(byte === 0x20 || byte === 0x09 || byte === 0x0a || byte === 0x0c || byte === 0x0d)) {
+      return false;
+    }
+  }
+  return true;
 }
 
-function contentLength(response: HttpResponse): bigint | undefined {
+/** The `Content-Length` the response declares, when it is a number other than `length`. */
+function declaredLengthOtherThan(response: HttpResponse, length: number): bigint | undefined {
   const value = response.header("content-length");
-  return value === undefined ? undefined : parseHeaderNumber(value);
+  // Mostly the length as a client writes it: no need to read the number.
+  if (value === undefined || value === String(length)) {
+    return undefined;
+  }
+  const declared = parseHeaderNumber(value);
+  return declared === BigInt(length) ? undefined : declared;
 }

@@ -12,7 +12,7 @@ use candor_e2e::tansu::Tansu;
 use candor_e2e::{tempdir, wait_for};
 use serde_json::Value;
 
-use crate::dashboards::{fast_args, wait_hop_within};
+use crate::dashboards::{fast_args_resending_every, wait_hop_within};
 
 /// The pipeline-stale rule alone, with a short `after`, and a `for` that outlasts the hop's
 /// flapping when the collector's last heartbeats are read a moment late.
@@ -79,17 +79,10 @@ async fn a_firing_alert_survives_kill_9_unrepeated_and_resolves_once_after_the_n
     let receiver = Receiver::start(None).await;
     // A firing alert is sent again only after ten minutes: any repeat in this test is the
     // restart's.
-    let mut args = fast_args();
-    let resend = args
-        .iter()
-        .position(|arg| arg == "--resend")
-        .expect("--resend")
-        + 1;
-    args[resend] = "10m".into();
     let options = dashboards::Options {
         rules: Some(RULES.into()),
         webhooks: vec![receiver.url.clone()],
-        args,
+        args: fast_args_resending_every("10m"),
         state_dir: Some(tempdir("monitor-restart-state")),
         ..dashboards::Options::default()
     };

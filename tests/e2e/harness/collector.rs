@@ -192,39 +192,25 @@ pub async fn get_status(address: &str, path: &str) -> (Option<u16>, String) {
 /// A bare HTTP/1.0 POST of a JSON `body` over a fresh connection: the status code (`None` when
 /// nothing answered) and the response's body.
 pub async fn post_json(address: &str, path: &str, body: &str) -> (Option<u16>, String) {
-    use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
-    let Ok(mut stream) = tokio::net::TcpStream::connect(address).await else {
-        return (None, String::new());
-    };
-    let request = format!(
-        "POST {path} HTTP/1.0\r\nHost: {address}\r\nContent-Type: application/json\r\n\
-         Content-Length: {}\r\n\r\n{body}",
-        body.len()
-    );
-    if stream.write_all(request.as_bytes()).await.is_err() {
-        return (None, String::new());
-    }
-    let mut response = String::new();
-    let _ = stream.read_to_string(&mut response).await;
-    let status = response
-        .split(' ')
-        .nth(1)
-        .and_then(|code| code.parse().ok());
-    let body = response
-        .split_once("\r\n\r\n")
-        .map(|(_, body)| body.to_owned())
-        .unwrap_or_default();
-    (status, body)
+    post_with(address, path, "Content-Type: application/json\r\n", body).await
 }
 
 /// A bare HTTP/1.0 POST without a body over a fresh connection: the status code (`None` when
 /// nothing answered) and the body.
 pub async fn post(address: &str, path: &str) -> (Option<u16>, String) {
+    post_with(address, path, "", "").await
+}
+
+/// A POST with the header lines `headers` (each ending in CRLF) and `body`.
+async fn post_with(address: &str, path: &str, headers: &str, body: &str) -> (Option<u16>, String) {
     use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
     let Ok(mut stream) = tokio::net::TcpStream::connect(address).await else {
         return (None, String::new());
     };
-    let request = format!("POST {path} HTTP/1.0\r\nHost: {address}\r\nContent-Length: 0\r\n\r\n");
+    let request = format!(
+        "POST {path} HTTP/1.0\r\nHost: {address}\r\n{headers}Content-Length: {}\r\n\r\n{body}",
+        body.len()
+    );
     if stream.write_all(request.as_bytes()).await.is_err() {
         return (None, String::new());
     }

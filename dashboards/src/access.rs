@@ -403,6 +403,9 @@ pub enum Admitted {
     Probe,
     /// A user or a token, by name.
     As(String),
+    /// A request for `/alerts/ack` that carries an acknowledgement link's signature: let
+    /// through without a credential, for the handler to verify ([`crate::ack_link`]).
+    Link,
 }
 
 impl Admitted {
@@ -410,10 +413,14 @@ impl Admitted {
     pub fn name(&self) -> &str {
         match self {
             Self::As(name) => name,
+            Self::Link => crate::ack_link::LINK_USER,
             Self::Anyone | Self::Probe => "anonymous",
         }
     }
 }
+
+/// How much of a refused request's body is read before the answer.
+const REFUSED_BODY_READ: usize = 64 << 10;
 
 /// Remembered verifications at most; past it the memory starts again.
 const VERIFIED_AT_MOST: usize = 1024;
@@ -588,6 +595,11 @@ pub async fn guard(
         return next.run(request).await;
     }
     let path = request.uri().path().to_owned();
+    // The link is its own credential; its signature is verified where it is used.
+    if path == "/alerts/ack" && crate::ack_link::is_signed(request.uri().query()) {
+        request.extensions_mut().insert(Admitted::Link);
+        return next.run(request).await;
+    }
     let method = request.method().clone();
     let authorization = request
         .headers()
@@ -606,6 +618,10 @@ pub async fn guard(
         }
         Ok(Err(refusal)) => {
             tracing::info!(path = %path, reason = refusal.as_str(), "request refused");
+            // A small body is read before the answer, so that the connection does not close on
+            // unread bytes (a reset that can lose the answer on the client's side); a larger one
+            // is left, and the connection with it.
+            let _ = axum::body::to_bytes(request.into_body(), REFUSED_BODY_READ).await;
             refuse(&access, refusal)
         }
         Err(err) => {

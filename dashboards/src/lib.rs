@@ -20,6 +20,7 @@
 //! file, validated before anything starts.
 
 pub mod access;
+pub mod ack_link;
 pub mod alerts;
 pub mod config;
 pub mod engine;

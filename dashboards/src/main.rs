@@ -13,6 +13,7 @@ use anyhow::Context as _;
 use candor_adapter::http_client::HttpClient;
 use candor_adapter::otlp::{OtlpConfig, init};
 use candor_dashboards::access::{self, Access};
+use candor_dashboards::ack_link::LinkKey;
 use candor_dashboards::alerts::Alerts;
 use candor_dashboards::config::{Config, RawConfig, kafka_settings_file};
 use candor_dashboards::forensic::ForensicSettings;
@@ -411,6 +412,9 @@ async fn serve(config: Config) -> anyhow::Result<()> {
         None => None,
     };
     let (client, headers) = webhook_transport(&config)?;
+    let links = Arc::new(
+        LinkKey::load_or_create(&config.state_dir).context("the acknowledgement links' key")?,
+    );
     let notifier = Notifier::new(
         &config.alerts.webhooks,
         config.alerts.webhook_attempts.get(),
@@ -418,7 +422,8 @@ async fn serve(config: Config) -> anyhow::Result<()> {
         client.clone(),
         headers.clone(),
         config.external_url.clone(),
-    )?;
+    )?
+    .with_ack_links(Arc::clone(&links));
     let escalation = Notifier::new(
         &config.alerts.escalation_webhooks,
         config.alerts.webhook_attempts.get(),
@@ -426,7 +431,8 @@ async fn serve(config: Config) -> anyhow::Result<()> {
         client,
         headers,
         config.external_url.clone(),
-    )?;
+    )?
+    .with_ack_links(Arc::clone(&links));
     let access = Arc::new(web_access(&config)?);
     let tls = match &config.web.tls {
         Some(files) => Some(
@@ -515,6 +521,7 @@ async fn serve(config: Config) -> anyhow::Result<()> {
     let app = Arc::new(App {
         shared: Arc::clone(&shared),
         forensic,
+        links,
     });
     let scheme = if tls.is_some() { "https" } else { "http" };
     tracing::info!(

@@ -21,6 +21,7 @@ use candor_schema::{Extent, Outcome, OutcomeClass};
 use http::{HeaderMap, HeaderValue, header};
 use serde_json::{Value, json};
 
+use crate::ack_link::{Link, LinkKey};
 use crate::alerts::{Alert, Delivery, State};
 
 /// A receiver of notifications.
@@ -57,6 +58,8 @@ pub struct Notifier {
     /// Sent with every notification: the content type and the configured headers.
     headers: HeaderMap,
     external_url: String,
+    /// Signs each firing notification's acknowledgement link, when set.
+    links: Option<std::sync::Arc<LinkKey>>,
 }
 
 impl std::fmt::Debug for Notifier {
@@ -128,7 +131,16 @@ impl Notifier {
             client,
             headers: all,
             external_url,
+            links: None,
         })
+    }
+
+    /// Every firing notification carries a link that acknowledges it, signed with `key`
+    /// ([`crate::ack_link`]).
+    #[must_use]
+    pub fn with_ack_links(mut self, key: std::sync::Arc<LinkKey>) -> Self {
+        self.links = Some(key);
+        self
     }
 
     /// Whether any receiver is configured.
@@ -143,7 +155,8 @@ impl Notifier {
                 reason: "no webhook is configured".into(),
             };
         }
-        let body = Bytes::from(payload(alert, &self.external_url).to_string());
+        let body =
+            Bytes::from(payload(alert, &self.external_url, self.links.as_deref()).to_string());
         let headers = &self.headers;
         let mut failures = Vec::new();
         for (hook, adapter) in &self.receivers {
@@ -174,8 +187,9 @@ impl Notifier {
 }
 
 /// The alert as Alertmanager's API v2 takes it: a list of one postable alert. A firing alert
-/// has no `endsAt`; a resolved one ends when it resolved.
-pub fn payload(alert: &Alert, external_url: &str) -> Value {
+/// has no `endsAt`; a resolved one ends when it resolved. With `links`, a firing alert nobody
+/// acknowledged carries the `acknowledge_url` annotation, signed with it.
+pub fn payload(alert: &Alert, external_url: &str, links: Option<&LinkKey>) -> Value {
     let mut labels = serde_json::Map::new();
     labels.insert("alertname".into(), json!(alert.name));
     labels.insert("severity".into(), json!(alert.severity));
@@ -196,6 +210,21 @@ pub fn payload(alert: &Alert, external_url: &str) -> Value {
         && let (Some(object), Some(ended)) = (postable.as_object_mut(), alert.resolved_at)
     {
         object.insert("endsAt".into(), json!(rfc3339(ended)));
+    }
+    if alert.state == State::Firing
+        && alert.acknowledged.is_none()
+        && let (Some(key), Some(fired_at)) = (links, alert.fired_at)
+    {
+        let link = Link {
+            name: alert.name.clone(),
+            labels: alert.labels.clone(),
+            fired_at,
+        };
+        postable["annotations"]["acknowledge_url"] = json!(format!(
+            "{}/alerts/ack?{}",
+            external_url.trim_end_matches('/'),
+            link.query(key)
+        ));
     }
     json!([postable])
 }
@@ -276,7 +305,7 @@ mod tests {
             acknowledged: None,
             escalated: None,
         };
-        let firing = payload(&alert, "http://127.0.0.1:3000/");
+        let firing = payload(&alert, "http://127.0.0.1:3000/", None);
         assert_eq!(firing[0]["labels"]["alertname"], "CandorAccessFailureSpike");
         assert_eq!(firing[0]["labels"]["target"], "<script>");
         assert_eq!(firing[0]["startsAt"], "1970-01-01T00:01:01.000000Z");
@@ -285,7 +314,7 @@ mod tests {
         alert.state = State::Resolved;
         alert.resolved_at = Some(121_000_000);
         assert_eq!(
-            payload(&alert, "x")[0]["endsAt"],
+            payload(&alert, "x", None)[0]["endsAt"],
             "1970-01-01T00:02:01.000000Z"
         );
     }

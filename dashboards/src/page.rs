@@ -29,6 +29,34 @@ use crate::health::{Freshness, PanelCoverage, when};
 pub use events::{EventsQuery, events};
 pub use overview::overview;
 
+/// The page a signed acknowledgement link opens: what it acknowledges, and a button that POSTs
+/// the same link (`query`, the link's own query string) back. Opening it changes nothing.
+pub fn acknowledge_link(alert: &crate::alerts::Alert, query: &str) -> String {
+    let action = format!("/alerts/ack?{query}");
+    document(
+        "Candor · acknowledge",
+        false,
+        html! {
+            h1 { "Acknowledge " (alert.name) }
+            p {
+                @for (i, (name, value)) in alert.labels.iter().enumerate() {
+                    @if i > 0 { " " }
+                    (name) "=" (value)
+                }
+            }
+            p { (alert.summary) }
+            p { (alert.description) }
+            @if let Some(ack) = &alert.acknowledged {
+                p { "Already acknowledged by " (ack.by) " " (crate::health::when(ack.at)) "." }
+            } @else {
+                form method="post" action=(action) {
+                    button type="submit" { "Acknowledge" }
+                }
+            }
+        },
+    )
+}
+
 /// Encodes a query-string value.
 pub fn query_value(text: &str) -> String {
     url::form_urlencoded::byte_serialize(text.as_bytes()).collect()

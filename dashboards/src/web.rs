@@ -9,6 +9,7 @@
 //! | `/api/alerts` | the alert instances |
 //! | `POST /api/alerts/ack` `{"name", "labels"}` | acknowledges a firing alert instance, as the request's user or token; the instance |
 //! | `POST /alerts/ack` (form: `name`, `labels` as JSON) | the same from the page's button; back to `/` |
+//! | `GET /alerts/ack?name&labels&fired&sig` | a notification's signed link ([`crate::ack_link`]): what it acknowledges, and a button that POSTs it back |
 //! | `/api/health` | every hop's freshness |
 //! | `/metrics` | Prometheus text format |
 //! | `/healthz`, `/readyz` | alive; ready once the stream has started |
@@ -27,6 +28,7 @@ use candor_query::window::{Micros, now};
 use candor_service::ops::{self, Readiness};
 
 use crate::access::Admitted;
+use crate::ack_link::{Link, LinkKey};
 use crate::alerts::AckError;
 use crate::forensic::{self, ForensicSettings};
 use crate::page::{self, EventsQuery};
@@ -40,6 +42,8 @@ pub struct App {
     pub shared: Arc<Shared>,
     /// Where the forensic view reads.
     pub forensic: ForensicSettings,
+    /// The key acknowledgement links are signed with.
+    pub links: Arc<LinkKey>,
 }
 
 /// The default range of the overview.
@@ -65,7 +69,10 @@ pub fn router(app: Arc<App>) -> Router {
         .route("/api/events", get(events_json))
         .route("/api/alerts", get(alerts_json))
         .route("/api/alerts/ack", axum::routing::post(acknowledge_json))
-        .route("/alerts/ack", axum::routing::post(acknowledge_form))
+        .route(
+            "/alerts/ack",
+            axum::routing::post(acknowledge_form).get(acknowledge_link_page),
+        )
         .route("/api/health", get(health_json))
         .with_state(Arc::clone(&app))
         .merge(probes)
@@ -256,11 +263,56 @@ async fn acknowledge_json(
     }
 }
 
+/// Why a link was refused: its status and the text said.
+type Refused = (StatusCode, &'static str);
+
+/// A signed link's episode, when its signature verifies and the episode is the one firing now.
+fn linked(app: &App, query: Option<&str>) -> Result<(Link, crate::alerts::Alert), Refused> {
+    let Some(link) = Link::verified(query.unwrap_or(""), &app.links) else {
+        return Err((
+            StatusCode::FORBIDDEN,
+            "403 this link's signature does not verify\n",
+        ));
+    };
+    let key = (link.name.clone(), link.labels.clone());
+    let current = lock(&app.shared.alerts)
+        .list()
+        .into_iter()
+        .find(|alert| alert.key() == key && alert.fired_at == Some(link.fired_at));
+    match current {
+        Some(alert) => Ok((link, alert)),
+        None => Err((
+            StatusCode::GONE,
+            "410 the episode this link acknowledges is over\n",
+        )),
+    }
+}
+
+async fn acknowledge_link_page(State(app): State<Arc<App>>, RawQuery(query): RawQuery) -> Response {
+    match linked(&app, query.as_deref()) {
+        Ok((_, alert)) => html(page::acknowledge_link(
+            &alert,
+            query.as_deref().unwrap_or(""),
+        )),
+        Err(refused) => refused.into_response(),
+    }
+}
+
 async fn acknowledge_form(
     State(app): State<Arc<App>>,
     Extension(who): Extension<Admitted>,
+    RawQuery(query): RawQuery,
     body: Bytes,
 ) -> Response {
+    if who == Admitted::Link || crate::ack_link::is_signed(query.as_deref()) {
+        return match linked(&app, query.as_deref()) {
+            Ok((link, _)) => match acknowledge(&app, link.name, link.labels, &Admitted::Link) {
+                Ok(_) => (StatusCode::SEE_OTHER, [(header::LOCATION, "/")]).into_response(),
+                Err((status, problem)) => (status, format!("{problem}\n")).into_response(),
+            },
+            Err(refused) => refused.into_response(),
+        };
+    }
     let fields = params(std::str::from_utf8(&body).ok());
     let name = param(&fields, "name").cloned().unwrap_or_default();
     let labels = param(&fields, "labels")

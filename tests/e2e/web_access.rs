@@ -11,7 +11,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
-use candor_e2e::dashboards::{artifacts, browser_with};
+use candor_e2e::dashboards::{Receiver, artifacts, browser_with};
 use candor_e2e::pki::{Pki, make_pki};
 use candor_e2e::process::Running;
 use candor_e2e::{free_port, target_dir, tempdir, wait_for};
@@ -120,6 +120,8 @@ fn hash(binary: &Path, password: &str) -> String {
 
 struct Locked {
     process: Running,
+    /// Where the dashboards send their notifications (plain HTTP).
+    receiver: Receiver,
     url: String,
     pki: Pki,
     dir: PathBuf,
@@ -144,6 +146,7 @@ async fn start_locked() -> Locked {
     let rules = dir.join("rules.toml");
     std::fs::write(&rules, WATCHDOG).expect("the rules file");
     let port = free_port();
+    let receiver = Receiver::start(None).await;
     let config = dir.join("dashboards.toml");
     std::fs::write(
         &config,
@@ -196,6 +199,10 @@ async fn start_locked() -> Locked {
         "500ms".into(),
         "--kafka-stale-after".into(),
         "1s".into(),
+        "--webhook".into(),
+        receiver.url.clone(),
+        "--external-url".into(),
+        format!("https://localhost:{port}"),
     ];
     let env_refs: Vec<(&str, &str)> = env.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
     let process = Running::spawn("dashboards-locked", &binary, &args, &env_refs);
@@ -220,6 +227,7 @@ async fn start_locked() -> Locked {
     .await;
     Locked {
         process,
+        receiver,
         url,
         pki,
         dir,
@@ -303,6 +311,49 @@ async fn the_dashboards_let_in_only_the_credentials_configured_over_tls() {
         alerts.contains("\"state\":\"firing\"").then_some(())
     })
     .await;
+    // A notification's signed link acknowledges its episode without a credential: opening it
+    // changes nothing, its button does, and a link whose signature was changed is refused.
+    let link = wait_for(
+        "a notification with its acknowledgement link",
+        Duration::from_secs(30),
+        || async {
+            locked.receiver.alerts().iter().find_map(|alert| {
+                alert["annotations"]["acknowledge_url"]
+                    .as_str()
+                    .map(str::to_owned)
+            })
+        },
+    )
+    .await;
+    let opened = curl(ca, &link, None, dir);
+    assert_eq!(opened.status, Some(200), "{}", opened.text);
+    assert!(
+        opened.text.contains("<form method=\"post\""),
+        "{}",
+        opened.text
+    );
+    assert!(
+        get("/api/alerts", Some(&sre))
+            .text
+            .contains("\"acknowledged\":null"),
+        "opening the link acknowledged"
+    );
+    let mut tampered = link.clone();
+    let last = tampered.pop().expect("a signature");
+    tampered.push(if last == '0' { '1' } else { '0' });
+    assert_eq!(curl(ca, &tampered, None, dir).status, Some(403));
+    assert_eq!(
+        curl_with(ca, &tampered, None, Some(""), dir).status,
+        Some(403)
+    );
+    let pressed = curl_with(ca, &link, None, Some(""), dir);
+    assert_eq!(pressed.status, Some(303), "{}", pressed.text);
+    let alerts = get("/api/alerts", Some(&sre)).text;
+    assert!(
+        alerts.contains("\"acknowledged\":{\"by\":\"notification link\""),
+        "{alerts}"
+    );
+
     let ack = r#"{"name": "CandorWatchdog", "labels": {}}"#;
     let post = |header: &str| {
         curl_with(
@@ -320,13 +371,16 @@ async fn the_dashboards_let_in_only_the_credentials_configured_over_tls() {
             "a read-only credential acknowledged"
         );
     }
+    // The operate role may acknowledge; the first acknowledgement is the one kept.
     let oncall = format!("Bearer {operate}");
     let acked = post(&oncall);
     assert_eq!(acked.status, Some(200), "{}", acked.text);
-    let alerts = get("/api/alerts", Some(&sre)).text;
     assert!(
-        alerts.contains("\"acknowledged\":{\"by\":\"oncall\""),
-        "{alerts}"
+        acked
+            .text
+            .contains("\"acknowledged\":{\"by\":\"notification link\""),
+        "{}",
+        acked.text
     );
 
     // The certificate is trusted through the private CA alone, and plain HTTP gets no page.

@@ -375,33 +375,59 @@ pub fn sanitize(text: &str) -> String {
     }
 }
 
-/// Aligned columns; control characters in names and values are shown escaped.
+/// Aligned columns for a person at a terminal; control characters in names and values are shown
+/// escaped. A column that holds the same value in every row of an answer of several rows (a
+/// one-bucket answer's bucket bounds, say) is said once above the table, `name: value`, instead
+/// of in every row; an answer of one row is one `name  value` line per column. JSON and CSV keep
+/// every column in every row.
 fn table(rows: &Rows) -> String {
-    let escape = |text: String| -> String { sanitize(&text) };
+    let mut out = String::new();
+    if rows.columns.is_empty() {
+        return out;
+    }
+    let names: Vec<String> = rows.columns.iter().map(|name| sanitize(name)).collect();
     let body: Vec<Vec<String>> = rows
         .rows
         .iter()
         .map(|row| {
             rows.columns
                 .iter()
-                .map(|c| escape(row.get(c).map(|v| cell(v, true)).unwrap_or_default()))
+                .map(|c| sanitize(&row.get(c).map(|v| cell(v, true)).unwrap_or_default()))
                 .collect()
         })
         .collect();
-    let widths: Vec<usize> = rows
-        .columns
+    if let [only] = &body[..] {
+        let width = names
+            .iter()
+            .map(|name| name.chars().count())
+            .max()
+            .unwrap_or(0);
+        for (name, value) in names.iter().zip(only) {
+            let _ = writeln!(out, "{}", format!("{name:<width$}  {value}").trim_end());
+        }
+        return out;
+    }
+    let shared: Vec<bool> = (0..names.len())
+        .map(|i| body.len() >= 2 && body.iter().all(|row| row[i] == body[0][i]))
+        .collect();
+    for (i, name) in names.iter().enumerate().filter(|(i, _)| shared[*i]) {
+        let _ = writeln!(out, "{}", format!("{name}: {}", body[0][i]).trim_end());
+    }
+    let kept: Vec<usize> = (0..names.len()).filter(|i| !shared[*i]).collect();
+    if kept.is_empty() {
+        return out;
+    }
+    let widths: Vec<usize> = kept
         .iter()
-        .enumerate()
-        .map(|(i, name)| {
+        .map(|&i| {
             body.iter()
                 .map(|row| row[i].chars().count())
-                .chain([name.chars().count()])
+                .chain([names[i].chars().count()])
                 .max()
                 .unwrap_or(0)
         })
         .collect();
-    let mut out = String::new();
-    let line = |cells: &[String], out: &mut String| {
+    let line = |cells: Vec<&String>, out: &mut String| {
         let padded: Vec<String> = cells
             .iter()
             .zip(&widths)
@@ -409,13 +435,9 @@ fn table(rows: &Rows) -> String {
             .collect();
         let _ = writeln!(out, "{}", padded.join("  ").trim_end());
     };
-    if rows.columns.is_empty() {
-        return out;
-    }
-    let header: Vec<String> = rows.columns.iter().map(|name| sanitize(name)).collect();
-    line(&header, &mut out);
+    line(kept.iter().map(|&i| &names[i]).collect(), &mut out);
     for row in &body {
-        line(row, &mut out);
+        line(kept.iter().map(|&i| &row[i]).collect(), &mut out);
     }
     out
 }
@@ -538,6 +560,31 @@ mod tests {
     }
 
     #[test]
+    fn a_table_says_once_what_every_row_shares_and_shows_one_row_as_lines() {
+        let mut rows = Rows::new(&["bucket_start", "target", "calls", "note"]);
+        rows.push(vec![
+            Value::from("2026-12-07T00:00:00Z"),
+            Value::from("a"),
+            Value::from(3),
+            Value::Null,
+        ]);
+        rows.push(vec![
+            Value::from("2026-12-07T00:00:00Z"),
+            Value::from("bb"),
+            Value::from(10),
+            Value::Null,
+        ]);
+        assert_eq!(
+            table(&rows),
+            "bucket_start: 2026-12-07T00:00:00Z\nnote:\ntarget  calls\na       3\nbb      10\n"
+        );
+        let mut one = Rows::new(&["target", "calls"]);
+        one.push(vec![Value::from("a"), Value::from(3)]);
+        assert_eq!(table(&one), "target  a\ncalls   3\n");
+        assert_eq!(table(&Rows::new(&["target"])), "target\n");
+    }
+
+    #[test]
     fn csv_quotes_and_tables_escape() {
         let answer = report(
             one_row(),
@@ -553,7 +600,7 @@ mod tests {
         let mut hostile = Rows::new(&["target"]);
         hostile.push(vec![Value::from("x\n\u{1b}[2Jfake row")]);
         let shown = table(&hostile);
-        assert_eq!(shown.lines().count(), 2, "{shown}");
+        assert_eq!(shown.lines().count(), 1, "{shown}");
         assert!(shown.contains("\\n"));
         assert!(!shown.contains('\u{1b}'));
         let mut hostile_report = answer.clone();

@@ -52,3 +52,41 @@ def test_each_event_is_mirrored_in_the_log(
         adapter.call(lambda attempt: HttpResponse(503 if attempt.number == 1 else 401))
     assert [record.levelno for record in caplog.records] == [logging.INFO, logging.WARNING]
     assert "retrying" in caplog.records[0].getMessage()
+
+
+def test_the_mirror_records_are_what_the_logger_makes(
+    telemetry: Telemetry, caplog: pytest.LogCaptureFixture
+) -> None:
+    adapter = Adapter(
+        "search",
+        "https://search.example",
+        HttpClassifier(NotFound.UNREACHABLE),
+        jitter=FixedJitter(0.0),
+        clock=FakeClock(),
+        tracer_provider=telemetry.tracer_provider,
+        meter_provider=telemetry.meter_provider,
+    )
+    with caplog.at_level(logging.INFO, logger=MIRROR_LOGGER):
+        adapter.call(lambda attempt: HttpResponse(503 if attempt.number == 1 else 401))
+    retried, ended = caplog.records
+    fields = {
+        "tool": "search",
+        "tool_target": "https://search.example",
+        "class": "access_failure",
+        "kind": "auth",
+        "action": "permanent",
+        "attempt": 2,
+        "status": 401,
+    }
+    assert ended.name == MIRROR_LOGGER
+    assert ended.getMessage() == f"tool call ended without a complete answer: {fields}"
+    assert ended.candor == fields  # type: ignore[attr-defined]
+    assert retried.candor["action"] == "retry"  # type: ignore[attr-defined]
+    assert retried.getMessage().startswith("tool attempt failed; retrying after ")
+    for record in (retried, ended):
+        # The caller is the adapter's function that logs, as Logger.warning would find it.
+        assert record.funcName == "_mirror"
+        assert record.pathname == candor.telemetry.__file__
+        assert record.lineno > 0
+        assert record.exc_info is None
+        assert record.stack_info is None

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import logging
 import math
+import sys
 import threading
 import weakref
 from collections.abc import Iterable
@@ -65,6 +66,10 @@ MIRROR_LOGGER: Final = "candor.outcome"
 """The logger that mirrors each ``tool.outcome`` event for local logs."""
 
 _log = logging.getLogger(MIRROR_LOGGER)
+_RETRYING: Final = "tool attempt failed; retrying after %d ms: %s"
+"""The mirror record's message for an attempt that will be retried."""
+_ENDED: Final = "tool call ended without a complete answer: %s"
+"""The mirror record's message for the event that ends a call."""
 _EVENTFUL: Final = frozenset({OutcomeClass.ACCESS_FAILURE, OutcomeClass.PARTIAL})
 _CLASSES: Final = tuple(OutcomeClass)
 _NS_PER_MS: Final = 1_000_000
@@ -498,10 +503,11 @@ class Telemetry:
         cls = envelope.outcome_class
         # The kind of the last attempt that failed marks the span as a failure span for
         # samplers, even when a retry later succeeded.
-        kind = next(
-            (a.failure_kind for a in reversed(envelope.attempts) if a.failure_kind is not None),
-            None,
-        )
+        kind = None
+        for attempt in reversed(envelope.attempts):
+            if attempt.failure_kind is not None:
+                kind = attempt.failure_kind
+                break
         lifecycle = envelope.lifecycle
         state = None if lifecycle is None else lifecycle.state
         if live is None:
@@ -640,7 +646,8 @@ def _is_terminal(last: Attempt) -> bool:
 def _mirror(tool: str, target: str, attempt: Attempt) -> None:
     """Logs one ``tool.outcome`` event for local logs."""
     retrying = attempt.retry_action is RetryAction.RETRY
-    if not _log.isEnabledFor(logging.INFO if retrying else logging.WARNING):
+    level = logging.INFO if retrying else logging.WARNING
+    if not _log.isEnabledFor(level):
         return
     # str() of a vocabulary member: its wire spelling (see _event_attributes).
     fields = {
@@ -652,14 +659,32 @@ def _mirror(tool: str, target: str, attempt: Attempt) -> None:
         "attempt": attempt.number,
         "status": attempt.status or 0,
     }
-    if retrying:
-        _log.info(
-            "tool attempt failed; retrying after %d ms: %s",
-            attempt.backoff_ms or 0,
-            fields,
-            extra={"candor": fields},
-        )
+    extra = {"candor": fields}
+    if type(_log) is not logging.Logger:
+        # A logger class of the application's own may log in its own way: ask it.
+        if retrying:
+            _log.info(_RETRYING, attempt.backoff_ms or 0, fields, extra=extra)
+        else:
+            _log.warning(_ENDED, fields, extra=extra)
+        return
+    # What Logger.info and Logger.warning do once the level is enabled, less the search of
+    # the stack for the caller, which is this function: the record is the same.
+    args = (attempt.backoff_ms or 0, fields) if retrying else (fields,)
+    if logging._srcfile is None:  # the application turned the caller's lookup off
+        path, line, function = "(unknown file)", 0, "(unknown function)"
     else:
-        _log.warning(
-            "tool call ended without a complete answer: %s", fields, extra={"candor": fields}
+        frame = sys._getframe()
+        path, line, function = frame.f_code.co_filename, frame.f_lineno, "_mirror"
+    _log.handle(
+        _log.makeRecord(
+            _log.name,
+            level,
+            path,
+            line,
+            _RETRYING if retrying else _ENDED,
+            args,
+            None,
+            function,
+            extra,
         )
+    )

@@ -468,14 +468,15 @@ class HttpClassifier:
         reason = REASONS.get(code, "")
         snippet = _body_snippet(response.body)
         message = f"HTTP {code} {reason}: {snippet}" if snippet else f"HTTP {code} {reason}"
+        # Positional arguments, in the order of the fields, cost less than keywords.
         return AccessFailure(
             Failure(
-                kind=kind,
-                retryable=retryable,
-                message=message.rstrip(_WHITE_SPACE),
-                status=code,
-                error_type=str(code),
-                retry_after_ms=retry_after_ms,
+                kind,  # kind
+                retryable,  # retryable
+                message.rstrip(_WHITE_SPACE),  # message
+                code,  # status
+                str(code),  # error_type
+                retry_after_ms,  # retry_after_ms
             )
         )
 

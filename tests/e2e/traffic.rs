@@ -121,26 +121,28 @@ async fn the_demo_shows_every_failure_kind_and_its_spike_fires_the_alert() {
             .spawn()
             .unwrap(),
     );
-    let overview = wait_for(
-        "every failure kind on the dashboards",
+    // Every failure kind, and an adapter instance of each of the demo's three services (each
+    // reports with its own first export, which may come after the others' failures).
+    let services_of = |overview: &serde_json::Value| -> Vec<String> {
+        let services: std::collections::BTreeSet<String> = overview["instances"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter_map(|instance| instance["service"].as_str().map(str::to_owned))
+            .collect();
+        services.into_iter().collect()
+    };
+    wait_for(
+        "every failure kind and every demo service on the dashboards",
         Duration::from_secs(90),
         || async {
             let overview = dashboards.json("/api/overview?range=15m").await;
-            dashboards::shows_failure_kinds(&overview, &dashboards::DEMO_FAILURE_KINDS)
-                .then_some(overview)
+            (dashboards::shows_failure_kinds(&overview, &dashboards::DEMO_FAILURE_KINDS)
+                && services_of(&overview) == ["checkout", "reporting", "support-bot"])
+            .then_some(())
         },
     )
     .await;
-    let services: std::collections::BTreeSet<&str> = overview["instances"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .filter_map(|instance| instance["service"].as_str())
-        .collect();
-    assert_eq!(
-        services.into_iter().collect::<Vec<_>>(),
-        ["checkout", "reporting", "support-bot"]
-    );
 
     // The spike scenario: the healthy catalog starts failing, and the spike alert fires for it.
     let catalog = format!("http://127.0.0.1:{tools}/catalog");

@@ -52,6 +52,33 @@ pub fn is_secret_param(name: &str) -> bool {
             .any(|fragment| normalised.contains(fragment))
 }
 
+/// Where the user-info of a URL ends: the byte index, in `after_scheme` (the text after the
+/// first `://`, without the query and the fragment), of the `@` that ends it; `None` when there
+/// is none (contract rule REDACT-TARGET, step 2).
+///
+/// The authority is the text up to the first `/`. When it holds an `@`, the user-info ends at
+/// its last `@`. When it does not, but it holds a `:` and the rest holds an `@`, a password
+/// whose `/` its client failed to encode (`user:pa/ss@host`) is taken to run to the last `@`:
+/// a host with a port and an `@` in its path (`host:8080/@me`) then loses its host to the
+/// redaction, which never shows a password. Every reader of URL authorities in Candor uses this
+/// one rule.
+///
+/// ```
+/// use candor_schema::redact::user_info_end;
+/// assert_eq!(user_info_end("bob:hunter2@api.example/v1/@me"), Some(11));
+/// assert_eq!(user_info_end("bob:pa/ss@api.example/v1"), Some(9));
+/// assert_eq!(user_info_end("mastodon.example/@me"), None);
+/// assert_eq!(user_info_end("api.example:8443/v1"), None);
+/// ```
+pub fn user_info_end(after_scheme: &str) -> Option<usize> {
+    let authority = &after_scheme[..after_scheme.find('/').unwrap_or(after_scheme.len())];
+    match authority.rfind('@') {
+        Some(at) => Some(at),
+        None if authority.contains(':') => after_scheme.rfind('@'),
+        None => None,
+    }
+}
+
 /// Removes user-info and secret query or fragment parameters from a URL.
 ///
 /// Strings that are not URLs pass through unchanged unless they carry a query string.
@@ -70,14 +97,23 @@ pub fn redact_url(raw: &str) -> Cow<'_, str> {
         Some(at) => before_query.split_at(at + 3),
         None => ("", before_query),
     };
-    let authority_end = rest.find('/').unwrap_or(rest.len());
-    let (authority, path) = rest.split_at(authority_end);
-    let host = match authority.rfind('@') {
+    let user_info = if scheme.is_empty() {
+        None
+    } else {
+        user_info_end(rest)
+    };
+    let (authority, path, host) = match user_info {
         // User-info that is already `REDACTED` stays as it is: redacting twice replaces nothing.
-        Some(at) if !scheme.is_empty() && &authority[..at] != REDACTED => {
-            Some(&authority[at + 1..])
+        Some(at) if &rest[..at] != REDACTED => {
+            let after = &rest[at + 1..];
+            let host_end = after.find('/').unwrap_or(after.len());
+            ("", &after[host_end..], Some(&after[..host_end]))
         }
-        _ => None,
+        _ => {
+            let authority_end = rest.find('/').unwrap_or(rest.len());
+            let (authority, path) = rest.split_at(authority_end);
+            (authority, path, None)
+        }
     };
     let query_redacted = query.map(redact_params);
     let fragment_redacted = fragment.map(redact_params);

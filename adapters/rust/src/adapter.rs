@@ -721,8 +721,13 @@ fn host_of(target: &str) -> &str {
     let Some((_, rest)) = target.split_once("://") else {
         return target;
     };
-    let authority = rest.split(['/', '?', '#']).next().unwrap_or(rest);
-    authority.rsplit('@').next().unwrap_or(authority)
+    // Cut at the query only, as the collector does: a `#` in a password stays with it.
+    let base = rest.split('?').next().unwrap_or(rest);
+    let after = match candor_schema::redact::user_info_end(base) {
+        Some(at) => &base[at + 1..],
+        None => base,
+    };
+    after.split(['/', '#']).next().unwrap_or(after)
 }
 
 #[cfg(test)]
@@ -733,6 +738,9 @@ mod tests {
     fn source_system_defaults_to_the_host() {
         assert_eq!(host_of("http://127.0.0.1:8080/x?y"), "127.0.0.1:8080");
         assert_eq!(host_of("https://REDACTED@api.example/v1"), "api.example");
+        assert_eq!(host_of("https://bob:pa/ss@api.example/v1"), "api.example");
+        assert_eq!(host_of("https://mastodon.example/@me"), "mastodon.example");
+        assert_eq!(host_of("https://bob:12#34@api.example/v1"), "api.example");
         assert_eq!(host_of("orders-db"), "orders-db");
     }
 }

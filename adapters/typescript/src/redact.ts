@@ -143,6 +143,23 @@ function splitAt(raw: string, separator: string): [string, string | undefined] {
 }
 
 /**
+ * Where a URL's user-info ends: the index, in `afterScheme` (the text after the first `://`,
+ * without the query and the fragment), of the `@` that ends it, or -1 (contract rule
+ * REDACT-TARGET, step 2). The authority is the text up to the first `/`. When it holds an `@`,
+ * the user-info ends at its last `@`. When it does not, but it holds a `:` and the rest holds an
+ * `@`, a password whose `/` its client failed to encode (`user:pa/ss@host`) runs to the last `@`.
+ */
+function userInfoEnd(afterScheme: string): number {
+  const slash = afterScheme.indexOf("/");
+  const authority = slash >= 0 ? afterScheme.slice(0, slash) : afterScheme;
+  const at = authority.lastIndexOf("@");
+  if (at >= 0) {
+    return at;
+  }
+  return authority.includes(":") ? afterScheme.lastIndexOf("@") : -1;
+}
+
+/**
  * A URL with its user-info and its secret query and fragment parameters replaced by
  * `REDACTED` (rule REDACT-TARGET). A text that is not a URL passes unchanged unless it has a
  * query; a URL in which nothing was replaced is returned unchanged.
@@ -157,11 +174,21 @@ export function redactUrl(raw: string): string {
   const schemeEnd = base.indexOf("://");
   const scheme = schemeEnd >= 0 ? base.slice(0, schemeEnd + 3) : "";
   const rest = schemeEnd >= 0 ? base.slice(schemeEnd + 3) : base;
-  const slash = rest.indexOf("/");
-  const authority = slash >= 0 ? rest.slice(0, slash) : rest;
-  const path = slash >= 0 ? rest.slice(slash) : "";
-  const userAt = authority.lastIndexOf("@");
-  const host = userAt >= 0 && scheme !== "" ? authority.slice(userAt + 1) : undefined;
+  const userAt = scheme !== "" ? userInfoEnd(rest) : -1;
+  let authority: string;
+  let path: string;
+  let host: string | undefined;
+  if (userAt >= 0) {
+    const after = rest.slice(userAt + 1);
+    const slash = after.indexOf("/");
+    host = slash >= 0 ? after.slice(0, slash) : after;
+    path = slash >= 0 ? after.slice(slash) : "";
+    authority = "";
+  } else {
+    const slash = rest.indexOf("/");
+    authority = slash >= 0 ? rest.slice(0, slash) : rest;
+    path = slash >= 0 ? rest.slice(slash) : "";
+  }
   const queryRedacted = query === undefined ? undefined : redactParams(query);
   const fragmentRedacted = fragment === undefined ? undefined : redactParams(fragment);
   if (host === undefined && queryRedacted === query && fragmentRedacted === fragment) {

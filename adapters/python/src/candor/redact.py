@@ -116,6 +116,23 @@ def _redact_params(params: str) -> str:
     )
 
 
+def _user_info_end(after_scheme: str) -> int:
+    """Where a URL's user-info ends, by contract rule REDACT-TARGET's step 2.
+
+    The index, in ``after_scheme`` (the text after the first ``://``, without the query and the
+    fragment), of the ``@`` that ends it, or -1. The authority is the text up to the first
+    ``/``. When it holds an ``@``, the user-info ends at its last ``@``. When it does not, but
+    it holds a ``:`` and the rest holds an ``@``, a password whose ``/`` its client failed to
+    encode (``user:pa/ss@host``) runs to the last ``@``.
+    """
+    slash = after_scheme.find("/")
+    authority = after_scheme if slash < 0 else after_scheme[:slash]
+    at = authority.rfind("@")
+    if at >= 0:
+        return at
+    return after_scheme.rfind("@") if ":" in authority else -1
+
+
 def redact_url(raw: str) -> str:
     """Removes user-info and secret query or fragment parameters from a URL.
 
@@ -130,10 +147,17 @@ def redact_url(raw: str) -> str:
     scheme, rest = (
         (before_query[: at + 3], before_query[at + 3 :]) if at >= 0 else ("", before_query)
     )
-    slash = rest.find("/")
-    authority, path = (rest[:slash], rest[slash:]) if slash >= 0 else (rest, "")
-    user_at = authority.rfind("@")
-    host = authority[user_at + 1 :] if user_at >= 0 and scheme else None
+    user_at = _user_info_end(rest) if scheme else -1
+    host: str | None
+    if user_at >= 0:
+        after = rest[user_at + 1 :]
+        slash = after.find("/")
+        host, path = (after[:slash], after[slash:]) if slash >= 0 else (after, "")
+        authority = ""
+    else:
+        host = None
+        slash = rest.find("/")
+        authority, path = (rest[:slash], rest[slash:]) if slash >= 0 else (rest, "")
     query_redacted = None if query is None else _redact_params(query)
     fragment_redacted = None if fragment is None else _redact_params(fragment)
     changed = host is not None or query_redacted != query or fragment_redacted != fragment

@@ -71,10 +71,10 @@ struct UrlParts<'a> {
 /// The scheme, host and port of a URL, without the user information; nothing of a URL whose
 /// scheme, host or port is not well formed, so that no other part of it can pass for one.
 ///
-/// User information may hold any character, a `/`, `?` or `#` that its client failed to encode
-/// included: everything up to the last `@` before the query is taken for it. An `@` in the path
-/// can then make the host wrong (and usually not well formed, so unknown), never a secret part
-/// of the target.
+/// The user information ends where the contract's redaction says it does
+/// ([`candor_schema::redact::user_info_end`], over the text before the query): a password whose
+/// `/` or `#` its client failed to encode is taken for user information, never for a host or a
+/// path.
 fn split_url(url: &str) -> UrlParts<'_> {
     let Some((scheme, rest)) = url.split_once("://") else {
         return UrlParts::default();
@@ -89,8 +89,10 @@ fn split_url(url: &str) -> UrlParts<'_> {
     if !valid_scheme {
         return UrlParts::default();
     }
-    let before_query = rest.split('?').next().unwrap_or_default();
-    let rest = match before_query.rfind('@') {
+    // Cut at the query only: a `#` its client failed to encode in a password stays with the
+    // user information it belongs to.
+    let base = rest.split('?').next().unwrap_or_default();
+    let rest = match candor_schema::redact::user_info_end(base) {
         Some(at) => &rest[at + 1..],
         None => rest,
     };

@@ -37,6 +37,8 @@ use http::{HeaderValue, StatusCode, header};
 use serde::Deserialize;
 use sha2::{Digest as _, Sha256};
 
+use crate::state::lock;
+
 /// What a credential may read.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -575,12 +577,6 @@ fn strip_scheme<'a>(value: &'a [u8], scheme: &[u8]) -> Option<&'a [u8]> {
 /// Compares in time that depends only on the length.
 fn constant_time_eq(a: &[u8; 32], b: &[u8; 32]) -> bool {
     a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
-}
-
-fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    mutex
-        .lock()
-        .unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
 /// The middleware that lets a request through or answers 401 or 403. A bcrypt verification

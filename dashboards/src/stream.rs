@@ -182,11 +182,21 @@ fn assign_new(
         };
         for partition in topic.partitions() {
             if assigned.insert((table, partition.id()), ()).is_none() {
-                if let Ok((low, high)) =
-                    consumer.fetch_watermarks(table.topic(), partition.id(), Duration::from_secs(5))
-                    && high > low
-                {
-                    catch_up_to.insert((table, partition.id()), high);
+                match consumer.fetch_watermarks(
+                    table.topic(),
+                    partition.id(),
+                    Duration::from_secs(5),
+                ) {
+                    Ok((low, high)) if high > low => {
+                        catch_up_to.insert((table, partition.id()), high);
+                    }
+                    Ok(_) => {}
+                    Err(err) => tracing::warn!(
+                        topic = table.topic(),
+                        partition = partition.id(),
+                        error = %err,
+                        "the partition's end could not be read: the rules do not wait for it"
+                    ),
                 }
                 added
                     .add_partition_offset(table.topic(), partition.id(), Offset::Beginning)

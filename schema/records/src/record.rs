@@ -10,8 +10,8 @@
 //! - for a row record, a borrowed view of its fields (texts as `&str` or as bytes), read straight
 //!   from the wire without copying a text ([`wire::Reader`]), written back byte for byte as prost
 //!   writes the owned record ([`wire::Writer`]), and converted to and from the owned record;
-//! - for a row record, with feature `rows`: its table's Arrow fields and a builder of its columns
-//!   ([`columns`]).
+//! - for a row record, with feature `rows`: its table's Arrow fields, a builder of its columns
+//!   and a reader of them ([`columns`]).
 //!
 //! Adding a field to a record is one line of its declaration; the places that use the field
 //! then say what they do with it.
@@ -532,6 +532,28 @@ macro_rules! record {
             pub fn finish(self) -> Result<Vec<::arrow_array::ArrayRef>, ::arrow_schema::ArrowError> {
                 use $crate::record::columns::Build as _;
                 Ok(vec![$(self.$field.finish()?,)*])
+            }
+
+            /// Reads a batch of the table back: the fields of row `i` as a view whose texts are
+            /// borrowed from the batch, the inverse of [`Self::push`]. Columns are found by
+            /// name, so the batch may hold them in any order and others beside; a time comes
+            /// back in whole microseconds, as stored.
+            pub fn reader<'a>(
+                batch: &'a ::arrow_array::RecordBatch,
+            ) -> Result<impl Fn(usize) -> $view<&'a str> + 'a, ::arrow_schema::ArrowError> {
+                use $crate::record::columns::Read;
+                let versions = $crate::record::columns::versions(batch)?;
+                $(
+                    let $field = <$crate::record::columns::$column_kind
+                        as Read<'a, <($crate::record::kind::$kind, $($crate::record::kind::$optional)?) as $crate::record::Kind>::View<&'a str>>>
+                        ::reader(batch, $crate::tables::column::$column)?;
+                )*
+                Ok(move |row: usize| $view {
+                    schema_version: versions(row),
+                    $($field: <$crate::record::columns::$column_kind
+                        as Read<'a, <($crate::record::kind::$kind, $($crate::record::kind::$optional)?) as $crate::record::Kind>::View<&'a str>>>
+                        ::get($field, row),)*
+                })
             }
         }
     };

@@ -155,6 +155,32 @@ impl Row {
     }
 }
 
+/// Reads where each row of a table's batch came from, its Kafka columns, back into a [`Meta`]:
+/// the inverse of what [`to_batch`] adds to the record's own columns.
+pub fn meta_reader<'a>(batch: &'a RecordBatch) -> Result<impl Fn(usize) -> Meta + 'a, ArrowError> {
+    use crate::record::columns::{Long, Read, Texts, Time};
+    use crate::tables::column;
+    let partitions = batch
+        .column_by_name(column::KAFKA_PARTITION)
+        .and_then(|array| array.as_any().downcast_ref::<Int32Array>())
+        .ok_or_else(|| {
+            ArrowError::SchemaError(format!("no Int32 column {}", column::KAFKA_PARTITION))
+        })?;
+    let offsets = <Long as Read<'a, u64>>::reader(batch, column::KAFKA_OFFSET)?;
+    let times = <Time as Read<'a, u64>>::reader(batch, column::KAFKA_TIMESTAMP)?;
+    let arrivals = Texts::of(batch, column::ARRIVAL)?;
+    Ok(move |row: usize| Meta {
+        partition: partitions.value(row),
+        offset: offsets.value(row),
+        kafka_micros: times.value(row),
+        arrival: match arrivals.get(row) {
+            Some("late") => Arrival::Late,
+            Some("future") => Arrival::Future,
+            _ => Arrival::OnTime,
+        },
+    })
+}
+
 /// Bounds past which a row's time is flagged rather than on time.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct TimeBounds {
@@ -876,6 +902,64 @@ mod tests {
             .unwrap();
         let targets: Vec<&str> = targets.iter().map(Option::unwrap).collect();
         assert_eq!(targets, ["a", "b", "c"]);
+    }
+
+    #[test]
+    fn a_batch_reads_back_as_the_rows_it_was_built_from() {
+        let events: Vec<(Meta, Row)> = ["b", "a"]
+            .into_iter()
+            .map(|target| {
+                let mut event = event(target, "partial");
+                event.coverage = Some("0.5".into());
+                decode(
+                    &record(Table::OutcomeEvents, event.encode_to_vec()),
+                    &BOUNDS,
+                    "k",
+                )
+            })
+            .collect();
+        let rows: Vec<&(Meta, Row)> = events.iter().collect();
+        let batch = to_batch(Table::OutcomeEvents, &rows).unwrap();
+        let fields = EventColumns::reader(&batch).unwrap();
+        let metas = meta_reader(&batch).unwrap();
+        for (at, (meta, row)) in events.iter().enumerate() {
+            let Row::Event(event) = row else {
+                panic!("{row:?}")
+            };
+            assert_eq!(fields(at), event.view());
+            assert_eq!(metas(at), *meta);
+        }
+        let count = OutcomeCount {
+            schema_version: 1,
+            point_id: "p-1".into(),
+            service_name: "checkout".into(),
+            service_instance_id: "i-1".into(),
+            tool_name: "search".into(),
+            tool_target: "https://a.example".into(),
+            outcome_class: "success".into(),
+            start_time_unix_nano: 1_000_000,
+            time_unix_nano: u64::try_from(NOW_MS).unwrap() * 1_000_000,
+            value: 7,
+            temporality: Temporality::Cumulative as i32,
+            received_time_unix_nano: u64::try_from(NOW_MS).unwrap() * 1_000_000,
+            collector_id: "c-1".into(),
+            ..Default::default()
+        };
+        let counts = [decode(
+            &record(Table::OutcomeCounts, count.encode_to_vec()),
+            &BOUNDS,
+            "k",
+        )];
+        assert!(matches!(counts[0].1, Row::Count(_)), "{:?}", counts[0].1);
+        let batch = to_batch(Table::OutcomeCounts, &[&counts[0]]).unwrap();
+        assert_eq!(
+            CountColumns::reader(&batch).unwrap()(0).into_record(),
+            count
+        );
+        // A batch without a column the record fills is refused, naming the column.
+        let without = batch.project(&[0]).unwrap();
+        let err = CountColumns::reader(&without).err().unwrap().to_string();
+        assert!(err.contains("no column"), "{err}");
     }
 
     proptest::proptest! {

@@ -11,11 +11,18 @@
 //!   unsigned type; the rows' checks refuse a value past `i64::MAX` before a batch is built);
 //! - [`OptInt`]: an optional `uint32` into a signed 32-bit column (likewise checked);
 //! - [`TemporalityText`]: a counter point's temporality as its stored spelling.
+//!
+//! Each builder reads its column back as well ([`Read`]): a table's rows, read from its files,
+//! become the same views the Kafka records gave (texts borrowed from the batch), so a reader of
+//! the tables applies them with the code that applies the stream.
 
 use std::sync::Arc;
 
 use arrow_array::builder::{Int32Builder, Int64Builder, NullBufferBuilder};
-use arrow_array::{ArrayRef, Int64Array, StringArray, TimestampMicrosecondArray};
+use arrow_array::{
+    Array, ArrayRef, Int32Array, Int64Array, LargeStringArray, RecordBatch, StringArray,
+    StringViewArray, TimestampMicrosecondArray,
+};
 use arrow_buffer::{Buffer, OffsetBuffer, ScalarBuffer};
 use arrow_schema::{ArrowError, DataType, Field, TimeUnit};
 
@@ -35,6 +42,97 @@ pub trait Column<V>: Build {
     fn with_capacity(rows: usize, first: Option<V>) -> Self;
     /// Appends a value.
     fn push(&mut self, value: V);
+}
+
+/// A column read back from a batch as the values its builder takes: the inverse of [`Column`].
+pub trait Read<'a, V>: Build {
+    /// The column, found in a batch.
+    type Reader: Copy;
+    /// Finds column `name` in `batch`; an error when it is absent or of another type.
+    fn reader(batch: &'a RecordBatch, name: &str) -> Result<Self::Reader, ArrowError>;
+    /// The value of row `row` (within the batch).
+    fn get(reader: Self::Reader, row: usize) -> V;
+}
+
+/// The column `name` of `batch` as an `A`.
+fn column_as<'a, A: Array + 'static>(
+    batch: &'a RecordBatch,
+    name: &str,
+    expected: &str,
+) -> Result<&'a A, ArrowError> {
+    let column = batch
+        .column_by_name(name)
+        .ok_or_else(|| ArrowError::SchemaError(format!("the batch has no column {name}")))?;
+    column.as_any().downcast_ref::<A>().ok_or_else(|| {
+        ArrowError::SchemaError(format!(
+            "column {name} is {}, not {expected}",
+            column.data_type()
+        ))
+    })
+}
+
+/// A string column read back, in any of Arrow's string layouts (a query engine may hand back
+/// views where the files hold plain strings).
+#[derive(Debug, Clone, Copy)]
+pub enum Texts<'a> {
+    /// `Utf8`.
+    Plain(&'a StringArray),
+    /// `LargeUtf8`.
+    Large(&'a LargeStringArray),
+    /// `Utf8View`.
+    View(&'a StringViewArray),
+}
+
+impl<'a> Texts<'a> {
+    /// Column `name` of `batch`.
+    pub fn of(batch: &'a RecordBatch, name: &str) -> Result<Self, ArrowError> {
+        let column = batch
+            .column_by_name(name)
+            .ok_or_else(|| ArrowError::SchemaError(format!("the batch has no column {name}")))?;
+        let any = column.as_any();
+        if let Some(plain) = any.downcast_ref::<StringArray>() {
+            Ok(Self::Plain(plain))
+        } else if let Some(large) = any.downcast_ref::<LargeStringArray>() {
+            Ok(Self::Large(large))
+        } else if let Some(view) = any.downcast_ref::<StringViewArray>() {
+            Ok(Self::View(view))
+        } else {
+            Err(ArrowError::SchemaError(format!(
+                "column {name} is {}, not a string",
+                column.data_type()
+            )))
+        }
+    }
+
+    /// Row `row`'s text; `None` when null.
+    #[inline]
+    pub fn get(self, row: usize) -> Option<&'a str> {
+        match self {
+            Self::Plain(array) => array.is_valid(row).then(|| array.value(row)),
+            Self::Large(array) => array.is_valid(row).then(|| array.value(row)),
+            Self::View(array) => array.is_valid(row).then(|| array.value(row)),
+        }
+    }
+}
+
+/// The `schema_version` column of a table's batch, read back; 0 (prost's default) where it is
+/// absent or null.
+pub fn versions<'a>(
+    batch: &'a RecordBatch,
+) -> Result<impl Fn(usize) -> u32 + Copy + 'a, ArrowError> {
+    let column = match batch.column_by_name(crate::tables::column::SCHEMA_VERSION) {
+        Some(_) => Some(column_as::<Int32Array>(
+            batch,
+            crate::tables::column::SCHEMA_VERSION,
+            "Int32",
+        )?),
+        None => None,
+    };
+    Ok(move |row: usize| {
+        column
+            .filter(|column| column.is_valid(row))
+            .map_or(0, |column| u32::try_from(column.value(row)).unwrap_or(0))
+    })
 }
 
 /// A non-null string column.
@@ -246,6 +344,105 @@ impl Column<i32> for TemporalityText {
             _ => "unspecified",
         };
         self.0.append(text.as_bytes());
+    }
+}
+
+impl<'a> Read<'a, &'a str> for Text {
+    type Reader = Texts<'a>;
+    fn reader(batch: &'a RecordBatch, name: &str) -> Result<Self::Reader, ArrowError> {
+        Texts::of(batch, name)
+    }
+    #[inline]
+    fn get(reader: Self::Reader, row: usize) -> &'a str {
+        reader.get(row).unwrap_or_default()
+    }
+}
+
+impl<'a> Read<'a, Option<&'a str>> for OptText {
+    type Reader = Texts<'a>;
+    fn reader(batch: &'a RecordBatch, name: &str) -> Result<Self::Reader, ArrowError> {
+        Texts::of(batch, name)
+    }
+    #[inline]
+    fn get(reader: Self::Reader, row: usize) -> Option<&'a str> {
+        reader.get(row)
+    }
+}
+
+impl<'a> Read<'a, u64> for Time {
+    type Reader = &'a TimestampMicrosecondArray;
+    fn reader(batch: &'a RecordBatch, name: &str) -> Result<Self::Reader, ArrowError> {
+        column_as(batch, name, "a timestamp in microseconds")
+    }
+    /// Back to nanoseconds: the three digits the column cut are zero.
+    #[inline]
+    fn get(reader: Self::Reader, row: usize) -> u64 {
+        u64::try_from(reader.value(row))
+            .unwrap_or(0)
+            .saturating_mul(1000)
+    }
+}
+
+impl<'a> Read<'a, u64> for Long {
+    type Reader = &'a Int64Array;
+    fn reader(batch: &'a RecordBatch, name: &str) -> Result<Self::Reader, ArrowError> {
+        column_as(batch, name, "Int64")
+    }
+    #[inline]
+    fn get(reader: Self::Reader, row: usize) -> u64 {
+        u64::try_from(reader.value(row)).unwrap_or(0)
+    }
+}
+
+impl<'a> Read<'a, u32> for Long {
+    type Reader = &'a Int64Array;
+    fn reader(batch: &'a RecordBatch, name: &str) -> Result<Self::Reader, ArrowError> {
+        column_as(batch, name, "Int64")
+    }
+    #[inline]
+    fn get(reader: Self::Reader, row: usize) -> u32 {
+        u32::try_from(reader.value(row)).unwrap_or(u32::MAX)
+    }
+}
+
+impl<'a> Read<'a, Option<u64>> for OptLong {
+    type Reader = &'a Int64Array;
+    fn reader(batch: &'a RecordBatch, name: &str) -> Result<Self::Reader, ArrowError> {
+        column_as(batch, name, "Int64")
+    }
+    #[inline]
+    fn get(reader: Self::Reader, row: usize) -> Option<u64> {
+        reader
+            .is_valid(row)
+            .then(|| u64::try_from(reader.value(row)).unwrap_or(0))
+    }
+}
+
+impl<'a> Read<'a, Option<u32>> for OptInt {
+    type Reader = &'a Int32Array;
+    fn reader(batch: &'a RecordBatch, name: &str) -> Result<Self::Reader, ArrowError> {
+        column_as(batch, name, "Int32")
+    }
+    #[inline]
+    fn get(reader: Self::Reader, row: usize) -> Option<u32> {
+        reader
+            .is_valid(row)
+            .then(|| u32::try_from(reader.value(row)).unwrap_or(0))
+    }
+}
+
+impl<'a> Read<'a, i32> for TemporalityText {
+    type Reader = Texts<'a>;
+    fn reader(batch: &'a RecordBatch, name: &str) -> Result<Self::Reader, ArrowError> {
+        Texts::of(batch, name)
+    }
+    #[inline]
+    fn get(reader: Self::Reader, row: usize) -> i32 {
+        match reader.get(row) {
+            Some("delta") => Temporality::Delta as i32,
+            Some("cumulative") => Temporality::Cumulative as i32,
+            _ => Temporality::Unspecified as i32,
+        }
     }
 }
 

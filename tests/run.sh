@@ -66,11 +66,12 @@ prune_target() {
 prune_target
 # openssl, curl: the TLS end-to-end test makes a certificate and calls HTTPS.
 # prometheus: promtool, which checks and unit-tests the Prometheus rules shipped for teams that
-# run their own Prometheus.
+# run their own Prometheus, and the server that scrapes the dashboards across their restart.
+# prometheus-alertmanager: a real Alertmanager receiver, whose silences acknowledge alerts.
 # chromium, chromium-driver: the dashboards' browser tests (WebDriver through Selenium).
 # kubectl: renders the Kubernetes manifests (kustomize) for the deployment files' checks.
 # socat terminates TLS in front of Tansu in the Kafka security test.
-install_debian_packages "${CANDOR_BUILD_PACKAGES[@]}" openssl socat curl prometheus chromium chromium-driver libnss3-tools kubectl
+install_debian_packages "${CANDOR_BUILD_PACKAGES[@]}" openssl socat curl prometheus prometheus-alertmanager chromium chromium-driver libnss3-tools kubectl
 ensure_tools
 # Tansu (once per machine) builds beside the checks and builds below; the end-to-end suite waits
 # for it. Leaving early stops it.

@@ -235,6 +235,8 @@ fn main() {
     let pipeline = PipelineInputs {
         kafka_contact: Some(end),
         table_watermark: Some(end),
+        history_read: Some(end),
+        caught_up: true,
         ..PipelineInputs::default()
     };
     let shared = Arc::new(Shared {
@@ -249,6 +251,8 @@ fn main() {
         has_receivers: false,
         access: Arc::new(candor_dashboards::access::Access::open()),
         state_saves: Default::default(),
+        counter_saves: Default::default(),
+        silence_reads: Default::default(),
     });
     for (label, range) in [
         ("1h", 60 * MINUTE),

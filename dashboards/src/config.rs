@@ -52,7 +52,7 @@ pub const KAFKA_OWNED: &[(&str, &str)] = &[("group.id", "set by kafka.group_id (
 /// |---|---|---|
 /// | `listen` | `"127.0.0.1:3000"` | where the web UI, the JSON API, `/metrics`, `/healthz` and `/readyz` listen (IP and port) |
 /// | `tables` | `"data/tables"` | the tables' root, read-only: a local directory or an object store URL (`s3://bucket/prefix`) |
-/// | `state_dir` | `"data/dashboards"` | a local directory of the dashboards' own: the alert instances and their notifications are kept there (`alerts.redb`, [`crate::persist`]) across restarts |
+/// | `state_dir` | `"data/dashboards"` | a local directory of the dashboards' own: the alert instances, their notifications and the served counters are kept there (`state.redb`, [`crate::persist`]) across restarts |
 /// | `rules` | unset: the shipped rules (`dashboards/rules.toml`, compiled in) | the alert rules file (TOML) |
 /// | `external_url` | unset: `http://<listen>` | the dashboards' own address, sent as each alert's `generatorURL` |
 /// | `otlp_endpoint` | unset: no export | export the notifier's telemetry over OTLP/gRPC to this endpoint, so that a failed notification reaches the pipeline |
@@ -66,7 +66,7 @@ pub const KAFKA_OWNED: &[(&str, &str)] = &[("group.id", "set by kafka.group_id (
 /// | `staleness.collector` | `"30s"` | the collector hop is STALE after this long without a heartbeat (or three of the heartbeats' own interval, if that is longer) |
 /// | `staleness.kafka` | `"30s"` | the Kafka hop is STALE after this long without contact |
 /// | `staleness.table` | `"5m"` | the table hop is STALE after this long without the watermark moving |
-/// | `alerts.webhooks` | `[]` | receivers of alerts (Alertmanager API v2 format), `http://` or `https://` URLs |
+/// | `alerts.webhooks` | `[]` | receivers of alerts (Alertmanager API v2 format), `http://` or `https://` URLs; one that is Alertmanager's `…/api/v2/alerts` is read for silences, which acknowledge the alerts they cover ([`crate::silences`]) |
 /// | `alerts.webhook_ca_file` | unset: the system's CA certificates | PEM CA certificates an `https://` webhook is verified against instead (a private CA) |
 /// | `alerts.webhook_headers_file` | unset: none | a file of `Name: value` lines sent with every notification (`Authorization: Bearer …`), read at start; never printed |
 /// | `alerts.escalation_webhooks` | `[]` | receivers a firing alert goes to as well when nobody acknowledged it within `alerts.escalate_after` of firing; once escalated, its repeats and its resolve reach them too |

@@ -2,11 +2,11 @@
 //! notifier, recording what became of each, and keeps the alert instances in the state store
 //! ([`crate::persist`]) after every change.
 //!
-//! After a start the rules wait until the stream has read what the brokers held when it
-//! started ([`crate::state::PipelineInputs::caught_up`]): evaluated on a half-read stream, a
-//! restored alert would resolve, or a silence rule fire, because of the restart alone. When the
-//! brokers have not been reached for the Kafka hop's staleness threshold the stream cannot catch
-//! up, and the rules are evaluated anyway, so that the pipeline's staleness still alerts.
+//! After a start the rules wait until the model holds its history
+//! ([`crate::state::Shared::history_ready`]): evaluated on a half-read history, a restored alert
+//! would resolve, or a silence rule fire, because of the restart alone. When the brokers have
+//! not been reached for the Kafka hop's staleness threshold the stream cannot catch up, and the
+//! rules are evaluated anyway, so that the pipeline's staleness still alerts.
 
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
@@ -18,7 +18,7 @@ use tokio::sync::watch;
 use crate::alerts::{Delivery, Observation, conditions};
 use crate::notify::Notifier;
 use crate::operations::Judged;
-use crate::persist::{AlertStore, Stored};
+use crate::persist::{StateStore, Stored};
 use crate::state::{Shared, lock};
 
 /// Who is told: the receivers of every notification, and those a firing alert goes to as well
@@ -48,14 +48,14 @@ pub async fn run(
     receivers: Receivers,
     every: Duration,
     resend: Micros,
-    store: Option<Arc<AlertStore>>,
+    store: Option<Arc<StateStore>>,
 ) {
     let saves = store.map(|store| saver(store, Arc::clone(&shared)));
     let mut ticker = tokio::time::interval(every);
     let mut waited = false;
     loop {
         ticker.tick().await;
-        if !ready_to_evaluate(&shared) {
+        if !shared.history_ready(now()) {
             if !waited {
                 waited = true;
                 tracing::info!("alert evaluation waits until the stream has caught up");
@@ -133,18 +133,6 @@ fn notify(
     });
 }
 
-/// Whether the rules may be evaluated: the stream has caught up, or cannot (the brokers have
-/// not been reached for the Kafka hop's staleness threshold, counted from the start when they
-/// never were).
-fn ready_to_evaluate(shared: &Shared) -> bool {
-    let pipeline = lock(&shared.pipeline);
-    if pipeline.caught_up {
-        return true;
-    }
-    let contact = pipeline.kafka_contact.unwrap_or(shared.started);
-    now().saturating_sub(contact) >= shared.staleness.kafka
-}
-
 /// Hands the alert instances as they are now to the saver.
 fn save(shared: &Shared, saves: Option<&watch::Sender<Vec<Stored>>>) {
     if let Some(saves) = saves {
@@ -158,7 +146,7 @@ fn save(shared: &Shared, saves: Option<&watch::Sender<Vec<Stored>>>) {
 
 /// A task that writes the newest set of alert instances it was handed, one write at a time; each
 /// write's result is counted.
-fn saver(store: Arc<AlertStore>, shared: Arc<Shared>) -> watch::Sender<Vec<Stored>> {
+fn saver(store: Arc<StateStore>, shared: Arc<Shared>) -> watch::Sender<Vec<Stored>> {
     let (saves, mut latest) = watch::channel(Vec::new());
     tokio::spawn(async move {
         while latest.changed().await.is_ok() {

@@ -178,7 +178,10 @@ impl PanelCoverage {
             Freshness::Unknown => None,
         };
         match holds_from {
-            None => gaps.push("the stream has not started: no data is held".into()),
+            None => gaps.push(
+                "the history is being read (the tables, then the stream): no data is held yet"
+                    .into(),
+            ),
             Some(from) if from > since => gaps.push(format!(
                 "data is held only from {} (the dashboards started or the history ends there); \
                  before it is unknown",

@@ -4,9 +4,11 @@
 //! It has its own process, its own Kafka consumer group and read-only access to the tables, and
 //! shares nothing with the collector. What it knows comes from these places:
 //!
-//! - [`stream`]: its own consumer of the pipeline's topics builds the [`model`] (calls per
-//!   class from the adapters' counters, failure events, heartbeats, adapter instances, and the
-//!   asynchronous [`operations`] with their states);
+//! - [`history`]: at start, the tables give the model its history window, so that a restart
+//!   loses nothing the compactor stored, also what the brokers no longer hold;
+//! - [`stream`]: its own consumer of the pipeline's topics, from where the tables end, builds the
+//!   [`model`] (calls per class from the adapters' counters, failure events, heartbeats,
+//!   adapter instances, and the asynchronous [`operations`] with their states);
 //! - [`watch`]: the Delta logs give the tables' committed watermark and the compactor's lag;
 //! - [`forensic`]: the forensic view reads the tables and the Kafka tail with `candor-query`;
 //! - [`reconcile`]: on a schedule, the same reads check the adapters' `tool.outcomes` counter
@@ -14,9 +16,11 @@
 //!
 //! [`health`] judges every hop LIVE, STALE or UNKNOWN, and every panel carries that state: a
 //! panel whose sources are stale never shows a green zero. [`rules`] and [`alerts`] evaluate the
-//! alert rules, and [`persist`] keeps the alert instances across restarts; [`notify`] delivers
-//! them to webhooks through the adapter. [`web`] serves the pages ([`page`], built from the
-//! same [`view`] the JSON API returns), and [`metrics`] the Prometheus text format; [`access`] decides who may read them. [`config`] is the configuration
+//! alert rules, and [`persist`] keeps the alert instances and the counters across restarts;
+//! [`notify`] delivers them to webhooks through the adapter, and [`silences`] reads an
+//! Alertmanager receiver's silences as acknowledgements. [`web`] serves the pages
+//! ([`page`], built from the same [`view`] the JSON API returns), and [`metrics`] the
+//! Prometheus text format; [`access`] decides who may read them. [`config`] is the configuration
 //! file, validated before anything starts.
 
 pub mod access;
@@ -26,6 +30,7 @@ pub mod config;
 pub mod engine;
 pub mod forensic;
 pub mod health;
+pub mod history;
 pub mod instances;
 pub mod metrics;
 pub mod model;
@@ -35,6 +40,7 @@ pub mod page;
 pub mod persist;
 pub mod reconcile;
 pub mod rules;
+pub mod silences;
 pub mod state;
 pub mod stream;
 pub mod view;

@@ -19,13 +19,14 @@ use candor_dashboards::config::{Config, RawConfig, kafka_settings_file};
 use candor_dashboards::forensic::ForensicSettings;
 use candor_dashboards::model::Model;
 use candor_dashboards::notify::{self, Notifier};
-use candor_dashboards::persist::{self, AlertStore};
+use candor_dashboards::persist::{self, StateStore};
 use candor_dashboards::reconcile::{self, ReconcileSettings};
 use candor_dashboards::rules::{self, DEFAULT_RULES, Limits, Rule};
+use candor_dashboards::silences::{self, SilenceReader};
 use candor_dashboards::state::{PipelineInputs, Shared};
 use candor_dashboards::stream::StreamSettings;
 use candor_dashboards::web::App;
-use candor_dashboards::{engine, stream, watch, web};
+use candor_dashboards::{engine, history, stream, watch, web};
 use candor_query::kafka_client::KafkaClientSettings;
 use candor_query::store::TableRoot;
 use candor_query::window::{micros_of, now};
@@ -329,8 +330,8 @@ fn web_access(config: &Config) -> anyhow::Result<Access> {
 }
 
 /// The state store under `dir`, and the alert instances it kept.
-fn open_state(dir: &Path, rules: &[Rule]) -> anyhow::Result<(AlertStore, Alerts)> {
-    let store = AlertStore::open(dir)?;
+fn open_state(dir: &Path, rules: &[Rule]) -> anyhow::Result<(StateStore, Alerts)> {
+    let store = StateStore::open(dir)?;
     let (stored, unreadable) = store.load()?;
     let (alerts, dropped) = persist::restore(stored, rules);
     if unreadable > 0 || dropped > 0 {
@@ -347,6 +348,38 @@ fn open_state(dir: &Path, rules: &[Rule]) -> anyhow::Result<(AlertStore, Alerts)
         "alert instances restored"
     );
     Ok((store, Alerts::restored(alerts)))
+}
+
+/// Restores the counters the state store kept into `model`; when they were saved. A store
+/// without them (a first start) or whose counters cannot be read starts them from the history
+/// alone, which Prometheus reads as a reset of each series: said in the log.
+fn restore_totals(store: &StateStore, model: &mut Model) -> Option<i64> {
+    match store.load_totals() {
+        Ok(Some(stored)) => {
+            let saved_at = stored.saved_at;
+            let unknown = model.restore_totals(stored);
+            if unknown > 0 {
+                tracing::warn!(
+                    unknown,
+                    "stored counter series of an unknown class or source left out"
+                );
+            }
+            tracing::info!("counters restored: they continue from what the last process served");
+            saved_at
+        }
+        Ok(None) => {
+            tracing::info!("no stored counters: they start from the history read");
+            None
+        }
+        Err(err) => {
+            tracing::error!(
+                error = %err,
+                "the stored counters could not be read: they start from the history read, a \
+                 reset to Prometheus"
+            );
+            None
+        }
+    }
 }
 
 /// `hash-password`: the first line of stdin, hashed.
@@ -424,6 +457,12 @@ async fn serve(config: Config) -> anyhow::Result<()> {
         config.external_url.clone(),
     )?
     .with_ack_links(Arc::clone(&links));
+    let silences = Arc::new(SilenceReader::new(
+        &config.alerts.webhooks,
+        config.alerts.webhook_timeout,
+        client.clone(),
+        headers.clone(),
+    ));
     let escalation = Notifier::new(
         &config.alerts.escalation_webhooks,
         config.alerts.webhook_attempts.get(),
@@ -459,8 +498,11 @@ async fn serve(config: Config) -> anyhow::Result<()> {
         })?;
     let brokers = config.kafka.bootstrap_servers();
     let (store, alerts) = open_state(&config.state_dir, &rules)?;
+    let mut model = Model::new(config.model_settings());
+    let counted_since = restore_totals(&store, &mut model);
+    let store = Arc::new(store);
     let shared = Arc::new(Shared {
-        model: std::sync::Mutex::new(Model::new(config.model_settings())),
+        model: std::sync::Mutex::new(model),
         pipeline: std::sync::Mutex::new(PipelineInputs::default()),
         alerts: std::sync::Mutex::new(alerts),
         reconcile: std::sync::Mutex::new(Default::default()),
@@ -471,6 +513,8 @@ async fn serve(config: Config) -> anyhow::Result<()> {
         has_receivers: notifier.has_receivers(),
         access: Arc::clone(&access),
         state_saves: Default::default(),
+        counter_saves: Default::default(),
+        silence_reads: Default::default(),
     });
     let stop = Arc::new(AtomicBool::new(false));
     let consumer = {
@@ -481,11 +525,26 @@ async fn serve(config: Config) -> anyhow::Result<()> {
         };
         let shared = Arc::clone(&shared);
         let stop = Arc::clone(&stop);
+        let root = TableRoot::new(config.tables.clone());
+        let runtime = tokio::runtime::Handle::current();
+        // The history from the tables first, then the stream from where they end.
         std::thread::Builder::new()
             .name("kafka-stream".into())
-            .spawn(move || stream::run(settings, shared, stop))
+            .spawn(move || {
+                let starts = runtime.block_on(history::load(&root, &shared, counted_since));
+                stream::run(settings, shared, stop, starts)
+            })
             .context("starting the Kafka consumer thread")?
     };
+    tokio::spawn(persist::save_totals(
+        Arc::clone(&store),
+        Arc::clone(&shared),
+    ));
+    tokio::spawn(silences::run(
+        silences,
+        Arc::clone(&shared),
+        config.alerts.evaluate_every,
+    ));
     let root = TableRoot::new(config.tables.clone());
     tokio::spawn(watch::run(
         root.clone(),
@@ -501,7 +560,7 @@ async fn serve(config: Config) -> anyhow::Result<()> {
         },
         config.alerts.evaluate_every,
         micros_of(config.alerts.resend),
-        Some(Arc::new(store)),
+        Some(store),
     ));
     let forensic = ForensicSettings {
         root,

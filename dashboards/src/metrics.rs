@@ -1,6 +1,8 @@
 //! `/metrics` in the Prometheus text format: the outcome counters derived from the stream, the
-//! failure events, the open operations, each hop's freshness, the reconciliation, the alert states and the dashboards'
-//! own counters. Every value is read from the shared state at scrape time into a
+//! failure events, the open operations, each hop's freshness, the reconciliation, the alert
+//! states and the dashboards' own counters. The outcome, failure and refusal counters continue
+//! across restarts ([`crate::model::StoredTotals`]) and are left out while a start reads the
+//! history. Every value is read from the shared state at scrape time into a
 //! [`Snapshot`]; every name is a constant in [`names`]. The open operations are those of the
 //! newest rule evaluation's judgement ([`crate::operations::Judgement`]): a scrape judges none
 //! itself, except before the first evaluation.
@@ -28,19 +30,25 @@ use crate::state::{Shared, lock};
 pub mod names {
     candor_service::metric_names! {
         TOOL_OUTCOMES_TOTAL = "candor_tool_outcomes_total",
-            "Tool calls per outcome class and source, since this process started: source adapter from the adapters' tool.outcomes counters (success, empty, partial, access_failure); genai, mcp or http derived by the collector from standard spans (access_failure, unverified, cancelled), whose silent-failure rate is a lower bound.";
+            "Tool calls per outcome class and source, continuous across the dashboards' restarts (absent while a start reads the history): source adapter from the adapters' tool.outcomes counters (success, empty, partial, access_failure); genai, mcp or http derived by the collector from standard spans (access_failure, unverified, cancelled), whose silent-failure rate is a lower bound.";
         OPERATIONS_ACCEPTED_TOTAL = "candor_tool_operations_accepted_total",
             "Calls whose answer accepted an operation that had not ended, from tool.outcomes: work accepted, not done, and so in no class of candor_tool_outcomes_total.";
         FAILURE_EVENTS_TOTAL = "candor_failure_events_total",
-            "Failure events by kind, retry action and source, since this process started (a derived failure's action is empty).";
+            "Failure events by kind, retry action and source, continuous across the dashboards' restarts (absent while a start reads the history; a derived failure's action is empty).";
         ADAPTER_LAST_SEEN = "candor_adapter_last_seen_timestamp_seconds",
             "Time of the newest counter point from each adapter instance.";
         DUPLICATES_TOTAL = "candor_dashboards_duplicates_total",
             "Retried copies of records recognised by id and not counted twice.";
+        POINTS_SET_ASIDE_TOTAL = "candor_dashboards_points_set_aside_total",
+            "Counter points whose increase no bucket holds, by why: baseline (the first point seen of a series whose counter started before the model holds data) or stale (older than its series' newest point, which already counted it).";
         OUTSIDE_HISTORY_TOTAL = "candor_dashboards_outside_history_total",
             "Records whose time fell before the history or in the future, kept out of the panels' buckets.";
         REJECTED_RECORDS_TOTAL = "candor_dashboards_rejected_records_total",
-            "Records the decoder refused, by reason.";
+            "Records the decoder refused, by reason, continuous across restarts (absent while a start reads the history).";
+        HISTORY_READY = "candor_dashboards_history_ready",
+            "1 once the model holds its history (the tables' part read and the stream caught up with what the brokers held at the start), else 0; the outcome counters are absent until then.";
+        HISTORY_LOST_TOTAL = "candor_dashboards_history_lost_records_total",
+            "Records neither the tables nor the brokers held at the start, per topic: Kafka deleted them before the compactor stored them.";
         HOP_LAST_SEEN = "candor_hop_last_seen_timestamp_seconds",
             "Time of the newest evidence from each pipeline hop; absent when there never was any.";
         HOP_FRESHNESS = "candor_hop_freshness_seconds",
@@ -51,6 +59,10 @@ pub mod names {
             "Records the dashboards' consumer read, per topic.";
         STATE_SAVES_TOTAL = "candor_dashboards_state_saves_total",
             "Writes of the alert instances to the dashboards' state store, by result: saved (durably) or failed (logged; the alerts then live in memory only until a write succeeds).";
+        SILENCE_READS_TOTAL = "candor_dashboards_silence_reads_total",
+            "Reads of an Alertmanager receiver's silences (its silences acknowledge the alerts they cover), by result: read, or failed (logged; the alerts stay unacknowledged and escalate).";
+        COUNTER_SAVES_TOTAL = "candor_dashboards_counter_saves_total",
+            "Writes of the outcome counters with the offsets they hold to the dashboards' state store, by result: saved (durably) or failed (logged; a restart then counts from the previous write, which stays exact).";
         HTTP_REFUSED_TOTAL = "candor_dashboards_http_refused_total",
             "Requests the dashboards refused, by reason: no_credentials and wrong_credentials (401), forbidden (403, a role that does not reach the path).";
         RECONCILE_RUNS_TOTAL = "candor_reconcile_runs_total",
@@ -129,6 +141,30 @@ fn call_counters(out: &mut Snapshot, model: &Model) {
     out.counters(names::OPERATIONS_ACCEPTED_TOTAL, accepted);
 }
 
+/// The counters continuous across restarts ([`crate::model::StoredTotals`]): the calls, the
+/// failure events and the refused records.
+fn counted_totals(out: &mut Snapshot, model: &Model) {
+    call_counters(out, model);
+    let failures = model.failure_totals().map(|(key, total)| {
+        let series = labels(&[
+            ("service", &key.call.service),
+            ("tool", &key.call.tool),
+            ("target", &key.call.target),
+            ("class", key.class.as_str()),
+            ("kind", &key.kind),
+            ("action", &key.action),
+            ("source", &key.call.source),
+        ]);
+        (series, total)
+    });
+    out.counters(names::FAILURE_EVENTS_TOTAL, failures);
+    let rejected = model
+        .rejected()
+        .iter()
+        .map(|(reason, count)| (labels(&[("reason", reason)]), *count));
+    out.counters(names::REJECTED_RECORDS_TOTAL, rejected);
+}
+
 /// A count as a gauge's whole number.
 fn whole(count: u64) -> i64 {
     i64::try_from(count).unwrap_or(i64::MAX)
@@ -138,22 +174,15 @@ fn whole(count: u64) -> i64 {
 pub fn render(shared: &Shared, now: Micros) -> String {
     let mut out = Snapshot::new(names::help);
     let hops = shared.hops(now);
+    // A half-read history counts less than the process before this one served: left out until
+    // it is read, the counters never fall.
+    let ready = shared.history_ready(now);
+    out.gauges(names::HISTORY_READY, [(Labels::new(), i64::from(ready))]);
     {
         let model = lock(&shared.model);
-        call_counters(&mut out, &model);
-        let failures = model.failure_totals().map(|(key, total)| {
-            let series = labels(&[
-                ("service", &key.call.service),
-                ("tool", &key.call.tool),
-                ("target", &key.call.target),
-                ("class", key.class.as_str()),
-                ("kind", &key.kind),
-                ("action", &key.action),
-                ("source", &key.call.source),
-            ]);
-            (series, total)
-        });
-        out.counters(names::FAILURE_EVENTS_TOTAL, failures);
+        if ready {
+            counted_totals(&mut out, &model);
+        }
         let instances = model.instances().into_iter().map(|seen| {
             let series = labels(&[("service", &seen.service), ("instance", &seen.instance)]);
             (series, seconds(seen.last))
@@ -165,17 +194,19 @@ pub fn render(shared: &Shared, now: Micros) -> String {
             [(Labels::new(), applied.duplicates)],
         );
         out.counters(
+            names::POINTS_SET_ASIDE_TOTAL,
+            [
+                (labels(&[("why", "baseline")]), applied.baselines),
+                (labels(&[("why", "stale")]), applied.stale_points),
+            ],
+        );
+        out.counters(
             names::OUTSIDE_HISTORY_TOTAL,
             [
                 (labels(&[("when", "before")]), applied.before_history),
                 (labels(&[("when", "future")]), applied.future),
             ],
         );
-        let rejected = model
-            .rejected()
-            .iter()
-            .map(|(reason, count)| (labels(&[("reason", reason)]), *count));
-        out.counters(names::REJECTED_RECORDS_TOTAL, rejected);
         operation_metrics(&mut out, &model, &shared.rules, now);
     }
     let last_seen = hops.iter().filter_map(|hop| {
@@ -200,6 +231,11 @@ pub fn render(shared: &Shared, now: Micros) -> String {
             .iter()
             .map(|(table, count)| (labels(&[("topic", table.topic())]), *count));
         out.counters(names::RECORDS_TOTAL, records);
+        let lost = pipeline
+            .history_lost
+            .iter()
+            .map(|(table, count)| (labels(&[("topic", table.topic())]), *count));
+        out.counters(names::HISTORY_LOST_TOTAL, lost);
     }
     reconcile_metrics(&mut out, &lock(&shared.reconcile), shared.started, now);
     let alerts: Vec<(Labels, i64)> = lock(&shared.alerts)
@@ -230,25 +266,37 @@ pub fn render(shared: &Shared, now: Micros) -> String {
         .refusals()
         .map(|(refusal, count)| (labels(&[("reason", refusal.as_str())]), count));
     out.counters(names::HTTP_REFUSED_TOTAL, refused);
-    out.counters(
-        names::STATE_SAVES_TOTAL,
-        [
-            (
-                labels(&[("result", "saved")]),
-                shared
-                    .state_saves
-                    .saved
-                    .load(std::sync::atomic::Ordering::Relaxed),
-            ),
-            (
-                labels(&[("result", "failed")]),
-                shared
-                    .state_saves
-                    .failed
-                    .load(std::sync::atomic::Ordering::Relaxed),
-            ),
-        ],
-    );
+    let results = [
+        (
+            names::STATE_SAVES_TOTAL,
+            "saved",
+            &shared.state_saves.saved,
+            &shared.state_saves.failed,
+        ),
+        (
+            names::COUNTER_SAVES_TOTAL,
+            "saved",
+            &shared.counter_saves.saved,
+            &shared.counter_saves.failed,
+        ),
+        (
+            names::SILENCE_READS_TOTAL,
+            "read",
+            &shared.silence_reads.read,
+            &shared.silence_reads.failed,
+        ),
+    ];
+    for (name, done, succeeded, failed) in results {
+        let load =
+            |count: &std::sync::atomic::AtomicU64| count.load(std::sync::atomic::Ordering::Relaxed);
+        out.counters(
+            name,
+            [
+                (labels(&[("result", done)]), load(succeeded)),
+                (labels(&[("result", "failed")]), load(failed)),
+            ],
+        );
+    }
     let (delivered, failed) = shared.notifications.get();
     out.counters(
         names::NOTIFICATIONS_TOTAL,

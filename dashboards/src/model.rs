@@ -25,10 +25,16 @@ use candor_query::rates::{ClassCounts, cumulative_increase, id_key, key};
 use candor_query::window::Micros;
 use candor_records::proto::{CountClass, Heartbeat, OutcomeCount, OutcomeSource, Temporality};
 use candor_records::rows::{EventView, Meta, Row};
+use candor_records::tables::Table;
 use candor_schema::OutcomeClass;
 use serde::Serialize;
 
 use crate::operations::{Judgement, Operations};
+
+mod totals;
+
+use totals::Totals;
+pub use totals::{Positions, StoredFailure, StoredTotals};
 
 /// Microseconds per second.
 pub const SECOND: Micros = 1_000_000;
@@ -298,6 +304,8 @@ pub struct FailureBreakdown {
 pub struct Model {
     settings: ModelSettings,
     holds_from: Option<Micros>,
+    /// While the history is read from the tables, the model holds part of it.
+    loading: bool,
     names: HashSet<Arc<str>>,
     buckets: BTreeMap<Micros, Bucket>,
     calls: Ids<CallKey>,
@@ -305,8 +313,8 @@ pub struct Model {
     /// The call id of each failure id.
     failure_call: Vec<u32>,
     series: HashMap<u128, SeriesState>,
-    outcome_totals: HashMap<(u32, CountClass), u64>,
-    failure_totals: HashMap<u32, u64>,
+    /// The counters `/metrics` serves, continuous across restarts.
+    totals: Totals,
     event_ids: RecentIds,
     point_ids: RecentIds,
     instances: HashMap<(Arc<str>, Arc<str>), InstanceSeen>,
@@ -314,7 +322,6 @@ pub struct Model {
     /// only when it has some.
     derived_instances: HashMap<(Arc<str>, Arc<str>), Micros>,
     collectors: BTreeMap<String, CollectorSeen>,
-    rejected: BTreeMap<String, u64>,
     applied: Applied,
     operations: Operations,
 }
@@ -331,20 +338,19 @@ impl Model {
         Self {
             settings,
             holds_from: None,
+            loading: false,
             names: HashSet::new(),
             buckets: BTreeMap::new(),
             calls: Ids::default(),
             failure_keys: Ids::default(),
             failure_call: Vec::new(),
             series: HashMap::new(),
-            outcome_totals: HashMap::new(),
-            failure_totals: HashMap::new(),
+            totals: Totals::default(),
             event_ids: RecentIds::default(),
             point_ids: RecentIds::default(),
             instances: HashMap::new(),
             derived_instances: HashMap::new(),
             collectors: BTreeMap::new(),
-            rejected: BTreeMap::new(),
             applied: Applied::default(),
             operations: Operations::default(),
         }
@@ -362,10 +368,19 @@ impl Model {
     }
 
     /// From when the model holds every record, within the history; `None` before the stream
-    /// has started.
+    /// has started and while the history is read ([`Model::set_loading`]).
     pub fn holds_from(&self, now: Micros) -> Option<Micros> {
+        if self.loading {
+            return None;
+        }
         self.holds_from
             .map(|from| from.max(self.history_start(now)))
+    }
+
+    /// Says that the history is being read (`true`) or has been: meanwhile the model says it
+    /// holds nothing, so that no panel shows a half-read history as complete.
+    pub fn set_loading(&mut self, loading: bool) {
+        self.loading = loading;
     }
 
     fn history_start(&self, now: Micros) -> Micros {
@@ -393,17 +408,37 @@ impl Model {
 
     /// Applies one decoded record at clock time `now`.
     pub fn apply(&mut self, meta: &Meta, row: &Row, now: Micros) {
+        // A record the decoder refused keeps the topic it was read from.
+        let origin = match row {
+            Row::Rejected(rejected) => Table::from_topic(rejected.topic).unwrap_or(Table::Rejected),
+            _ => row.table(),
+        };
+        let counts = self.totals.admit(origin, meta);
         match row {
-            Row::Event(event) => self.apply_event(meta, &event.view(), now),
-            Row::Count(count) => self.apply_count(meta, count, now),
+            Row::Event(event) => self.apply_event(meta, &event.view(), counts, now),
+            Row::Count(count) => self.apply_count(meta, count, counts, now),
             Row::Heartbeat(beat) => self.apply_heartbeat(beat),
             Row::Rejected(rejected) => {
-                *self.rejected.entry(rejected.reason.clone()).or_default() +=
-                    u64::try_from(rejected.count).unwrap_or(1);
+                let total = self
+                    .totals
+                    .rejected
+                    .entry(rejected.reason.clone())
+                    .or_default();
+                if counts {
+                    *total += u64::try_from(rejected.count).unwrap_or(1);
+                }
                 self.applied.rejected += 1;
             }
             Row::Operation(operation) => self.operations.apply(operation),
         }
+        self.applied.records += 1;
+    }
+
+    /// Applies one `outcome_events` row given as its fields (as a table's reader gives them),
+    /// as [`Model::apply`] applies the record.
+    pub fn apply_event_fields(&mut self, meta: &Meta, event: &EventView<'_>, now: Micros) {
+        let counts = self.totals.admit(Table::OutcomeEvents, meta);
+        self.apply_event(meta, event, counts, now);
         self.applied.records += 1;
     }
 
@@ -429,7 +464,7 @@ impl Model {
         }
     }
 
-    fn apply_event(&mut self, meta: &Meta, event: &EventView<'_>, now: Micros) {
+    fn apply_event(&mut self, meta: &Meta, event: &EventView<'_>, counts: bool, now: Micros) {
         if !self.event_ids.insert(
             id_key(event.event_id),
             meta.kafka_micros,
@@ -459,7 +494,10 @@ impl Model {
         if self.failure_call.len() <= failure as usize {
             self.failure_call.push(call);
         }
-        *self.failure_totals.entry(failure).or_default() += 1;
+        let total = self.totals.failures.entry(failure).or_default();
+        if counts {
+            *total += 1;
+        }
         let time = i64::try_from(event.event_time_unix_nano / 1000).unwrap_or(i64::MAX);
         if let Some(bucket) = self.place(time, now) {
             let slot = self
@@ -473,7 +511,7 @@ impl Model {
         }
     }
 
-    fn apply_count(&mut self, meta: &Meta, count: &OutcomeCount, now: Micros) {
+    fn apply_count(&mut self, meta: &Meta, count: &OutcomeCount, counts: bool, now: Micros) {
         if !self.point_ids.insert(
             id_key(&count.point_id),
             meta.kafka_micros,
@@ -548,7 +586,10 @@ impl Model {
             source.as_str(),
         );
         let call = self.calls.id(call);
-        *self.outcome_totals.entry((call, class)).or_default() += increase;
+        let total = self.totals.outcomes.entry((call, class)).or_default();
+        if counts {
+            *total += increase;
+        }
         if let Some(bucket) = self.place(time, now) {
             add(
                 self.buckets
@@ -764,19 +805,109 @@ impl Model {
         out
     }
 
-    /// Calls per service, tool, target and class since the process started: the
+    /// Calls per service, tool, target and class, all told (restored totals included): the
     /// `candor_tool_outcomes_total` counters.
     pub fn outcome_totals(&self) -> impl Iterator<Item = (&CallKey, CountClass, u64)> {
-        self.outcome_totals
+        self.totals
+            .outcomes
             .iter()
             .map(|((call, class), total)| (self.calls.key(*call), *class, *total))
     }
 
-    /// Failure events per label set since the process started.
+    /// Failure events per label set, all told.
     pub fn failure_totals(&self) -> impl Iterator<Item = (&FailureKey, u64)> {
-        self.failure_totals
+        self.totals
+            .failures
             .iter()
             .map(|(key, total)| (self.failure_keys.key(*key), *total))
+    }
+
+    /// The totals with the offsets they hold, to be stored.
+    pub fn stored_totals(&self) -> StoredTotals {
+        let outcomes = self
+            .outcome_totals()
+            .map(|(call, class, total)| {
+                (
+                    call.service.to_string(),
+                    call.tool.to_string(),
+                    call.target.to_string(),
+                    call.source.to_string(),
+                    class.as_str().to_owned(),
+                    total,
+                )
+            })
+            .collect();
+        let failures = self
+            .failure_totals()
+            .map(|(key, total)| StoredFailure {
+                service: key.call.service.to_string(),
+                tool: key.call.tool.to_string(),
+                target: key.call.target.to_string(),
+                source: key.call.source.to_string(),
+                class: key.class.as_str().to_owned(),
+                kind: key.kind.to_string(),
+                action: key.action.to_string(),
+                total,
+            })
+            .collect();
+        StoredTotals {
+            saved_at: None,
+            positions: self
+                .totals
+                .applied()
+                .iter()
+                .map(|(&(table, partition), &next)| (table.topic().to_owned(), partition, next))
+                .collect(),
+            outcomes,
+            failures,
+            rejected: self.totals.rejected.clone(),
+        }
+    }
+
+    /// Starts from stored totals: records before their offsets add nothing more to them. Call
+    /// before the first record is applied. Returns the series left out (a class, source or
+    /// kind this build does not know).
+    pub fn restore_totals(&mut self, stored: StoredTotals) -> usize {
+        let mut unknown = 0;
+        self.totals.restore_positions(stored.positions());
+        for (service, tool, target, source, class, total) in stored.outcomes {
+            let parsed = OutcomeSource::from_bytes(source.as_bytes())
+                .and_then(|parsed| CountClass::parse(&class, Some(parsed)).ok());
+            let Some(class) = parsed else {
+                unknown += 1;
+                continue;
+            };
+            let call = self.call_key(&service, &tool, &target, &source);
+            let call = self.calls.id(call);
+            *self.totals.outcomes.entry((call, class)).or_default() += total;
+        }
+        for stored in stored.failures {
+            let Ok(class) = stored.class.parse::<OutcomeClass>() else {
+                unknown += 1;
+                continue;
+            };
+            let failure = FailureKey {
+                call: self.call_key(
+                    &stored.service,
+                    &stored.tool,
+                    &stored.target,
+                    &stored.source,
+                ),
+                class,
+                kind: self.name(&stored.kind),
+                action: self.name(&stored.action),
+            };
+            let call = self.calls.id(failure.call.clone());
+            let failure = self.failure_keys.id(failure);
+            if self.failure_call.len() <= failure as usize {
+                self.failure_call.push(call);
+            }
+            *self.totals.failures.entry(failure).or_default() += stored.total;
+        }
+        for (reason, total) in stored.rejected {
+            *self.totals.rejected.entry(reason).or_default() += total;
+        }
+        unknown
     }
 
     /// Every instance seen (an adapter's, or one with derived calls whose senders' heartbeats
@@ -814,9 +945,9 @@ impl Model {
         self.collectors.values().max_by_key(|seen| seen.time)
     }
 
-    /// Records the decoder refused, by reason.
+    /// Records the decoder refused, by reason, all told.
     pub fn rejected(&self) -> &BTreeMap<String, u64> {
-        &self.rejected
+        &self.totals.rejected
     }
 
     /// The asynchronous operations seen.
@@ -1214,5 +1345,57 @@ mod tests {
         // Once their last points leave the history, they are no longer judged.
         m.prune(T0 + 7 * 60 * MINUTE);
         assert!(m.instances().is_empty());
+    }
+
+    /// The counters a restarted model serves: the stored totals plus what the replay adds past
+    /// their offsets, which equals one model that applied every record once.
+    #[test]
+    fn restored_totals_with_a_replay_count_every_record_once() {
+        let af = OutcomeClass::AccessFailure;
+        let records: Vec<(Meta, Row)> = (0..8)
+            .map(|i| {
+                let at = T0 + i * 10 * SECOND;
+                let row = if i % 2 == 0 {
+                    point("a", af, T0, at, u64::try_from(i).expect("small") * 3)
+                } else {
+                    event(&format!("e{i}"), "a", "exhausted", at)
+                };
+                let meta = Meta {
+                    offset: i / 2,
+                    ..meta(at)
+                };
+                (meta, row)
+            })
+            .collect();
+        let totals = |m: &Model| {
+            let calls: u64 = m.outcome_totals().map(|(_, _, total)| total).sum();
+            let failures: u64 = m.failure_totals().map(|(_, total)| total).sum();
+            (calls, failures)
+        };
+        let mut once = model();
+        for (meta, row) in &records {
+            once.apply(meta, row, meta.kafka_micros);
+        }
+        // The first process applied five records and stored its totals, then applied one more
+        // it did not store before it was killed.
+        let mut first = model();
+        for (meta, row) in &records[..5] {
+            first.apply(meta, row, meta.kafka_micros);
+        }
+        let stored = first.stored_totals();
+        first.apply(&records[5].0, &records[5].1, records[5].0.kafka_micros);
+        // The second replays everything it reads, from the start of the history.
+        let mut second = model();
+        assert_eq!(second.restore_totals(stored), 0);
+        for (meta, row) in &records {
+            second.apply(meta, row, meta.kafka_micros);
+        }
+        assert_eq!(totals(&second), totals(&once));
+        assert!(totals(&second).0 > 0 && totals(&second).1 > 0);
+        // It then stores the offsets one that read every record once would.
+        assert_eq!(
+            second.stored_totals().positions,
+            once.stored_totals().positions
+        );
     }
 }

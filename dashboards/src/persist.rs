@@ -1,11 +1,14 @@
 //! The dashboards' own state on disk: the alert instances, so that a restart (or a kill -9)
-//! neither forgets what was firing nor fires it again.
+//! neither forgets what was firing nor fires it again, and the counters `/metrics` serves with
+//! the offsets they hold ([`crate::model::StoredTotals`]), so that they continue across it.
 //!
-//! Every instance is kept in an embedded store (redb, as the collector's spool) at
-//! `<state_dir>/alerts.redb`: its state (pending with the time its `for` began, firing, resolved),
-//! when it fired and resolved, when its newest notification was handed to a receiver and what
-//! became of it. The alert loop writes the whole set after each evaluation and each delivery, in
-//! one transaction, durably ([`AlertStore::save`]); the start reads it back ([`restore`]).
+//! Both are kept in an embedded store (redb, as the collector's spool) at
+//! `<state_dir>/state.redb`. Each alert instance is kept with its state (pending with the time
+//! its `for` began, firing, resolved), when it fired and resolved, when its newest notification
+//! was handed to a receiver and what became of it. The alert loop writes the whole set after
+//! each evaluation and each delivery, in one transaction, durably ([`StateStore::save`]); the
+//! start reads it back ([`restore`]). The counters are written every few seconds once the
+//! history is read ([`StateStore::save_totals`]).
 //!
 //! Read back:
 //!
@@ -20,16 +23,27 @@
 //! - an instance whose rule is no longer in the rules file is dropped, and the count said.
 
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
 
 use candor_query::window::Micros;
 use redb::{Database, Durability, ReadableDatabase, ReadableTable, TableDefinition};
 use serde::{Deserialize, Serialize};
 
 use crate::alerts::{Acknowledgement, Alert, Delivery, Escalation, Labels, State};
+use crate::model::StoredTotals;
 use crate::rules::Rule;
+use crate::state::{Shared, lock};
 
 /// Alert instances by key (`[name, labels]` as JSON), each as JSON ([`Stored`]).
 const ALERTS: TableDefinition<'_, &str, &[u8]> = TableDefinition::new("alerts");
+/// The model's counters under one key, [`TOTALS_KEY`], as JSON ([`StoredTotals`]).
+const TOTALS: TableDefinition<'_, &str, &[u8]> = TableDefinition::new("totals");
+const TOTALS_KEY: &str = "model";
+/// The store's file under the state directory.
+const FILE: &str = "state.redb";
+/// Its name when it held only the alert instances: taken over at start.
+const OLD_FILE: &str = "alerts.redb";
 
 /// The store could not be opened, read or written.
 #[derive(Debug, thiserror::Error)]
@@ -41,22 +55,28 @@ pub struct StoreError {
     pub reason: String,
 }
 
-/// The alert instances' store.
+/// The dashboards' state store.
 #[derive(Debug)]
-pub struct AlertStore {
+pub struct StateStore {
     db: Database,
     path: PathBuf,
 }
 
-impl AlertStore {
-    /// Opens (or creates) `<dir>/alerts.redb`, creating `dir`.
+impl StateStore {
+    /// Opens (or creates) `<dir>/state.redb`, creating `dir`; a store under its old name
+    /// (`alerts.redb`) is renamed first.
     pub fn open(dir: &Path) -> Result<Self, StoreError> {
-        let path = dir.join("alerts.redb");
+        let path = dir.join(FILE);
         let error = |reason: String| StoreError {
             path: path.display().to_string(),
             reason,
         };
         std::fs::create_dir_all(dir).map_err(|err| error(err.to_string()))?;
+        let old = dir.join(OLD_FILE);
+        if old.exists() && !path.exists() {
+            std::fs::rename(&old, &path)
+                .map_err(|err| error(format!("renaming {OLD_FILE}: {err}")))?;
+        }
         let db = Database::create(&path).map_err(|err| error(err.to_string()))?;
         Ok(Self { db, path })
     }
@@ -110,6 +130,89 @@ impl AlertStore {
             Ok(())
         };
         write().map_err(|err| self.error(err))
+    }
+}
+
+impl StateStore {
+    /// The stored counters; `None` when none were stored (a first start) or they cannot be read
+    /// (the error says which).
+    pub fn load_totals(&self) -> Result<Option<StoredTotals>, StoreError> {
+        let read = || -> Result<Option<Vec<u8>>, redb::Error> {
+            let txn = self.db.begin_read()?;
+            let table = match txn.open_table(TOTALS) {
+                Ok(table) => table,
+                Err(redb::TableError::TableDoesNotExist(_)) => return Ok(None),
+                Err(err) => return Err(err.into()),
+            };
+            Ok(table.get(TOTALS_KEY)?.map(|value| value.value().to_vec()))
+        };
+        match read().map_err(|err| self.error(err))? {
+            None => Ok(None),
+            Some(bytes) => serde_json::from_slice(&bytes)
+                .map(Some)
+                .map_err(|err| self.error(format!("the stored counters: {err}"))),
+        }
+    }
+
+    /// Replaces the stored counters with `totals`, durably.
+    pub fn save_totals(&self, totals: &StoredTotals) -> Result<(), StoreError> {
+        let value = serde_json::to_vec(totals).map_err(|err| self.error(err))?;
+        let write = || -> Result<(), redb::Error> {
+            let mut txn = self.db.begin_write()?;
+            txn.set_durability(Durability::Immediate)?;
+            txn.open_table(TOTALS)?
+                .insert(TOTALS_KEY, value.as_slice())?;
+            txn.commit()?;
+            Ok(())
+        };
+        write().map_err(|err| self.error(err))
+    }
+}
+
+/// How often the counters are saved, when records were applied since the last save.
+pub const TOTALS_EVERY: std::time::Duration = std::time::Duration::from_secs(5);
+
+/// Saves the model's counters every [`TOTALS_EVERY`] once the tables' part of the history is
+/// read (before it, the offsets applied do not yet say which records the totals hold), counting
+/// each write ([`crate::state::Shared::counter_saves`]).
+pub async fn save_totals(store: Arc<StateStore>, shared: Arc<Shared>) {
+    let mut ticker = tokio::time::interval(TOTALS_EVERY);
+    let mut saved_records = None;
+    loop {
+        ticker.tick().await;
+        if lock(&shared.pipeline).history_read.is_none() {
+            continue;
+        }
+        let stored = {
+            let model = lock(&shared.model);
+            let records = model.applied().records;
+            if saved_records == Some(records) {
+                continue;
+            }
+            saved_records = Some(records);
+            StoredTotals {
+                saved_at: Some(candor_query::window::now()),
+                ..model.stored_totals()
+            }
+        };
+        let store = Arc::clone(&store);
+        let written = tokio::task::spawn_blocking(move || store.save_totals(&stored)).await;
+        let counts = &shared.counter_saves;
+        match written {
+            Ok(Ok(())) => {
+                counts.saved.fetch_add(1, Ordering::Relaxed);
+            }
+            Ok(Err(err)) => {
+                counts.failed.fetch_add(1, Ordering::Relaxed);
+                saved_records = None;
+                tracing::error!(error = %err, "counters not saved");
+            }
+            Err(err) => {
+                counts.failed.fetch_add(1, Ordering::Relaxed);
+                saved_records = None;
+                tracing::error!(error = %err, "the counters' writer panicked");
+            }
+        }
     }
 }
 
@@ -316,7 +419,7 @@ pub fn restore(stored: Vec<Stored>, rules: &[Rule]) -> (Vec<Alert>, usize) {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
 
     fn rules() -> Vec<Rule> {
@@ -330,7 +433,8 @@ mod tests {
         .unwrap()
     }
 
-    fn alert(name: &str, state: State, delivery: Delivery) -> Alert {
+    /// A firing or other instance of a rule `name`, labelled `hop="collector"`.
+    pub(crate) fn alert(name: &str, state: State, delivery: Delivery) -> Alert {
         Alert {
             name: name.into(),
             severity: "page",
@@ -356,7 +460,7 @@ mod tests {
             line!()
         ));
         let _ = std::fs::remove_dir_all(&dir);
-        let store = AlertStore::open(&dir).unwrap();
+        let store = StateStore::open(&dir).unwrap();
         assert_eq!(store.load().unwrap(), (Vec::new(), 0));
         let firing = alert(
             "Stale",
@@ -380,7 +484,7 @@ mod tests {
         });
         store.save(&[Stored::of(&firing)]).unwrap();
         drop(store);
-        let store = AlertStore::open(&dir).unwrap();
+        let store = StateStore::open(&dir).unwrap();
         let (stored, unreadable) = store.load().unwrap();
         assert_eq!(unreadable, 0);
         let (restored, dropped) = restore(stored, &rules());
@@ -389,6 +493,22 @@ mod tests {
         // A save replaces: nothing of the earlier set stays.
         store.save(&[]).unwrap();
         assert_eq!(store.load().unwrap(), (Vec::new(), 0));
+        // The counters beside them: none before the first save, then the newest saved.
+        assert_eq!(store.load_totals().unwrap(), None);
+        let mut totals = StoredTotals {
+            positions: vec![("candor.outcomes.v1".into(), 0, 12)],
+            ..StoredTotals::default()
+        };
+        totals.rejected.insert("unknown_class".into(), 3);
+        store.save_totals(&totals).unwrap();
+        totals.rejected.insert("unknown_class".into(), 4);
+        store.save_totals(&totals).unwrap();
+        drop(store);
+        // A store under its old name is taken over.
+        std::fs::rename(dir.join(FILE), dir.join(OLD_FILE)).unwrap();
+        let store = StateStore::open(&dir).unwrap();
+        assert!(!dir.join(OLD_FILE).exists());
+        assert_eq!(store.load_totals().unwrap(), Some(totals));
         let _ = std::fs::remove_dir_all(&dir);
     }
 

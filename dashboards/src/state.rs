@@ -62,6 +62,13 @@ pub struct PipelineInputs {
     /// Whether the stream has read every partition up to where it ended when the stream
     /// assigned it (the brokers' history replayed); set once, and stays.
     pub caught_up: bool,
+    /// When the tables' part of the history was read into the model ([`crate::history`]);
+    /// `None` while it is read. The stream starts after it.
+    pub history_read: Option<Micros>,
+    /// Records neither the tables nor the brokers hold, per topic: Kafka deleted them before the
+    /// compactor stored them (the offsets between a table's position and the oldest the brokers
+    /// keep).
+    pub history_lost: BTreeMap<Table, u64>,
 }
 
 /// Notifications sent and failed since start.
@@ -83,7 +90,7 @@ impl NotificationCounts {
     }
 }
 
-/// Writes of the alert instances to the state store since start.
+/// Writes to the state store since start.
 #[derive(Debug, Default)]
 pub struct SaveCounts {
     /// Written durably.
@@ -117,6 +124,33 @@ pub struct Shared {
     pub access: Arc<Access>,
     /// Writes of the alert instances to the state store.
     pub state_saves: SaveCounts,
+    /// Writes of the counters to the state store.
+    pub counter_saves: SaveCounts,
+    /// Reads of the Alertmanager receivers' silences.
+    pub silence_reads: crate::silences::ReadCounts,
+}
+
+impl Shared {
+    /// Whether the model holds its whole history: the tables' part read, and the stream caught
+    /// up with what the brokers held when it started. Until then the rules wait and `/metrics`
+    /// leaves the counters out, which a half-read history would show lower than the process
+    /// before this one did (a reset, to Prometheus). When the brokers have not been reached for
+    /// the Kafka hop's staleness threshold since the tables were read, the stream cannot catch
+    /// up, and the history counts as ready: waiting longer would hide the pipeline's own
+    /// staleness.
+    pub fn history_ready(&self, now: Micros) -> bool {
+        let pipeline = lock(&self.pipeline);
+        let Some(read) = pipeline.history_read else {
+            return false;
+        };
+        if pipeline.caught_up {
+            return true;
+        }
+        let contact = pipeline
+            .kafka_contact
+            .map_or(read, |contact| contact.max(read));
+        now.saturating_sub(contact) >= self.staleness.kafka
+    }
 }
 
 /// Locks a mutex; a panic in another holder leaves data that is still the best there is.

@@ -1,6 +1,7 @@
-//! The dashboards' own Kafka consumer: every partition of the pipeline's four topics, read from
-//! the beginning the brokers still hold, decoded with the compactor's decoder and applied to the
-//! model.
+//! The dashboards' own Kafka consumer: every partition of the pipeline's topics, read from where
+//! the tables' history ends ([`crate::history::Starts`]; where no table holds a topic, from the
+//! beginning the brokers still hold), decoded with the compactor's decoder and applied to the
+//! model. Offsets the brokers deleted before the compactor stored them are counted as lost.
 //!
 //! It runs on its own thread with a blocking consumer. Its consumer group (`candor-dashboards`
 //! by default) is its own: it never moves the compactor's offsets, and its committed offsets
@@ -23,6 +24,7 @@ use rdkafka::error::KafkaError;
 use rdkafka::message::Message as _;
 use rdkafka::{Offset, TopicPartitionList};
 
+use crate::history::Starts;
 use crate::state::{Shared, lock};
 
 /// How the consumer connects.
@@ -43,9 +45,10 @@ const METADATA_EVERY: Duration = Duration::from_secs(5);
 /// How often the read offsets are committed to the group.
 const COMMIT_EVERY: Duration = Duration::from_secs(5);
 
-/// Runs the consumer until `stop` is set. Never returns early: a broker that cannot be reached
-/// is retried, and the failure is visible as the Kafka hop's error.
-pub fn run(settings: StreamSettings, shared: Arc<Shared>, stop: Arc<AtomicBool>) {
+/// Runs the consumer until `stop` is set, starting each partition where `starts` says. Never
+/// returns early: a broker that cannot be reached is retried, and the failure is visible as the
+/// Kafka hop's error.
+pub fn run(settings: StreamSettings, shared: Arc<Shared>, stop: Arc<AtomicBool>, starts: Starts) {
     let mut assigned: BTreeMap<(Table, i32), ()> = BTreeMap::new();
     // Where each partition ended when it was assigned: the stream has caught up once it has
     // read that far in every one.
@@ -77,7 +80,7 @@ pub fn run(settings: StreamSettings, shared: Arc<Shared>, stop: Arc<AtomicBool>)
     while !stop.load(Ordering::Relaxed) {
         if last_metadata.is_none_or(|at| at.elapsed() >= METADATA_EVERY) {
             last_metadata = Some(Instant::now());
-            match assign_new(&consumer, &mut assigned, &mut catch_up_to) {
+            match assign_new(&consumer, &mut assigned, &mut catch_up_to, &starts, &shared) {
                 Ok(()) => {
                     note_contact(&shared);
                     // The brokers hold none of the topics yet: there is nothing to catch up on.
@@ -160,48 +163,81 @@ fn connect(settings: &StreamSettings) -> Result<BaseConsumer, KafkaError> {
         .set("enable.auto.commit", "false")
         .set("enable.auto.offset.store", "false")
         .set("enable.partition.eof", "true")
+        // A start the brokers no longer hold (said and counted at assignment) reads from the
+        // oldest they keep, never from the newest.
+        .set("auto.offset.reset", "earliest")
         .set("log_level", "3")
         .create()
 }
 
-/// Assigns the partitions not assigned yet, from the beginning the brokers still hold, and
-/// notes where each ends now (`catch_up_to`; a partition whose end cannot be read is left out,
-/// and so does not hold the catch-up back).
+/// Assigns the partitions not assigned yet, each from where `starts` says, and notes where each
+/// ends now (`catch_up_to`; a partition whose end cannot be read is left out, and so does not
+/// hold the catch-up back).
 fn assign_new(
     consumer: &BaseConsumer,
     assigned: &mut BTreeMap<(Table, i32), ()>,
     catch_up_to: &mut BTreeMap<(Table, i32), i64>,
+    starts: &Starts,
+    shared: &Shared,
 ) -> Result<(), String> {
     let metadata = consumer
         .fetch_metadata(None, Duration::from_secs(5))
         .map_err(|err| format!("metadata: {err}"))?;
+    // The brokers answered: while the partitions' starts and ends are read, which may take a
+    // while, the stream is not out of reach.
+    note_contact(shared);
     let mut added = TopicPartitionList::new();
+    let mut problem = None;
     for topic in metadata.topics() {
         let Some(table) = Table::from_topic(topic.name()) else {
             continue;
         };
         for partition in topic.partitions() {
-            if assigned.insert((table, partition.id()), ()).is_none() {
-                match consumer.fetch_watermarks(
-                    table.topic(),
-                    partition.id(),
-                    Duration::from_secs(5),
-                ) {
-                    Ok((low, high)) if high > low => {
+            if assigned.contains_key(&(table, partition.id())) {
+                continue;
+            }
+            // Where the table's records end; without it (a table that cannot be read now) the
+            // partition waits for the next metadata round rather than reading it all again.
+            let start = match starts.of(table, partition.id()) {
+                Ok(start) => start,
+                Err(err) => {
+                    problem = Some(err);
+                    continue;
+                }
+            };
+            assigned.insert((table, partition.id()), ());
+            let mut offset = start.map_or(Offset::Beginning, Offset::Offset);
+            match consumer.fetch_watermarks(table.topic(), partition.id(), Duration::from_secs(5)) {
+                Ok((low, high)) => {
+                    if let Some(start) = start.filter(|&start| start < low) {
+                        let lost = u64::try_from(low - start).unwrap_or(0);
+                        tracing::warn!(
+                            topic = table.topic(),
+                            partition = partition.id(),
+                            lost,
+                            "offsets {start}..{low} were deleted from Kafka before the \
+                             compactor stored them: neither the tables nor the brokers hold them"
+                        );
+                        *lock(&shared.pipeline)
+                            .history_lost
+                            .entry(table)
+                            .or_default() += lost;
+                        offset = Offset::Offset(low);
+                    }
+                    if high > start.unwrap_or(low).max(low) {
                         catch_up_to.insert((table, partition.id()), high);
                     }
-                    Ok(_) => {}
-                    Err(err) => tracing::warn!(
-                        topic = table.topic(),
-                        partition = partition.id(),
-                        error = %err,
-                        "the partition's end could not be read: the rules do not wait for it"
-                    ),
                 }
-                added
-                    .add_partition_offset(table.topic(), partition.id(), Offset::Beginning)
-                    .map_err(|err| err.to_string())?;
+                Err(err) => tracing::warn!(
+                    topic = table.topic(),
+                    partition = partition.id(),
+                    error = %err,
+                    "the partition's end could not be read: the rules do not wait for it"
+                ),
             }
+            added
+                .add_partition_offset(table.topic(), partition.id(), offset)
+                .map_err(|err| err.to_string())?;
         }
     }
     if added.count() > 0 {
@@ -209,7 +245,7 @@ fn assign_new(
             .incremental_assign(&added)
             .map_err(|err| format!("assign: {err}"))?;
     }
-    Ok(())
+    problem.map_or(Ok(()), Err)
 }
 
 fn apply(shared: &Shared, batch: &[SourceRecord], bounds: &TimeBounds) {

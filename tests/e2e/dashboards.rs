@@ -86,7 +86,7 @@ fn hop_state(health: &Value, hop: &str) -> Option<String> {
         .map(str::to_owned)
 }
 
-fn target_row<'a>(overview: &'a Value, target: &str) -> Option<&'a Value> {
+pub(crate) fn target_row<'a>(overview: &'a Value, target: &str) -> Option<&'a Value> {
     overview["by_target"]
         .as_array()?
         .iter()

@@ -4,6 +4,7 @@
 #![allow(clippy::unwrap_used)] // a panic is the test's failure report
 
 mod adapters;
+mod alertmanager;
 mod compact;
 mod dashboards;
 mod derived;
@@ -14,6 +15,7 @@ mod foreign_clients;
 mod ingest;
 mod kafka_security;
 mod moment;
+mod monitor_history;
 mod monitor_restart;
 mod operations;
 mod query;

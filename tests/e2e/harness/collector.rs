@@ -202,7 +202,12 @@ pub async fn post(address: &str, path: &str) -> (Option<u16>, String) {
 }
 
 /// A POST with the header lines `headers` (each ending in CRLF) and `body`.
-async fn post_with(address: &str, path: &str, headers: &str, body: &str) -> (Option<u16>, String) {
+pub(crate) async fn post_with(
+    address: &str,
+    path: &str,
+    headers: &str,
+    body: &str,
+) -> (Option<u16>, String) {
     use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
     let Ok(mut stream) = tokio::net::TcpStream::connect(address).await else {
         return (None, String::new());

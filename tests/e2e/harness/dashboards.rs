@@ -48,6 +48,8 @@ pub struct Options {
     pub env: Vec<(String, String)>,
     /// The state directory (`--state-dir`); a fresh one of its own without it.
     pub state_dir: Option<std::path::PathBuf>,
+    /// The port to listen on, for a restart where a scraper expects it; a free one without it.
+    pub port: Option<u16>,
 }
 
 impl Dashboards {
@@ -57,7 +59,7 @@ impl Dashboards {
         let binary = target_dir().join("candor-dashboards");
         assert!(binary.exists(), "{} is missing", binary.display());
         for _ in 0..PORT_ATTEMPTS {
-            let port = free_port();
+            let port = options.port.unwrap_or_else(free_port);
             let mut args = vec![
                 "--listen".to_owned(),
                 format!("127.0.0.1:{port}"),

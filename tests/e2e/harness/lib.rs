@@ -2,6 +2,7 @@
 //! loopback ports, waits for them to be ready, reads Kafka topics back, and stops everything
 //! when dropped.
 
+pub mod alertmanager;
 pub mod collector;
 pub mod compactor;
 pub mod dashboards;
@@ -9,6 +10,7 @@ pub mod kafka;
 pub mod load;
 pub mod pki;
 pub mod process;
+pub mod prometheus;
 pub mod query;
 pub mod records;
 pub mod s3;

@@ -145,7 +145,12 @@ fn every_metric_the_rules_read_is_one_the_dashboards_serve() {
 
     let shared = Shared {
         model: Mutex::new(Model::new(ModelSettings::default())),
-        pipeline: Mutex::default(),
+        // The history read: the outcome counters are served.
+        pipeline: Mutex::new(crate::state::PipelineInputs {
+            history_read: Some(0),
+            caught_up: true,
+            ..Default::default()
+        }),
         alerts: Mutex::default(),
         reconcile: Mutex::default(),
         rules: Vec::new(),
@@ -155,6 +160,8 @@ fn every_metric_the_rules_read_is_one_the_dashboards_serve() {
         has_receivers: false,
         access: std::sync::Arc::new(crate::access::Access::open()),
         state_saves: Default::default(),
+        counter_saves: Default::default(),
+        silence_reads: Default::default(),
     };
     let served = crate::metrics::render(&shared, 0);
     for name in metric::ALL {

@@ -37,7 +37,7 @@ use http::{HeaderValue, StatusCode, header};
 use serde::Deserialize;
 use sha2::{Digest as _, Sha256};
 
-use crate::state::lock;
+use crate::sync::lock;
 
 /// What a credential may read.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]

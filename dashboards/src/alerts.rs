@@ -835,7 +835,7 @@ mod tests {
             )]
         };
         let fresh = kafka(now - 10 * SECOND);
-        let judged = Judged::of(&model, &rules, now);
+        let judged = Judged::of(model.operations(), model.instances(), &rules, now);
         let seen = Observation {
             model: &model,
             hops: &fresh,

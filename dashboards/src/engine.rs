@@ -19,7 +19,8 @@ use crate::alerts::{Delivery, Observation, conditions};
 use crate::notify::Notifier;
 use crate::operations::Judged;
 use crate::persist::{StateStore, Stored};
-use crate::state::{Shared, lock};
+use crate::state::Shared;
+use crate::sync::lock;
 
 /// Who is told: the receivers of every notification, and those a firing alert goes to as well
 /// once nobody acknowledged it within `escalate_after` of firing.
@@ -180,7 +181,7 @@ pub fn evaluate(shared: &Shared, now: Micros, resend: Micros) -> Vec<crate::aler
     let hops = shared.hops(now);
     let mut model = lock(&shared.model);
     let reconcile = lock(&shared.reconcile);
-    let judged = Judged::of(&model, &shared.rules, now);
+    let judged = Judged::of(model.operations(), model.instances(), &shared.rules, now);
     let holding = conditions(
         &shared.rules,
         Observation {

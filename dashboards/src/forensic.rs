@@ -15,7 +15,24 @@ use candor_records::tables::{Table, column};
 use candor_schema::OutcomeClass;
 use serde_json::{Map, Value};
 
-use crate::page::EventsQuery;
+/// What the forensic form asked.
+#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Deserialize)]
+pub struct EventsQuery {
+    /// `tool_target`.
+    pub target: Option<String>,
+    /// `outcome_class`.
+    pub class: Option<String>,
+    /// `service_name`.
+    pub service: Option<String>,
+    /// `tool_name`.
+    pub tool: Option<String>,
+    /// Window start: relative (`1h`) or RFC 3339.
+    pub since: Option<String>,
+    /// Window end.
+    pub until: Option<String>,
+    /// A trace id.
+    pub trace: Option<String>,
+}
 
 /// Where the forensic view reads.
 #[derive(Debug, Clone)]

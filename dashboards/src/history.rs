@@ -32,7 +32,8 @@ use deltalake::datafusion::prelude::{SessionConfig, SessionContext, col};
 use futures_util::StreamExt as _;
 
 use crate::model::MINUTE;
-use crate::state::{Shared, lock};
+use crate::state::Shared;
+use crate::sync::lock;
 
 /// How far before the history window counter points are read: each series' newest point
 /// before the window is the baseline of its first increase within it.

@@ -3,11 +3,38 @@
 //! replaced, is silent, and its calls since are unknown. The overview, the operations' judgement
 //! and `/metrics` read the same rows.
 
+use std::sync::Arc;
+
+use candor_query::coverage::SeenBy;
 use candor_query::window::Micros;
 use serde::Serialize;
 
-use crate::model::InstanceSeen;
 use crate::rules::{Rule, RuleKind};
+
+/// An instance that reports: an adapter's, as its counter points show it, or one whose calls
+/// are derived from its spans, as the collectors' senders' heartbeats show it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct InstanceSeen {
+    /// Its service.
+    pub service: Arc<str>,
+    /// Its `service.instance.id`.
+    pub instance: Arc<str>,
+    /// What shows its exports.
+    pub seen_by: SeenBy,
+    /// Its first point's time.
+    #[serde(serialize_with = "candor_query::window::serialize_micros")]
+    pub first: Micros,
+    /// Its newest point's time.
+    #[serde(serialize_with = "candor_query::window::serialize_micros")]
+    pub last: Micros,
+    /// Its export interval: the one its newest export declared (`candor.adapter.export_interval`),
+    /// else the smallest gap seen between two of its export times, once known.
+    pub interval_micros: Option<Micros>,
+    /// Its newest export said that it was its last (an export interval of 0): it shut down.
+    pub stopped: bool,
+    /// A new instance of its service started after its newest export: it was replaced.
+    pub replaced: bool,
+}
 
 /// An adapter instance and whether it went silent.
 #[derive(Debug, Clone, PartialEq, Serialize)]

@@ -11,8 +11,9 @@
 //!   adapter instances, and the asynchronous [`operations`] with their states);
 //! - [`watch`]: the Delta logs give the tables' committed watermark and the compactor's lag;
 //! - [`forensic`]: the forensic view reads the tables and the Kafka tail with `candor-query`;
-//! - [`reconcile`]: on a schedule, the same reads check the adapters' `tool.outcomes` counter
-//!   against the failure events stored, so that events lost between adapter and table show.
+//! - [`reconcile`], [`reconciler`]: on a schedule, the same reads check the adapters'
+//!   `tool.outcomes` counter against the failure events stored, so that events lost between
+//!   adapter and table show.
 //!
 //! [`health`] judges every hop LIVE, STALE or UNKNOWN, and every panel carries that state: a
 //! panel whose sources are stale never shows a green zero. [`rules`] and [`alerts`] evaluate the
@@ -22,6 +23,11 @@
 //! ([`page`], built from the same [`view`] the JSON API returns), and [`metrics`] the
 //! Prometheus text format; [`access`] decides who may read them. [`config`] is the configuration
 //! file, validated before anything starts.
+//!
+//! The modules stand in layers, each importing only from its own layer or those below: the
+//! leaves ([`keys`], [`health`], [`metric_names`], [`sync`]), the pure domain, the shared
+//! [`state`], the sources and loops that write it, and the presentation that reads it
+//! (ARCHITECTURE.md; `tests/layers.rs` keeps it so).
 
 pub mod access;
 pub mod ack_link;
@@ -32,6 +38,8 @@ pub mod forensic;
 pub mod health;
 pub mod history;
 pub mod instances;
+pub mod keys;
+pub mod metric_names;
 pub mod metrics;
 pub mod model;
 pub mod notify;
@@ -39,10 +47,12 @@ pub mod operations;
 pub mod page;
 pub mod persist;
 pub mod reconcile;
+pub mod reconciler;
 pub mod rules;
 pub mod silences;
 pub mod state;
 pub mod stream;
+pub mod sync;
 pub mod view;
 pub mod watch;
 pub mod web;

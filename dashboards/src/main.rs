@@ -20,7 +20,7 @@ use candor_dashboards::forensic::ForensicSettings;
 use candor_dashboards::model::Model;
 use candor_dashboards::notify::{self, Notifier};
 use candor_dashboards::persist::{self, StateStore};
-use candor_dashboards::reconcile::{self, ReconcileSettings};
+use candor_dashboards::reconciler::{self, ReconcileSettings};
 use candor_dashboards::rules::{self, DEFAULT_RULES, Limits, Rule};
 use candor_dashboards::silences::{self, SilenceReader};
 use candor_dashboards::state::{PipelineInputs, Shared};
@@ -570,7 +570,7 @@ async fn serve(config: Config) -> anyhow::Result<()> {
         client: kafka_client,
         dedupe_window: config.dedupe_window,
     };
-    tokio::spawn(reconcile::run(
+    tokio::spawn(reconciler::run(
         ReconcileSettings {
             read: forensic.clone(),
             schedule: config.reconcile,

@@ -29,6 +29,8 @@ use candor_records::tables::Table;
 use candor_schema::OutcomeClass;
 use serde::Serialize;
 
+pub use crate::instances::InstanceSeen;
+pub use crate::keys::{CallKey, FailureKey, GroupBy, group_value};
 use crate::operations::{Judgement, Operations};
 
 mod totals;
@@ -61,85 +63,6 @@ impl Default for ModelSettings {
                 .unwrap_or(Micros::MAX),
         }
     }
-}
-
-/// The labels calls are grouped by.
-#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
-pub struct CallKey {
-    /// `service.name` of the calling process.
-    pub service: Arc<str>,
-    /// The tool called.
-    pub tool: Arc<str>,
-    /// The target it was called on.
-    pub target: Arc<str>,
-    /// Where the calls were recorded: `adapter` (declared), or the derived source (`genai`,
-    /// `mcp`, `http`) whose standard spans the collector counted (the contract's section 10.7).
-    pub source: Arc<str>,
-}
-
-impl CallKey {
-    /// Whether the calls were derived from standard spans: their rate is a lower bound.
-    pub fn derived(&self) -> bool {
-        &*self.source != OutcomeSource::Adapter.as_str()
-    }
-}
-
-/// The labels failure events are grouped by.
-#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
-pub struct FailureKey {
-    /// Service, tool and target.
-    #[serde(flatten)]
-    pub call: CallKey,
-    /// `partial` or `access_failure`.
-    pub class: OutcomeClass,
-    /// The failure kind.
-    pub kind: Arc<str>,
-    /// The retry action taken: `retry`, `exhausted`, `permanent` or `accept_partial`.
-    pub action: Arc<str>,
-}
-
-/// Which label a panel groups calls by.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "snake_case")]
-pub enum GroupBy {
-    /// The target called.
-    Target,
-    /// The tool.
-    Tool,
-    /// The calling service.
-    Service,
-}
-
-impl GroupBy {
-    /// The group `key` belongs to: its label's value, and for derived calls their source in
-    /// brackets, so that derived and declared calls are never one group.
-    pub fn of(self, key: &CallKey) -> String {
-        let value = match self {
-            Self::Target => &key.target,
-            Self::Tool => &key.tool,
-            Self::Service => &key.service,
-        };
-        if key.derived() {
-            format!("{value} [{}]", key.source)
-        } else {
-            value.to_string()
-        }
-    }
-}
-
-/// The label value a group name ([`GroupBy::of`]) stands for: a derived group's name without its
-/// ` [source]`.
-pub fn group_value(group: &str) -> &str {
-    OutcomeSource::ALL
-        .iter()
-        .filter(|source| source.is_derived())
-        .find_map(|source| {
-            group
-                .strip_suffix(']')
-                .and_then(|rest| rest.strip_suffix(source.as_str()))
-                .and_then(|rest| rest.strip_suffix(" ["))
-        })
-        .unwrap_or(group)
 }
 
 /// One bucket's counts, keyed by interned ids ([`Ids`]): a week of a thousand targets is
@@ -191,31 +114,6 @@ struct SeriesState {
     start: Micros,
     value: i64,
     time: Micros,
-}
-
-/// An instance that reports: an adapter's, as its counter points show it, or one whose calls
-/// are derived from its spans, as the collectors' senders' heartbeats show it.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct InstanceSeen {
-    /// Its service.
-    pub service: Arc<str>,
-    /// Its `service.instance.id`.
-    pub instance: Arc<str>,
-    /// What shows its exports.
-    pub seen_by: SeenBy,
-    /// Its first point's time.
-    #[serde(serialize_with = "candor_query::window::serialize_micros")]
-    pub first: Micros,
-    /// Its newest point's time.
-    #[serde(serialize_with = "candor_query::window::serialize_micros")]
-    pub last: Micros,
-    /// Its export interval: the one its newest export declared (`candor.adapter.export_interval`),
-    /// else the smallest gap seen between two of its export times, once known.
-    pub interval_micros: Option<Micros>,
-    /// Its newest export said that it was its last (an export interval of 0): it shut down.
-    pub stopped: bool,
-    /// A new instance of its service started after its newest export: it was replaced.
-    pub replaced: bool,
 }
 
 /// A collector, as its heartbeats show it.

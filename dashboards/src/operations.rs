@@ -28,8 +28,7 @@ use candor_records::proto::OperationEvent;
 use candor_schema::LifecycleState;
 use serde::Serialize;
 
-use crate::instances::{InstanceRow, instance_rows, silent_after};
-use crate::model::Model;
+use crate::instances::{InstanceRow, InstanceSeen, instance_rows, silent_after};
 use crate::rules::{Rule, RuleKind};
 
 /// Rows of a top-N table: the overview's tables and the operations panel's open rows.
@@ -356,17 +355,22 @@ pub struct Judged<'a> {
 }
 
 impl<'a> Judged<'a> {
-    /// The operations `model` keeps, judged at `now` by `rules`: the silences are those of the
-    /// adapter instances silent at `now` (by the first `adapter_silent` rule's `after`, as the
+    /// The `operations` kept, judged at `now` by `rules`: the silences are those of the
+    /// adapter `instances` silent at `now` (by the first `adapter_silent` rule's `after`, as the
     /// overview's instances), and an open operation is stuck after [`stuck_after`].
-    pub fn of(model: &'a Model, rules: &[Rule], now: Micros) -> Self {
-        let instances = instance_rows(model.instances(), now, silent_after(rules));
+    pub fn of(
+        operations: &'a Operations,
+        instances: Vec<InstanceSeen>,
+        rules: &[Rule],
+        now: Micros,
+    ) -> Self {
+        let instances = instance_rows(instances, now, silent_after(rules));
         let silences = silences(&instances, now);
         let stuck_after = stuck_after(rules);
         Self {
             now,
             stuck_after,
-            statuses: judge(model.operations(), &silences, now, stuck_after),
+            statuses: judge(operations, &silences, now, stuck_after),
         }
     }
 
@@ -433,13 +437,20 @@ pub struct Judgement {
     pub open: BTreeMap<(String, String, String), OpenFigures>,
 }
 
-/// The judgement of the operations `model` keeps that the newest rule evaluation kept; before
-/// the first evaluation, the operations judged at `now` by `rules`.
-pub fn newest_judgement<'a>(model: &'a Model, rules: &[Rule], now: Micros) -> Cow<'a, Judgement> {
-    let operations = model.operations();
+/// The judgement of the `operations` kept that the newest rule evaluation kept; before the
+/// first evaluation, the operations judged at `now` by `rules` with the adapter `instances`
+/// (asked only then).
+pub fn newest_judgement<'a>(
+    operations: &'a Operations,
+    instances: impl FnOnce() -> Vec<InstanceSeen>,
+    rules: &[Rule],
+    now: Micros,
+) -> Cow<'a, Judgement> {
     match operations.judgement() {
         Some(kept) => Cow::Borrowed(kept),
-        None => Cow::Owned(Judged::of(model, rules, now).judgement(operations.evicted())),
+        None => Cow::Owned(
+            Judged::of(operations, instances(), rules, now).judgement(operations.evicted()),
+        ),
     }
 }
 

@@ -26,7 +26,7 @@ use maud::{DOCTYPE, Markup, PreEscaped, html};
 
 use crate::health::{Freshness, PanelCoverage, when};
 
-pub use events::{EventsQuery, events};
+pub use events::events;
 pub use overview::overview;
 
 /// The page a signed acknowledgement link opens: what it acknowledges, and a button that POSTs

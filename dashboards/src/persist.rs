@@ -33,7 +33,8 @@ use serde::{Deserialize, Serialize};
 use crate::alerts::{Acknowledgement, Alert, Delivery, Escalation, Labels, State};
 use crate::model::StoredTotals;
 use crate::rules::Rule;
-use crate::state::{Shared, lock};
+use crate::state::Shared;
+use crate::sync::lock;
 
 /// Alert instances by key (`[name, labels]` as JSON), each as JSON ([`Stored`]).
 const ALERTS: TableDefinition<'_, &str, &[u8]> = TableDefinition::new("alerts");

@@ -3,7 +3,7 @@
 //!
 //! The adapter records a call that ends as AccessFailure or Partial twice: one terminal
 //! `tool.outcome` event and one increment of the `tool.outcomes` counter. Every `--reconcile-every`
-//! [`run`] asks `candor-query`'s reconciliation over `[now − --reconcile-range,
+//! [`crate::reconciler::run`] asks `candor-query`'s reconciliation over `[now − --reconcile-range,
 //! now − --reconcile-settle)`, from the first collector heartbeat read when that is later,
 //! reading the tables and the Kafka tail as the forensic view does, and
 //! keeps the newest result in the shared state ([`ReconcileState`]): the overview's panel,
@@ -16,23 +16,16 @@
 //! the newest run that covered its window ([`Covered`]); how long ago that was is what tells that
 //! reconciliation has stopped vouching for the pipeline.
 
-use std::sync::Arc;
 use std::time::Duration;
 
 use candor_query::answer::Rows;
-use candor_query::commands::{self, Filters, ReconcileAnswer, ReconcileQuery};
+use candor_query::commands::ReconcileAnswer;
 use candor_query::coverage::Coverage;
-use candor_query::reader::{ReadOptions, Reader};
 use candor_query::reconcile::Totals;
-use candor_query::tail::TailSettings;
-use candor_query::window::{Micros, Window, micros_of, now, rfc3339, serialize_micros};
-use candor_records::tables::Table;
+use candor_query::window::{Micros, Window, micros_of, serialize_micros};
 use candor_schema::OutcomeClass;
 use serde::Serialize;
 use serde_json::{Map, Value};
-
-use crate::forensic::ForensicSettings;
-use crate::state::{Shared, lock};
 
 /// How far an event's time may be from the counter point that counted its call.
 pub const SLACK: Duration = Duration::from_secs(1);
@@ -40,8 +33,6 @@ pub const SLACK: Duration = Duration::from_secs(1);
 pub const LOOKBACK: Duration = Duration::from_secs(15 * 60);
 /// The mismatch rows a run keeps; the others are only counted.
 pub const MAX_ROWS: usize = 50;
-/// How long one run may take before it is recorded as failed.
-pub const RUN_TIMEOUT: Duration = Duration::from_secs(5 * 60);
 
 /// When and over what window reconciliation runs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -53,15 +44,6 @@ pub struct Schedule {
     /// How recent a counter point may be and still be left to a later run, while the events of
     /// its calls may still be on their way to Kafka.
     pub settle: Duration,
-}
-
-/// Where and when reconciliation runs.
-#[derive(Debug, Clone)]
-pub struct ReconcileSettings {
-    /// Where it reads: the forensic view's tables, brokers, tail limits and client settings.
-    pub read: ForensicSettings,
-    /// When, and over what window.
-    pub schedule: Schedule,
 }
 
 impl Schedule {
@@ -250,70 +232,6 @@ impl ReconcileState {
         self.newest_covered
             .map_or(started, |covered| covered.ran_at)
     }
-}
-
-/// Runs the reconciliation every `settings.schedule.every` until the process ends. The
-/// schedule must have passed [`Schedule::check`].
-pub async fn run(settings: ReconcileSettings, shared: Arc<Shared>) {
-    let mut ticker = tokio::time::interval(settings.schedule.every);
-    // A run longer than the period delays the next one instead of starting a burst.
-    ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-    loop {
-        ticker.tick().await;
-        let at = now();
-        let window = settings.schedule.window_at(at);
-        let result = match tokio::time::timeout(RUN_TIMEOUT, once(&settings, at, window)).await {
-            Ok(result) => result,
-            Err(_) => Run::failed(
-                at,
-                window,
-                format!(
-                    "it did not finish within {}",
-                    humantime::format_duration(RUN_TIMEOUT)
-                ),
-            ),
-        };
-        lock(&shared.reconcile).record(result);
-    }
-}
-
-/// One run at `at` over `window`: the counts and the events tables with their Kafka tail.
-async fn once(settings: &ReconcileSettings, at: Micros, window: Window) -> Run {
-    let read = &settings.read;
-    let reader = Reader::open(ReadOptions {
-        root: read.root.clone(),
-        tail: Some(TailSettings {
-            brokers: read.brokers.clone(),
-            timeout: read.timeout,
-            max_records: read.max_records,
-            client: read.client.clone(),
-            dedupe_window: read.dedupe_window,
-        }),
-        tables: vec![Table::OutcomeEvents, Table::OutcomeCounts],
-    })
-    .await;
-    // A window that starts before the first heartbeat read (a pipeline younger than the range,
-    // or history past retention) is checked from that heartbeat on: before it nothing can be
-    // reconciled, and the run says where it started.
-    let mut coverage = reader.coverage(Some(window)).await;
-    if let Some(first) = coverage.start_at_first_heartbeat() {
-        coverage.notes.push(format!(
-            "the first collector heartbeat read is at {}: the run checks from there, as nothing \
-             is known before it",
-            rfc3339(first)
-        ));
-    }
-    let checked = coverage.window.unwrap_or(window);
-    let query = ReconcileQuery {
-        window: checked,
-        filters: Filters::default(),
-        slack: SLACK,
-        lookback: LOOKBACK,
-    };
-    let answer = commands::reconcile(&reader, &query)
-        .await
-        .map_err(|err| err.to_string());
-    Run::new(at, checked, coverage, answer, MAX_ROWS)
 }
 
 #[cfg(test)]

@@ -31,7 +31,7 @@ use std::time::Duration;
 use candor_query::window::Micros;
 use serde::{Deserialize, Serialize};
 
-use crate::model::GroupBy;
+use crate::keys::GroupBy;
 
 /// The rules the service ships with: what `--rules` defaults to.
 pub const DEFAULT_RULES: &str = include_str!("../rules.toml");

@@ -11,7 +11,7 @@
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use candor_adapter::http_client::HttpClient;
@@ -22,19 +22,11 @@ use serde_json::Value;
 
 use crate::alerts::{Alerts, State};
 use crate::notify::Webhook;
-use crate::state::{Shared, lock};
+use crate::state::Shared;
+use crate::sync::lock;
 
 /// The path of Alertmanager's API that takes alerts, which marks a receiver as Alertmanager.
 pub const ALERTMANAGER_ALERTS: &str = "/api/v2/alerts";
-
-/// Reads of the silences since start.
-#[derive(Debug, Default)]
-pub struct ReadCounts {
-    /// Answered.
-    pub read: AtomicU64,
-    /// Not answered after every retry.
-    pub failed: AtomicU64,
-}
 
 /// An alert an Alertmanager holds silenced.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -3,7 +3,7 @@
 
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, Mutex};
 
 use candor_query::window::Micros;
 use candor_records::tables::Table;
@@ -14,6 +14,7 @@ use crate::health::{Hop, HopName};
 use crate::model::{MINUTE, Model, SECOND};
 use crate::reconcile::ReconcileState;
 use crate::rules::Rule;
+use crate::sync::lock;
 
 /// How old each hop's evidence may get before it is STALE.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -99,6 +100,15 @@ pub struct SaveCounts {
     pub failed: AtomicU64,
 }
 
+/// Reads of an Alertmanager receiver's silences since start ([`crate::silences`]).
+#[derive(Debug, Default)]
+pub struct ReadCounts {
+    /// Answered.
+    pub read: AtomicU64,
+    /// Not answered after every retry.
+    pub failed: AtomicU64,
+}
+
 /// Everything shared.
 #[derive(Debug)]
 pub struct Shared {
@@ -127,7 +137,7 @@ pub struct Shared {
     /// Writes of the counters to the state store.
     pub counter_saves: SaveCounts,
     /// Reads of the Alertmanager receivers' silences.
-    pub silence_reads: crate::silences::ReadCounts,
+    pub silence_reads: ReadCounts,
 }
 
 impl Shared {
@@ -151,13 +161,6 @@ impl Shared {
             .map_or(read, |contact| contact.max(read));
         now.saturating_sub(contact) >= self.staleness.kafka
     }
-}
-
-/// Locks a mutex; a panic in another holder leaves data that is still the best there is.
-pub fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
-    mutex
-        .lock()
-        .unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
 impl Shared {

@@ -25,7 +25,8 @@ use rdkafka::message::Message as _;
 use rdkafka::{Offset, TopicPartitionList};
 
 use crate::history::Starts;
-use crate::state::{Shared, lock};
+use crate::state::Shared;
+use crate::sync::lock;
 
 /// How the consumer connects.
 #[derive(Debug, Clone)]

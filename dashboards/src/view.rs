@@ -16,7 +16,8 @@ use crate::model::{Applied, CollectorSeen, FailureBreakdown, GroupBy};
 use crate::operations::{self, OperationsPanel, TOP_ROWS};
 use crate::reconcile::ReconcileState;
 use crate::rules::RuleKind;
-use crate::state::{Shared, lock};
+use crate::state::Shared;
+use crate::sync::lock;
 
 /// Groups shown on a chart.
 pub const CHART_GROUPS: usize = 8;
@@ -218,9 +219,10 @@ pub fn overview(shared: &Shared, now: Micros, range: Micros) -> Overview {
     );
     let instances = instance_rows(model.instances(), now, silent_after(&shared.rules));
     coverage.gaps.extend(silent_instance_gaps(&instances));
-    let operations = operations::newest_judgement(&model, &shared.rules, now)
-        .panel
-        .clone();
+    let operations =
+        operations::newest_judgement(model.operations(), || model.instances(), &shared.rules, now)
+            .panel
+            .clone();
     let held = model.holds_from(now);
     let every_hop: Vec<&Hop> = hops.iter().collect();
     let mut operations_coverage = PanelCoverage::of(&every_hop, held, held.unwrap_or(since), now);

@@ -8,7 +8,8 @@ use std::time::Duration;
 use candor_query::store::{OpenTable, TableRoot};
 use candor_records::tables::Table;
 
-use crate::state::{Shared, lock};
+use crate::state::Shared;
+use crate::sync::lock;
 
 /// Reads the tables every `every` until the process ends.
 pub async fn run(root: TableRoot, every: Duration, shared: Arc<Shared>) {

@@ -30,9 +30,10 @@ use candor_service::ops::{self, Readiness};
 use crate::access::Admitted;
 use crate::ack_link::{Link, LinkKey};
 use crate::alerts::AckError;
-use crate::forensic::{self, ForensicSettings};
-use crate::page::{self, EventsQuery};
-use crate::state::{Shared, lock};
+use crate::forensic::{self, EventsQuery, ForensicSettings};
+use crate::page;
+use crate::state::Shared;
+use crate::sync::lock;
 use crate::view;
 
 /// What the handlers share.

@@ -6,26 +6,7 @@ use maud::{Markup, html};
 use serde_json::Value;
 
 use super::{document, query_value};
-use crate::forensic::EventsView;
-
-/// What the forensic form asked.
-#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Deserialize)]
-pub struct EventsQuery {
-    /// `tool_target`.
-    pub target: Option<String>,
-    /// `outcome_class`.
-    pub class: Option<String>,
-    /// `service_name`.
-    pub service: Option<String>,
-    /// `tool_name`.
-    pub tool: Option<String>,
-    /// Window start: relative (`1h`) or RFC 3339.
-    pub since: Option<String>,
-    /// Window end.
-    pub until: Option<String>,
-    /// A trace id.
-    pub trace: Option<String>,
-}
+use crate::forensic::{EventsQuery, EventsView};
 
 /// The search form, filled with what was asked.
 fn form(asked: &EventsQuery) -> Markup {

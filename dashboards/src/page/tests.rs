@@ -10,8 +10,9 @@ use candor_query::window::Micros;
 use candor_schema::OutcomeClass;
 use serde_json::{Map, Value, json};
 
-use super::{EventsQuery, STYLE, events, overview, query_value};
+use super::{STYLE, events, overview, query_value};
 use crate::alerts::{Alert, Delivery, State};
+use crate::forensic::EventsQuery;
 use crate::forensic::EventsView;
 use crate::health::{Freshness, Hop, HopName, PanelCoverage};
 use crate::instances::InstanceRow;

@@ -29,16 +29,16 @@ use candor_schema::OutcomeClass;
 
 use self::yaml::{Yaml, duration, either};
 use super::{Rule, RuleKind};
-use crate::model::GroupBy;
+use crate::keys::GroupBy;
 
 /// The command that writes the committed file, run from the workspace root.
 pub const REGENERATE: &str = "cargo run -p candor-dashboards -- export-rules --prometheus \
                               --output dashboards/prometheus/candor.rules.yml";
 
 /// The metrics the rules read, named as candor-dashboards' `/metrics` serves them
-/// ([`crate::metrics::names`]). A unit test renders `/metrics` and finds each of them there.
+/// ([`crate::metric_names`]). A unit test renders `/metrics` and finds each of them there.
 mod metric {
-    pub(super) use crate::metrics::names::{
+    pub(super) use crate::metric_names::{
         ADAPTER_LAST_SEEN, COMPACTOR_LAG, HOP_FRESHNESS as FRESHNESS,
         OPERATION_OLDEST_OPEN as OLDEST_OPEN, RECONCILE_EVENTS, RECONCILE_UNCOVERED,
         TOOL_OUTCOMES_TOTAL as OUTCOMES, UP,

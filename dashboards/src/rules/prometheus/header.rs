@@ -5,7 +5,7 @@
 use super::alerts::{counted, retired_after};
 use super::yaml::{Yaml, duration, number, percent, rounded};
 use super::{REGENERATE, Rule, RuleKind, SLO_DAYS, label, metric};
-use crate::model::GroupBy;
+use crate::keys::GroupBy;
 use crate::rules::{BurnWindow, Severity, stale_rule};
 
 /// What the file is, where it comes from, what it reads, and how it differs from the built-in

@@ -462,7 +462,7 @@ async fn serve(config: Config) -> anyhow::Result<()> {
         config.alerts.webhook_timeout,
         client.clone(),
         headers.clone(),
-    ));
+    )?);
     let escalation = Notifier::new(
         &config.alerts.escalation_webhooks,
         config.alerts.webhook_attempts.get(),

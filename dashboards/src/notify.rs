@@ -81,6 +81,16 @@ pub struct NotifierError {
     problem: String,
 }
 
+impl NotifierError {
+    /// `problem` with the webhook `name`.
+    pub fn new(name: &str, problem: String) -> Self {
+        Self {
+            name: name.to_owned(),
+            problem,
+        }
+    }
+}
+
 impl Notifier {
     /// A notifier for `webhooks`: `attempts` tries each, `timeout` per attempt, through `client`
     /// (which holds the CA certificates an `https://` webhook is verified against), with

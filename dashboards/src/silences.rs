@@ -21,7 +21,7 @@ use http::HeaderMap;
 use serde_json::Value;
 
 use crate::alerts::{Alerts, State};
-use crate::notify::Webhook;
+use crate::notify::{NotifierError, Webhook};
 use crate::state::Shared;
 use crate::sync::lock;
 
@@ -62,35 +62,37 @@ impl std::fmt::Debug for SilenceReader {
 
 impl SilenceReader {
     /// A reader of the receivers among `webhooks` that are Alertmanager, `timeout` per attempt,
-    /// through `client` with `headers` (the notifications' TLS and authentication).
+    /// through `client` with `headers` (the notifications' TLS and authentication). A reader that
+    /// cannot be built is an error, never a receiver left unread.
     pub fn new(
         webhooks: &[Webhook],
         timeout: Duration,
         client: HttpClient,
         headers: HeaderMap,
-    ) -> Self {
-        let receivers = webhooks
-            .iter()
-            .filter_map(|hook| {
-                let root = hook
-                    .url
-                    .trim_end_matches('/')
-                    .strip_suffix(ALERTMANAGER_ALERTS)?;
-                let adapter = Adapter::builder("alertmanager-silences", root.to_owned())
-                    .classifier(HttpClassifier::new(NotFound::Unreachable))
-                    .retry(RetryPolicy::default())
-                    .attempt_timeout(timeout)
-                    .actor("candor-dashboards")
-                    .build()
-                    .ok()?;
-                Some((root.to_owned(), adapter))
-            })
-            .collect();
-        Self {
+    ) -> Result<Self, NotifierError> {
+        let mut receivers = Vec::new();
+        for hook in webhooks {
+            let Some(root) = hook
+                .url
+                .trim_end_matches('/')
+                .strip_suffix(ALERTMANAGER_ALERTS)
+            else {
+                continue;
+            };
+            let adapter = Adapter::builder("alertmanager-silences", root.to_owned())
+                .classifier(HttpClassifier::new(NotFound::Unreachable))
+                .retry(RetryPolicy::default())
+                .attempt_timeout(timeout)
+                .actor("candor-dashboards")
+                .build()
+                .map_err(|err| NotifierError::new(&hook.name, format!("its silences: {err}")))?;
+            receivers.push((root.to_owned(), adapter));
+        }
+        Ok(Self {
             receivers,
             client,
             headers,
-        }
+        })
     }
 
     /// Whether any receiver is Alertmanager.
@@ -299,7 +301,8 @@ mod tests {
             Duration::from_secs(1),
             HttpClient::new(1 << 20),
             HeaderMap::new(),
-        );
+        )
+        .unwrap();
         let roots: Vec<&str> = reader
             .receivers
             .iter()

@@ -17,13 +17,13 @@
 //! Buckets older than the history are dropped; so the model says from when it holds data
 //! ([`Model::holds_from`]), and every answer built on it states that coverage.
 
-use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::Arc;
 
 use candor_query::coverage::SeenBy;
 use candor_query::rates::{ClassCounts, cumulative_increase, id_key, key};
 use candor_query::window::Micros;
-use candor_records::proto::{CountClass, Heartbeat, OutcomeCount, OutcomeSource, Temporality};
+use candor_records::proto::{CountClass, OutcomeCount, OutcomeSource, Temporality};
 use candor_records::rows::{EventView, Meta, Row};
 use candor_records::tables::Table;
 use candor_schema::OutcomeClass;
@@ -33,7 +33,11 @@ pub use crate::instances::InstanceSeen;
 pub use crate::keys::{CallKey, FailureKey, GroupBy, group_value};
 use crate::operations::{Judgement, Operations};
 
+mod ids;
+mod seen;
 mod totals;
+
+use ids::{Ids, RecentIds};
 
 use totals::Totals;
 pub use totals::{Positions, StoredFailure, StoredTotals};
@@ -72,40 +76,6 @@ struct Bucket {
     calls: HashMap<u32, ClassCounts>,
     /// Failure events per failure label set; a bucket never holds 2^32 events of one.
     failures: HashMap<u32, u32>,
-}
-
-/// Interns keys as dense ids.
-#[derive(Debug)]
-struct Ids<K> {
-    ids: HashMap<K, u32>,
-    keys: Vec<K>,
-}
-
-impl<K> Default for Ids<K> {
-    fn default() -> Self {
-        Self {
-            ids: HashMap::new(),
-            keys: Vec::new(),
-        }
-    }
-}
-
-impl<K: std::hash::Hash + Eq + Clone> Ids<K> {
-    fn id(&mut self, key: K) -> u32 {
-        if let Some(&id) = self.ids.get(&key) {
-            return id;
-        }
-        // More than 2^32 label sets would exhaust memory long before the ids.
-        let id = u32::try_from(self.keys.len()).unwrap_or(u32::MAX);
-        self.keys.push(key.clone());
-        self.ids.insert(key, id);
-        id
-    }
-
-    fn key(&self, id: u32) -> &K {
-        // Every id in a bucket came from `id`, which pushed its key.
-        &self.keys[id as usize]
-    }
 }
 
 /// The previous point of one cumulative counter series.
@@ -150,31 +120,6 @@ pub struct Applied {
     pub baselines: u64,
     /// Records the compactor's decoder refused (also counted by reason).
     pub rejected: u64,
-}
-
-/// Remembers ids for a while, in arrival order, to recognise retried copies.
-#[derive(Debug, Default)]
-struct RecentIds {
-    seen: HashSet<u128>,
-    order: VecDeque<(Micros, u128)>,
-}
-
-impl RecentIds {
-    /// Records `id` at `at`; false when it was already seen within the window.
-    fn insert(&mut self, id: u128, at: Micros, window: Micros) -> bool {
-        while let Some(&(oldest, old)) = self.order.front() {
-            if oldest >= at.saturating_sub(window) {
-                break;
-            }
-            self.order.pop_front();
-            self.seen.remove(&old);
-        }
-        if !self.seen.insert(id) {
-            return false;
-        }
-        self.order.push_back((at, id));
-        true
-    }
 }
 
 /// The counts of one group over a range of buckets.
@@ -502,97 +447,6 @@ impl Model {
         }
     }
 
-    fn see_instance(&mut self, count: &OutcomeCount, time: Micros) {
-        let declared = count
-            .export_interval_ms
-            .map(|ms| i64::try_from(ms).unwrap_or(i64::MAX).saturating_mul(1000));
-        self.see_export(
-            SeenBy::Adapter,
-            &count.service_name,
-            &count.service_instance_id,
-            time,
-            declared,
-        );
-    }
-
-    /// Applies one export of an instance at `time`, declaring `declared` as its interval.
-    fn see_export(
-        &mut self,
-        seen_by: SeenBy,
-        service: &str,
-        instance: &str,
-        time: Micros,
-        declared: Option<Micros>,
-    ) {
-        let service = self.name(service);
-        let instance = self.name(instance);
-        let fresh = InstanceSeen {
-            service: Arc::clone(&service),
-            instance: Arc::clone(&instance),
-            seen_by,
-            first: time,
-            last: time,
-            interval_micros: None,
-            stopped: false,
-            replaced: false,
-        };
-        let seen = self
-            .instances
-            .entry((service, instance))
-            .or_insert_with(|| fresh.clone());
-        // An adapter's exports say more than a sender's heartbeats: once it has them, an
-        // instance is judged by them alone.
-        match (seen.seen_by, seen_by) {
-            (SeenBy::Spans, SeenBy::Adapter) => *seen = fresh,
-            (SeenBy::Adapter, SeenBy::Spans) => return,
-            _ => {}
-        }
-        if time > seen.last {
-            // An instance that declares its interval is believed; a final export comes early.
-            if declared.is_none() {
-                let gap = time - seen.last;
-                seen.interval_micros =
-                    Some(seen.interval_micros.map_or(gap, |known| known.min(gap)));
-            }
-            seen.last = time;
-            seen.stopped = false;
-        }
-        if time == seen.last {
-            // Several points share an export's time; any of them saying 0 says it for all.
-            seen.stopped |= declared == Some(0);
-            if let Some(interval) = declared.filter(|&interval| interval > 0) {
-                seen.interval_micros = Some(interval);
-            }
-        }
-        seen.first = seen.first.min(time);
-    }
-
-    fn apply_heartbeat(&mut self, beat: &Heartbeat) {
-        let time = i64::try_from(beat.time_unix_nano / 1000).unwrap_or(i64::MAX);
-        if let (Some(service), Some(instance)) = (&beat.service_name, &beat.service_instance_id) {
-            self.see_export(SeenBy::Spans, service, instance, time, None);
-            return;
-        }
-        let interval = i64::try_from(beat.interval_ms)
-            .unwrap_or(i64::MAX)
-            .saturating_mul(1000);
-        let started = i64::try_from(beat.started_time_unix_nano / 1000).unwrap_or(0);
-        let seen = self
-            .collectors
-            .entry(beat.collector_id.clone())
-            .or_insert(CollectorSeen {
-                id: beat.collector_id.clone(),
-                time,
-                interval_micros: interval,
-                started,
-            });
-        if time >= seen.time {
-            seen.time = time;
-            seen.interval_micros = interval;
-            seen.started = started;
-        }
-    }
-
     /// Drops the buckets that fell out of the history.
     pub fn prune(&mut self, now: Micros) {
         let start = self.history_start(now);
@@ -720,94 +574,6 @@ impl Model {
             .map(|(key, total)| (self.failure_keys.key(*key), *total))
     }
 
-    /// The totals with the offsets they hold, to be stored.
-    pub fn stored_totals(&self) -> StoredTotals {
-        let outcomes = self
-            .outcome_totals()
-            .map(|(call, class, total)| {
-                (
-                    call.service.to_string(),
-                    call.tool.to_string(),
-                    call.target.to_string(),
-                    call.source.to_string(),
-                    class.as_str().to_owned(),
-                    total,
-                )
-            })
-            .collect();
-        let failures = self
-            .failure_totals()
-            .map(|(key, total)| StoredFailure {
-                service: key.call.service.to_string(),
-                tool: key.call.tool.to_string(),
-                target: key.call.target.to_string(),
-                source: key.call.source.to_string(),
-                class: key.class.as_str().to_owned(),
-                kind: key.kind.to_string(),
-                action: key.action.to_string(),
-                total,
-            })
-            .collect();
-        StoredTotals {
-            saved_at: None,
-            positions: self
-                .totals
-                .applied()
-                .iter()
-                .map(|(&(table, partition), &next)| (table.topic().to_owned(), partition, next))
-                .collect(),
-            outcomes,
-            failures,
-            rejected: self.totals.rejected.clone(),
-        }
-    }
-
-    /// Starts from stored totals: records before their offsets add nothing more to them. Call
-    /// before the first record is applied. Returns the series left out (a class, source or
-    /// kind this build does not know).
-    pub fn restore_totals(&mut self, stored: StoredTotals) -> usize {
-        let mut unknown = 0;
-        self.totals.restore_positions(stored.positions());
-        for (service, tool, target, source, class, total) in stored.outcomes {
-            let parsed = OutcomeSource::from_bytes(source.as_bytes())
-                .and_then(|parsed| CountClass::parse(&class, Some(parsed)).ok());
-            let Some(class) = parsed else {
-                unknown += 1;
-                continue;
-            };
-            let call = self.call_key(&service, &tool, &target, &source);
-            let call = self.calls.id(call);
-            *self.totals.outcomes.entry((call, class)).or_default() += total;
-        }
-        for stored in stored.failures {
-            let Ok(class) = stored.class.parse::<OutcomeClass>() else {
-                unknown += 1;
-                continue;
-            };
-            let failure = FailureKey {
-                call: self.call_key(
-                    &stored.service,
-                    &stored.tool,
-                    &stored.target,
-                    &stored.source,
-                ),
-                class,
-                kind: self.name(&stored.kind),
-                action: self.name(&stored.action),
-            };
-            let call = self.calls.id(failure.call.clone());
-            let failure = self.failure_keys.id(failure);
-            if self.failure_call.len() <= failure as usize {
-                self.failure_call.push(call);
-            }
-            *self.totals.failures.entry(failure).or_default() += stored.total;
-        }
-        for (reason, total) in stored.rejected {
-            *self.totals.rejected.entry(reason).or_default() += total;
-        }
-        unknown
-    }
-
     /// Every instance seen (an adapter's, or one with derived calls whose senders' heartbeats
     /// arrived), by service then instance, each marked replaced when a new instance of its
     /// service started after its newest export.
@@ -886,7 +652,7 @@ fn merge(into: &mut ClassCounts, from: &ClassCounts) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use candor_records::proto::OutcomeEvent;
+    use candor_records::proto::{Heartbeat, OutcomeEvent};
     use candor_records::rows::Event;
     use candor_records::tables::Arrival;
 

@@ -13,9 +13,13 @@
 use std::collections::{BTreeMap, HashMap};
 
 use candor_records::proto::CountClass;
+use candor_records::proto::OutcomeSource;
 use candor_records::rows::Meta;
 use candor_records::tables::Table;
+use candor_schema::OutcomeClass;
 use serde::{Deserialize, Serialize};
+
+use super::{FailureKey, Model};
 
 /// The next offset of each topic's partitions.
 pub type Positions = BTreeMap<(Table, i32), i64>;
@@ -104,6 +108,96 @@ impl StoredTotals {
                 Some(((Table::from_topic(topic)?, *partition), *next))
             })
             .collect()
+    }
+}
+
+impl Model {
+    /// The totals with the offsets they hold, to be stored.
+    pub fn stored_totals(&self) -> StoredTotals {
+        let outcomes = self
+            .outcome_totals()
+            .map(|(call, class, total)| {
+                (
+                    call.service.to_string(),
+                    call.tool.to_string(),
+                    call.target.to_string(),
+                    call.source.to_string(),
+                    class.as_str().to_owned(),
+                    total,
+                )
+            })
+            .collect();
+        let failures = self
+            .failure_totals()
+            .map(|(key, total)| StoredFailure {
+                service: key.call.service.to_string(),
+                tool: key.call.tool.to_string(),
+                target: key.call.target.to_string(),
+                source: key.call.source.to_string(),
+                class: key.class.as_str().to_owned(),
+                kind: key.kind.to_string(),
+                action: key.action.to_string(),
+                total,
+            })
+            .collect();
+        StoredTotals {
+            saved_at: None,
+            positions: self
+                .totals
+                .applied()
+                .iter()
+                .map(|(&(table, partition), &next)| (table.topic().to_owned(), partition, next))
+                .collect(),
+            outcomes,
+            failures,
+            rejected: self.totals.rejected.clone(),
+        }
+    }
+
+    /// Starts from stored totals: records before their offsets add nothing more to them. Call
+    /// before the first record is applied. Returns the series left out (a class, source or
+    /// kind this build does not know).
+    pub fn restore_totals(&mut self, stored: StoredTotals) -> usize {
+        let mut unknown = 0;
+        self.totals.restore_positions(stored.positions());
+        for (service, tool, target, source, class, total) in stored.outcomes {
+            let parsed = OutcomeSource::from_bytes(source.as_bytes())
+                .and_then(|parsed| CountClass::parse(&class, Some(parsed)).ok());
+            let Some(class) = parsed else {
+                unknown += 1;
+                continue;
+            };
+            let call = self.call_key(&service, &tool, &target, &source);
+            let call = self.calls.id(call);
+            *self.totals.outcomes.entry((call, class)).or_default() += total;
+        }
+        for stored in stored.failures {
+            let Ok(class) = stored.class.parse::<OutcomeClass>() else {
+                unknown += 1;
+                continue;
+            };
+            let failure = FailureKey {
+                call: self.call_key(
+                    &stored.service,
+                    &stored.tool,
+                    &stored.target,
+                    &stored.source,
+                ),
+                class,
+                kind: self.name(&stored.kind),
+                action: self.name(&stored.action),
+            };
+            let call = self.calls.id(failure.call.clone());
+            let failure = self.failure_keys.id(failure);
+            if self.failure_call.len() <= failure as usize {
+                self.failure_call.push(call);
+            }
+            *self.totals.failures.entry(failure).or_default() += stored.total;
+        }
+        for (reason, total) in stored.rejected {
+            *self.totals.rejected.entry(reason).or_default() += total;
+        }
+        unknown
     }
 }
 

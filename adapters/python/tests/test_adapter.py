@@ -306,7 +306,7 @@ def test_an_async_attempt_cut_mid_body_is_what_arrived_whichever_timer_fires_fir
     assert isinstance(envelope.outcome, Partial)
     assert envelope.outcome.payload == '{"items":[1,2,'
     assert envelope.outcome.truncation.dropped == (
-        "the rest of the body (the attempt's 50ms ran out while it was arriving)"
+        "the rest of the body (the attempt's 0.05s ran out while it was arriving)"
     )
 
 
@@ -346,7 +346,7 @@ def test_the_deadline_cuts_the_last_attempt(telemetry: Telemetry) -> None:
     assert isinstance(envelope.outcome, AccessFailure)
     assert [a.failure_kind for a in envelope.attempts] == ["timeout", "deadline"]
     assert envelope.outcome.failure.message == (
-        "the call's deadline ran out 450ms into the attempt, with no answer"
+        "the call's deadline ran out 0.45s into the attempt, with no answer"
     )
     assert envelope.attempts[-1].retry_action is RetryAction.EXHAUSTED
     assert clock.elapsed_ns == 2500 * MS

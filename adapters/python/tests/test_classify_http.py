@@ -38,7 +38,7 @@ from candor.classify.http import (
     _body_snippet,
     _visible,
 )
-from candor.jsonscan import first_error
+from candor.jsonscan import OUT_OF_RANGE, first_error
 from candor.jsonvalue import (
     BodyParseError,
     JsonValue,
@@ -110,32 +110,57 @@ def test_json_that_ends_early_is_partial_and_other_bad_json_is_not_json() -> Non
     cut = CLASSIFIER.classify(HttpResponse(200, body=b'{"items":[1,2')).outcome
     assert isinstance(cut, Partial)
     assert cut.truncation.dropped == (
-        "the rest of the JSON document (EOF while parsing a list at line 1 column 13)"
+        "the rest of the JSON document (Expecting ',' delimiter: line 1 column 14 (char 13))"
     )
     bad = failure(HttpResponse(200, body=b'{"items":[1,2]}x'))
-    assert bad.failure.message == "2xx body is not JSON: trailing characters at line 1 column 16"
+    assert bad.failure.message == "2xx body is not JSON: Extra data: line 1 column 16 (char 15)"
     assert bad.failure.retryable
 
 
 @pytest.mark.parametrize(
     ("body", "eof", "message"),
     [
-        (b"[1,2", True, "EOF while parsing a list at line 1 column 4"),
-        (b'{"a":', True, "EOF while parsing a value at line 1 column 5"),
-        (b'{"a"', True, "EOF while parsing an object at line 1 column 4"),
-        (b'"abc', True, "EOF while parsing a string at line 1 column 4"),
-        (b"[1.", True, "EOF while parsing a value at line 1 column 3"),
-        (b"[tr", True, "EOF while parsing a value at line 1 column 3"),
-        (b"[-", False, "invalid number at line 1 column 2"),
-        (b"abc", False, "expected value at line 1 column 1"),
-        (b"[1,]", False, "trailing comma at line 1 column 4"),
-        (b"{1:2}", False, "key must be a string at line 1 column 2"),
-        (b"[1 2]", False, "expected `,` or `]` at line 1 column 4"),
-        (b"\n[nul]", False, "expected ident at line 2 column 5"),
-        (b"[NaN]", False, "expected value at line 1 column 2"),
-        (b"[1e999]", False, "number out of range"),
-        (b"[" * 200 + b"]" * 200, False, "recursion limit exceeded at line 1 column 128"),
-        (b'"\\ud800"', False, "unexpected end of hex escape at line 1 column 8"),
+        (b"[1,2", True, "Expecting ',' delimiter: line 1 column 5 (char 4)"),
+        (b'{"a":', True, "Expecting value: line 1 column 6 (char 5)"),
+        (b'{"a"', True, "Expecting ':' delimiter: line 1 column 5 (char 4)"),
+        (b"{", True, "Expecting property name enclosed in double quotes: line 1 column 2 (char 1)"),
+        (b'"abc', True, "Unterminated string starting at: line 1 column 1 (char 0)"),
+        (b'["\\u12', True, "Unterminated string starting at: line 1 column 2 (char 1)"),
+        (b"[1.", True, "Unterminated number starting at: line 1 column 2 (char 1)"),
+        (b"[1e+", True, "Unterminated number starting at: line 1 column 2 (char 1)"),
+        (b"[tr", True, "Expecting value: line 1 column 2 (char 1)"),
+        (b"[-", False, "Expecting value: line 1 column 2 (char 1)"),
+        (b"[01]", False, "Invalid number: line 1 column 2 (char 1)"),
+        (b"[1.x]", False, "Invalid number: line 1 column 2 (char 1)"),
+        (b"abc", False, "Expecting value: line 1 column 1 (char 0)"),
+        (b"[1,]", False, "Illegal trailing comma before end of array: line 1 column 3 (char 2)"),
+        (
+            b'{"a":1,}',
+            False,
+            "Illegal trailing comma before end of object: line 1 column 7 (char 6)",
+        ),
+        (
+            b"{1:2}",
+            False,
+            "Expecting property name enclosed in double quotes: line 1 column 2 (char 1)",
+        ),
+        (b"[1 2]", False, "Expecting ',' delimiter: line 1 column 4 (char 3)"),
+        (b"\n[nul]", False, "Expecting value: line 2 column 2 (char 2)"),
+        (b"[NaN]", False, "Expecting value: line 1 column 2 (char 1)"),
+        (b"[1e999]", False, "Number too large for a float"),
+        (
+            b"[" * 200 + b"]" * 200,
+            False,
+            "Nesting deeper than 127 levels: line 1 column 128 (char 127)",
+        ),
+        (b'"\\ud800"', False, "Unpaired surrogate in \\uXXXX escape: line 1 column 2 (char 1)"),
+        (b'"\\udc00"', False, "Unpaired surrogate in \\uXXXX escape: line 1 column 2 (char 1)"),
+        (b'"\\x"', False, "Invalid \\escape: line 1 column 2 (char 1)"),
+        (b'"\\u12x4"', False, "Invalid \\uXXXX escape: line 1 column 3 (char 2)"),
+        (b'["a\x01"]', False, "Invalid control character at: line 1 column 4 (char 3)"),
+        (b'["\xc3\xa9\xff"]', False, "Invalid UTF-8 in string: line 1 column 4 (char 3)"),
+        (b'["\xc3\xa9", x]', False, "Expecting value: line 1 column 7 (char 6)"),
+        (b"[1] x", False, "Extra data: line 1 column 5 (char 4)"),
     ],
 )
 def test_body_parse_errors_say_whether_the_document_ended_early(
@@ -144,6 +169,18 @@ def test_body_parse_errors_say_whether_the_document_ended_early(
     with pytest.raises(BodyParseError) as caught:
         loads_body(body)
     assert (caught.value.eof, caught.value.message) == (eof, message)
+
+
+@pytest.mark.parametrize(
+    "body",
+    [b"[1,2", b'{"a":', b'{"a" 1}', b'"abc', b"abc", b"[1 2]", b'"\\x"', b'["a\x01"]', b"[1] x"],
+)
+def test_a_parse_error_reads_as_the_one_json_gives(body: bytes) -> None:
+    with pytest.raises(json.JSONDecodeError) as expected:
+        json.loads(body)
+    with pytest.raises(BodyParseError) as caught:
+        loads_body(body)
+    assert caught.value.message == str(expected.value)
 
 
 def test_numbers_are_read_as_the_rust_reader_reads_them() -> None:
@@ -188,7 +225,7 @@ def _reference_loads_body(data: bytes) -> JsonValue:
         )
         _check(value)
     except _OutOfRangeError:
-        raise BodyParseError("number out of range", eof=False) from None
+        raise BodyParseError(OUT_OF_RANGE, eof=False) from None
     except (ValueError, RecursionError):
         message, eof = first_error(data)
         raise BodyParseError(message, eof=eof) from None
@@ -330,7 +367,7 @@ def test_a_202_cut_by_the_attempts_time_is_no_acceptance() -> None:
     assert isinstance(cut.outcome, Partial)
     assert cut.lifecycle is None
     assert cut.outcome.truncation.dropped == (
-        "the rest of the body (the attempt's 300ms ran out while it was arriving)"
+        "the rest of the body (the attempt's 0.3s ran out while it was arriving)"
     )
 
 

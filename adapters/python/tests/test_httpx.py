@@ -305,7 +305,7 @@ def test_a_body_that_stalls_past_the_attempts_time_is_what_arrived(
     assert truncation.kind is PartialKind.MID_STREAM
     assert truncation.covered == f"the first {len(STALLED_BODY)} bytes of the body"
     assert truncation.dropped == (
-        "the rest of the body (the attempt's 300ms ran out while it was arriving)"
+        "the rest of the body (the attempt's 0.3s ran out while it was arriving)"
     )
     assert envelope.attempts[0].retry_action is RetryAction.ACCEPT_PARTIAL
     assert envelope.attempts[0].duration_ms >= 300
@@ -332,7 +332,7 @@ def test_a_stalled_body_is_what_arrived_when_the_adapters_timer_fires_first(
     envelope = asyncio.run(search.acall(late_start))
     assert isinstance(envelope.outcome, Partial), envelope.outcome
     assert envelope.outcome.payload == STALLED_BODY.decode()
-    assert "the attempt's 300ms ran out" in envelope.outcome.truncation.dropped
+    assert "the attempt's 0.3s ran out" in envelope.outcome.truncation.dropped
     assert 300 <= envelope.attempts[0].duration_ms < 1000
 
 
@@ -371,7 +371,7 @@ def test_a_status_that_arrives_after_the_attempts_time_is_a_timeout() -> None:
         exchange = candor_httpx.request(client, "GET", "http://search.example/", attempt)
     assert isinstance(exchange, TransportError)
     assert exchange.kind is TransportErrorKind.TIMEOUT
-    assert exchange.message == "no status within the attempt's 50ms"
+    assert exchange.message == "no status within the attempt's 0.05s"
     assert attempt.arrival is None
 
 

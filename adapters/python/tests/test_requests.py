@@ -143,7 +143,7 @@ def test_a_body_that_stalls_past_the_attempts_time_is_what_arrived(
     assert truncation.kind is PartialKind.MID_STREAM
     assert truncation.covered == f"the first {len(STALLED_BODY)} bytes of the body"
     assert truncation.dropped == (
-        "the rest of the body (the attempt's 300ms ran out while it was arriving)"
+        "the rest of the body (the attempt's 0.3s ran out while it was arriving)"
     )
     assert envelope.attempts[0].retry_action is RetryAction.ACCEPT_PARTIAL
     assert envelope.attempts[0].duration_ms >= 300

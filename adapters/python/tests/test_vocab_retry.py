@@ -30,6 +30,7 @@ from candor import (
     Truncation,
     UnknownValueError,
 )
+from candor.retry import format_seconds
 from candor.vocab import Vocabulary
 
 VOCABULARIES: list[type[Vocabulary]] = [
@@ -161,3 +162,19 @@ def test_seeded_jitter_is_replayable_and_in_range() -> None:
         assert x == b.next_fraction()
         assert 0.0 <= x < 1.0
     assert SeededJitter(7).next_fraction() != SeededJitter(8).next_fraction()
+
+
+@pytest.mark.parametrize(
+    ("ns", "text"),
+    [
+        (0, "0s"),
+        (1, "0.000000001s"),
+        (50_000_000, "0.05s"),
+        (250_000_000, "0.25s"),
+        (1_500_000_000, "1.5s"),
+        (10_000_000_000, "10s"),
+        (300_000_000_000, "300s"),
+    ],
+)
+def test_a_duration_in_a_message_is_written_in_seconds(ns: int, text: str) -> None:
+    assert format_seconds(ns) == text

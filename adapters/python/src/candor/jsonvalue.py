@@ -1,8 +1,9 @@
-"""JSON values read and written exactly as the Rust side reads and writes them.
+"""JSON values, read with the Rust reader's rules and written as compact JSON.
 
 - :func:`loads_body` parses a response body and, when it fails, says whether the document
-  ended early (a cut body) or is not JSON at all, with the same wording as the Rust reader.
-- :func:`dumps` writes compact JSON with the Rust writer's number formatting.
+  ended early (a cut body) or is not JSON at all, in the words of :mod:`json`'s errors.
+- :func:`dumps` writes compact JSON, a float as :func:`repr` writes it (as :func:`json.dumps`
+  does).
 - :func:`pointer` resolves RFC 6901 JSON pointers; :func:`json_equal` compares values with
   JSON's types (``1`` is not ``1.0``, ``true`` is not ``1``).
 """
@@ -16,7 +17,7 @@ from dataclasses import dataclass
 from enum import Enum
 from typing import Final, TypeAlias
 
-from candor.jsonscan import MAX_DEPTH, first_error
+from candor.jsonscan import MAX_DEPTH, OUT_OF_RANGE, first_error
 
 __all__ = [
     "MISSING",
@@ -135,23 +136,8 @@ def sorted_keys(value: JsonLike) -> JsonValue:
 
 
 def _format_float(number: float) -> str:
-    """Shortest round-trip digits, laid out as the Rust writer lays them out."""
-    if not math.isfinite(number):
-        return "null"
-    text = repr(number)
-    if "e" not in text:
-        return text if ("." in text or "n" in text) else text + ".0"
-    mantissa, _, exp_text = text.partition("e")
-    exponent = int(exp_text)
-    if -5 <= exponent <= 15:
-        sign = "-" if mantissa.startswith("-") else ""
-        digits = mantissa.lstrip("-").replace(".", "")
-        if exponent < 0:
-            return f"{sign}0.{'0' * (-exponent - 1)}{digits}"
-        digits = digits.ljust(exponent + 1, "0")
-        whole, frac = digits[: exponent + 1], digits[exponent + 1 :]
-        return f"{sign}{whole}.{frac or '0'}"
-    return f"{mantissa}e{'+' if exponent >= 0 else '-'}{abs(exponent)}"
+    """The float as :func:`json.dumps` writes it (its :func:`repr`), or ``null`` when not finite."""
+    return repr(number) if math.isfinite(number) else "null"
 
 
 def _dump(value: object, sort: bool, out: list[str]) -> None:
@@ -191,7 +177,9 @@ def _dump(value: object, sort: bool, out: list[str]) -> None:
 
 
 def dumps(value: object, *, sort: bool = False) -> str:
-    """Compact JSON, written as the Rust writer writes it.
+    """Compact JSON: no white space, non-ASCII text as it is, a float as its :func:`repr`.
+
+    A float that is not finite, which JSON cannot hold, is written ``null``.
 
     With ``sort``, object keys are written in order (as the Rust side writes a free-form JSON
     value); without it, in the dictionaries' own order.
@@ -206,7 +194,7 @@ class BodyParseError(Exception):
     """Why a body is not a JSON document."""
 
     message: str
-    """What is wrong and where, e.g. ``EOF while parsing a list at line 1 column 14``."""
+    """What is wrong and where, e.g. ``Expecting ',' delimiter: line 1 column 5 (char 4)``."""
     eof: bool
     """Whether the document ended early: every byte so far could start a JSON document."""
 
@@ -281,7 +269,7 @@ def loads_text(
             object_pairs_hook=object_pairs_hook,
         )
     except _OutOfRangeError:
-        raise ValueError("number out of range") from None
+        raise ValueError(OUT_OF_RANGE) from None
     return value
 
 
@@ -320,7 +308,7 @@ def loads_body(data: bytes) -> JsonValue:
         if _may_break_rust_rules(data):
             _check(value)
     except _OutOfRangeError:
-        raise BodyParseError("number out of range", eof=False) from None
+        raise BodyParseError(OUT_OF_RANGE, eof=False) from None
     except (ValueError, RecursionError):
         message, eof = first_error(data)
         raise BodyParseError(message, eof=eof) from None

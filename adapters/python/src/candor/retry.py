@@ -30,7 +30,7 @@ __all__ = [
     "Retry",
     "RetryPolicy",
     "SeededJitter",
-    "debug_duration",
+    "format_seconds",
     "ns_of",
     "timedelta_of",
 ]
@@ -49,21 +49,11 @@ def timedelta_of(ns: int) -> timedelta:
     return timedelta(microseconds=ns // 1000)
 
 
-def debug_duration(ns: int) -> str:
-    """``ns`` nanoseconds as Rust's ``{:?}`` writes a duration: ``10s``, ``1.5s``, ``250ms``."""
-
-    def decimal(whole: int, fraction: int, digits: int) -> str:
-        tail = str(fraction).rjust(digits, "0").rstrip("0")
-        return f"{whole}.{tail}" if tail else str(whole)
-
+def format_seconds(ns: int) -> str:
+    """``ns`` nanoseconds in seconds, exact, without trailing zeros: ``10s``, ``0.25s``."""
     seconds, nanos = divmod(ns, _NS_PER_SECOND)
-    if seconds:
-        return decimal(seconds, nanos, 9) + "s"
-    if nanos >= 1_000_000:
-        return decimal(nanos // 1_000_000, nanos % 1_000_000, 6) + "ms"
-    if nanos >= 1_000:
-        return decimal(nanos // 1_000, nanos % 1_000, 3) + "µs"
-    return f"{nanos}ns"
+    fraction = f"{nanos:09d}".rstrip("0")
+    return f"{seconds}.{fraction}s" if fraction else f"{seconds}s"
 
 
 def _mul_f64(ns: int, factor: float) -> int:

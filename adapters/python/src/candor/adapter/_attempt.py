@@ -19,7 +19,7 @@ from typing import Any, Final, NoReturn, TypeVar
 from candor.classify.http import HttpArrival
 from candor.clock import Clock
 from candor.envelope import Failure
-from candor.retry import debug_duration, timedelta_of
+from candor.retry import format_seconds, timedelta_of
 from candor.timestamps import datetime_from_ns
 from candor.vocab import AccessFailureKind
 
@@ -99,13 +99,13 @@ def _no_answer(context: AttemptContext, attempt_timeout_ns: int) -> Failure:
     if after_ns < attempt_timeout_ns:
         kind = AccessFailureKind.DEADLINE
         message = (
-            f"the call's deadline ran out {debug_duration(after_ns)} into the attempt, "
+            f"the call's deadline ran out {format_seconds(after_ns)} into the attempt, "
             "with no answer"
         )
         error_type = "deadline"
     else:
         kind = AccessFailureKind.TIMEOUT
-        message = f"no answer within the attempt timeout of {debug_duration(after_ns)}"
+        message = f"no answer within the attempt timeout of {format_seconds(after_ns)}"
         error_type = "timeout"
     return Failure(kind, retryable=True, message=message, error_type=error_type)
 

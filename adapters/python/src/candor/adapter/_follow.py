@@ -39,7 +39,7 @@ from candor.envelope import (
 )
 from candor.follow import OperationStatus, StatusRead, StatusReader
 from candor.redact import redact_text
-from candor.retry import debug_duration
+from candor.retry import format_seconds
 from candor.telemetry import Transition
 from candor.vocab import AccessFailureKind, EvidenceKind, LifecycleState, PartialKind, RetryAction
 
@@ -364,7 +364,7 @@ class _Following:
                     retryable=True,
                     message=(
                         f"operation {name} was still {last.state} when the operation deadline "
-                        f"of {debug_duration(self.adapter.operation_deadline_ns)} ran out, "
+                        f"of {format_seconds(self.adapter.operation_deadline_ns)} ran out, "
                         f"after {self.reads} status read(s)"
                     ),
                     error_type="deadline",

@@ -69,7 +69,7 @@ from candor.jsonvalue import (
     pointer,
 )
 from candor.redact import redact_text
-from candor.retry import debug_duration
+from candor.retry import format_seconds
 from candor.timestamps import datetime_from_ns, datetime_to_ns
 from candor.vocab import AccessFailureKind, EvidenceKind, PartialKind
 
@@ -498,7 +498,7 @@ class HttpClassifier:
             case BodyTimedOut(after_ns=after_ns):
                 cut = (
                     PartialKind.MID_STREAM,
-                    f"the rest of the body (the attempt's {debug_duration(after_ns)} ran out "
+                    f"the rest of the body (the attempt's {format_seconds(after_ns)} ran out "
                     "while it was arriving)",
                 )
         if cut is not None:

@@ -31,7 +31,7 @@ from candor.classify.http import (
     TransportError,
     TransportErrorKind,
 )
-from candor.retry import debug_duration
+from candor.retry import format_seconds
 
 IDEMPOTENCY_KEY_HEADER = "Idempotency-Key"
 """The header that carries a call's idempotency key (the IETF HTTPAPI draft)."""
@@ -85,7 +85,7 @@ def arriving(
 def no_status(timeout_ns: int) -> TransportError:
     """What an attempt whose status arrived only after its time ran out returns: a timeout."""
     return TransportError(
-        TransportErrorKind.TIMEOUT, f"no status within the attempt's {debug_duration(timeout_ns)}"
+        TransportErrorKind.TIMEOUT, f"no status within the attempt's {format_seconds(timeout_ns)}"
     )
 
 

@@ -8,13 +8,14 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)] // a benchmark's failure is its report
 
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Instant;
 
 use candor_dashboards::alerts::Alerts;
 use candor_dashboards::model::{MINUTE, Model, ModelSettings};
 use candor_dashboards::rules::{self, DEFAULT_RULES, Limits};
-use candor_dashboards::state::{PipelineInputs, Shared, Staleness};
+use candor_dashboards::snapshot::Snapshot;
+use candor_dashboards::state::{PipelineInputs, Shared};
 use candor_dashboards::{metrics, page, view};
 use candor_query::window::{Micros, now};
 use candor_records::proto::{Heartbeat, OutcomeCount, OutcomeEvent, Temporality};
@@ -239,21 +240,17 @@ fn main() {
         caught_up: true,
         ..PipelineInputs::default()
     };
-    let shared = Arc::new(Shared {
-        model: Mutex::new(model),
-        pipeline: Mutex::new(pipeline),
-        alerts: Mutex::new(Alerts::default()),
-        reconcile: Mutex::new(Default::default()),
+    let shared = Shared::new(
+        model,
+        Alerts::default(),
         rules,
-        staleness: Staleness::default(),
-        started: start,
-        notifications: Default::default(),
-        has_receivers: false,
-        access: Arc::new(candor_dashboards::access::Access::open()),
-        state_saves: Default::default(),
-        counter_saves: Default::default(),
-        silence_reads: Default::default(),
-    });
+        Arc::new(candor_dashboards::access::Access::open()),
+        start,
+    );
+    *shared.pipeline.lock().unwrap() = pipeline;
+    let (taken, _) = time_ms(5, || Snapshot::take(&shared, end).instances.len());
+    println!("snapshot taken: {taken:.1} ms");
+    let snapshot = Snapshot::take(&shared, end);
     for (label, range) in [
         ("1h", 60 * MINUTE),
         ("24h", 24 * 60 * MINUTE),
@@ -262,8 +259,8 @@ fn main() {
         if range > history {
             continue;
         }
-        let (built, _) = time_ms(5, || view::overview(&shared, end, range).by_target.len());
-        let overview = view::overview(&shared, end, range);
+        let (built, _) = time_ms(5, || view::overview(&snapshot, range).by_target.len());
+        let overview = view::overview(&snapshot, range);
         let (html, html_bytes) = time_ms(5, || page::overview(&overview).len());
         let (json, json_bytes) = time_ms(5, || serde_json::to_string(&overview).unwrap().len());
         println!(
@@ -273,7 +270,7 @@ fn main() {
             built + html
         );
     }
-    let (rendered, bytes) = time_ms(5, || metrics::render(&shared, end).len());
+    let (rendered, bytes) = time_ms(5, || metrics::render(&snapshot).len());
     println!("/metrics: {rendered:.1} ms ({} KiB)", bytes / 1024);
     let (evaluated, _) = time_ms(5, || {
         candor_dashboards::engine::evaluate(&shared, end, MINUTE).len()

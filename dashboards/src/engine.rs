@@ -1,6 +1,8 @@
-//! The alert loop: evaluates the rules on a schedule and hands due notifications to the
-//! notifier, recording what became of each, and keeps the alert instances in the state store
-//! ([`crate::persist`]) after every change.
+//! The alert loop: evaluates the rules on a schedule, publishes a snapshot of what it found
+//! for the pages and `/metrics` ([`crate::snapshot`]), hands due notifications to the notifier,
+//! recording what became of each, and keeps the alert instances in the state store
+//! ([`crate::persist`]) after every change. Between evaluations [`publish`] keeps the snapshot
+//! fresh.
 //!
 //! After a start the rules wait until the model holds its history
 //! ([`crate::state::Shared::history_ready`]): evaluated on a half-read history, a restored alert
@@ -19,6 +21,7 @@ use crate::alerts::{Delivery, Observation, conditions};
 use crate::notify::Notifier;
 use crate::operations::Judged;
 use crate::persist::{StateStore, Stored};
+use crate::snapshot::{PUBLISH_EVERY, Published};
 use crate::state::Shared;
 use crate::sync::lock;
 
@@ -42,10 +45,22 @@ enum Tier {
     Escalation,
 }
 
-/// Evaluates the rules every `every`; re-sends firing alerts every `resend`; escalates the ones
-/// nobody acknowledged in time; with a `store`, keeps the alert instances there.
+/// Publishes a snapshot of `shared` every [`PUBLISH_EVERY`], whether the rules are evaluated
+/// yet or not: the pages say what the model holds while the history is read.
+pub async fn publish(shared: Arc<Shared>, published: Published) {
+    let mut ticker = tokio::time::interval(PUBLISH_EVERY);
+    loop {
+        ticker.tick().await;
+        published.publish(&shared, now());
+    }
+}
+
+/// Evaluates the rules every `every` and publishes a snapshot after each evaluation; re-sends
+/// firing alerts every `resend`; escalates the ones nobody acknowledged in time; with a
+/// `store`, keeps the alert instances there.
 pub async fn run(
     shared: Arc<Shared>,
+    published: Published,
     receivers: Receivers,
     every: Duration,
     resend: Micros,
@@ -76,6 +91,9 @@ pub async fn run(
             Vec::new()
         };
         save(&shared, saves.as_ref());
+        // Before the notifications go out, so that their acknowledgement links find the
+        // episode they name.
+        published.publish(&shared, now());
         for alert in due {
             let escalated = alert.escalated.is_some();
             notify(
@@ -175,8 +193,8 @@ fn saver(store: Arc<StateStore>, shared: Arc<Shared>) -> watch::Sender<Vec<Store
 /// One evaluation at `now`: the alerts' new states, and the notifications now due.
 ///
 /// The operations are judged once here: the `stuck_operations` rules read that judgement, and
-/// the model keeps it for the overview's operations panel and `/metrics` until the next
-/// evaluation ([`crate::operations::Judgement`]).
+/// the model keeps it for the snapshots until the next evaluation
+/// ([`crate::operations::Judgement`]).
 pub fn evaluate(shared: &Shared, now: Micros, resend: Micros) -> Vec<crate::alerts::Alert> {
     let hops = shared.hops(now);
     let mut model = lock(&shared.model);

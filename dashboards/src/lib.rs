@@ -19,15 +19,17 @@
 //! panel whose sources are stale never shows a green zero. [`rules`] and [`alerts`] evaluate the
 //! alert rules, and [`persist`] keeps the alert instances and the counters across restarts;
 //! [`notify`] delivers them to webhooks through the adapter, and [`silences`] reads an
-//! Alertmanager receiver's silences as acknowledgements. [`web`] serves the pages
-//! ([`page`], built from the same [`view`] the JSON API returns), and [`metrics`] the
-//! Prometheus text format; [`access`] decides who may read them. [`config`] is the configuration
-//! file, validated before anything starts.
+//! Alertmanager receiver's silences as acknowledgements. The alert loop ([`engine`]) publishes
+//! an immutable [`snapshot`] of it all after each evaluation and every second between them;
+//! [`web`] serves the pages ([`page`], built from the same [`view`] the JSON API returns) and
+//! [`metrics`] the Prometheus text format from the newest snapshot alone; [`access`] decides who
+//! may read them. [`config`] is the configuration file, validated before anything starts.
 //!
 //! The modules stand in layers, each importing only from its own layer or those below: the
 //! leaves ([`keys`], [`health`], [`metric_names`], [`sync`]), the pure domain, the shared
-//! [`state`], the sources and loops that write it, and the presentation that reads it
-//! (ARCHITECTURE.md; `tests/layers.rs` keeps it so).
+//! [`state`], the [`snapshot`] taken of it, the sources and loops that write the state and
+//! publish snapshots, and the presentation that reads the snapshots (ARCHITECTURE.md;
+//! `tests/layers.rs` keeps it so).
 
 pub mod access;
 pub mod ack_link;
@@ -50,6 +52,7 @@ pub mod reconcile;
 pub mod reconciler;
 pub mod rules;
 pub mod silences;
+pub mod snapshot;
 pub mod state;
 pub mod stream;
 pub mod sync;

@@ -23,7 +23,8 @@ use candor_dashboards::persist::{self, StateStore};
 use candor_dashboards::reconciler::{self, ReconcileSettings};
 use candor_dashboards::rules::{self, DEFAULT_RULES, Limits, Rule};
 use candor_dashboards::silences::{self, SilenceReader};
-use candor_dashboards::state::{PipelineInputs, Shared};
+use candor_dashboards::snapshot::{Published, Snapshot};
+use candor_dashboards::state::Shared;
 use candor_dashboards::stream::StreamSettings;
 use candor_dashboards::web::App;
 use candor_dashboards::{engine, history, stream, watch, web};
@@ -502,20 +503,12 @@ async fn serve(config: Config) -> anyhow::Result<()> {
     let counted_since = restore_totals(&store, &mut model);
     let store = Arc::new(store);
     let shared = Arc::new(Shared {
-        model: std::sync::Mutex::new(model),
-        pipeline: std::sync::Mutex::new(PipelineInputs::default()),
-        alerts: std::sync::Mutex::new(alerts),
-        reconcile: std::sync::Mutex::new(Default::default()),
-        rules,
         staleness: config.staleness(),
-        started: now(),
-        notifications: Default::default(),
         has_receivers: notifier.has_receivers(),
-        access: Arc::clone(&access),
-        state_saves: Default::default(),
-        counter_saves: Default::default(),
-        silence_reads: Default::default(),
+        ..Shared::new(model, alerts, rules, Arc::clone(&access), now())
     });
+    let published = Published::new(Snapshot::take(&shared, now()));
+    tokio::spawn(engine::publish(Arc::clone(&shared), published.clone()));
     let stop = Arc::new(AtomicBool::new(false));
     let consumer = {
         let settings = StreamSettings {
@@ -553,6 +546,7 @@ async fn serve(config: Config) -> anyhow::Result<()> {
     ));
     tokio::spawn(engine::run(
         Arc::clone(&shared),
+        published.clone(),
         engine::Receivers {
             first: Arc::new(notifier),
             escalation: Arc::new(escalation),
@@ -579,6 +573,7 @@ async fn serve(config: Config) -> anyhow::Result<()> {
     ));
     let app = Arc::new(App {
         shared: Arc::clone(&shared),
+        published,
         forensic,
         links,
     });

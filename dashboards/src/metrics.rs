@@ -2,10 +2,10 @@
 //! failure events, the open operations, each hop's freshness, the reconciliation, the alert
 //! states and the dashboards' own counters. The outcome, failure and refusal counters continue
 //! across restarts ([`crate::model::StoredTotals`]) and are left out while a start reads the
-//! history. Every value is read from the shared state at scrape time into a
-//! [`Snapshot`]; every name is a constant in [`names`]. The open operations are those of the
-//! newest rule evaluation's judgement ([`crate::operations::Judgement`]): a scrape judges none
-//! itself, except before the first evaluation.
+//! history. Every value is read from the newest published snapshot ([`crate::snapshot`]), so a
+//! scrape takes no lock of the model and every sample is of the snapshot's instant; every name
+//! is a constant in [`names`]. The open operations are those of the newest rule evaluation's
+//! judgement ([`crate::operations::Judgement`]).
 //!
 //! A hop with no evidence has no freshness sample at all, so that `absent()` rules see it as
 //! missing rather than as a fresh zero. Likewise the reconciliation's figures come only from a
@@ -17,28 +17,26 @@ use std::collections::BTreeMap;
 use candor_query::window::Micros;
 use candor_records::proto::CountClass;
 use candor_schema::OutcomeClass;
-use candor_service::metrics::{Labels, Snapshot, labels};
+use candor_service::metrics::{Labels, Snapshot as Exposition, labels};
 
 use crate::alerts::State;
-use crate::model::Model;
-use crate::operations;
+use crate::model::Counters;
+use crate::operations::Judgement;
 use crate::reconcile::ReconcileState;
-use crate::rules::Rule;
-use crate::state::Shared;
-use crate::sync::lock;
+use crate::snapshot::{Outcomes, Snapshot};
 
 pub use crate::metric_names as names;
 
 /// `candor_tool_outcomes_total` and `candor_tool_operations_accepted_total`: the calls the model
 /// counted, by class, and the acceptances apart from them.
-fn call_counters(out: &mut Snapshot, model: &Model) {
+fn call_counters(out: &mut Exposition, counters: &Counters) {
     // Every class of every call series seen, zeros included: `rate()` needs a counter's
     // sample before its first increase, or that increase is lost.
     // Every class a call's source counts has a series from its first point, zeros included,
     // so that a rate over it reads 0 rather than nothing.
     let mut totals: BTreeMap<_, BTreeMap<CountClass, u64>> = BTreeMap::new();
     let mut accepted: BTreeMap<_, u64> = BTreeMap::new();
-    for (call, class, total) in model.outcome_totals() {
+    for (call, class, total) in counters.outcomes() {
         if class == CountClass::Accepted {
             *accepted.entry(call).or_default() += total;
             continue;
@@ -78,9 +76,9 @@ fn call_counters(out: &mut Snapshot, model: &Model) {
 
 /// The counters continuous across restarts ([`crate::model::StoredTotals`]): the calls, the
 /// failure events and the refused records.
-fn counted_totals(out: &mut Snapshot, model: &Model) {
-    call_counters(out, model);
-    let failures = model.failure_totals().map(|(key, total)| {
+fn counted_totals(out: &mut Exposition, counters: &Counters) {
+    call_counters(out, counters);
+    let failures = counters.failures().map(|(key, total)| {
         let series = labels(&[
             ("service", &key.call.service),
             ("tool", &key.call.tool),
@@ -93,7 +91,7 @@ fn counted_totals(out: &mut Snapshot, model: &Model) {
         (series, total)
     });
     out.counters(names::FAILURE_EVENTS_TOTAL, failures);
-    let rejected = model
+    let rejected = counters
         .rejected()
         .iter()
         .map(|(reason, count)| (labels(&[("reason", reason)]), *count));
@@ -105,45 +103,43 @@ fn whole(count: u64) -> i64 {
     i64::try_from(count).unwrap_or(i64::MAX)
 }
 
-/// Renders every metric at `now`.
-pub fn render(shared: &Shared, now: Micros) -> String {
-    let mut out = Snapshot::new(names::help);
-    let hops = shared.hops(now);
+/// Renders every metric of `snapshot`.
+pub fn render(snapshot: &Snapshot) -> String {
+    let now = snapshot.at;
+    let mut out = Exposition::new(names::help);
     // A half-read history counts less than the process before this one served: left out until
     // it is read, the counters never fall.
-    let ready = shared.history_ready(now);
+    let ready = snapshot.history_ready;
     out.gauges(names::HISTORY_READY, [(Labels::new(), i64::from(ready))]);
-    {
-        let model = lock(&shared.model);
-        if ready {
-            counted_totals(&mut out, &model);
-        }
-        let instances = model.instances().into_iter().map(|seen| {
-            let series = labels(&[("service", &seen.service), ("instance", &seen.instance)]);
-            (series, seconds(seen.last))
-        });
-        out.float_gauges(names::ADAPTER_LAST_SEEN, instances);
-        let applied = model.applied();
-        out.counters(
-            names::DUPLICATES_TOTAL,
-            [(Labels::new(), applied.duplicates)],
-        );
-        out.counters(
-            names::POINTS_SET_ASIDE_TOTAL,
-            [
-                (labels(&[("why", "baseline")]), applied.baselines),
-                (labels(&[("why", "stale")]), applied.stale_points),
-            ],
-        );
-        out.counters(
-            names::OUTSIDE_HISTORY_TOTAL,
-            [
-                (labels(&[("when", "before")]), applied.before_history),
-                (labels(&[("when", "future")]), applied.future),
-            ],
-        );
-        operation_metrics(&mut out, &model, &shared.rules, now);
+    if ready {
+        counted_totals(&mut out, &snapshot.counters);
     }
+    let instances = snapshot.instances.iter().map(|seen| {
+        let series = labels(&[("service", &seen.service), ("instance", &seen.instance)]);
+        (series, seconds(seen.last))
+    });
+    out.float_gauges(names::ADAPTER_LAST_SEEN, instances);
+    let applied = snapshot.applied;
+    out.counters(
+        names::DUPLICATES_TOTAL,
+        [(Labels::new(), applied.duplicates)],
+    );
+    out.counters(
+        names::POINTS_SET_ASIDE_TOTAL,
+        [
+            (labels(&[("why", "baseline")]), applied.baselines),
+            (labels(&[("why", "stale")]), applied.stale_points),
+        ],
+    );
+    out.counters(
+        names::OUTSIDE_HISTORY_TOTAL,
+        [
+            (labels(&[("when", "before")]), applied.before_history),
+            (labels(&[("when", "future")]), applied.future),
+        ],
+    );
+    operation_metrics(&mut out, &snapshot.operations, snapshot.operations_evicted);
+    let hops = &snapshot.hops;
     let last_seen = hops.iter().filter_map(|hop| {
         let at = hop.last_seen?;
         Some((labels(&[("hop", hop.hop.as_str())]), seconds(at)))
@@ -154,28 +150,26 @@ pub fn render(shared: &Shared, now: Micros) -> String {
         Some((labels(&[("hop", hop.hop.as_str())]), age))
     });
     out.float_gauges(names::HOP_FRESHNESS, freshness);
-    {
-        let pipeline = lock(&shared.pipeline);
-        let lag = pipeline
-            .table_lag
-            .iter()
-            .map(|(table, lag)| (labels(&[("topic", table.topic())]), whole(*lag)));
-        out.gauges(names::COMPACTOR_LAG, lag);
-        let records = pipeline
-            .records
-            .iter()
-            .map(|(table, count)| (labels(&[("topic", table.topic())]), *count));
-        out.counters(names::RECORDS_TOTAL, records);
-        let lost = pipeline
-            .history_lost
-            .iter()
-            .map(|(table, count)| (labels(&[("topic", table.topic())]), *count));
-        out.counters(names::HISTORY_LOST_TOTAL, lost);
-    }
-    reconcile_metrics(&mut out, &lock(&shared.reconcile), shared.started, now);
-    let alerts: Vec<(Labels, i64)> = lock(&shared.alerts)
-        .list()
-        .into_iter()
+    let pipeline = &snapshot.pipeline;
+    let lag = pipeline
+        .table_lag
+        .iter()
+        .map(|(table, lag)| (labels(&[("topic", table.topic())]), whole(*lag)));
+    out.gauges(names::COMPACTOR_LAG, lag);
+    let records = pipeline
+        .records
+        .iter()
+        .map(|(table, count)| (labels(&[("topic", table.topic())]), *count));
+    out.counters(names::RECORDS_TOTAL, records);
+    let lost = pipeline
+        .history_lost
+        .iter()
+        .map(|(table, count)| (labels(&[("topic", table.topic())]), *count));
+    out.counters(names::HISTORY_LOST_TOTAL, lost);
+    reconcile_metrics(&mut out, &snapshot.reconcile, snapshot.started, now);
+    let alerts: Vec<(Labels, i64)> = snapshot
+        .alerts
+        .iter()
         .filter_map(|alert| {
             let state = match alert.state {
                 State::Pending => "pending",
@@ -196,50 +190,35 @@ pub fn render(shared: &Shared, now: Micros) -> String {
         })
         .collect();
     out.gauges(names::ALERTS, alerts);
-    let refused = shared
-        .access
-        .refusals()
-        .map(|(refusal, count)| (labels(&[("reason", refusal.as_str())]), count));
+    let own = &snapshot.own;
+    let refused = own
+        .refusals
+        .iter()
+        .map(|(refusal, count)| (labels(&[("reason", refusal.as_str())]), *count));
     out.counters(names::HTTP_REFUSED_TOTAL, refused);
     let results = [
-        (
-            names::STATE_SAVES_TOTAL,
-            "saved",
-            &shared.state_saves.saved,
-            &shared.state_saves.failed,
-        ),
-        (
-            names::COUNTER_SAVES_TOTAL,
-            "saved",
-            &shared.counter_saves.saved,
-            &shared.counter_saves.failed,
-        ),
-        (
-            names::SILENCE_READS_TOTAL,
-            "read",
-            &shared.silence_reads.read,
-            &shared.silence_reads.failed,
-        ),
+        (names::STATE_SAVES_TOTAL, "saved", own.state_saves),
+        (names::COUNTER_SAVES_TOTAL, "saved", own.counter_saves),
+        (names::SILENCE_READS_TOTAL, "read", own.silence_reads),
+        (names::NOTIFICATIONS_TOTAL, "delivered", own.notifications),
     ];
-    for (name, done, succeeded, failed) in results {
-        let load =
-            |count: &std::sync::atomic::AtomicU64| count.load(std::sync::atomic::Ordering::Relaxed);
+    for (
+        name,
+        done,
+        Outcomes {
+            done: succeeded,
+            failed,
+        },
+    ) in results
+    {
         out.counters(
             name,
             [
-                (labels(&[("result", done)]), load(succeeded)),
-                (labels(&[("result", "failed")]), load(failed)),
+                (labels(&[("result", done)]), succeeded),
+                (labels(&[("result", "failed")]), failed),
             ],
         );
     }
-    let (delivered, failed) = shared.notifications.get();
-    out.counters(
-        names::NOTIFICATIONS_TOTAL,
-        [
-            (labels(&[("result", "delivered")]), delivered),
-            (labels(&[("result", "failed")]), failed),
-        ],
-    );
     out.gauges(names::UP, [(Labels::new(), 1)]);
     out.encode()
 }
@@ -248,9 +227,7 @@ pub fn render(shared: &Shared, now: Micros) -> String {
 /// how many, by whether their adapter instance still reports, and when the oldest of those that
 /// do was first seen. No operation is called stuck here: the alert rules compare the oldest
 /// one's age.
-fn operation_metrics(out: &mut Snapshot, model: &Model, rules: &[Rule], now: Micros) {
-    let judgement =
-        operations::newest_judgement(model.operations(), || model.instances(), rules, now);
+fn operation_metrics(out: &mut Exposition, judgement: &Judgement, evicted: u64) {
     let open = judgement
         .open
         .iter()
@@ -282,15 +259,12 @@ fn operation_metrics(out: &mut Snapshot, model: &Model, rules: &[Rule], now: Mic
             Some((series, seconds(first)))
         });
     out.float_gauges(names::OPERATION_OLDEST_OPEN, oldest);
-    out.counters(
-        names::OPERATIONS_EVICTED_TOTAL,
-        [(Labels::new(), model.operations().evicted())],
-    );
+    out.counters(names::OPERATIONS_EVICTED_TOTAL, [(Labels::new(), evicted)]);
 }
 
 /// The reconciliation's metrics: its runs, whether the newest covered its window, for how long
 /// none has, and the figures of the newest run that did.
-fn reconcile_metrics(out: &mut Snapshot, state: &ReconcileState, started: Micros, now: Micros) {
+fn reconcile_metrics(out: &mut Exposition, state: &ReconcileState, started: Micros, now: Micros) {
     out.counters(
         names::RECONCILE_RUNS_TOTAL,
         [
@@ -367,7 +341,7 @@ mod tests {
         use candor_records::rows::{Meta, Row};
         use candor_records::tables::Arrival;
 
-        use crate::model::ModelSettings;
+        use crate::model::{Model, ModelSettings};
 
         let t0: Micros = 1_700_000_040_000_000;
         let mut model = Model::new(ModelSettings::default());
@@ -395,8 +369,8 @@ mod tests {
             };
             model.apply(&meta, &Row::Count(Box::new(count)), at);
         }
-        let mut out = Snapshot::new(names::help);
-        call_counters(&mut out, &model);
+        let mut out = Exposition::new(names::help);
+        call_counters(&mut out, &model.counters());
         let text = out.encode();
         let samples = |family: &str| -> Vec<String> {
             text.lines()
@@ -425,7 +399,7 @@ mod tests {
 
     #[test]
     fn label_values_are_escaped() {
-        let mut out = Snapshot::new(names::help);
+        let mut out = Exposition::new(names::help);
         out.gauges(names::UP, [(labels(&[("target", "a\"b\\c\nd")]), 1)]);
         let text = out.encode();
         assert!(
@@ -441,7 +415,7 @@ mod tests {
         use crate::reconcile::tests::{T0, answer, coverage, lost, window};
 
         let render = |state: &ReconcileState, now: Micros| {
-            let mut out = Snapshot::new(names::help);
+            let mut out = Exposition::new(names::help);
             reconcile_metrics(&mut out, state, T0 - 10 * MINUTE, now);
             out.encode()
         };

@@ -9,8 +9,8 @@
 //! - A client's retried copy of a record carries the same id: a copy seen again within the
 //!   dedupe window is counted as a duplicate and not applied twice.
 //! - **Operations** (`tool.lifecycle`) are folded to their latest state ([`Operations`]); the
-//!   newest rule evaluation's judgement of them is kept beside them for the overview and
-//!   `/metrics` ([`Model::keep_operations_judgement`]).
+//!   newest rule evaluation's judgement of them is kept beside them for the snapshots the
+//!   pages and `/metrics` read ([`Model::keep_operations_judgement`]).
 //! - **Heartbeats** tell how far each collector is known to have reported; the newest counter
 //!   point of each adapter instance tells when it was last seen.
 //!
@@ -35,12 +35,14 @@ use crate::operations::{Judgement, Operations};
 
 mod ids;
 mod seen;
+mod tallies;
 mod totals;
 
 use ids::{Ids, RecentIds};
 
+pub use tallies::Tallies;
 use totals::Totals;
-pub use totals::{Positions, StoredFailure, StoredTotals};
+pub use totals::{Counters, Positions, StoredFailure, StoredTotals};
 
 /// Microseconds per second.
 pub const SECOND: Micros = 1_000_000;
@@ -67,15 +69,6 @@ impl Default for ModelSettings {
                 .unwrap_or(Micros::MAX),
         }
     }
-}
-
-/// One bucket's counts, keyed by interned ids ([`Ids`]): a week of a thousand targets is
-/// millions of entries, so each holds two small numbers rather than label strings.
-#[derive(Debug, Default)]
-struct Bucket {
-    calls: HashMap<u32, ClassCounts>,
-    /// Failure events per failure label set; a bucket never holds 2^32 events of one.
-    failures: HashMap<u32, u32>,
 }
 
 /// The previous point of one cumulative counter series.
@@ -150,11 +143,10 @@ pub struct Model {
     /// While the history is read from the tables, the model holds part of it.
     loading: bool,
     names: HashSet<Arc<str>>,
-    buckets: BTreeMap<Micros, Bucket>,
+    /// The counts per bucket and the label sets of their ids.
+    tallies: Tallies,
     calls: Ids<CallKey>,
     failure_keys: Ids<FailureKey>,
-    /// The call id of each failure id.
-    failure_call: Vec<u32>,
     series: HashMap<u128, SeriesState>,
     /// The counters `/metrics` serves, continuous across restarts.
     totals: Totals,
@@ -183,10 +175,9 @@ impl Model {
             holds_from: None,
             loading: false,
             names: HashSet::new(),
-            buckets: BTreeMap::new(),
+            tallies: Tallies::default(),
             calls: Ids::default(),
             failure_keys: Ids::default(),
-            failure_call: Vec::new(),
             series: HashMap::new(),
             totals: Totals::default(),
             event_ids: RecentIds::default(),
@@ -332,11 +323,7 @@ impl Model {
             kind: self.name(event.failure_kind),
             action: self.name(event.retry_action),
         };
-        let call = self.calls.id(failure.call.clone());
-        let failure = self.failure_keys.id(failure);
-        if self.failure_call.len() <= failure as usize {
-            self.failure_call.push(call);
-        }
+        let failure = self.failure_id(failure);
         let total = self.totals.failures.entry(failure).or_default();
         if counts {
             *total += 1;
@@ -344,9 +331,8 @@ impl Model {
         let time = i64::try_from(event.event_time_unix_nano / 1000).unwrap_or(i64::MAX);
         if let Some(bucket) = self.place(time, now) {
             let slot = self
-                .buckets
-                .entry(bucket)
-                .or_default()
+                .tallies
+                .bucket_mut(bucket)
                 .failures
                 .entry(failure)
                 .or_default();
@@ -428,16 +414,15 @@ impl Model {
             &count.tool_target,
             source.as_str(),
         );
-        let call = self.calls.id(call);
+        let call = self.call_id(call);
         let total = self.totals.outcomes.entry((call, class)).or_default();
         if counts {
             *total += increase;
         }
         if let Some(bucket) = self.place(time, now) {
             add(
-                self.buckets
-                    .entry(bucket)
-                    .or_default()
+                self.tallies
+                    .bucket_mut(bucket)
                     .calls
                     .entry(call)
                     .or_default(),
@@ -450,7 +435,7 @@ impl Model {
     /// Drops the buckets that fell out of the history.
     pub fn prune(&mut self, now: Micros) {
         let start = self.history_start(now);
-        self.buckets = self.buckets.split_off(&start);
+        self.tallies.buckets = self.tallies.buckets.split_off(&start);
         // An instance whose last point left the history is no longer judged, as its calls no
         // longer are; otherwise one that died without a replacement would mark every panel
         // partial for as long as the dashboards run.
@@ -459,119 +444,30 @@ impl Model {
         self.operations.prune(start);
     }
 
-    /// Calls and terminal failure events per call label set over `[since, until)`, summed by
-    /// id first: a long range touches millions of bucket entries, and names are looked up once
-    /// per label set at the end.
-    fn sum_by_call(&self, since: Micros, until: Micros) -> HashMap<u32, GroupCounts> {
-        let mut sums: HashMap<u32, GroupCounts> = HashMap::new();
-        let mut terminal: HashMap<u32, u64> = HashMap::new();
-        for bucket in self.buckets.range(since..until).map(|(_, bucket)| bucket) {
-            for (&call, counts) in &bucket.calls {
-                merge(&mut sums.entry(call).or_default().calls, counts);
-            }
-            for (&failure, &events) in &bucket.failures {
-                *terminal.entry(failure).or_default() += u64::from(events);
-            }
-        }
-        for (failure, events) in terminal {
-            if is_terminal(&self.failure_keys.key(failure).action) {
-                // Every failure id got its call id when it was interned.
-                let call = self.failure_call[failure as usize];
-                sums.entry(call).or_default().terminal_events += events;
-            }
-        }
-        sums
+    /// The interned id of the call label set `key`.
+    fn call_id(&mut self, key: CallKey) -> u32 {
+        self.calls.id(key, &mut self.tallies.calls)
     }
 
-    /// Calls and terminal failure events per group over `[since, until)`.
-    pub fn counts_by(
-        &self,
-        group: GroupBy,
-        since: Micros,
-        until: Micros,
-    ) -> BTreeMap<String, GroupCounts> {
-        let mut out: BTreeMap<String, GroupCounts> = BTreeMap::new();
-        for (call, counts) in self.sum_by_call(since, until) {
-            let entry = out.entry(group.of(self.calls.key(call))).or_default();
-            merge(&mut entry.calls, &counts.calls);
-            entry.terminal_events += counts.terminal_events;
+    /// The interned id of the failure label set `key`, its call's interned too.
+    fn failure_id(&mut self, key: FailureKey) -> u32 {
+        let call = self.call_id(key.call.clone());
+        let failure = self.failure_keys.id(key, &mut self.tallies.failure_keys);
+        if self.tallies.failure_call.len() <= failure as usize {
+            Arc::make_mut(&mut self.tallies.failure_call).push(call);
         }
-        out
+        failure
     }
 
-    /// Calls per group and bucket over `[since, until)` for the groups in `only` (all groups
-    /// when `None`): the series of a chart.
-    pub fn series_by(
-        &self,
-        group: GroupBy,
-        since: Micros,
-        until: Micros,
-        only: Option<&std::collections::BTreeSet<String>>,
-    ) -> BTreeMap<String, BTreeMap<Micros, ClassCounts>> {
-        // Which call ids feed which group, decided once.
-        let mut member: HashMap<u32, Option<String>> = HashMap::new();
-        let mut out: BTreeMap<String, BTreeMap<Micros, ClassCounts>> = BTreeMap::new();
-        for (&at, bucket) in self.buckets.range(since..until) {
-            for (&call, counts) in &bucket.calls {
-                let name = member.entry(call).or_insert_with(|| {
-                    let name = group.of(self.calls.key(call));
-                    only.is_none_or(|only| only.contains(&name)).then_some(name)
-                });
-                if let Some(name) = name {
-                    let entry = out.entry(name.clone()).or_default().entry(at).or_default();
-                    merge(entry, counts);
-                }
-            }
-        }
-        out
+    /// The counts per bucket, for the panels and the rules; clone it to keep the counts of
+    /// this instant ([`Tallies`]).
+    pub fn tallies(&self) -> &Tallies {
+        &self.tallies
     }
 
-    /// AccessFailure and call counts per target over `[since, until)`, as
-    /// [`candor_query::rates::spikes`] takes them.
-    pub fn calls_by_target(&self, since: Micros, until: Micros) -> BTreeMap<String, ClassCounts> {
-        self.counts_by(GroupBy::Target, since, until)
-            .into_iter()
-            .map(|(target, counts)| (target, counts.calls))
-            .collect()
-    }
-
-    /// The failure events of `[since, until)` by kind, by action, and (terminal ones) by target.
-    pub fn failures(&self, since: Micros, until: Micros) -> FailureBreakdown {
-        let mut sums: HashMap<u32, u64> = HashMap::new();
-        for bucket in self.buckets.range(since..until).map(|(_, bucket)| bucket) {
-            for (&failure, &events) in &bucket.failures {
-                *sums.entry(failure).or_default() += u64::from(events);
-            }
-        }
-        let mut out = FailureBreakdown::default();
-        for (failure, events) in sums {
-            let key = self.failure_keys.key(failure);
-            *out.by_kind.entry(key.kind.to_string()).or_default() += events;
-            *out.by_action.entry(key.action.to_string()).or_default() += events;
-            if is_terminal(&key.action) {
-                *out.by_target
-                    .entry(GroupBy::Target.of(&key.call))
-                    .or_default() += events;
-            }
-        }
-        out
-    }
-
-    /// Calls per service, tool, target and class, all told (restored totals included): the
-    /// `candor_tool_outcomes_total` counters.
-    pub fn outcome_totals(&self) -> impl Iterator<Item = (&CallKey, CountClass, u64)> {
-        self.totals
-            .outcomes
-            .iter()
-            .map(|((call, class), total)| (self.calls.key(*call), *class, *total))
-    }
-
-    /// Failure events per label set, all told.
-    pub fn failure_totals(&self) -> impl Iterator<Item = (&FailureKey, u64)> {
-        self.totals
-            .failures
-            .iter()
-            .map(|(key, total)| (self.failure_keys.key(*key), *total))
+    /// The counters `/metrics` serves, as they stand (restored totals included).
+    pub fn counters(&self) -> Counters {
+        self.totals.counters(&self.tallies)
     }
 
     /// Every instance seen (an adapter's, or one with derived calls whose senders' heartbeats
@@ -609,11 +505,6 @@ impl Model {
         self.collectors.values().max_by_key(|seen| seen.time)
     }
 
-    /// Records the decoder refused, by reason, all told.
-    pub fn rejected(&self) -> &BTreeMap<String, u64> {
-        &self.totals.rejected
-    }
-
     /// The asynchronous operations seen.
     pub fn operations(&self) -> &Operations {
         &self.operations
@@ -637,16 +528,6 @@ fn add(counts: &mut ClassCounts, class: CountClass, increase: u64) {
         CountClass::Accepted => &mut counts.accepted,
     };
     *slot = slot.saturating_add(increase);
-}
-
-fn merge(into: &mut ClassCounts, from: &ClassCounts) {
-    into.success += from.success;
-    into.empty += from.empty;
-    into.partial += from.partial;
-    into.access_failure += from.access_failure;
-    into.unverified += from.unverified;
-    into.cancelled += from.cancelled;
-    into.accepted += from.accepted;
 }
 
 #[cfg(test)]
@@ -733,14 +614,59 @@ mod tests {
             point("a", af, T0 + 100 * SECOND, T0 + 130 * SECOND, 2),
             T0 + 130 * SECOND,
         );
-        let series = m.series_by(GroupBy::Target, T0, T0 + 10 * MINUTE, None);
+        let series = m
+            .tallies()
+            .series_by(GroupBy::Target, T0, T0 + 10 * MINUTE, None);
         let a = &series["a"];
         assert_eq!(a.len(), 2, "{a:?}");
         assert_eq!(a[&(T0 + MINUTE)].access_failure, 3);
         assert_eq!(a[&(T0 + 2 * MINUTE)].access_failure, 2);
         assert_eq!(m.applied().baselines, 1);
-        let totals: u64 = m.outcome_totals().map(|(_, _, total)| total).sum();
+        let totals: u64 = m.counters().outcomes().map(|(_, _, total)| total).sum();
         assert_eq!(totals, 5);
+    }
+
+    /// A clone of the tallies (what a published snapshot holds) keeps the counts of its instant
+    /// while the model goes on, and shares every bucket the model has not written since.
+    #[test]
+    fn taken_tallies_keep_their_instant_and_share_the_buckets_not_written_since() {
+        let mut m = model();
+        let ok = OutcomeClass::Success;
+        apply(
+            &mut m,
+            point("a", ok, T0, T0 + 10 * SECOND, 1),
+            T0 + 10 * SECOND,
+        );
+        apply(
+            &mut m,
+            point("b", ok, T0, T0 + 70 * SECOND, 4),
+            T0 + 70 * SECOND,
+        );
+        let taken = m.tallies().clone();
+        // A later point of the first minute's bucket (late), and one in the second minute's.
+        apply(
+            &mut m,
+            point("a", ok, T0, T0 + 20 * SECOND, 3),
+            T0 + 80 * SECOND,
+        );
+        let success = |tallies: &Tallies, target: &str| {
+            tallies.counts_by(GroupBy::Target, T0, T0 + 10 * MINUTE)[target]
+                .calls
+                .success
+        };
+        assert_eq!(success(&taken, "a"), 1);
+        assert_eq!(success(m.tallies(), "a"), 3);
+        assert_eq!(success(&taken, "b"), 4);
+        let shared =
+            |at: Micros| std::sync::Arc::ptr_eq(&taken.buckets[&at], &m.tallies().buckets[&at]);
+        assert!(
+            !shared(T0),
+            "the bucket written since is the model's own copy"
+        );
+        assert!(
+            shared(T0 + MINUTE),
+            "the bucket not written since is shared"
+        );
     }
 
     #[test]
@@ -803,7 +729,7 @@ mod tests {
             Row::Event(Event::from_record(&failed)),
             T0 + 20 * SECOND,
         );
-        let groups = m.counts_by(GroupBy::Target, T0, T0 + 10 * MINUTE);
+        let groups = m.tallies().counts_by(GroupBy::Target, T0, T0 + 10 * MINUTE);
         assert_eq!(groups["a"].calls.success, 3);
         assert!(!groups["a"].calls.lower_bound());
         let http = &groups["a [http]"];
@@ -875,7 +801,7 @@ mod tests {
             point("b", ok, T0 + SECOND, T0 + 30 * SECOND, 4),
             T0 + 30 * SECOND,
         );
-        let counts = m.counts_by(GroupBy::Target, T0, T0 + MINUTE);
+        let counts = m.tallies().counts_by(GroupBy::Target, T0, T0 + MINUTE);
         assert_eq!(counts["b"].calls.success, 4);
         assert_eq!(m.applied().baselines, 0);
     }
@@ -895,7 +821,10 @@ mod tests {
             count.point_id.push_str("-again");
         }
         apply(&mut m, p1_again, T0 + 80 * SECOND);
-        assert_eq!(m.calls_by_target(T0, T0 + 5 * MINUTE)["c"].success, 9);
+        assert_eq!(
+            m.tallies().calls_by_target(T0, T0 + 5 * MINUTE)["c"].success,
+            9
+        );
         assert_eq!(m.applied().duplicates, 1);
         assert_eq!(m.applied().stale_points, 1);
     }
@@ -919,13 +848,13 @@ mod tests {
             event("e3", "y", "permanent", T0 + 3 * SECOND),
             T0 + 3 * SECOND,
         );
-        let failures = m.failures(T0, T0 + MINUTE);
+        let failures = m.tallies().failures(T0, T0 + MINUTE);
         assert_eq!(failures.by_kind["timeout"], 3);
         assert_eq!(failures.by_action["retry"], 1);
         assert_eq!(failures.by_target["x"], 1);
         assert_eq!(failures.by_target["y"], 1);
         assert_eq!(
-            m.counts_by(GroupBy::Target, T0, T0 + MINUTE)["x"].terminal_events,
+            m.tallies().counts_by(GroupBy::Target, T0, T0 + MINUTE)["x"].terminal_events,
             1
         );
         assert_eq!(m.applied().duplicates, 1);
@@ -943,12 +872,12 @@ mod tests {
         );
         assert_eq!(m.applied().before_history, 1);
         assert_eq!(m.applied().future, 1);
-        assert!(m.failures(0, Micros::MAX).by_target.is_empty());
+        assert!(m.tallies().failures(0, Micros::MAX).by_target.is_empty());
         // Both still count in the totals since start.
-        assert_eq!(m.failure_totals().map(|(_, n)| n).sum::<u64>(), 2);
+        assert_eq!(m.counters().failures().map(|(_, n)| n).sum::<u64>(), 2);
         m.apply(&meta(T0), &event("kept", "x", "exhausted", T0), T0);
         m.prune(now);
-        assert!(m.failures(0, Micros::MAX).by_target.is_empty());
+        assert!(m.tallies().failures(0, Micros::MAX).by_target.is_empty());
         assert_eq!(m.holds_from(now), Some(now - 6 * 60 * MINUTE));
     }
 
@@ -1032,8 +961,8 @@ mod tests {
             })
             .collect();
         let totals = |m: &Model| {
-            let calls: u64 = m.outcome_totals().map(|(_, _, total)| total).sum();
-            let failures: u64 = m.failure_totals().map(|(_, total)| total).sum();
+            let calls: u64 = m.counters().outcomes().map(|(_, _, total)| total).sum();
+            let failures: u64 = m.counters().failures().map(|(_, total)| total).sum();
             (calls, failures)
         };
         let mut once = model();

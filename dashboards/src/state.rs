@@ -141,6 +141,33 @@ pub struct Shared {
 }
 
 impl Shared {
+    /// The state around `model`, `alerts` and `rules` of a process started at `started`, with
+    /// the default staleness thresholds and no receiver, before anything of the pipeline is
+    /// seen.
+    pub fn new(
+        model: Model,
+        alerts: Alerts,
+        rules: Vec<Rule>,
+        access: Arc<Access>,
+        started: Micros,
+    ) -> Self {
+        Self {
+            model: Mutex::new(model),
+            pipeline: Mutex::default(),
+            alerts: Mutex::new(alerts),
+            reconcile: Mutex::default(),
+            rules,
+            staleness: Staleness::default(),
+            started,
+            notifications: NotificationCounts::default(),
+            has_receivers: false,
+            access,
+            state_saves: SaveCounts::default(),
+            counter_saves: SaveCounts::default(),
+            silence_reads: ReadCounts::default(),
+        }
+    }
+
     /// Whether the model holds its whole history: the tables' part read, and the stream caught
     /// up with what the brokers held when it started. Until then the rules wait and `/metrics`
     /// leaves the counters out, which a half-read history would show lower than the process

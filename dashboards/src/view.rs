@@ -1,23 +1,21 @@
-//! The overview: one answer built from the shared state at one instant, served as JSON by
-//! `/api/overview` and rendered as HTML by `/`, so that the page and scripts read the same
-//! numbers.
+//! The overview: one answer built from the newest published snapshot ([`crate::snapshot`]),
+//! served as JSON by `/api/overview` and rendered as HTML by `/`, so that the page and scripts
+//! read the same numbers, all of one instant.
 
 use std::collections::BTreeMap;
 
 use candor_query::coverage::SeenBy;
-use candor_query::rates::{ClassCounts, Spike, SpikeRule, spikes};
+use candor_query::rates::{ClassCounts, Spike, spikes};
 use candor_query::window::{Micros, serialize_micros};
 use serde::Serialize;
 
 use crate::alerts::{Alert, humanize};
 use crate::health::{Freshness, Hop, HopName, PanelCoverage, when};
-use crate::instances::{InstanceRow, instance_rows, silent_after};
-use crate::model::{Applied, CollectorSeen, FailureBreakdown, GroupBy};
-use crate::operations::{self, OperationsPanel, TOP_ROWS};
+use crate::instances::{InstanceRow, instance_rows};
+use crate::model::{Applied, CollectorSeen, FailureBreakdown, GroupBy, Tallies};
+use crate::operations::{OperationsPanel, TOP_ROWS};
 use crate::reconcile::ReconcileState;
-use crate::rules::RuleKind;
-use crate::state::Shared;
-use crate::sync::lock;
+use crate::snapshot::Snapshot;
 
 /// Groups shown on a chart.
 pub const CHART_GROUPS: usize = 8;
@@ -86,7 +84,7 @@ pub struct Overview {
     pub failures: FailureBreakdown,
     /// Asynchronous operations: the open ones, stuck first, and the figures of all kept, as the
     /// newest rule evaluation judged them (every `alerts.evaluate_every`; judged when the
-    /// overview is built only before the first evaluation), so an operation that ended or
+    /// snapshot was taken only before the first evaluation), so an operation that ended or
     /// turned stuck since shows so from the next evaluation on.
     pub operations: OperationsPanel,
     /// What the operations panel covers: everything the stream holds, judged by every hop (its
@@ -132,14 +130,14 @@ pub fn rate(counts: &ClassCounts) -> Option<f64> {
 }
 
 fn chart(
-    model: &crate::model::Model,
+    tallies: &Tallies,
+    step: Micros,
     by: GroupBy,
     since: Micros,
     until: Micros,
     order: &[GroupRow],
 ) -> Chart {
-    let step = model.settings().step;
-    let first = model.bucket_of(since);
+    let first = since.div_euclid(step) * step;
     let buckets: Vec<Micros> = (0..)
         .map(|i| first + i * step)
         .take_while(|at| *at < until)
@@ -149,7 +147,7 @@ fn chart(
         .take(CHART_GROUPS)
         .map(|row| row.group.clone())
         .collect();
-    let all = model.series_by(by, since, until, Some(&shown));
+    let all = tallies.series_by(by, since, until, Some(&shown));
     let series = order
         .iter()
         .take(CHART_GROUPS)
@@ -169,71 +167,41 @@ fn chart(
     }
 }
 
-/// Builds the overview at `now` over the last `range`.
-pub fn overview(shared: &Shared, now: Micros, range: Micros) -> Overview {
-    let hops = shared.hops(now);
+/// Builds the overview of `snapshot` over the `range` ending at the snapshot's instant.
+pub fn overview(snapshot: &Snapshot, range: Micros) -> Overview {
+    let now = snapshot.at;
+    let hops = snapshot.hops.clone();
     let pipeline = hops
         .iter()
         .fold(Freshness::Live, |worst, hop| worst.worst(hop.freshness));
-    let (window, baseline) = shared
-        .rules
-        .iter()
-        .find_map(|rule| match rule.kind {
-            RuleKind::Spike {
-                window, baseline, ..
-            } => Some((window, baseline)),
-            _ => None,
-        })
-        .unwrap_or((5 * 60_000_000, 60 * 60_000_000));
-    let spike_rule = shared
-        .rules
-        .iter()
-        .find_map(|rule| match rule.kind {
-            RuleKind::Spike {
-                factor, min_events, ..
-            } => Some(SpikeRule { factor, min_events }),
-            _ => None,
-        })
-        .unwrap_or(SpikeRule {
-            factor: 3.0,
-            min_events: 10,
-        });
-    let model = lock(&shared.model);
+    let spike = snapshot.spike;
+    let tallies = &snapshot.tallies;
+    let step = snapshot.settings.step;
     let since = now - range;
     let stream_hops: Vec<&Hop> = hops
         .iter()
         .filter(|hop| matches!(hop.hop, HopName::Collector | HopName::Kafka))
         .collect();
-    let mut coverage = PanelCoverage::of(&stream_hops, model.holds_from(now), since, now);
+    let held = snapshot.holds_from;
+    let mut coverage = PanelCoverage::of(&stream_hops, held, since, now);
     let until = now + 1;
-    let by_target = rows(model.counts_by(GroupBy::Target, since, until));
-    let by_tool = rows(model.counts_by(GroupBy::Tool, since, until));
-    let chart_target = chart(&model, GroupBy::Target, since, until, &by_target);
-    let chart_tool = chart(&model, GroupBy::Tool, since, until, &by_tool);
-    let step = model.settings().step;
-    let split = model.bucket_of(now) + step - window;
+    let by_target = rows(tallies.counts_by(GroupBy::Target, since, until));
+    let by_tool = rows(tallies.counts_by(GroupBy::Tool, since, until));
+    let chart_target = chart(tallies, step, GroupBy::Target, since, until, &by_target);
+    let chart_tool = chart(tallies, step, GroupBy::Tool, since, until, &by_tool);
+    let split = now.div_euclid(step) * step + step - spike.window;
     let found = spikes(
-        &model.calls_by_target(split, split + window),
-        &model.calls_by_target(split - baseline, split),
-        spike_rule,
+        &tallies.calls_by_target(split, split + spike.window),
+        &tallies.calls_by_target(split - spike.baseline, split),
+        spike.rule,
     );
-    let instances = instance_rows(model.instances(), now, silent_after(&shared.rules));
+    let instances = instance_rows(snapshot.instances.clone(), now, snapshot.silent_after);
     coverage.gaps.extend(silent_instance_gaps(&instances));
-    let operations =
-        operations::newest_judgement(model.operations(), || model.instances(), &shared.rules, now)
-            .panel
-            .clone();
-    let held = model.holds_from(now);
     let every_hop: Vec<&Hop> = hops.iter().collect();
     let mut operations_coverage = PanelCoverage::of(&every_hop, held, held.unwrap_or(since), now);
     operations_coverage
         .gaps
         .extend(silent_instance_gaps(&instances));
-    let failures = model.failures(since, until);
-    let collectors = model.collectors().cloned().collect();
-    let applied = model.applied();
-    let rejected = model.rejected().clone();
-    drop(model);
     Overview {
         now,
         range_micros: range,
@@ -245,18 +213,18 @@ pub fn overview(shared: &Shared, now: Micros, range: Micros) -> Overview {
         chart_target,
         chart_tool,
         spikes: found,
-        spike_window_micros: window,
-        spike_baseline_micros: baseline,
-        alerts: lock(&shared.alerts).list(),
-        reconcile: lock(&shared.reconcile).clone(),
-        failures,
-        operations,
+        spike_window_micros: spike.window,
+        spike_baseline_micros: spike.baseline,
+        alerts: snapshot.alerts.clone(),
+        reconcile: snapshot.reconcile.clone(),
+        failures: tallies.failures(since, until),
+        operations: snapshot.operations.panel.clone(),
         operations_coverage,
         instances,
-        collectors,
-        applied,
-        rejected,
-        has_receivers: shared.has_receivers,
+        collectors: snapshot.collectors.clone(),
+        applied: snapshot.applied,
+        rejected: snapshot.rejected().clone(),
+        has_receivers: snapshot.has_receivers,
     }
 }
 

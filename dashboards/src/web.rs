@@ -15,6 +15,10 @@
 //! | `/healthz`, `/readyz` | alive; ready once the stream has started |
 //!
 //! With credentials configured, every path but the probes needs one ([`crate::access`]).
+//!
+//! Every answer is read from the newest published snapshot ([`crate::snapshot`]); only an
+//! acknowledgement, a command, changes the shared state, and then publishes a snapshot that
+//! shows it.
 
 use std::sync::Arc;
 
@@ -32,6 +36,7 @@ use crate::ack_link::{Link, LinkKey};
 use crate::alerts::AckError;
 use crate::forensic::{self, EventsQuery, ForensicSettings};
 use crate::page;
+use crate::snapshot::{Published, Snapshot};
 use crate::state::Shared;
 use crate::sync::lock;
 use crate::view;
@@ -39,8 +44,10 @@ use crate::view;
 /// What the handlers share.
 #[derive(Debug)]
 pub struct App {
-    /// The state.
+    /// The state, which acknowledgements change.
     pub shared: Arc<Shared>,
+    /// The snapshots every answer reads.
+    pub published: Published,
     /// Where the forensic view reads.
     pub forensic: ForensicSettings,
     /// The key acknowledgement links are signed with.
@@ -55,12 +62,12 @@ const DEFAULT_RANGE: Micros = 60 * 60 * 1_000_000;
 pub fn router(app: Arc<App>) -> Router {
     let probes = ops::router(
         {
-            let shared = Arc::clone(&app.shared);
-            move || crate::metrics::render(&shared, now())
+            let published = app.published.clone();
+            move || crate::metrics::render(&published.newest())
         },
         {
-            let shared = Arc::clone(&app.shared);
-            move || readiness(&shared)
+            let published = app.published.clone();
+            move || readiness(&published.newest())
         },
     );
     Router::new()
@@ -143,14 +150,14 @@ fn param<'a>(params: &'a [(String, String)], name: &str) -> Option<&'a String> {
 }
 
 /// The `range` parameter: a duration up to the model's history.
-fn range(shared: &Shared, query: Option<&str>) -> Result<Micros, String> {
+fn range(snapshot: &Snapshot, query: Option<&str>) -> Result<Micros, String> {
     let params = params(query);
     let Some(raw) = param(&params, "range").filter(|raw| !raw.is_empty()) else {
         return Ok(DEFAULT_RANGE);
     };
     let parsed = candor_schema::duration::parse(raw).map_err(|err| format!("range={err}"))?;
     let micros = Micros::try_from(parsed.as_micros()).unwrap_or(Micros::MAX);
-    let history = lock(&shared.model).settings().history;
+    let history = snapshot.settings.history;
     if micros <= 0 || micros > history {
         return Err(format!(
             "range={raw:?} must be above zero and within the history of {} s",
@@ -161,15 +168,17 @@ fn range(shared: &Shared, query: Option<&str>) -> Result<Micros, String> {
 }
 
 async fn overview_page(State(app): State<Arc<App>>, RawQuery(query): RawQuery) -> Response {
-    match range(&app.shared, query.as_deref()) {
-        Ok(range) => html(page::overview(&view::overview(&app.shared, now(), range))),
+    let snapshot = app.published.newest();
+    match range(&snapshot, query.as_deref()) {
+        Ok(range) => html(page::overview(&view::overview(&snapshot, range))),
         Err(problem) => (StatusCode::BAD_REQUEST, problem).into_response(),
     }
 }
 
 async fn overview_json(State(app): State<Arc<App>>, RawQuery(query): RawQuery) -> Response {
-    match range(&app.shared, query.as_deref()) {
-        Ok(range) => json_value(&view::overview(&app.shared, now(), range)),
+    let snapshot = app.published.newest();
+    match range(&snapshot, query.as_deref()) {
+        Ok(range) => json_value(&view::overview(&snapshot, range)),
         Err(problem) => bad_request(&problem),
     }
 }
@@ -216,7 +225,7 @@ async fn events_json(State(app): State<Arc<App>>, RawQuery(query): RawQuery) -> 
 }
 
 async fn alerts_json(State(app): State<Arc<App>>) -> Response {
-    json_value(&lock(&app.shared.alerts).list())
+    json_value(&app.published.newest().alerts)
 }
 
 /// Acknowledges the firing instance `name` with `labels` as `who`.
@@ -234,6 +243,7 @@ fn acknowledge(
     match acknowledged {
         Ok(alert) => {
             tracing::info!(alert = %alert.name, by = who.name(), "alert acknowledged");
+            app.published.publish(&app.shared, now());
             Ok(alert)
         }
         Err(err @ AckError::Unknown(_)) => Err((StatusCode::NOT_FOUND, err.to_string())),
@@ -267,8 +277,12 @@ async fn acknowledge_json(
 /// Why a link was refused: its status and the text said.
 type Refused = (StatusCode, &'static str);
 
-/// A signed link's episode, when its signature verifies and the episode is the one firing now.
-fn linked(app: &App, query: Option<&str>) -> Result<(Link, crate::alerts::Alert), Refused> {
+/// A signed link's episode, when its signature verifies and the episode is among `alerts`.
+fn linked(
+    app: &App,
+    alerts: &[crate::alerts::Alert],
+    query: Option<&str>,
+) -> Result<(Link, crate::alerts::Alert), Refused> {
     let Some(link) = Link::verified(query.unwrap_or(""), &app.links) else {
         return Err((
             StatusCode::FORBIDDEN,
@@ -276,12 +290,11 @@ fn linked(app: &App, query: Option<&str>) -> Result<(Link, crate::alerts::Alert)
         ));
     };
     let key = (link.name.clone(), link.labels.clone());
-    let current = lock(&app.shared.alerts)
-        .list()
-        .into_iter()
+    let current = alerts
+        .iter()
         .find(|alert| alert.key() == key && alert.fired_at == Some(link.fired_at));
     match current {
-        Some(alert) => Ok((link, alert)),
+        Some(alert) => Ok((link, alert.clone())),
         None => Err((
             StatusCode::GONE,
             "410 the episode this link acknowledges is over\n",
@@ -290,7 +303,7 @@ fn linked(app: &App, query: Option<&str>) -> Result<(Link, crate::alerts::Alert)
 }
 
 async fn acknowledge_link_page(State(app): State<Arc<App>>, RawQuery(query): RawQuery) -> Response {
-    match linked(&app, query.as_deref()) {
+    match linked(&app, &app.published.newest().alerts, query.as_deref()) {
         Ok((_, alert)) => html(page::acknowledge_link(
             &alert,
             query.as_deref().unwrap_or(""),
@@ -306,7 +319,9 @@ async fn acknowledge_form(
     body: Bytes,
 ) -> Response {
     if who == Admitted::Link || crate::ack_link::is_signed(query.as_deref()) {
-        return match linked(&app, query.as_deref()) {
+        // A command: checked against the alerts as they are, not as last published.
+        let alerts = lock(&app.shared.alerts).list();
+        return match linked(&app, &alerts, query.as_deref()) {
             Ok((link, _)) => match acknowledge(&app, link.name, link.labels, &Admitted::Link) {
                 Ok(_) => (StatusCode::SEE_OTHER, [(header::LOCATION, "/")]).into_response(),
                 Err((status, problem)) => (status, format!("{problem}\n")).into_response(),
@@ -329,17 +344,16 @@ async fn acknowledge_form(
 }
 
 async fn health_json(State(app): State<Arc<App>>) -> Response {
-    let at = now();
-    let hops = app.shared.hops(at);
-    json_value(&serde_json::json!({ "hops": hops }))
+    json_value(&serde_json::json!({ "hops": app.published.newest().hops }))
 }
 
 /// Ready once the model holds data, that is once the stream has read Kafka; else why not.
-fn readiness(shared: &Shared) -> Readiness {
-    if lock(&shared.model).holds_from(now()).is_some() {
+fn readiness(snapshot: &Snapshot) -> Readiness {
+    if snapshot.holds_from.is_some() {
         Readiness::Ready
     } else {
-        let reason = lock(&shared.pipeline)
+        let reason = snapshot
+            .pipeline
             .kafka_error
             .clone()
             .unwrap_or_else(|| "the stream has not read Kafka yet".into());

@@ -1,6 +1,8 @@
 //! The dashboards' modules stand in layers (ARCHITECTURE.md, "Inside the dashboards"): each one
 //! names in its code (outside its tests and comments) only modules of its own layer or of the
-//! layers below, and no modules import each other in a circle.
+//! layers below, and no modules import each other in a circle. What the pages, the JSON API and
+//! `/metrics` show is read from the published snapshot alone: the modules that build answers
+//! name neither the shared state nor its lock.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
@@ -22,6 +24,7 @@ const LAYERS: &[(&str, &[&str])] = &[
         ],
     ),
     ("shared state", &["state"]),
+    ("snapshot", &["snapshot"]),
     (
         "sources and loops",
         &[
@@ -39,6 +42,10 @@ const LAYERS: &[(&str, &[&str])] = &[
     ("presentation", &["view", "page", "metrics", "web"]),
     ("wiring", &["config"]),
 ];
+
+/// The presentation modules that build answers: they read the snapshot, never the shared state.
+/// (`web` also runs the one command, an acknowledgement, on the shared state.)
+const READ_ONLY_THE_SNAPSHOT: &[&str] = &["view", "page", "metrics"];
 
 fn layer_of(module: &str) -> Option<usize> {
     LAYERS
@@ -150,6 +157,21 @@ fn every_module_imports_only_from_its_layer_or_below_and_no_circle() {
     let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
     let wrong = problems(&imports(&src));
     assert!(wrong.is_empty(), "{}", wrong.join("\n"));
+}
+
+#[test]
+fn the_answers_are_built_from_the_snapshot_alone() {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+    let edges = imports(&src);
+    for module in READ_ONLY_THE_SNAPSHOT {
+        let named = &edges[*module];
+        for forbidden in ["state", "sync"] {
+            assert!(
+                !named.contains(forbidden),
+                "{module} names {forbidden}: it must read the published snapshot"
+            );
+        }
+    }
 }
 
 #[test]

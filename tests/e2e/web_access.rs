@@ -295,15 +295,29 @@ async fn the_dashboards_let_in_only_the_credentials_configured_over_tls() {
             );
         }
     }
-    let metrics = get("/metrics", Some(&scraper)).text;
-    for (reason, count) in [
+    // /metrics is read from the newest published snapshot, at most a second old.
+    let expected: Vec<String> = [
         ("no_credentials", 3),
         ("wrong_credentials", 2),
         ("forbidden", 2),
-    ] {
-        let series = format!("candor_dashboards_http_refused_total{{reason=\"{reason}\"}} {count}");
-        assert!(metrics.contains(&series), "{series} in:\n{metrics}");
-    }
+    ]
+    .iter()
+    .map(|(reason, count)| {
+        format!("candor_dashboards_http_refused_total{{reason=\"{reason}\"}} {count}")
+    })
+    .collect();
+    wait_for(
+        &format!("{expected:?} on /metrics"),
+        Duration::from_secs(10),
+        || async {
+            let metrics = get("/metrics", Some(&scraper)).text;
+            expected
+                .iter()
+                .all(|series| metrics.contains(series.as_str()))
+                .then_some(())
+        },
+    )
+    .await;
 
     // Acknowledging is a write: the operate role's alone, and the alert says who took it on.
     wait_for("the watchdog firing", Duration::from_secs(30), || async {

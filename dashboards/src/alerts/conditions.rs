@@ -69,8 +69,8 @@ pub fn conditions(rules: &[Rule], seen: Observation<'_>) -> Vec<Condition> {
                 // Whole buckets: the window ends with the bucket that holds `now`.
                 let until = model.bucket_of(seen.now) + step;
                 let split = until - window;
-                let recent = model.calls_by_target(split, until);
-                let before = model.calls_by_target(split - baseline, split);
+                let recent = model.tallies().calls_by_target(split, until);
+                let before = model.tallies().calls_by_target(split - baseline, split);
                 let rule = SpikeRule {
                     factor: *factor,
                     min_events: *min_events,
@@ -108,8 +108,8 @@ pub fn conditions(rules: &[Rule], seen: Observation<'_>) -> Vec<Condition> {
                 let mut burning: BTreeMap<String, Vec<String>> = BTreeMap::new();
                 let mut lower_bound: std::collections::BTreeSet<String> = Default::default();
                 for pair in windows {
-                    let long = model.counts_by(*group_by, until - pair.long, until);
-                    let short = model.counts_by(*group_by, until - pair.short, until);
+                    let long = model.tallies().counts_by(*group_by, until - pair.long, until);
+                    let short = model.tallies().counts_by(*group_by, until - pair.short, until);
                     for (group, counts) in &long {
                         let calls = counts.calls.calls();
                         if calls < *min_calls || calls == 0 {

@@ -2,40 +2,36 @@
 //! lately, by which a retried copy is recognised.
 
 use std::collections::{HashMap, HashSet, VecDeque};
+use std::sync::Arc;
 
 use candor_query::window::Micros;
 
-/// Interns keys as dense ids.
+/// Interns keys as dense ids: the index from a key to its id. The keys themselves, in id order,
+/// are kept where readers share them ([`super::Tallies`]).
 #[derive(Debug)]
 pub(super) struct Ids<K> {
     ids: HashMap<K, u32>,
-    keys: Vec<K>,
 }
 
 impl<K> Default for Ids<K> {
     fn default() -> Self {
         Self {
             ids: HashMap::new(),
-            keys: Vec::new(),
         }
     }
 }
 
 impl<K: std::hash::Hash + Eq + Clone> Ids<K> {
-    pub(super) fn id(&mut self, key: K) -> u32 {
+    /// The id of `key`, pushed onto `keys` when it is new.
+    pub(super) fn id(&mut self, key: K, keys: &mut Arc<Vec<K>>) -> u32 {
         if let Some(&id) = self.ids.get(&key) {
             return id;
         }
         // More than 2^32 label sets would exhaust memory long before the ids.
-        let id = u32::try_from(self.keys.len()).unwrap_or(u32::MAX);
-        self.keys.push(key.clone());
+        let id = u32::try_from(keys.len()).unwrap_or(u32::MAX);
+        Arc::make_mut(keys).push(key.clone());
         self.ids.insert(key, id);
         id
-    }
-
-    pub(super) fn key(&self, id: u32) -> &K {
-        // Every id in a bucket came from `id`, which pushed its key.
-        &self.keys[id as usize]
     }
 }
 

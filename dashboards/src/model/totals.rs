@@ -11,6 +11,7 @@
 //! ([`crate::state::Shared::history_ready`]).
 
 use std::collections::{BTreeMap, HashMap};
+use std::sync::Arc;
 
 use candor_records::proto::CountClass;
 use candor_records::proto::OutcomeSource;
@@ -19,7 +20,7 @@ use candor_records::tables::Table;
 use candor_schema::OutcomeClass;
 use serde::{Deserialize, Serialize};
 
-use super::{FailureKey, Model};
+use super::{CallKey, FailureKey, Model, Tallies};
 
 /// The next offset of each topic's partitions.
 pub type Positions = BTreeMap<(Table, i32), i64>;
@@ -54,10 +55,55 @@ impl Totals {
         &self.applied
     }
 
+    /// The totals as they stand, with the label sets of their ids from `tallies`.
+    pub fn counters(&self, tallies: &Tallies) -> Counters {
+        Counters {
+            outcomes: self.outcomes.clone(),
+            failures: self.failures.clone(),
+            rejected: self.rejected.clone(),
+            calls: Arc::clone(&tallies.calls),
+            failure_keys: Arc::clone(&tallies.failure_keys),
+        }
+    }
+
     /// Takes restored totals' offsets.
     pub fn restore_positions(&mut self, positions: Positions) {
         self.applied.clone_from(&positions);
         self.counted_before = positions;
+    }
+}
+
+/// The totals at one instant, as a value: what `/metrics` serves.
+#[derive(Debug, Clone, Default)]
+pub struct Counters {
+    outcomes: HashMap<(u32, CountClass), u64>,
+    failures: HashMap<u32, u64>,
+    rejected: BTreeMap<String, u64>,
+    calls: Arc<Vec<CallKey>>,
+    failure_keys: Arc<Vec<FailureKey>>,
+}
+
+impl Counters {
+    /// Calls per service, tool, target and class, all told (restored totals included): the
+    /// `candor_tool_outcomes_total` counters.
+    pub fn outcomes(&self) -> impl Iterator<Item = (&CallKey, CountClass, u64)> {
+        // Every id in the totals was interned, which pushed its key.
+        self.outcomes
+            .iter()
+            .map(|((call, class), total)| (&self.calls[*call as usize], *class, *total))
+    }
+
+    /// Failure events per label set, all told.
+    pub fn failures(&self) -> impl Iterator<Item = (&FailureKey, u64)> {
+        // As for the calls.
+        self.failures
+            .iter()
+            .map(|(key, total)| (&self.failure_keys[*key as usize], *total))
+    }
+
+    /// Records the decoder refused, by reason, all told.
+    pub fn rejected(&self) -> &BTreeMap<String, u64> {
+        &self.rejected
     }
 }
 
@@ -114,8 +160,9 @@ impl StoredTotals {
 impl Model {
     /// The totals with the offsets they hold, to be stored.
     pub fn stored_totals(&self) -> StoredTotals {
-        let outcomes = self
-            .outcome_totals()
+        let counters = self.counters();
+        let outcomes = counters
+            .outcomes()
             .map(|(call, class, total)| {
                 (
                     call.service.to_string(),
@@ -127,8 +174,8 @@ impl Model {
                 )
             })
             .collect();
-        let failures = self
-            .failure_totals()
+        let failures = counters
+            .failures()
             .map(|(key, total)| StoredFailure {
                 service: key.call.service.to_string(),
                 tool: key.call.tool.to_string(),
@@ -168,7 +215,7 @@ impl Model {
                 continue;
             };
             let call = self.call_key(&service, &tool, &target, &source);
-            let call = self.calls.id(call);
+            let call = self.call_id(call);
             *self.totals.outcomes.entry((call, class)).or_default() += total;
         }
         for stored in stored.failures {
@@ -187,11 +234,7 @@ impl Model {
                 kind: self.name(&stored.kind),
                 action: self.name(&stored.action),
             };
-            let call = self.calls.id(failure.call.clone());
-            let failure = self.failure_keys.id(failure);
-            if self.failure_call.len() <= failure as usize {
-                self.failure_call.push(call);
-            }
+            let failure = self.failure_id(failure);
             *self.totals.failures.entry(failure).or_default() += stored.total;
         }
         for (reason, total) in stored.rejected {

@@ -138,32 +138,23 @@ fn a_changed_threshold_changes_the_generated_rules() {
 
 #[test]
 fn every_metric_the_rules_read_is_one_the_dashboards_serve() {
-    use std::sync::Mutex;
-
     use crate::model::{Model, ModelSettings};
-    use crate::state::{Shared, Staleness};
+    use crate::state::Shared;
 
-    let shared = Shared {
-        model: Mutex::new(Model::new(ModelSettings::default())),
-        // The history read: the outcome counters are served.
-        pipeline: Mutex::new(crate::state::PipelineInputs {
-            history_read: Some(0),
-            caught_up: true,
-            ..Default::default()
-        }),
-        alerts: Mutex::default(),
-        reconcile: Mutex::default(),
-        rules: Vec::new(),
-        staleness: Staleness::default(),
-        started: 0,
-        notifications: Default::default(),
-        has_receivers: false,
-        access: std::sync::Arc::new(crate::access::Access::open()),
-        state_saves: Default::default(),
-        counter_saves: Default::default(),
-        silence_reads: Default::default(),
+    let shared = Shared::new(
+        Model::new(ModelSettings::default()),
+        Default::default(),
+        Vec::new(),
+        std::sync::Arc::new(crate::access::Access::open()),
+        0,
+    );
+    // The history read: the outcome counters are served.
+    *crate::sync::lock(&shared.pipeline) = crate::state::PipelineInputs {
+        history_read: Some(0),
+        caught_up: true,
+        ..Default::default()
     };
-    let served = crate::metrics::render(&shared, 0);
+    let served = crate::metrics::render(&crate::snapshot::Snapshot::take(&shared, 0));
     for name in metric::ALL {
         assert!(
             served.contains(&format!("# TYPE {name} ")),

@@ -52,34 +52,101 @@ pub fn is_secret_param(name: &str) -> bool {
             .any(|fragment| normalised.contains(fragment))
 }
 
-/// Where the user-info of a URL ends: the byte index, in `after_scheme` (the text after the
-/// first `://`, without the query and the fragment), of the `@` that ends it; `None` when there
-/// is none (contract rule REDACT-TARGET, step 2).
+/// Where the user-info of a URL ends: the byte index, in `head` (the text after the first `://`
+/// up to the first `?` after it), of the `@` that ends it; `None` when there is none (contract
+/// rule REDACT-TARGET, step 1).
 ///
-/// The authority is the text up to the first `/`. When it holds an `@`, the user-info ends at
-/// its last `@`. When it does not, but it holds a `:` and the rest holds an `@`, a password
-/// whose `/` its client failed to encode (`user:pa/ss@host`) is taken to run to the last `@`:
-/// a host with a port and an `@` in its path (`host:8080/@me`) then loses its host to the
-/// redaction, which never shows a password. Every reader of URL authorities in Candor uses this
-/// one rule.
+/// The authority is the head up to its first `/`. When the authority holds an `@`, the user-info
+/// ends at its last `@`. When it does not, but it holds a `:` and the rest of the head holds an
+/// `@`, a password whose `/` or `#` its client failed to encode (`user:pa/ss@host`,
+/// `user:pa#ss@host`) is taken to run to the head's last `@`: a host with a port and an `@`
+/// later in its path or fragment (`host:8080/@me`) then loses its host to the redaction, which
+/// never shows a password.
 ///
 /// ```
 /// use candor_schema::redact::user_info_end;
 /// assert_eq!(user_info_end("bob:hunter2@api.example/v1/@me"), Some(11));
 /// assert_eq!(user_info_end("bob:pa/ss@api.example/v1"), Some(9));
+/// assert_eq!(user_info_end("bob:pa#ss@api.example/v1"), Some(9));
 /// assert_eq!(user_info_end("mastodon.example/@me"), None);
 /// assert_eq!(user_info_end("api.example:8443/v1"), None);
 /// ```
-pub fn user_info_end(after_scheme: &str) -> Option<usize> {
-    let authority = &after_scheme[..after_scheme.find('/').unwrap_or(after_scheme.len())];
+pub fn user_info_end(head: &str) -> Option<usize> {
+    let authority = &head[..head.find('/').unwrap_or(head.len())];
     match authority.rfind('@') {
         Some(at) => Some(at),
-        None if authority.contains(':') => after_scheme.rfind('@'),
+        None if authority.contains(':') => head.rfind('@'),
         None => None,
     }
 }
 
-/// Removes user-info and secret query or fragment parameters from a URL.
+/// A URL cut into its parts as every reader of URLs in Candor cuts it (contract rule
+/// REDACT-TARGET, steps 1 and 2): the user-info first, over the text before the query, so that
+/// a `/` or `#` in a password stays with it; then the fragment at the first `#` after it, the
+/// query at the first `?` before that, and the host at the first `/`.
+///
+/// ```
+/// use candor_schema::redact::UrlParts;
+/// let parts = UrlParts::of("https://bob:p#ss@api.example:8443/v1?q=1#top");
+/// assert_eq!(parts.scheme, "https://");
+/// assert_eq!(parts.user_info, Some("bob:p#ss"));
+/// assert_eq!(parts.host, "api.example:8443");
+/// assert_eq!((parts.path, parts.query, parts.fragment), ("/v1", Some("q=1"), Some("top")));
+/// // A text without `://` has neither user-info nor host.
+/// let parts = UrlParts::of("orders-db?token=x");
+/// assert_eq!((parts.scheme, parts.host, parts.path), ("", "", "orders-db"));
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct UrlParts<'a> {
+    /// The scheme with its `://` (`https://`); empty for a text without `://`.
+    pub scheme: &'a str,
+    /// The user-info, without the `@` that ends it.
+    pub user_info: Option<&'a str>,
+    /// The host and port (empty for a text without `://`).
+    pub host: &'a str,
+    /// What follows the host up to the query or the fragment (the whole text before them, for a
+    /// text without `://`).
+    pub path: &'a str,
+    /// The query, without its `?`.
+    pub query: Option<&'a str>,
+    /// The fragment, without its `#`.
+    pub fragment: Option<&'a str>,
+}
+
+impl<'a> UrlParts<'a> {
+    /// Cuts `raw`.
+    pub fn of(raw: &'a str) -> Self {
+        // A `://` counts only before the query and the fragment: `db?next=https://x` has none.
+        let before_both = &raw[..raw.find(['?', '#']).unwrap_or(raw.len())];
+        let (scheme, after) = match before_both.find("://") {
+            Some(at) => raw.split_at(at + 3),
+            None => ("", raw),
+        };
+        let head = &after[..after.find('?').unwrap_or(after.len())];
+        let (user_info, rest) = match user_info_end(head).filter(|_| !scheme.is_empty()) {
+            Some(at) => (Some(&after[..at]), &after[at + 1..]),
+            None => (None, after),
+        };
+        let (before_fragment, fragment) = split_once_keep(rest, '#');
+        let (before_query, query) = split_once_keep(before_fragment, '?');
+        let (host, path) = if scheme.is_empty() {
+            ("", before_query)
+        } else {
+            before_query.split_at(before_query.find('/').unwrap_or(before_query.len()))
+        };
+        Self {
+            scheme,
+            user_info,
+            host,
+            path,
+            query,
+            fragment,
+        }
+    }
+}
+
+/// Removes user-info and secret query or fragment parameters from a URL (contract rule
+/// REDACT-TARGET).
 ///
 /// Strings that are not URLs pass through unchanged unless they carry a query string.
 ///
@@ -91,49 +158,25 @@ pub fn user_info_end(after_scheme: &str) -> Option<usize> {
 /// );
 /// ```
 pub fn redact_url(raw: &str) -> Cow<'_, str> {
-    let (before_fragment, fragment) = split_once_keep(raw, '#');
-    let (before_query, query) = split_once_keep(before_fragment, '?');
-    let (scheme, rest) = match before_query.find("://") {
-        Some(at) => before_query.split_at(at + 3),
-        None => ("", before_query),
-    };
-    let user_info = if scheme.is_empty() {
-        None
-    } else {
-        user_info_end(rest)
-    };
-    let (authority, path, host) = match user_info {
-        // User-info that is already `REDACTED` stays as it is: redacting twice replaces nothing.
-        Some(at) if &rest[..at] != REDACTED => {
-            let after = &rest[at + 1..];
-            let host_end = after.find('/').unwrap_or(after.len());
-            ("", &after[host_end..], Some(&after[..host_end]))
-        }
-        _ => {
-            let authority_end = rest.find('/').unwrap_or(rest.len());
-            let (authority, path) = rest.split_at(authority_end);
-            (authority, path, None)
-        }
-    };
-    let query_redacted = query.map(redact_params);
-    let fragment_redacted = fragment.map(redact_params);
-    let changed = host.is_some()
+    let parts = UrlParts::of(raw);
+    // User-info that is already `REDACTED` stays as it is: redacting twice replaces nothing.
+    let user_info_redacted = parts.user_info.is_some_and(|info| info != REDACTED);
+    let query_redacted = parts.query.map(redact_params);
+    let fragment_redacted = parts.fragment.map(redact_params);
+    let changed = user_info_redacted
         || matches!(&query_redacted, Some(Cow::Owned(_)))
         || matches!(&fragment_redacted, Some(Cow::Owned(_)));
     if !changed {
         return Cow::Borrowed(raw);
     }
     let mut out = String::with_capacity(raw.len());
-    out.push_str(scheme);
-    match host {
-        Some(host) => {
-            out.push_str(REDACTED);
-            out.push('@');
-            out.push_str(host);
-        }
-        None => out.push_str(authority),
+    out.push_str(parts.scheme);
+    if parts.user_info.is_some() {
+        out.push_str(REDACTED);
+        out.push('@');
     }
-    out.push_str(path);
+    out.push_str(parts.host);
+    out.push_str(parts.path);
     if let Some(query) = query_redacted {
         out.push('?');
         out.push_str(&query);
@@ -376,6 +419,45 @@ mod tests {
 
     /// What is already redacted is left as it is: a second pass replaces nothing, so a receiver
     /// that redacts what an adapter redacted counts no secret twice.
+    /// A password's `/`, `@`, `:` or `#` that its client did not encode stays with the password,
+    /// for the redaction and for every other reader of a URL's host.
+    #[test]
+    fn a_password_with_a_slash_an_at_a_colon_or_a_hash_is_removed_whole() {
+        let cases = [
+            (
+                "https://bob:pa/ss@api.example/v1",
+                "https://REDACTED@api.example/v1",
+            ),
+            (
+                "https://bob:p@ss@api.example/v1",
+                "https://REDACTED@api.example/v1",
+            ),
+            (
+                "https://bob:pa:ss@api.example/v1",
+                "https://REDACTED@api.example/v1",
+            ),
+            (
+                "https://bob:12#34@api.example/v1?token=x#frag",
+                "https://REDACTED@api.example/v1?token=REDACTED#frag",
+            ),
+            // A host with a port and an `@` later on is taken for user-info: hidden, never shown.
+            ("https://api.example:8443/p#a@b", "https://REDACTED@b"),
+            ("https://api.example/p#a@b", "https://api.example/p#a@b"),
+            (
+                "orders-db?next=https://bob:pw@x",
+                "orders-db?next=https://bob:pw@x",
+            ),
+        ];
+        for (raw, want) in cases {
+            assert_eq!(redact_url(raw), want, "{raw}");
+        }
+        let parts = UrlParts::of("https://bob:12#34@api.example:8443/v1#top");
+        assert_eq!(
+            (parts.user_info, parts.host, parts.fragment),
+            (Some("bob:12#34"), "api.example:8443", Some("top"))
+        );
+    }
+
     #[test]
     fn redacting_twice_replaces_nothing() {
         for raw in [

@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from candor import redact_text, redact_url
+from candor.adapter import host_of
 from candor.redact import (
     _NAME_CHARS,
     _SECRET_FRAGMENTS,
@@ -19,6 +20,7 @@ from candor.redact import (
     _redact_secret_values,
     _scan_secret_values,
     is_secret_param,
+    url_parts,
 )
 
 REDACTION_VECTORS = Path(__file__).parents[3] / "spec" / "vectors" / "redaction.json"
@@ -60,6 +62,93 @@ def test_removes_every_planted_secret(raw: str, want: str) -> None:
 )
 def test_leaves_clean_urls_and_plain_names_untouched(raw: str) -> None:
     assert redact_url(raw) is raw
+
+
+@pytest.mark.parametrize(
+    ("raw", "want"),
+    [
+        # A '/', '@', ':' or '#' in a password, unencoded: the password is gone all the same.
+        ("https://bob:pa/ss@api.example/v1", "https://REDACTED@api.example/v1"),
+        ("https://bob:p@ss@api.example/v1", "https://REDACTED@api.example/v1"),
+        ("https://bob:pa:ss@api.example/v1", "https://REDACTED@api.example/v1"),
+        ("https://bob:pa#ss@api.example", "https://REDACTED@api.example"),
+        ("https://bob:pa/s#s@api.example/v1", "https://REDACTED@api.example/v1"),
+        (
+            "https://bob:12#34@api.example/v1?token=x#frag",
+            "https://REDACTED@api.example/v1?token=REDACTED#frag",
+        ),
+        # A host with a port and an '@' after it is taken for user-info: the host is hidden.
+        ("https://api.example:8443/p#a@b", "https://REDACTED@b"),
+        ("http://h:8080/@me", "http://REDACTED@me"),
+        # A '://' after the query is no scheme: the query is still redacted.
+        ("orders-db?token=x&next=https://u:p@h", "orders-db?token=REDACTED&next=https://u:p@h"),
+    ],
+)
+def test_user_info_with_unencoded_delimiters(raw: str, want: str) -> None:
+    assert redact_url(raw) == want
+    assert redact_url(want) == want
+
+
+@pytest.mark.parametrize(
+    "raw",
+    [
+        "https://api.example/p#a@b",
+        "https://social.example/@bob/statuses?q=cats",
+        "https://REDACTED@api.example/x",
+        "orders-db?next=https://u:p@h",
+    ],
+)
+def test_an_at_sign_that_is_not_user_info_and_redacted_user_info_stay(raw: str) -> None:
+    assert redact_url(raw) is raw
+
+
+def test_no_password_made_of_delimiters_shows() -> None:
+    # Any '/', '#' and ':', and '@' after the last '/' (an '@' before a '/' ends the authority's
+    # user-info there, by the rule).
+    rng = random.Random(20270115)  # noqa: S311 - test data, not a secret
+    for _ in range(2000):
+        password = "".join(rng.choice("qk/#:") for _ in range(rng.randrange(0, 6))) + "".join(
+            rng.choice("qk#:@") for _ in range(rng.randrange(1, 5))
+        )
+        for tail, want in (("/v1", "/v1"), ("/v1?q=1#top", "/v1?q=1#top"), ("", "")):
+            raw = f"https://bob:{password}@host.test{tail}"
+            assert redact_url(raw) == f"https://REDACTED@host.test{want}", raw
+
+
+@pytest.mark.parametrize(
+    ("target", "host"),
+    [
+        ("https://bob:12#34@api.example/v1?token=x#frag", "api.example"),
+        ("https://bob:pa/ss@api.example/v1", "api.example"),
+        ("https://bob:p@ss@api.example:8443/v1", "api.example:8443"),
+        ("https://api.example/p#a@b", "api.example"),
+        ("https://api.example:8443/p#a@b", "b"),
+        ("http://127.0.0.1:8080/x?y", "127.0.0.1:8080"),
+        ("orders-db?token=x", "orders-db?token=REDACTED"),
+        ("orders-db?next=https://h", "orders-db?next=https://h"),
+    ],
+)
+def test_the_host_of_a_redacted_target_is_cut_as_the_redaction_cuts(target: str, host: str) -> None:
+    assert host_of(redact_url(target)) == host
+
+
+def test_url_parts() -> None:
+    assert url_parts("https://bob:p#ss@api.example:8443/v1?q=1#top") == (
+        "https://",
+        "bob:p#ss",
+        "api.example:8443",
+        "/v1",
+        "q=1",
+        "top",
+    )
+    assert url_parts("orders-db?next=https://u:p@h#x") == (
+        "",
+        None,
+        "",
+        "orders-db",
+        "next=https://u:p@h",
+        "x",
+    )
 
 
 @pytest.mark.parametrize(

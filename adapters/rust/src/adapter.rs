@@ -716,18 +716,15 @@ fn millis(duration: Duration) -> u64 {
     u64::try_from(duration.as_millis()).unwrap_or(u64::MAX)
 }
 
-/// The host part of a URL-like target, or the whole target when it is not a URL.
+/// The host part of a URL-like target, or the whole target when it is not a URL; cut as the
+/// redaction cuts it ([`candor_schema::redact::UrlParts`]).
 fn host_of(target: &str) -> &str {
-    let Some((_, rest)) = target.split_once("://") else {
-        return target;
-    };
-    // Cut at the query only, as the collector does: a `#` in a password stays with it.
-    let base = rest.split('?').next().unwrap_or(rest);
-    let after = match candor_schema::redact::user_info_end(base) {
-        Some(at) => &base[at + 1..],
-        None => base,
-    };
-    after.split(['/', '#']).next().unwrap_or(after)
+    let parts = candor_schema::redact::UrlParts::of(target);
+    if parts.scheme.is_empty() {
+        target
+    } else {
+        parts.host
+    }
 }
 
 #[cfg(test)]

@@ -45,7 +45,7 @@ import {
   type Outcome,
 } from "./envelope.js";
 import { isEnded, isFailure, lifecycleOf, type OperationStatus, type StatusRead, type StatusReader } from "./follow.js";
-import { redactText, redactUrl } from "./redact.js";
+import { redactText, redactUrl, urlParts } from "./redact.js";
 import { actionOf, type Decision, InvalidSetting, type Jitter, RandomJitter, RetryPolicy, type RetryPolicyOptions } from "./retry.js";
 import { type LiveSpan, Telemetry, type Transition } from "./telemetry.js";
 import { intoSecond } from "./seconds.js";
@@ -188,18 +188,12 @@ export type AttemptFn<R> = (attempt: AttemptContext) => R | Promise<R>;
 export type ReadStatusFn<Q> = (operation: Operation, attempt: AttemptContext) => Q | Promise<Q>;
 
 /**
- * The host part of a target: the text after the first `://` up to the first `/`, `?` or `#`,
- * then after its last `@`; the whole target when it holds no `://`.
+ * The host part of a target, cut as the redaction cuts it ({@link urlParts}); the whole target
+ * when it has no scheme.
  */
 export function hostOf(target: string): string {
-  const at = target.indexOf("://");
-  if (at < 0) {
-    return target;
-  }
-  const rest = target.slice(at + 3);
-  const end = rest.search(/[/?#]/);
-  const authority = end < 0 ? rest : rest.slice(0, end);
-  return authority.slice(authority.lastIndexOf("@") + 1);
+  const parts = urlParts(target);
+  return parts.scheme !== "" ? parts.host : target;
 }
 
 function methodName(method: string): string {

@@ -143,20 +143,67 @@ function splitAt(raw: string, separator: string): [string, string | undefined] {
 }
 
 /**
- * Where a URL's user-info ends: the index, in `afterScheme` (the text after the first `://`,
- * without the query and the fragment), of the `@` that ends it, or -1 (contract rule
- * REDACT-TARGET, step 2). The authority is the text up to the first `/`. When it holds an `@`,
- * the user-info ends at its last `@`. When it does not, but it holds a `:` and the rest holds an
- * `@`, a password whose `/` its client failed to encode (`user:pa/ss@host`) runs to the last `@`.
+ * Where a URL's user-info ends: the index, in `head` (the text after the scheme up to the next
+ * `?`), of the `@` that ends it, or -1 (contract rule REDACT-TARGET, step 1). The authority is
+ * the head up to its first `/`. When it holds an `@`, the user-info ends at its last `@` (a `#`
+ * its client failed to encode stays in it). When it does not, but it holds a `:` and the rest of
+ * the head holds an `@`, a password whose `/` its client failed to encode (`user:pa/ss@host`)
+ * runs to the head's last `@`: a host with a port and an `@` later in its path or fragment
+ * (`host:8080/p#a@b`) then loses its host to the redaction, which never shows a password.
  */
-function userInfoEnd(afterScheme: string): number {
-  const slash = afterScheme.indexOf("/");
-  const authority = slash >= 0 ? afterScheme.slice(0, slash) : afterScheme;
+function userInfoEnd(head: string): number {
+  const slash = head.indexOf("/");
+  const authority = slash >= 0 ? head.slice(0, slash) : head;
   const at = authority.lastIndexOf("@");
   if (at >= 0) {
     return at;
   }
-  return authority.includes(":") ? afterScheme.lastIndexOf("@") : -1;
+  return authority.includes(":") ? head.lastIndexOf("@") : -1;
+}
+
+/**
+ * A URL cut as contract rule REDACT-TARGET cuts it (steps 1 and 2): the user-info first, over
+ * the text before the query, so that a `/` or `#` in a password stays with it; then the
+ * fragment at the first `#` after it, the query at the first `?` before that, and the host at
+ * the first `/`.
+ */
+export interface UrlParts {
+  /** The scheme with its `://` (`https://`); empty for a text without a scheme. */
+  readonly scheme: string;
+  /** The user-info, without the `@` that ends it. */
+  readonly userInfo: string | undefined;
+  /** The host and port; empty for a text without a scheme. */
+  readonly host: string;
+  /** What follows the host up to the query or the fragment (all of it, without a scheme). */
+  readonly path: string;
+  /** The query, without its `?`. */
+  readonly query: string | undefined;
+  /** The fragment, without its `#`. */
+  readonly fragment: string | undefined;
+}
+
+/**
+ * Cuts `raw` into its {@link UrlParts}. A `://` counts only before the first `?` and `#`:
+ * `db?next=https://x` has no scheme.
+ *
+ * @example
+ * urlParts("https://bob:p#ss@api.example:8443/v1?q=1#top")
+ * // { scheme: "https://", userInfo: "bob:p#ss", host: "api.example:8443", path: "/v1", query: "q=1", fragment: "top" }
+ */
+export function urlParts(raw: string): UrlParts {
+  const end = raw.search(/[?#]/);
+  const schemeEnd = raw.indexOf("://");
+  const hasScheme = schemeEnd >= 0 && (end < 0 || schemeEnd < end);
+  const scheme = hasScheme ? raw.slice(0, schemeEnd + 3) : "";
+  const after = hasScheme ? raw.slice(schemeEnd + 3) : raw;
+  const userAt = hasScheme ? userInfoEnd(splitAt(after, "?")[0]) : -1;
+  const userInfo = userAt >= 0 ? after.slice(0, userAt) : undefined;
+  const rest = userAt >= 0 ? after.slice(userAt + 1) : after;
+  const [beforeFragment, fragment] = splitAt(rest, "#");
+  const [beforeQuery, query] = splitAt(beforeFragment, "?");
+  const slash = beforeQuery.indexOf("/");
+  const hostEnd = !hasScheme ? 0 : slash >= 0 ? slash : beforeQuery.length;
+  return { scheme, userInfo, host: beforeQuery.slice(0, hostEnd), path: beforeQuery.slice(hostEnd), query, fragment };
 }
 
 /**
@@ -169,32 +216,15 @@ function userInfoEnd(afterScheme: string): number {
  * // "https://REDACTED@api.example.com/v1/search?q=cats&access_token=REDACTED#x"
  */
 export function redactUrl(raw: string): string {
-  const [beforeFragment, fragment] = splitAt(raw, "#");
-  const [base, query] = splitAt(beforeFragment, "?");
-  const schemeEnd = base.indexOf("://");
-  const scheme = schemeEnd >= 0 ? base.slice(0, schemeEnd + 3) : "";
-  const rest = schemeEnd >= 0 ? base.slice(schemeEnd + 3) : base;
-  const userAt = scheme !== "" ? userInfoEnd(rest) : -1;
-  let authority: string;
-  let path: string;
-  let host: string | undefined;
-  if (userAt >= 0) {
-    const after = rest.slice(userAt + 1);
-    const slash = after.indexOf("/");
-    host = slash >= 0 ? after.slice(0, slash) : after;
-    path = slash >= 0 ? after.slice(slash) : "";
-    authority = "";
-  } else {
-    const slash = rest.indexOf("/");
-    authority = slash >= 0 ? rest.slice(0, slash) : rest;
-    path = slash >= 0 ? rest.slice(slash) : "";
-  }
-  const queryRedacted = query === undefined ? undefined : redactParams(query);
-  const fragmentRedacted = fragment === undefined ? undefined : redactParams(fragment);
-  if (host === undefined && queryRedacted === query && fragmentRedacted === fragment) {
+  const parts = urlParts(raw);
+  const queryRedacted = parts.query === undefined ? undefined : redactParams(parts.query);
+  const fragmentRedacted = parts.fragment === undefined ? undefined : redactParams(parts.fragment);
+  // User-info that is already REDACTED stays as it is: redacting twice replaces nothing.
+  const userInfoRedacted = parts.userInfo !== undefined && parts.userInfo !== REDACTED;
+  if (!userInfoRedacted && queryRedacted === parts.query && fragmentRedacted === parts.fragment) {
     return raw;
   }
-  let out = scheme + (host !== undefined ? `${REDACTED}@${host}` : authority) + path;
+  let out = parts.scheme + (parts.userInfo !== undefined ? `${REDACTED}@` : "") + parts.host + parts.path;
   if (queryRedacted !== undefined) {
     out += `?${queryRedacted}`;
   }

@@ -8,10 +8,12 @@ import {
   InvalidEnvelope,
   accessFailure,
   empty,
+  hostOf,
   partial,
   redactText,
   redactUrl,
   success,
+  urlParts,
 } from "../src/index.js";
 
 const PROVENANCE = {
@@ -167,6 +169,80 @@ test("an access failure summary says the contents are unknown, never an absence"
   }
   const permanent = envelope({ outcome: accessFailure({ kind: "auth", retryable: false, message: "denied" }) });
   assert.ok(permanent.summary().includes("(auth, permanent after 1 attempt(s))"));
+});
+
+test("a '/', '@', ':' or '#' its client did not encode in a password is redacted with it", () => {
+  const cases: [string, string][] = [
+    ["https://bob:pa/ss@api.example/v1", "https://REDACTED@api.example/v1"],
+    ["https://bob:p@ss@api.example/v1", "https://REDACTED@api.example/v1"],
+    ["https://bob:pa:ss@api.example/v1", "https://REDACTED@api.example/v1"],
+    ["https://bob:pa#ss@api.example", "https://REDACTED@api.example"],
+    ["https://bob:pa/s#s@api.example/v1", "https://REDACTED@api.example/v1"],
+    ["https://bob:12#34@api.example/v1?token=x#frag", "https://REDACTED@api.example/v1?token=REDACTED#frag"],
+    // A host with a port and an '@' after it is taken for user-info: the host is hidden.
+    ["https://api.example:8443/p#a@b", "https://REDACTED@b"],
+    ["http://h:8080/@me", "http://REDACTED@me"],
+    // A '://' after the query is no scheme: the query is still redacted.
+    ["orders-db?token=x&next=https://u:p@h", "orders-db?token=REDACTED&next=https://u:p@h"],
+  ];
+  for (const [raw, want] of cases) {
+    assert.equal(redactUrl(raw), want, raw);
+    assert.equal(redactUrl(want), want, want);
+  }
+  for (const raw of [
+    "https://api.example/p#a@b",
+    "https://social.example/@bob/statuses?q=cats",
+    "https://REDACTED@api.example/x",
+    "orders-db?next=https://u:p@h",
+  ]) {
+    assert.equal(redactUrl(raw), raw, raw);
+  }
+  // Any '/', '#' and ':', and an '@' after the last '/' (an '@' before a '/' ends the
+  // authority's user-info there, by the rule).
+  let seed = 20270115;
+  const pick = (alphabet: string): string => {
+    seed = (Math.imul(seed, 1103515245) + 12345) >>> 0;
+    return alphabet.charAt(seed % alphabet.length);
+  };
+  for (let i = 0; i < 2000; i += 1) {
+    const before = Array.from({ length: i % 6 }, () => pick("qk/#:")).join("");
+    const password = before + Array.from({ length: 1 + (i % 4) }, () => pick("qk#:@")).join("");
+    for (const tail of ["/v1", "/v1?q=1#top", ""]) {
+      assert.equal(redactUrl(`https://bob:${password}@host.test${tail}`), `https://REDACTED@host.test${tail}`, password);
+    }
+  }
+});
+
+test("the host of a redacted target is cut as the redaction cuts", () => {
+  const cases: [string, string][] = [
+    ["https://bob:12#34@api.example/v1?token=x#frag", "api.example"],
+    ["https://bob:pa/ss@api.example/v1", "api.example"],
+    ["https://bob:p@ss@api.example:8443/v1", "api.example:8443"],
+    ["https://api.example/p#a@b", "api.example"],
+    ["https://api.example:8443/p#a@b", "b"],
+    ["http://127.0.0.1:8080/x?y", "127.0.0.1:8080"],
+    ["orders-db?token=x", "orders-db?token=REDACTED"],
+    ["orders-db?next=https://h", "orders-db?next=https://h"],
+  ];
+  for (const [target, host] of cases) {
+    assert.equal(hostOf(redactUrl(target)), host, target);
+  }
+  assert.deepEqual(urlParts("https://bob:p#ss@api.example:8443/v1?q=1#top"), {
+    scheme: "https://",
+    userInfo: "bob:p#ss",
+    host: "api.example:8443",
+    path: "/v1",
+    query: "q=1",
+    fragment: "top",
+  });
+  assert.deepEqual(urlParts("orders-db?next=https://u:p@h#x"), {
+    scheme: "",
+    userInfo: undefined,
+    host: "",
+    path: "orders-db",
+    query: "next=https://u:p@h",
+    fragment: "x",
+  });
 });
 
 test("the contract's redaction examples", () => {

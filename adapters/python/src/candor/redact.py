@@ -9,9 +9,9 @@ through :func:`redact_url` or :func:`redact_text` first.
 from __future__ import annotations
 
 import re
-from typing import Final
+from typing import Final, NamedTuple
 
-__all__ = ["REDACTED", "is_secret_param", "redact_text", "redact_url"]
+__all__ = ["REDACTED", "UrlParts", "is_secret_param", "redact_text", "redact_url", "url_parts"]
 
 REDACTED: Final = "REDACTED"
 """What a removed secret is replaced with."""
@@ -116,21 +116,65 @@ def _redact_params(params: str) -> str:
     )
 
 
-def _user_info_end(after_scheme: str) -> int:
-    """Where a URL's user-info ends, by contract rule REDACT-TARGET's step 2.
+def _user_info_end(head: str) -> int:
+    """Where a URL's user-info ends, by contract rule REDACT-TARGET's step 1.
 
-    The index, in ``after_scheme`` (the text after the first ``://``, without the query and the
-    fragment), of the ``@`` that ends it, or -1. The authority is the text up to the first
-    ``/``. When it holds an ``@``, the user-info ends at its last ``@``. When it does not, but
-    it holds a ``:`` and the rest holds an ``@``, a password whose ``/`` its client failed to
-    encode (``user:pa/ss@host``) runs to the last ``@``.
+    The index, in ``head`` (the text after the scheme up to the next ``?``), of the ``@`` that
+    ends it, or -1. The authority is the head up to its first ``/``. When it holds an ``@``, the
+    user-info ends at its last ``@`` (a ``#`` its client failed to encode stays in it). When it
+    does not, but it holds a ``:`` and the rest of the head holds an ``@``, a password whose
+    ``/`` its client failed to encode (``user:pa/ss@host``) runs to the head's last ``@``: a host
+    with a port and an ``@`` later in its path or fragment (``host:8080/p#a@b``) then loses its
+    host to the redaction, which never shows a password.
     """
-    slash = after_scheme.find("/")
-    authority = after_scheme if slash < 0 else after_scheme[:slash]
+    slash = head.find("/")
+    authority = head if slash < 0 else head[:slash]
     at = authority.rfind("@")
     if at >= 0:
         return at
-    return after_scheme.rfind("@") if ":" in authority else -1
+    return head.rfind("@") if ":" in authority else -1
+
+
+class UrlParts(NamedTuple):
+    """A URL cut as contract rule REDACT-TARGET cuts it (steps 1 and 2).
+
+    The user-info first, over the text before the query, so that a ``/`` or ``#`` in a password
+    stays with it; then the fragment at the first ``#`` after it, the query at the first ``?``
+    before that, and the host at the first ``/``.
+    """
+
+    scheme: str
+    """The scheme with its ``://`` (``https://``); empty for a text without a scheme."""
+    user_info: str | None
+    """The user-info, without the ``@`` that ends it."""
+    host: str
+    """The host and port; empty for a text without a scheme."""
+    path: str
+    """What follows the host up to the query or the fragment (all of it, without a scheme)."""
+    query: str | None
+    """The query, without its ``?``."""
+    fragment: str | None
+    """The fragment, without its ``#``."""
+
+
+def url_parts(raw: str) -> UrlParts:
+    """Cuts ``raw`` into its parts.
+
+    A ``://`` counts only before the first ``?`` and ``#``: ``db?next=https://x`` has no scheme.
+
+    >>> parts = url_parts("https://bob:p#ss@api.example:8443/v1?q=1#top")
+    >>> parts.user_info, parts.host, parts.path, parts.query, parts.fragment
+    ('bob:p#ss', 'api.example:8443', '/v1', 'q=1', 'top')
+    """
+    end = min((i for i in (raw.find("?"), raw.find("#")) if i >= 0), default=len(raw))
+    at = raw.find("://", 0, end)
+    scheme, after = (raw[: at + 3], raw[at + 3 :]) if at >= 0 else ("", raw)
+    user_at = _user_info_end(after.partition("?")[0]) if scheme else -1
+    user_info, rest = (after[:user_at], after[user_at + 1 :]) if user_at >= 0 else (None, after)
+    before_fragment, fragment = _split_keep(rest, "#")
+    before_query, query = _split_keep(before_fragment, "?")
+    host = before_query.partition("/")[0] if scheme else ""
+    return UrlParts(scheme, user_info, host, before_query[len(host) :], query, fragment)
 
 
 def redact_url(raw: str) -> str:
@@ -141,33 +185,23 @@ def redact_url(raw: str) -> str:
     >>> redact_url("https://bob:hunter2@api.example.com/v1/search?q=cats&access_token=abc#x")
     'https://REDACTED@api.example.com/v1/search?q=cats&access_token=REDACTED#x'
     """
-    before_fragment, fragment = _split_keep(raw, "#")
-    before_query, query = _split_keep(before_fragment, "?")
-    at = before_query.find("://")
-    scheme, rest = (
-        (before_query[: at + 3], before_query[at + 3 :]) if at >= 0 else ("", before_query)
+    parts = url_parts(raw)
+    query = None if parts.query is None else _redact_params(parts.query)
+    fragment = None if parts.fragment is None else _redact_params(parts.fragment)
+    # User-info that is already REDACTED stays as it is: redacting twice replaces nothing.
+    changed = (
+        parts.user_info not in (None, REDACTED)
+        or query != parts.query
+        or fragment != parts.fragment
     )
-    user_at = _user_info_end(rest) if scheme else -1
-    host: str | None
-    if user_at >= 0:
-        after = rest[user_at + 1 :]
-        slash = after.find("/")
-        host, path = (after[:slash], after[slash:]) if slash >= 0 else (after, "")
-        authority = ""
-    else:
-        host = None
-        slash = rest.find("/")
-        authority, path = (rest[:slash], rest[slash:]) if slash >= 0 else (rest, "")
-    query_redacted = None if query is None else _redact_params(query)
-    fragment_redacted = None if fragment is None else _redact_params(fragment)
-    changed = host is not None or query_redacted != query or fragment_redacted != fragment
     if not changed:
         return raw
-    out = [scheme, f"{REDACTED}@{host}" if host is not None else authority, path]
-    if query_redacted is not None:
-        out.append("?" + query_redacted)
-    if fragment_redacted is not None:
-        out.append("#" + fragment_redacted)
+    user_info = "" if parts.user_info is None else f"{REDACTED}@"
+    out = [parts.scheme, user_info, parts.host, parts.path]
+    if query is not None:
+        out.append("?" + query)
+    if fragment is not None:
+        out.append("#" + fragment)
     return "".join(out)
 
 

@@ -27,7 +27,7 @@ from candor.classify import Classifier
 from candor.clock import Clock, SystemClock
 from candor.envelope import Authority, Envelope, Operation
 from candor.follow import StatusReader
-from candor.redact import redact_url
+from candor.redact import redact_url, url_parts
 from candor.retry import Jitter, RandomJitter, RetryPolicy, ns_of
 from candor.telemetry import Telemetry
 
@@ -49,12 +49,12 @@ def _method_name(method: str) -> str:
 
 
 def host_of(target: str) -> str:
-    """The host part of a URL-like target, or the whole target when it is not a URL."""
-    _, found, rest = target.partition("://")
-    if not found:
-        return target
-    end = min((i for i in (rest.find(c) for c in "/?#") if i >= 0), default=len(rest))
-    return rest[:end].rpartition("@")[2]
+    """The host part of a URL-like target, or the whole target when it is not a URL.
+
+    Cut as the redaction cuts it (:func:`~candor.redact.url_parts`).
+    """
+    parts = url_parts(target)
+    return parts.host if parts.scheme else target
 
 
 class Adapter(Generic[R]):

@@ -62,7 +62,7 @@ fn push_lowercase(out: &mut String, text: &str) {
 }
 
 #[derive(Default)]
-struct UrlParts<'a> {
+struct UrlOrigin<'a> {
     scheme: Option<&'a str>,
     host: Option<&'a str>,
     port: Option<&'a str>,
@@ -71,13 +71,13 @@ struct UrlParts<'a> {
 /// The scheme, host and port of a URL, without the user information; nothing of a URL whose
 /// scheme, host or port is not well formed, so that no other part of it can pass for one.
 ///
-/// The user information ends where the contract's redaction says it does
-/// ([`candor_schema::redact::user_info_end`], over the text before the query): a password whose
-/// `/` or `#` its client failed to encode is taken for user information, never for a host or a
-/// path.
-fn split_url(url: &str) -> UrlParts<'_> {
-    let Some((scheme, rest)) = url.split_once("://") else {
-        return UrlParts::default();
+/// The URL is cut as the contract's redaction cuts it ([`candor_schema::redact::UrlParts`]): a
+/// password whose `/` or `#` its client failed to encode is taken for user information, never
+/// for a host or a path.
+fn split_url(url: &str) -> UrlOrigin<'_> {
+    let parts = candor_schema::redact::UrlParts::of(url);
+    let Some(scheme) = parts.scheme.strip_suffix("://") else {
+        return UrlOrigin::default();
     };
     let valid_scheme = scheme
         .as_bytes()
@@ -87,20 +87,13 @@ fn split_url(url: &str) -> UrlParts<'_> {
             .bytes()
             .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'+' | b'-' | b'.'));
     if !valid_scheme {
-        return UrlParts::default();
+        return UrlOrigin::default();
     }
-    // Cut at the query only: a `#` its client failed to encode in a password stays with the
-    // user information it belongs to.
-    let base = rest.split('?').next().unwrap_or_default();
-    let rest = match candor_schema::redact::user_info_end(base) {
-        Some(at) => &rest[at + 1..],
-        None => rest,
-    };
-    let authority = rest.split(['/', '?', '#']).next().unwrap_or_default();
+    let authority = parts.host;
     let (host, port) = if let Some(v6) = authority.strip_prefix('[') {
         match v6.split_once(']') {
             Some((host, rest)) => (host, rest.strip_prefix(':')),
-            None => return UrlParts::default(),
+            None => return UrlOrigin::default(),
         }
     } else {
         match authority.rsplit_once(':') {
@@ -115,12 +108,12 @@ fn split_url(url: &str) -> UrlParts<'_> {
     let port_ok =
         port.is_none_or(|p| (1..=5).contains(&p.len()) && p.bytes().all(|b| b.is_ascii_digit()));
     if !host_ok || !port_ok || (host.contains(':') && !authority.starts_with('[')) {
-        return UrlParts {
+        return UrlOrigin {
             scheme: Some(scheme),
-            ..UrlParts::default()
+            ..UrlOrigin::default()
         };
     }
-    UrlParts {
+    UrlOrigin {
         scheme: Some(scheme),
         host: Some(host),
         port,

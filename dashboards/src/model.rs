@@ -161,12 +161,6 @@ pub struct Model {
     operations: Operations,
 }
 
-/// Whether an event's retry action ends its call. A derived call's failure has no action (its
-/// span does not say how it was retried) and is the end of its call.
-pub fn is_terminal(action: &str) -> bool {
-    matches!(action, "exhausted" | "permanent" | "accept_partial" | "")
-}
-
 impl Model {
     /// An empty model.
     pub fn new(settings: ModelSettings) -> Self {

@@ -69,7 +69,7 @@ pub use envelope::{
 pub use time::Timestamp;
 pub use vocab::{
     AccessFailureKind, EvidenceKind, FailureKind, LifecycleState, NextAction, OutcomeClass,
-    PartialKind, RetryAction, UnknownValue,
+    PartialKind, RetryAction, UnknownValue, action_ends_call,
 };
 
 /// The `$id` of the committed envelope schema.

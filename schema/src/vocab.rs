@@ -312,6 +312,30 @@ vocabulary! {
     }
 }
 
+impl RetryAction {
+    /// Whether a failure event with this action ends its call: every action but `retry` (contract
+    /// rule TELEMETRY-TERMINAL-EVENT). [`action_ends_call`] reads a stored action.
+    pub const fn ends_call(self) -> bool {
+        !matches!(self, Self::Retry)
+    }
+}
+
+/// Whether a failure event whose `tool.retry.action` reads `action` ends its call: every action
+/// but `retry` ([`RetryAction::ends_call`]), and no action at all, which is how a call derived
+/// from a span records its failure (the span does not say how it was retried). The one rule by
+/// which the CLI, the dashboards and the reconciliation tell a call's last event.
+///
+/// ```
+/// use candor_schema::{RetryAction, action_ends_call};
+/// assert!(action_ends_call("exhausted") && action_ends_call("accept_partial"));
+/// assert!(action_ends_call(""));
+/// assert!(!action_ends_call(RetryAction::Retry.as_str()));
+/// assert!(RetryAction::Permanent.ends_call() && !RetryAction::Retry.ends_call());
+/// ```
+pub fn action_ends_call(action: &str) -> bool {
+    action != RetryAction::Retry.as_str()
+}
+
 impl LifecycleState {
     /// Whether the operation can still change state.
     pub const fn is_terminal(self) -> bool {

@@ -518,8 +518,7 @@ fn is_eventful(class: OutcomeClass) -> bool {
 /// Whether the call's last attempt ends it with an event (rule `TELEMETRY-TERMINAL-EVENT`): an
 /// action that ends the call (`exhausted`, `permanent` or `accept_partial`, not `retry`).
 fn is_terminal(last: &Attempt) -> bool {
-    last.retry_action
-        .is_some_and(|action| action != RetryAction::Retry)
+    last.retry_action.is_some_and(RetryAction::ends_call)
 }
 
 /// A state of an asynchronous operation that a call saw, and when.

@@ -12,7 +12,9 @@ use std::sync::Arc;
 use candor_query::rates::ClassCounts;
 use candor_query::window::Micros;
 
-use super::{FailureBreakdown, GroupCounts, is_terminal};
+use candor_schema::action_ends_call;
+
+use super::{FailureBreakdown, GroupCounts};
 use crate::keys::{CallKey, FailureKey, GroupBy};
 
 /// One bucket's counts, keyed by interned ids: a week of a thousand targets is millions of
@@ -69,7 +71,7 @@ impl Tallies {
             }
         }
         for (failure, events) in terminal {
-            if is_terminal(&self.failure(failure).action) {
+            if action_ends_call(&self.failure(failure).action) {
                 // Every failure id got its call id when it was interned.
                 let call = self.failure_call[failure as usize];
                 sums.entry(call).or_default().terminal_events += events;
@@ -143,7 +145,7 @@ impl Tallies {
             let key = self.failure(failure);
             *out.by_kind.entry(key.kind.to_string()).or_default() += events;
             *out.by_action.entry(key.action.to_string()).or_default() += events;
-            if is_terminal(&key.action) {
+            if action_ends_call(&key.action) {
                 *out.by_target
                     .entry(GroupBy::Target.of(&key.call))
                     .or_default() += events;

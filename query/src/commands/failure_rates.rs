@@ -341,8 +341,8 @@ async fn failure_events_frame(
     frame.select(columns).map_err(read)
 }
 
-/// Counts the terminal failure events (retry action other than `retry`) of
-/// [`failure_events_frame`] per (group, bucket start).
+/// Counts the terminal failure events of [`failure_events_frame`] per (group, bucket start): those
+/// whose action ends their call ([`candor_schema::action_ends_call`]: any but `retry`).
 ///
 /// Counted here rather than by a DataFusion aggregate, which hashed every row's group: the
 /// files keep rows sorted by target, so each row mostly continues the run of the one before it
@@ -457,8 +457,9 @@ const _: () = assert!(RetryAction::Retry.as_str().len() <= MAX_INLINE_VIEW_LEN a
 
 impl rates::RunRows for FailureRows {
     fn counted(&self, row: usize) -> bool {
-        // An inline view is the text's length and bytes, padded with zeros (as the Arrow format
-        // requires): the view equals `retry`'s exactly when the text is `retry`.
+        // `candor_schema::action_ends_call` on the view: an inline view is the text's length and
+        // bytes, padded with zeros (as the Arrow format requires), so the view equals `retry`'s
+        // exactly when the text is `retry`.
         self.action.views()[row] != self.retry
             && self.only.is_none_or(|only| self.source(row) == only)
     }

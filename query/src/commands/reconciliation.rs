@@ -197,6 +197,7 @@ pub async fn reconcile(
         read_from.saturating_sub(slack),
         query.window.until.saturating_add(slack),
     )
+    // The events that end their calls (`candor_schema::action_ends_call`).
     .and(col(column::RETRY_ACTION).not_eq(lit(RetryAction::Retry.as_str())))
     .and(reconciled_classes());
     let batches = select(

@@ -4,8 +4,14 @@
 //! kind the demo makes and `candor rates` answers; Ctrl-C (SIGINT) stops every process and frees
 //! every port; a second run over the same data directory still holds the first run's events.
 //!
+//! What up.sh prints once it runs is held to what it started: the tables it names are those
+//! under the stack's table root, which are the pipeline's ([`Table::ALL`]); the demo tools it
+//! lists answer, and are the tools the demo calls; the scenarios it lists are those the demo
+//! accepts and names; the commands it suggests run.
+//!
 //! The clone is of the committed HEAD: uncommitted changes are not in it.
 
+use std::collections::BTreeSet;
 use std::io::{BufRead as _, BufReader};
 use std::os::unix::process::CommandExt as _;
 use std::path::{Path, PathBuf};
@@ -13,13 +19,18 @@ use std::process::{Child, Command, Stdio};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use candor_e2e::collector::{get_status, get_status_with};
+use candor_e2e::collector::{get_status, get_status_with, post};
 use candor_e2e::dashboards;
-use candor_e2e::{target_dir, tempdir};
+use candor_e2e::process::Running;
+use candor_e2e::{free_port, target_dir, tempdir, wait_for, wait_for_port};
+use candor_records::tables::Table;
 use serde_json::Value;
 
 /// The default ports of the stack and the demo.
 const PORTS: [u16; 8] = [9092, 4317, 4318, 8888, 8889, 3000, 8181, 8182];
+
+/// The last line of up.sh's summary: once it is out, the whole summary is.
+const SUMMARY_END: &str = "Ctrl-C stops everything.";
 
 /// `up.sh` running in its own process group, its output collected.
 struct Stack {
@@ -103,11 +114,11 @@ impl Stack {
         i32::try_from(self.child.id()).expect("pid")
     }
 
-    /// Waits for the banner; the first run includes a release build.
+    /// Waits for the whole summary; the first run includes the build.
     async fn wait_running(&mut self, timeout: Duration) {
         let deadline = Instant::now() + timeout;
         loop {
-            if self.output().contains("Candor is running.") {
+            if self.output().contains(SUMMARY_END) {
                 return;
             }
             if let Ok(Some(status)) = self.child.try_wait() {
@@ -221,6 +232,271 @@ fn stored_events(data: &Path) -> u64 {
         .unwrap_or(0)
 }
 
+/// The section `label` of up.sh's summary in `output`: the text of its labelled line and of the
+/// unlabelled lines under it (up.sh's `summary`: two spaces, the label in 16 columns, a space).
+fn section(output: &str, label: &str) -> Vec<String> {
+    let summary = output
+        .split_once("Candor is running.\n")
+        .map_or("", |(_, summary)| summary);
+    let head = format!("  {label:<16} ");
+    let blank = " ".repeat(head.len());
+    let mut lines = summary.lines().skip_while(|line| !line.starts_with(&head));
+    let Some(first) = lines.next().and_then(|line| line.strip_prefix(&head)) else {
+        return Vec::new();
+    };
+    std::iter::once(first)
+        .chain(lines.map_while(|line| line.strip_prefix(&blank)))
+        .map(|text| text.trim().to_owned())
+        .collect()
+}
+
+/// The table root and the tables the summary names: `ROOT  (name, name, ...)`.
+fn printed_tables(output: &str) -> (PathBuf, BTreeSet<String>) {
+    let lines = section(output, "tables");
+    let parsed = match lines.as_slice() {
+        [line] => line
+            .split_once("  (")
+            .and_then(|(root, names)| Some((root, names.strip_suffix(')')?))),
+        _ => None,
+    };
+    let (root, names) =
+        parsed.unwrap_or_else(|| panic!("no `tables  ROOT  (names)` in the summary:\n{output}"));
+    (
+        PathBuf::from(root),
+        names.split(", ").map(str::to_owned).collect(),
+    )
+}
+
+/// The Delta tables under `root`: its directories with a `_delta_log`.
+fn tables_under(root: &Path) -> BTreeSet<String> {
+    std::fs::read_dir(root)
+        .unwrap_or_else(|err| panic!("reading {}: {err}", root.display()))
+        .flatten()
+        .filter(|entry| entry.path().join("_delta_log").is_dir())
+        .map(|entry| entry.file_name().to_string_lossy().into_owned())
+        .collect()
+}
+
+/// The tables the summary names are those under the stack's table root, and those are the
+/// pipeline's.
+fn assert_printed_tables(output: &str, data: &Path) {
+    let (root, printed) = printed_tables(output);
+    let tables = data.join("tables");
+    let canonical = |path: &Path| {
+        std::fs::canonicalize(path).unwrap_or_else(|err| panic!("{}: {err}", path.display()))
+    };
+    assert_eq!(
+        canonical(&root),
+        canonical(&tables),
+        "the summary's table root:\n{output}"
+    );
+    let created = tables_under(&tables);
+    assert_eq!(
+        printed,
+        created,
+        "the tables the summary names, against those under {}",
+        tables.display()
+    );
+    let pipeline: BTreeSet<String> = Table::ALL
+        .iter()
+        .map(|table| table.name().to_owned())
+        .collect();
+    assert_eq!(
+        created,
+        pipeline,
+        "the tables under {}, against the pipeline's",
+        tables.display()
+    );
+}
+
+/// The demo tools the summary lists, as (method, URL): `METHOD URL what it does`.
+fn printed_tools(output: &str) -> Vec<(String, String)> {
+    let tools: Vec<(String, String)> = section(output, "demo tools")
+        .iter()
+        .map(|line| {
+            let mut words = line.split_whitespace();
+            match (words.next(), words.next()) {
+                (Some(method @ ("GET" | "POST")), Some(url)) if url.starts_with("http://") => {
+                    (method.to_owned(), url.to_owned())
+                }
+                _ => panic!("not `METHOD URL what it does`: {line:?}"),
+            }
+        })
+        .collect();
+    assert!(!tools.is_empty(), "no demo tools in the summary:\n{output}");
+    tools
+}
+
+/// `http://host:port/path` as (`host:port`, `/path`).
+fn address_and_path(url: &str) -> (&str, &str) {
+    let rest = url
+        .strip_prefix("http://")
+        .unwrap_or_else(|| panic!("not an http:// URL: {url}"));
+    rest.split_at(rest.find('/').unwrap_or(rest.len()))
+}
+
+/// The targets whose calls the `tool.outcomes` counters counted, from the tables and the tail.
+fn counted_targets(data: &Path) -> BTreeSet<String> {
+    let (code, stdout, stderr) = candor(
+        data,
+        &[
+            "--format",
+            "json",
+            "sql",
+            "SELECT DISTINCT tool_target FROM outcome_counts",
+        ],
+    );
+    assert!(matches!(code, 0 | 1 | 3), "{stdout}\n{stderr}");
+    let answer: Value = serde_json::from_str(&stdout).unwrap_or(Value::Null);
+    answer["envelope"]["outcome"]["payload"]["rows"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|row| row["tool_target"].as_str().map(str::to_owned))
+        .collect()
+}
+
+/// The control address and the scenarios the summary lists:
+/// `curl -X POST http://ADDRESS/scenario/NAME  (what it does)`.
+fn printed_scenarios(output: &str) -> (String, Vec<String>) {
+    let mut addresses = BTreeSet::new();
+    let mut names = Vec::new();
+    for line in section(output, "scenarios") {
+        let url = line
+            .strip_prefix("curl -X POST ")
+            .and_then(|rest| rest.split_whitespace().next())
+            .unwrap_or_else(|| panic!("not `curl -X POST URL (what it does)`: {line:?}"));
+        let (address, path) = address_and_path(url);
+        let name = path
+            .strip_prefix("/scenario/")
+            .unwrap_or_else(|| panic!("not a scenario's URL: {url}"));
+        addresses.insert(address.to_owned());
+        names.push(name.to_owned());
+    }
+    assert!(!names.is_empty(), "no scenarios in the summary:\n{output}");
+    assert_eq!(
+        addresses.len(),
+        1,
+        "the scenarios are switched at one address: {addresses:?}"
+    );
+    let address = addresses.pop_first().expect("one address");
+    (address, names)
+}
+
+/// The state letter of process `pid` (`T` when stopped), from /proc.
+fn process_state(pid: u32) -> Option<char> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    stat.rsplit_once(") ")?.1.chars().next()
+}
+
+/// The scenarios the summary lists are those `candor demo` accepts, and it knows no other. They
+/// are switched in a demo of its own on free ports, whose collector is a stand-in process, so
+/// that the outage pauses the stand-in rather than the stack's collector.
+async fn assert_scenarios_are_the_demos(scenarios: &[String]) {
+    let mut stand_in = Running::spawn(
+        "stand-in-collector",
+        Path::new("sleep"),
+        &["600".to_owned()],
+        &[],
+    );
+    let pid = stand_in.pid().expect("the stand-in's pid");
+    let control = format!("127.0.0.1:{}", free_port());
+    let args = [
+        "demo".to_owned(),
+        "--rate".to_owned(),
+        "0.2".to_owned(),
+        "--tools-addr".to_owned(),
+        format!("127.0.0.1:{}", free_port()),
+        "--control-addr".to_owned(),
+        control.clone(),
+        // Nothing listens there: this demo's telemetry goes nowhere.
+        "--otlp-endpoint".to_owned(),
+        format!("http://127.0.0.1:{}", free_port()),
+        "--collector-pid".to_owned(),
+        pid.to_string(),
+    ];
+    let mut demo = Running::spawn("demo", &target_dir().join("candor"), &args, &[]);
+    wait_for_port(
+        "the scenario control of the demo of its own",
+        &control,
+        Duration::from_secs(60),
+    )
+    .await;
+    for name in scenarios {
+        let (status, body) = post(&control, &format!("/scenario/{name}")).await;
+        assert_eq!(
+            (status, body.trim()),
+            (Some(200), name.as_str()),
+            "switching to the listed scenario {name}:\n{}",
+            demo.output()
+        );
+        let (_, current) = get_status(&control, "/scenario").await;
+        assert_eq!(
+            current.trim(),
+            name,
+            "the scenario after switching to {name}"
+        );
+    }
+    // The outage the summary lists paused the process the demo was told is the collector.
+    assert_eq!(
+        process_state(pid),
+        Some('T'),
+        "no listed scenario paused the collector: {scenarios:?}"
+    );
+    // The demo's refusal of a scenario it does not know names every one it does.
+    let (status, refusal) = post(&control, "/scenario/no-such-scenario").await;
+    assert_eq!(status, Some(404), "{refusal}");
+    let known: BTreeSet<&str> = refusal
+        .split_once("try ")
+        .map(|(_, names)| names.trim())
+        .unwrap_or_else(|| panic!("the refusal names no scenario: {refusal:?}"))
+        .split(", ")
+        .flat_map(|names| names.split(" or "))
+        .collect();
+    let listed: BTreeSet<&str> = scenarios.iter().map(String::as_str).collect();
+    assert_eq!(
+        known, listed,
+        "the scenarios the demo names ({refusal:?}), against the summary's"
+    );
+    demo.kill().await;
+    stand_in.kill().await;
+}
+
+/// The commands the summary suggests run: `candor` answers (0, 1 or 3: never a usage error or
+/// no source read), and asks about a listed tool when it names a target; the topic reader prints
+/// records.
+fn assert_printed_commands_run(output: &str, tools: &BTreeSet<&str>) {
+    let questions = section(output, "ask");
+    let reader = section(output, "read a topic");
+    assert!(
+        !questions.is_empty() && reader.len() == 1,
+        "no questions or topic reader in the summary:\n{output}"
+    );
+    for command in questions.iter().chain(&reader) {
+        let words: Vec<&str> = command.split_whitespace().collect();
+        let (program, args) = words.split_first().expect("a command");
+        if let Some(target) = words.iter().skip_while(|word| **word != "--target").nth(1) {
+            assert!(
+                tools.contains(target),
+                "`{command}` asks about {target}, which is no listed tool"
+            );
+        }
+        let ran = Command::new(program)
+            .args(args)
+            .output()
+            .unwrap_or_else(|err| panic!("running `{command}`: {err}"));
+        let code = ran.status.code().unwrap_or(-1);
+        let stdout = String::from_utf8_lossy(&ran.stdout);
+        let stderr = String::from_utf8_lossy(&ran.stderr);
+        let answered = if program.ends_with("/candor-collector") {
+            code == 0 && stdout.lines().next().is_some()
+        } else {
+            matches!(code, 0 | 1 | 3)
+        };
+        assert!(answered, "`{command}` exited {code}:\n{stdout}\n{stderr}");
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_main_command_runs_the_stack_stops_cleanly_and_keeps_its_data() {
     for port in PORTS {
@@ -243,7 +519,9 @@ async fn the_main_command_runs_the_stack_stops_cleanly_and_keeps_its_data() {
 
     let mut stack = Stack::start(&clone, &data);
     stack.wait_running(Duration::from_secs(30 * 60)).await;
-    // The demo and the canary start after the banner; their ports open shortly after.
+    // The summary names the tables as they are when it is printed.
+    assert_printed_tables(&stack.output(), &data);
+    // Every port of the stack opens (the canary, started last, has none).
     let deadline = Instant::now() + Duration::from_secs(60);
     while let Some(port) = PORTS.iter().find(|port| !port_open(**port)) {
         assert!(
@@ -311,6 +589,72 @@ async fn the_main_command_runs_the_stack_stops_cleanly_and_keeps_its_data() {
         tokio::time::sleep(Duration::from_secs(3)).await;
     };
 
+    // The demo tools the summary lists answer, by the method it lists: any answer but "no such
+    // path" or "not that method", since they fail on purpose (`/slow` answers after 10 s).
+    let output = stack.output();
+    let tools = printed_tools(&output);
+    for (method, url) in &tools {
+        let (address, path) = address_and_path(url);
+        let (status, body) = if method == "GET" {
+            get_status(address, path).await
+        } else {
+            post(address, path).await
+        };
+        assert!(
+            status.is_some_and(|status| status != 404 && status != 405),
+            "{method} {url}, which the summary lists, answered {status:?}: {body}"
+        );
+    }
+    // They are the tools the demo calls: the counters count calls of each, and of no other tool
+    // at their addresses (a status URL under a tool's own is that tool's).
+    let urls: BTreeSet<&str> = tools.iter().map(|(_, url)| url.as_str()).collect();
+    let counted = {
+        let (data, urls) = (data.as_path(), &urls);
+        wait_for(
+            &format!("the counters to count calls of every listed tool: {urls:?}"),
+            Duration::from_secs(120),
+            move || async move {
+                let counted = counted_targets(data);
+                urls.iter()
+                    .all(|url| counted.contains(*url))
+                    .then_some(counted)
+            },
+        )
+        .await
+    };
+    let addresses: BTreeSet<&str> = urls.iter().map(|url| address_and_path(url).0).collect();
+    let unlisted: Vec<&String> = counted
+        .iter()
+        .filter(|target| {
+            target
+                .strip_prefix("http://")
+                .and_then(|rest| rest.split('/').next())
+                .is_some_and(|address| addresses.contains(address))
+                && !urls
+                    .iter()
+                    .any(|url| target.as_str() == *url || target.starts_with(&format!("{url}/")))
+        })
+        .collect();
+    assert!(
+        unlisted.is_empty(),
+        "the demo calls tools the summary does not list: {unlisted:?}\nlisted: {urls:?}"
+    );
+    // The scenarios it lists: the stack's control answers at their address, in one of them, and
+    // they are the demo's.
+    let (control, scenarios) = printed_scenarios(&output);
+    let (status, current) = get_status(&control, "/scenario").await;
+    assert_eq!(
+        status,
+        Some(200),
+        "the scenario control at {control}: {current}"
+    );
+    assert!(
+        scenarios.iter().any(|name| name == current.trim()),
+        "the demo runs {current:?}, which the summary does not list: {scenarios:?}"
+    );
+    assert_scenarios_are_the_demos(&scenarios).await;
+    assert_printed_commands_run(&output, &urls);
+
     // Ctrl-C stops everything and frees every port.
     let group = stack.group();
     stack.interrupt().await;
@@ -327,6 +671,7 @@ async fn the_main_command_runs_the_stack_stops_cleanly_and_keeps_its_data() {
     // A second run over the same data directory holds the first run's events.
     let mut again = Stack::start(&clone, &data);
     again.wait_running(Duration::from_secs(10 * 60)).await;
+    assert_printed_tables(&again.output(), &data);
     let kept = stored_events(&data);
     assert!(
         kept >= stored,

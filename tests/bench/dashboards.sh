@@ -2,14 +2,15 @@
 # Measures the dashboards and prints figures:
 #   1. the model on its own (dashboards/examples/bench.rs): records/s decoded and applied on one
 #      thread, memory and overview/page/JSON/metrics times for TARGETS targets over DAYS days;
-#   2. keeping up with the stream: N event records (and their counter points) preloaded into
-#      Tansu (memory engine), then the time the real `candor-dashboards` process takes to read
-#      them all through its consumer, its CPU and peak memory, and the page's response times;
+#   2. keeping up with the stream: N event records (and their counter points) spread over the
+#      last HOURS hours, preloaded into Tansu (memory engine), then the time the real
+#      `candor-dashboards` process (its history at least HOURS + 1 hours) takes to read them all
+#      through its consumer, its CPU and peak memory, and the page's response times;
 #   3. a restart's history from the tables: the same records compacted into the tables, then
 #      the time a fresh `candor-dashboards` takes to read them from the tables (the stream then
 #      starts where the tables end, with nothing left to read), its CPU and peak memory.
 #
-#   bash tests/bench/dashboards.sh [records] [targets] [days]
+#   bash tests/bench/dashboards.sh [records] [targets] [days] [hours]
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/../.."
 # shellcheck source=tests/bench/lib.sh
@@ -17,22 +18,24 @@ source tests/bench/lib.sh
 records="${1:-2000000}"
 targets="${2:-1000}"
 days="${3:-7}"
+hours="${4:-1}"
+history_h=$(( hours + 1 > 6 ? hours + 1 : 6 ))
 build_release --example bench
 
 echo "== 1. the model: $targets targets, $days day(s), 5-minute buckets"
 "$bin/examples/bench" "$targets" "$days" 5
 
-echo "== 2. keeping up: $records event records preloaded, spread over the last hour (replayed from Kafka)"
+echo "== 2. keeping up: $records event records preloaded, spread over the last $hours hour(s) (replayed from Kafka)"
 kafka=$(free_port)
 "$tansu" broker --listener-url "tcp://127.0.0.1:$kafka" --advertised-listener-url "tcp://127.0.0.1:$kafka" \
     --storage-engine memory://tansu/ >"$work/tansu.log" 2>&1 &
 pids+=($!)
 wait_port "$kafka"
-"$bin/candor-loadgen" --raw-kafka "127.0.0.1:$kafka" --preload "$records" --spread-s 3600 --counts
+"$bin/candor-loadgen" --raw-kafka "127.0.0.1:$kafka" --preload "$records" --spread-s "$(( hours * 3600 ))" --counts
 port=$(free_port)
 started=$(date +%s.%N)
 "$bin/candor-dashboards" --listen "127.0.0.1:$port" --kafka "127.0.0.1:$kafka" \
-    --tables "$work/tables" --state-dir "$work/dashboards" >"$work/dashboards.log" 2>&1 &
+    --tables "$work/tables" --state-dir "$work/dashboards" --history "${history_h}h" >"$work/dashboards.log" 2>&1 &
 dashboards=$!
 pids+=("$dashboards")
 events_metric='candor_dashboards_records_total{topic="candor.outcome-events.v1"}'
@@ -81,7 +84,8 @@ kill "$compactor"; wait "$compactor" 2>/dev/null || true
 port=$(free_port)
 started=$(date +%s.%N)
 "$bin/candor-dashboards" --listen "127.0.0.1:$port" --kafka "127.0.0.1:$kafka" \
-    --tables "$work/tables" --state-dir "$work/dashboards-tables" --log-format json >"$work/dashboards-tables.log" 2>&1 &
+    --tables "$work/tables" --state-dir "$work/dashboards-tables" --history "${history_h}h" \
+    --log-format json >"$work/dashboards-tables.log" 2>&1 &
 dashboards=$!
 pids+=("$dashboards")
 while true; do

@@ -1,4 +1,5 @@
-//! The committed JSON Schema, validation of example envelopes, and the MCP rendering.
+//! The committed JSON Schema and example envelopes (validated by the Python suite's own
+//! validator), reading and writing envelopes, and the MCP rendering.
 
 // The contract's code does no I/O and reads no clock (schema/clippy.toml); this test does:
 // it reads (and blesses) the committed schema and builds envelopes at
@@ -157,52 +158,29 @@ fn committed_schema_is_current() {
     );
 }
 
+/// The example envelopes, one of each class and an accepted operation, as committed for the
+/// validators of other languages: the Python suite checks every one against the committed
+/// schema with its own validator, and that the schema refuses what the contract forbids
+/// (`adapters/python/tests/test_envelope.py`).
 #[test]
-fn example_envelopes_of_every_class_validate_against_the_committed_schema() {
-    let schema: Value =
-        serde_json::from_str(&std::fs::read_to_string(committed_path()).unwrap()).unwrap();
-    let validator = jsonschema::validator_for(&schema).unwrap();
-    let mut classes = Vec::new();
-    for example in examples() {
-        let instance = serde_json::to_value(&example).unwrap();
-        let errors: Vec<String> = validator
-            .iter_errors(&instance)
-            .map(|error| format!("{error} at {}", error.instance_path()))
-            .collect();
-        assert!(errors.is_empty(), "{example:?}: {errors:?}");
-        classes.push(example.class());
-    }
+fn committed_examples_are_current() {
+    let path = committed_path().with_file_name("envelope.v1.examples.json");
+    let examples = examples();
+    let mut classes: Vec<OutcomeClass> = examples.iter().map(Envelope::class).collect();
+    classes.dedup();
     for class in OutcomeClass::ALL {
         assert!(classes.contains(class), "no example of {class}");
     }
-}
-
-#[test]
-fn the_schema_refuses_what_the_contract_forbids() {
-    let schema: Value =
-        serde_json::from_str(&std::fs::read_to_string(committed_path()).unwrap()).unwrap();
-    let validator = jsonschema::validator_for(&schema).unwrap();
-    let good = serde_json::to_value(&examples()[3]).unwrap();
-    assert!(validator.is_valid(&good));
-
-    let mut unknown_class = good.clone();
-    unknown_class["outcome"]["class"] = json!("unknown");
-    assert!(!validator.is_valid(&unknown_class));
-
-    let mut failure_with_payload = good.clone();
-    failure_with_payload["outcome"]["payload"] = json!([]);
-    assert!(!validator.is_valid(&failure_with_payload));
-
-    let mut partial_without_coverage = serde_json::to_value(&examples()[2]).unwrap();
-    partial_without_coverage["outcome"]["truncation"]
-        .as_object_mut()
-        .unwrap()
-        .remove("covered");
-    assert!(!validator.is_valid(&partial_without_coverage));
-
-    let mut completed_without_evidence = serde_json::to_value(&examples()[4]).unwrap();
-    completed_without_evidence["lifecycle"]["state"] = json!("completed");
-    assert!(!validator.is_valid(&completed_without_evidence));
+    let generated = serde_json::to_string_pretty(&examples).unwrap() + "\n";
+    if std::env::var_os("CANDOR_BLESS").is_some() {
+        std::fs::write(&path, &generated).unwrap();
+    }
+    let committed = std::fs::read_to_string(&path).unwrap_or_default();
+    assert!(
+        committed == generated,
+        "spec/v1/envelope.v1.examples.json is stale; regenerate it with \
+         `CANDOR_BLESS=1 cargo test -p candor-schema --test envelope_schema`"
+    );
 }
 
 #[test]
@@ -297,9 +275,13 @@ fn legal_next_actions_follow_the_class() {
 
 #[test]
 fn mcp_result_carries_the_envelope_and_flags_only_access_failure_as_error() {
-    let schema = mcp::output_schema();
-    assert_eq!(schema["type"], "object");
-    let validator = jsonschema::validator_for(&schema).unwrap();
+    let committed: Value =
+        serde_json::from_str(&std::fs::read_to_string(committed_path()).unwrap()).unwrap();
+    assert_eq!(
+        mcp::output_schema(),
+        committed,
+        "the declared outputSchema is the committed envelope schema, which the examples meet"
+    );
     for example in examples() {
         let result = mcp::call_tool_result(&example).unwrap();
         assert_eq!(
@@ -310,7 +292,6 @@ fn mcp_result_carries_the_envelope_and_flags_only_access_failure_as_error() {
             result["structuredContent"],
             serde_json::to_value(&example).unwrap()
         );
-        assert!(validator.is_valid(&result["structuredContent"]));
         assert_eq!(result["content"][0]["type"], "text");
         assert_eq!(result["content"][0]["text"], example.summary());
         let echoed: Value =

@@ -175,6 +175,42 @@ def test_written_envelopes_match_the_json_schema() -> None:
         jsonschema.validate(envelope(outcome).to_dict(), schema)
 
 
+EXAMPLES = SCHEMA.with_name("envelope.v1.examples.json")
+
+
+def test_the_rust_example_envelopes_match_the_json_schema() -> None:
+    """The Rust types' example envelopes (committed by ``schema/tests/envelope_schema.rs``) meet
+    the committed schema, read by this validator rather than the Rust side's own."""
+    schema = json.loads(SCHEMA.read_text(encoding="utf-8"))
+    examples = json.loads(EXAMPLES.read_text(encoding="utf-8"))
+    classes = {example["outcome"]["class"] for example in examples}
+    assert classes == {"success", "empty", "partial", "access_failure"}
+    assert any("lifecycle" in example for example in examples)
+    for example in examples:
+        jsonschema.validate(example, schema)
+
+
+def test_the_schema_refuses_what_the_contract_forbids() -> None:
+    schema = json.loads(SCHEMA.read_text(encoding="utf-8"))
+    examples = {
+        ("lifecycle" in example, example["outcome"]["class"]): example
+        for example in json.loads(EXAMPLES.read_text(encoding="utf-8"))
+    }
+    validator = jsonschema.Draft202012Validator(schema)
+
+    def breaks(key: tuple[bool, str], change: Any) -> bool:
+        data = copy.deepcopy(examples[key])
+        change(data)
+        return not validator.is_valid(data)
+
+    failure = (False, "access_failure")
+    assert validator.is_valid(examples[failure])
+    assert breaks(failure, lambda d: d["outcome"].update({"class": "unknown"}))
+    assert breaks(failure, lambda d: d["outcome"].update({"payload": []}))
+    assert breaks((False, "partial"), lambda d: d["outcome"]["truncation"].pop("covered"))
+    assert breaks((True, "success"), lambda d: d["lifecycle"].update({"state": "completed"}))
+
+
 def valid() -> dict[str, Any]:
     return json.loads(envelope().to_json())  # type: ignore[no-any-return]
 

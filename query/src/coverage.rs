@@ -217,7 +217,8 @@ impl Coverage {
     ) -> Self {
         let covered_until = heartbeat.map(|beat| {
             let slack = if beat.from_tail {
-                beat.interval.saturating_mul(2)
+                beat.interval
+                    .saturating_mul(candor_schema::time::TAIL_SLACK_INTERVALS)
             } else {
                 0
             };

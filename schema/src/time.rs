@@ -18,6 +18,11 @@ pub const fn silent_after(interval: i64) -> i64 {
     interval.saturating_mul(SILENT_AFTER_INTERVALS)
 }
 
+/// How many of the collector's heartbeat intervals an answer that read the Kafka tail up to its
+/// end counts as covered past the newest heartbeat, since the next heartbeat may not be due yet
+/// (`candor`'s coverage).
+pub const TAIL_SLACK_INTERVALS: i64 = 2;
+
 /// How many minutes an accepted operation may stay open before it is stuck when nobody says
 /// otherwise: the default of `candor operations --stuck-after` and of the dashboards'
 /// `stuck_operations` rule.

@@ -14,15 +14,9 @@
 #[cfg(feature = "service")]
 pub mod compact;
 #[cfg(feature = "service")]
-pub mod config;
-#[cfg(feature = "service")]
 pub mod error;
 pub mod ingest;
 #[cfg(feature = "service")]
 pub mod inspect;
 #[cfg(feature = "service")]
-pub mod metrics;
-#[cfg(feature = "service")]
 pub mod sink;
-#[cfg(feature = "service")]
-pub mod spool;

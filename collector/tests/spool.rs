@@ -7,7 +7,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use candor_collector::sink::kafka::KafkaRecord;
-use candor_collector::spool::{Level, Spool, SpoolError, SpoolSettings};
+use candor_collector::sink::kafka::spool::{Level, Spool, SpoolError, SpoolSettings};
 use candor_schema::names::topic;
 
 fn settings(name: &str, max_bytes: u64) -> SpoolSettings {

@@ -14,11 +14,11 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
+use candor_kafka::{OffsetReset, Reader};
 use candor_query::kafka_client::KafkaClientSettings;
 use candor_query::window::now;
 use candor_records::rows::{self, SourceRecord, TimeBounds};
 use candor_records::tables::Table;
-use rdkafka::config::ClientConfig;
 use rdkafka::consumer::{BaseConsumer, CommitMode, Consumer as _};
 use rdkafka::error::KafkaError;
 use rdkafka::message::Message as _;
@@ -153,22 +153,16 @@ pub fn run(settings: StreamSettings, shared: Arc<Shared>, stop: Arc<AtomicBool>,
 }
 
 fn connect(settings: &StreamSettings) -> Result<BaseConsumer, KafkaError> {
-    settings
-        .client
-        .apply(&mut ClientConfig::new())
-        .set("bootstrap.servers", &settings.brokers)
-        .set("group.id", &settings.group)
-        .set("client.id", &settings.group)
-        // Partitions are assigned, not subscribed, so every replica reads every partition;
-        // offsets are committed by hand once applied.
-        .set("enable.auto.commit", "false")
-        .set("enable.auto.offset.store", "false")
-        .set("enable.partition.eof", "true")
-        // A start the brokers no longer hold (said and counted at assignment) reads from the
-        // oldest they keep, never from the newest.
-        .set("auto.offset.reset", "earliest")
-        .set("log_level", "3")
-        .create()
+    // Partitions are assigned, not subscribed, so every replica reads every partition; offsets
+    // are committed by hand once applied. A start the brokers no longer hold (said and counted
+    // at assignment) reads from the oldest they keep, never from the newest.
+    let reader = Reader {
+        bootstrap_servers: &settings.brokers,
+        id: &settings.group,
+        reset: OffsetReset::Earliest,
+        stops_at_end: false,
+    };
+    settings.client.reader_config(&reader).create()
 }
 
 /// Assigns the partitions not assigned yet, each from where `starts` says, and notes where each

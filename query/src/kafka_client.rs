@@ -26,7 +26,7 @@
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
-use candor_kafka::{ClientSettings, ExtraSettings, Role, SettingsError};
+use candor_kafka::{ClientSettings, ExtraSettings, Reader, Role, SettingsError};
 use rdkafka::config::ClientConfig;
 use serde::Deserialize;
 
@@ -120,10 +120,10 @@ impl KafkaClientSettings {
         settings.resolve_with(lookup).map(Self).map_err(refused)
     }
 
-    /// Adds the settings to a fresh client configuration, before the reader's own (which the
-    /// file may not name).
-    pub fn apply<'a>(&self, config: &'a mut ClientConfig) -> &'a mut ClientConfig {
-        self.0.apply(config)
+    /// The configuration of `reader`, with these settings under its own (which the file may
+    /// not name).
+    pub fn reader_config(&self, reader: &Reader<'_>) -> ClientConfig {
+        reader.config(&self.0)
     }
 
     /// Whether no setting was given.
@@ -157,8 +157,12 @@ mod tests {
         let text = "[kafka.extra]\n\"security.protocol\" = \"SASL_SSL\"\n\
                     [kafka.extra_env]\n\"sasl.password\" = \"PASSWORD_VAR\"\n";
         let settings = parse(text).unwrap();
-        let mut config = ClientConfig::new();
-        settings.apply(&mut config);
+        let config = settings.reader_config(&Reader {
+            bootstrap_servers: "k:9092",
+            id: "reader",
+            reset: candor_kafka::OffsetReset::Earliest,
+            stops_at_end: false,
+        });
         assert_eq!(config.get("security.protocol"), Some("SASL_SSL"));
         assert_eq!(config.get("sasl.password"), Some("hunter2"));
         let shown = format!("{settings:?}");

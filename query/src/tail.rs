@@ -12,9 +12,9 @@
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
+use candor_kafka::{OffsetReset, Reader};
 use candor_records::rows::{self, Meta, Row, SourceRecord, TimeBounds};
 use candor_records::tables::Table;
-use rdkafka::config::ClientConfig;
 use rdkafka::consumer::{BaseConsumer, Consumer as _};
 use rdkafka::error::KafkaError;
 use rdkafka::message::Message as _;
@@ -39,6 +39,20 @@ pub struct TailSettings {
     /// How long after a stored record a tail record with its id is a retried copy: the
     /// compactor's `dedupe.window`.
     pub dedupe_window: Duration,
+}
+
+impl TailSettings {
+    /// How the tail's consumers read: never joining the group (partitions are assigned), never
+    /// committing, to each partition's end and no further; a position past the end is an error
+    /// to report, not a silent jump.
+    fn reader(&self) -> Reader<'_> {
+        Reader {
+            bootstrap_servers: &self.brokers,
+            id: READER_ID,
+            reset: OffsetReset::Error,
+            stops_at_end: true,
+        }
+    }
 }
 
 /// Why the tail could not be read at all.
@@ -102,18 +116,7 @@ impl Tail {
         let started = Instant::now();
         let consumer: BaseConsumer = settings
             .client
-            .apply(&mut ClientConfig::new())
-            .set("bootstrap.servers", &settings.brokers)
-            // Never joins the group (partitions are assigned) and never commits.
-            .set("group.id", READER_ID)
-            .set("client.id", READER_ID)
-            .set("enable.auto.commit", "false")
-            .set("enable.auto.offset.store", "false")
-            .set("enable.partition.eof", "true")
-            // The tail reads to the end and stops: a fetch at the end must not wait at the
-            // broker for new records for librdkafka's default 500 ms.
-            .set("fetch.wait.max.ms", "10")
-            .set("log_level", "3")
+            .reader_config(&settings.reader())
             .create()
             .map_err(TailError::Client)?;
         let mut partitions = BTreeMap::new();
@@ -173,19 +176,7 @@ impl Tail {
         let consumer: BaseConsumer = match self
             .settings
             .client
-            .apply(&mut ClientConfig::new())
-            .set("bootstrap.servers", &self.settings.brokers)
-            .set("group.id", READER_ID)
-            .set("client.id", READER_ID)
-            .set("enable.auto.commit", "false")
-            .set("enable.auto.offset.store", "false")
-            .set("enable.partition.eof", "true")
-            // The tail reads to the end and stops: a fetch at the end must not wait at the
-            // broker for new records for librdkafka's default 500 ms.
-            .set("fetch.wait.max.ms", "10")
-            // A position past the end is an error to report, not a silent jump.
-            .set("auto.offset.reset", "error")
-            .set("log_level", "3")
+            .reader_config(&self.settings.reader())
             .create()
         {
             Ok(consumer) => consumer,

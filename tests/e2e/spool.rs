@@ -6,7 +6,7 @@
 use std::collections::BTreeSet;
 use std::time::Duration;
 
-use candor_collector::spool::fault::Point;
+use candor_collector::sink::kafka::spool::fault::Point;
 use candor_e2e::collector::{Collector, Options};
 use candor_e2e::tansu::Tansu;
 use candor_e2e::{tempdir, wait_for};

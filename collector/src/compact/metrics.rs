@@ -1,7 +1,7 @@
 //! The compactor's own telemetry, in one `prometheus-client` registry rendered
 //! in the Prometheus text format on `/metrics` (port 8889).
 //!
-//! As for the ingest role ([`crate::metrics`]): names are constants here, and anything more than
+//! As for the ingest role ([`crate::ingest::metrics`]): names are constants here, and anything more than
 //! routine (an undecodable record, an error, a duplicate) is counted by the one method that also
 //! logs it.
 //!

@@ -30,6 +30,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc as std_mpsc;
 use std::time::{Duration, Instant, SystemTime};
 
+use candor_kafka::GroupConsumerSettings;
 use candor_records::tables::Table;
 use deltalake::DeltaTable;
 use tokio::sync::{mpsc, watch};
@@ -37,7 +38,7 @@ use tokio::sync::{mpsc, watch};
 use self::config::CompactConfig;
 use self::engine::{Engine, EngineSettings};
 use self::metrics::CompactMetrics;
-use self::source::{Control, Input, SourceSettings};
+use self::source::{Control, Input};
 use self::table::{FileSettings, TableError};
 use candor_records::rows::{self, TimeBounds};
 
@@ -48,6 +49,8 @@ const RETRY_FLUSH_AFTER: Duration = Duration::from_secs(2);
 const SHUTDOWN_FLUSH_DEADLINE: Duration = Duration::from_secs(30);
 /// How long shutdown waits for the consumer to leave its group.
 const READER_CLOSE_DEADLINE: Duration = Duration::from_secs(10);
+/// How often the consumer reports librdkafka's statistics, which the lag metric is read from.
+const STATISTICS_EVERY: Duration = Duration::from_secs(5);
 
 /// Why the compact role stopped.
 #[derive(Debug, thiserror::Error)]
@@ -115,11 +118,12 @@ pub async fn run(config: CompactConfig, context: RunContext) -> Result<(), Compa
     let (input_tx, mut input_rx) = mpsc::channel(16);
     let (control_tx, control_rx) = std_mpsc::channel();
     let reader = source::start(
-        &SourceSettings {
+        &GroupConsumerSettings {
             bootstrap_servers: config.kafka.bootstrap_servers(),
             group_id: config.kafka.group_id.clone(),
             session_timeout: config.kafka.session_timeout,
             client_id: format!("candor-compactor-{compactor_id}"),
+            statistics_interval: STATISTICS_EVERY,
             extra: kafka_extra,
         },
         position_lookup(config.table_root.clone(), config.dedupe_window),

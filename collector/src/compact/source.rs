@@ -13,6 +13,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::mpsc as std_mpsc;
 use std::time::{Duration, Instant};
 
+use candor_kafka::GroupConsumerSettings;
 use candor_records::tables::Table;
 use rdkafka::client::ClientContext;
 use rdkafka::consumer::{BaseConsumer, CommitMode, Consumer as _, ConsumerContext};
@@ -224,43 +225,14 @@ impl ConsumerContext for Context {
     }
 }
 
-/// Settings of the consumer.
-#[derive(Debug, Clone)]
-pub struct SourceSettings {
-    /// `bootstrap.servers`.
-    pub bootstrap_servers: String,
-    /// `group.id`.
-    pub group_id: String,
-    /// `session.timeout.ms`.
-    pub session_timeout: Duration,
-    /// `client.id`.
-    pub client_id: String,
-    /// Further librdkafka settings (values of `extra_env` resolved; its `Debug` does not show
-    /// them).
-    pub extra: candor_kafka::ClientSettings,
-}
-
 /// Starts the reader thread; it ends on [`Control::Stop`] or when `input` closes.
 pub fn start(
-    settings: &SourceSettings,
+    settings: &GroupConsumerSettings,
     positions: PositionLookup,
     input: mpsc::Sender<Input>,
     control: std_mpsc::Receiver<Control>,
     metrics: Arc<CompactMetrics>,
 ) -> Result<std::thread::JoinHandle<()>, KafkaError> {
-    let mut config = rdkafka::ClientConfig::new();
-    settings.extra.apply(&mut config);
-    let session_ms = settings.session_timeout.as_millis().to_string();
-    config
-        .set("bootstrap.servers", &settings.bootstrap_servers)
-        .set("group.id", &settings.group_id)
-        .set("client.id", &settings.client_id)
-        .set("session.timeout.ms", &session_ms)
-        .set("enable.auto.commit", "false")
-        .set("enable.auto.offset.store", "false")
-        .set("auto.offset.reset", "earliest")
-        .set("isolation.level", "read_committed")
-        .set("statistics.interval.ms", "5000");
     let context = Context {
         positions,
         input: input.clone(),
@@ -268,7 +240,7 @@ pub fn start(
         generations: std::sync::Mutex::new(HashMap::new()),
         changes: AtomicU64::new(0),
     };
-    let consumer: BaseConsumer<Context> = config.create_with_context(context)?;
+    let consumer: BaseConsumer<Context> = settings.config().create_with_context(context)?;
     let topics: Vec<&str> = Table::ALL.iter().map(|t| t.topic()).collect();
     consumer.subscribe(&topics)?;
     let mut stranded = Stranded::new(&settings.group_id, 3 * settings.session_timeout);

@@ -1,10 +1,13 @@
 //! The ingest role: OTLP in, typed records to Kafka.
 //!
-//! [`decode`], [`extract`] and [`event`] are pure and always built; the receivers and the Kafka side need the
-//! `service` feature.
+//! [`decode`], [`extract`] and [`event`] are pure and always built; the role's configuration,
+//! its metrics and the receivers need the `service` feature (the Kafka side with its spool is
+//! [`crate::sink`]).
 
 #[cfg(feature = "service")]
 pub mod auth;
+#[cfg(feature = "service")]
+pub mod config;
 pub mod decode;
 pub mod event;
 pub mod extract;
@@ -12,6 +15,8 @@ pub mod extract;
 pub mod grpc;
 #[cfg(feature = "service")]
 pub mod http;
+#[cfg(feature = "service")]
+pub mod metrics;
 pub mod senders;
 #[cfg(feature = "service")]
 pub mod service;

@@ -12,9 +12,9 @@ use super::extract::derived::{Derivation, DerivedStats, Remember};
 use super::extract::{self, Limits, Received, Rejection};
 use super::senders::{Heard, Senders};
 use crate::error::{ErrorCode, ServiceError};
-use crate::metrics::CollectorMetrics;
+use crate::ingest::metrics::CollectorMetrics;
+use crate::sink::kafka::spool::Spool;
 use crate::sink::kafka::{DeliveryError, KafkaRecord, Producer, encode};
-use crate::spool::Spool;
 
 /// What an export request came to, once Kafka holds all of it.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]

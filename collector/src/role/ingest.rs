@@ -9,16 +9,16 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, SystemTime};
 
 use anyhow::{Context as _, bail};
-use candor_collector::config::{Config, RawConfig};
 use candor_collector::ingest::auth::BearerAuth;
+use candor_collector::ingest::config::{Config, RawConfig};
 use candor_collector::ingest::extract::Limits;
 use candor_collector::ingest::extract::derived::Derivation;
+use candor_collector::ingest::metrics::CollectorMetrics;
 use candor_collector::ingest::senders::Senders;
 use candor_collector::ingest::service::{Delivered, Ingest, unix_nanos};
 use candor_collector::ingest::{grpc, http};
-use candor_collector::metrics::CollectorMetrics;
+use candor_collector::sink::kafka::spool::{Spool, drain};
 use candor_collector::sink::kafka::{Producer, ProducerSettings, encode};
-use candor_collector::spool::{Spool, drain};
 use candor_records::proto::{Heartbeat, RECORD_SCHEMA_VERSION};
 use candor_service::LogFormat;
 use candor_service::config::report_check;
@@ -198,7 +198,7 @@ async fn build(config: Config) -> anyhow::Result<Collector> {
             bootstrap_servers: config.kafka_bootstrap_servers(),
             delivery_timeout: config.kafka.delivery_timeout,
             queue_max_messages: config.kafka.queue_max_messages.get() as usize,
-            compression: config.kafka.compression.as_str().to_owned(),
+            compression: config.kafka.compression,
             compression_level: config.kafka.compression_level,
             client_id: format!("candor-collector-{collector_id}"),
             extra,

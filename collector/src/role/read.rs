@@ -8,10 +8,11 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context as _, bail};
 use candor_collector::compact::config::RawCompactConfig;
-use candor_collector::config::RawConfig;
+use candor_collector::ingest::config::RawConfig;
 use candor_collector::inspect::{self, InspectError};
 use clap::Parser;
 use rdkafka::consumer::{BaseConsumer, Consumer as _};
+use rdkafka::error::KafkaError;
 use rdkafka::message::Message as _;
 
 /// The flags and variables of `read`.
@@ -60,14 +61,17 @@ pub fn main(args: &ReadArgs) -> anyhow::Result<()> {
 fn validate(args: &ReadArgs) -> anyhow::Result<Read<'_>> {
     let topic = inspect::known_topic(&args.topic)?;
     let idle = candor_service::config::parse_duration("--idle", &args.idle)?;
-    let mut client = rdkafka::ClientConfig::new();
-    if let Some(path) = &args.config {
-        read_kafka_settings(path)?.apply(&mut client);
+    let extra = match &args.config {
+        Some(path) => read_kafka_settings(path)?,
+        None => candor_kafka::ClientSettings::default(),
+    };
+    let client = candor_kafka::Reader {
+        bootstrap_servers: &args.kafka_brokers,
+        id: "candor-read",
+        reset: candor_kafka::OffsetReset::Earliest,
+        stops_at_end: false,
     }
-    client
-        .set("bootstrap.servers", &args.kafka_brokers)
-        .set("group.id", "candor-read")
-        .set("enable.auto.commit", "false");
+    .config(&extra);
     Ok(Read {
         topic,
         brokers: &args.kafka_brokers,
@@ -122,10 +126,11 @@ fn run(read: &Read<'_>, consumer: &BaseConsumer) -> anyhow::Result<()> {
     let (mut printed, mut undecodable) = (0usize, 0usize);
     let mut last = Instant::now();
     while read.limit.is_none_or(|limit| printed < limit) && last.elapsed() < read.idle {
-        let Some(message) = consumer.poll(Duration::from_millis(100)) else {
-            continue;
+        let message = match consumer.poll(Duration::from_millis(100)) {
+            // A partition's end is no record: `--idle` says when the read stops.
+            None | Some(Err(KafkaError::PartitionEOF(_))) => continue,
+            Some(message) => message.context("reading a record")?,
         };
-        let message = message.context("reading a record")?;
         last = Instant::now();
         // A record with no payload is not an empty record: it is shown as an error.
         let decoded = match message.payload() {

@@ -12,6 +12,10 @@
 //!   connection.
 //! - [`ClientSettings::apply`] sets the result on an rdkafka [`ClientConfig`]. Its `Debug` never
 //!   shows a value read from the environment.
+//! - The builders set the rest, one per kind of client: [`ProducerSettings`] (the collector's
+//!   producer), [`GroupConsumerSettings`] (the compactor's consumer) and [`Reader`] (`candor`'s
+//!   tail, the dashboards' stream, `candor-collector read`). What a builder sets after the
+//!   extra settings is what its [`Role`] refuses in them.
 //!
 //! **Secrets are never in a file.** A configuration file is committed, baked into images, copied
 //! into ConfigMaps and printed when debugging; it names the environment variables that hold
@@ -44,6 +48,10 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
 
 use rdkafka::config::ClientConfig;
+
+mod clients;
+
+pub use clients::{Compression, GroupConsumerSettings, OffsetReset, ProducerSettings, Reader};
 
 /// Shown in place of a value that may be a secret.
 const NOT_SHOWN: &str = "(not shown)";
@@ -92,6 +100,7 @@ impl<'a> Role<'a> {
             Self::Producer => match name {
                 "enable.idempotence" | "acks" | "request.required.acks" => Some(GUARANTEE),
                 "bootstrap.servers" | "metadata.broker.list" => Some("set by kafka.brokers"),
+                "client.id" => Some("set from collector_id"),
                 "compression.type" | "compression.codec" => Some("set by kafka.compression"),
                 "compression.level" => Some("set by kafka.compression_level"),
                 "delivery.timeout.ms" | "message.timeout.ms" => {

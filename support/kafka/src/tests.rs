@@ -222,3 +222,96 @@ fn empty_tables_add_nothing() {
         assert!(settings.resolve().unwrap().is_empty());
     }
 }
+
+/// Every setting a builder makes is either refused in a file by its role, or one the file's
+/// value replaces: no file setting is silently overwritten, and none the builder relies on is
+/// accepted.
+fn assert_builder_and_role_agree(role: Role<'_>, build: impl Fn(&ClientSettings) -> ClientConfig) {
+    let own = build(&ClientSettings::default());
+    let settings = own.config_map();
+    assert!(!settings.is_empty());
+    for &name in settings.keys() {
+        if role.reserved(name).is_some() {
+            continue;
+        }
+        let extra = ExtraSettings::validate(role, map(&[(name, "from-file")]), BTreeMap::new())
+            .unwrap_or_else(|err| panic!("{name}: {err}"))
+            .resolve_with(|_| None)
+            .unwrap();
+        assert_eq!(
+            build(&extra).get(name),
+            Some("from-file"),
+            "{name} is set by the builder over the file's value, but not refused by {role:?}"
+        );
+    }
+}
+
+#[test]
+fn each_builder_sets_only_what_its_role_refuses_or_the_file_may_change() {
+    let producer = |extra: &ClientSettings| ProducerSettings {
+        bootstrap_servers: "k:9092".into(),
+        delivery_timeout: std::time::Duration::from_secs(5),
+        queue_max_messages: 10,
+        compression: Compression::Zstd,
+        compression_level: Some(1),
+        client_id: "c".into(),
+        extra: extra.clone(),
+    };
+    assert_builder_and_role_agree(Role::Producer, |extra| producer(extra).producer_config());
+    assert_builder_and_role_agree(Role::Producer, |extra| producer(extra).admin_config());
+    assert_builder_and_role_agree(Role::Consumer, |extra| {
+        GroupConsumerSettings {
+            bootstrap_servers: "k:9092".into(),
+            group_id: "g".into(),
+            session_timeout: std::time::Duration::from_secs(6),
+            client_id: "c".into(),
+            statistics_interval: std::time::Duration::from_secs(5),
+            extra: extra.clone(),
+        }
+        .config()
+    });
+    for stops_at_end in [false, true] {
+        let reader = Reader {
+            bootstrap_servers: "k:9092",
+            id: "candor-reader",
+            reset: OffsetReset::Earliest,
+            stops_at_end,
+        };
+        assert_builder_and_role_agree(Role::Reader { owned: &[] }, |extra| reader.config(extra));
+    }
+}
+
+#[test]
+fn a_reader_sets_every_setting_readers_keep_for_themselves() {
+    let reader = Reader {
+        bootstrap_servers: "k:9092",
+        id: "candor-reader",
+        reset: OffsetReset::Error,
+        stops_at_end: true,
+    };
+    let config = reader.config(&ClientSettings::default());
+    for name in READER_OWNED {
+        assert!(config.get(name).is_some(), "{name} is not set");
+    }
+    assert_eq!(config.get("auto.offset.reset"), Some("error"));
+}
+
+#[test]
+fn the_producer_keeps_its_guarantee_whatever_the_file_says() {
+    let settings = ProducerSettings {
+        bootstrap_servers: "k:9092".into(),
+        delivery_timeout: std::time::Duration::from_millis(1500),
+        queue_max_messages: 7,
+        compression: Compression::Lz4,
+        compression_level: None,
+        client_id: "c".into(),
+        extra: ClientSettings::default(),
+    };
+    let config = settings.producer_config();
+    assert_eq!(config.get("enable.idempotence"), Some("true"));
+    assert_eq!(config.get("acks"), Some("all"));
+    assert_eq!(config.get("compression.type"), Some("lz4"));
+    assert_eq!(config.get("compression.level"), None);
+    assert_eq!(config.get("message.timeout.ms"), Some("1500"));
+    assert_eq!(config.get("queue.buffering.max.messages"), Some("7"));
+}

@@ -5,6 +5,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, PoisonError, RwLock};
 use std::time::Duration;
 
+use candor_kafka::ProducerSettings;
 use rdkafka::admin::{AdminClient, AdminOptions, NewTopic, TopicReplication};
 use rdkafka::client::{ClientContext, DefaultClientContext};
 use rdkafka::error::{KafkaError, RDKafkaErrorCode};
@@ -12,29 +13,10 @@ use rdkafka::message::Message as _;
 use rdkafka::producer::{
     BaseRecord, DeliveryResult, Producer as _, ProducerContext, PurgeConfig, ThreadedProducer,
 };
-use rdkafka::{ClientConfig, util::Timeout};
+use rdkafka::util::Timeout;
 
 use super::encode::KafkaRecord;
-use crate::metrics::CollectorMetrics;
-
-/// What the producer needs to know. Its `Debug` does not show the secrets `extra` may hold.
-#[derive(Debug, Clone)]
-pub struct ProducerSettings {
-    /// `host:port,host:port`.
-    pub bootstrap_servers: String,
-    /// How long a record may take to be acknowledged before its request fails.
-    pub delivery_timeout: Duration,
-    /// The most records waiting in the producer's queue.
-    pub queue_max_messages: usize,
-    /// `none`, `gzip`, `snappy`, `lz4` or `zstd`.
-    pub compression: String,
-    /// librdkafka `compression.level`; `None` leaves the codec's default.
-    pub compression_level: Option<i32>,
-    /// The client id reported to the brokers.
-    pub client_id: String,
-    /// Further librdkafka settings (SASL, TLS); may not override idempotence or acks.
-    pub extra: candor_kafka::ClientSettings,
-}
+use crate::ingest::metrics::CollectorMetrics;
 
 /// Why a request's records were not all acknowledged. Every variant but `Refused` is
 /// retryable: the client must send the request again, and record ids make the repeat harmless
@@ -183,7 +165,7 @@ impl Producer {
         metrics: Arc<CollectorMetrics>,
     ) -> Result<Self, ProducerError> {
         let inner = build_producer(&settings)?;
-        let admin = client_config(&settings).create().map_err(config_error)?;
+        let admin = settings.admin_config().create().map_err(config_error)?;
         Ok(Self {
             current: RwLock::new(Current {
                 generation: 0,
@@ -409,23 +391,8 @@ impl Producer {
 
 /// An idempotent, `acks=all` producer of `settings`.
 fn build_producer(settings: &ProducerSettings) -> Result<Inner, ProducerError> {
-    let mut config = client_config(settings);
-    if let Some(level) = settings.compression_level {
-        config.set("compression.level", level.to_string());
-    }
-    config
-        .set("enable.idempotence", "true")
-        .set("acks", "all")
-        .set("compression.type", &settings.compression)
-        .set("linger.ms", "5")
-        .set(
-            "queue.buffering.max.messages",
-            settings.queue_max_messages.to_string(),
-        )
-        .set(
-            "message.timeout.ms",
-            settings.delivery_timeout.as_millis().to_string(),
-        )
+    settings
+        .producer_config()
         .create_with_context(Deliveries)
         .map_err(config_error)
 }
@@ -441,15 +408,6 @@ fn config_error(err: KafkaError) -> ProducerError {
             description: other.to_string(),
         },
     }
-}
-
-fn client_config(settings: &ProducerSettings) -> ClientConfig {
-    let mut config = ClientConfig::new();
-    config
-        .set("bootstrap.servers", &settings.bootstrap_servers)
-        .set("client.id", &settings.client_id);
-    settings.extra.apply(&mut config);
-    config
 }
 
 /// A short, bounded label for a delivery error (a metric label value).

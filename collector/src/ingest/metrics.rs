@@ -8,7 +8,7 @@
 //!
 //! ```
 //! use std::time::Duration;
-//! use candor_collector::metrics::{CollectorMetrics, names::{signal, status, transport}};
+//! use candor_collector::ingest::metrics::{CollectorMetrics, names::{signal, status, transport}};
 //!
 //! let metrics = CollectorMetrics::new();
 //! let in_flight = metrics.request_received(signal::TRACES, transport::GRPC);
@@ -477,7 +477,7 @@ impl CollectorMetrics {
 
     /// Records the spool could not take (full or failing): their request is answered "retry
     /// later". Logged.
-    pub fn spool_refused(&self, n: u64, error: &crate::spool::SpoolError) {
+    pub fn spool_refused(&self, n: u64, error: &crate::sink::kafka::spool::SpoolError) {
         use names::spool_action;
         self.spool_records_total
             .with(&[spool_action::REFUSED])
@@ -520,13 +520,17 @@ impl CollectorMetrics {
     }
 
     /// A read or write of the spool's store that failed. Logged.
-    pub fn spool_failed(&self, error: &crate::spool::SpoolError) {
+    pub fn spool_failed(&self, error: &crate::sink::kafka::spool::SpoolError) {
         self.spool_failures.inc();
         tracing::error!(%error, "spool store failed");
     }
 
     /// What the spool holds now, and the age of its oldest record in seconds.
-    pub fn set_spool_level(&self, level: crate::spool::Level, oldest_age_seconds: u64) {
+    pub fn set_spool_level(
+        &self,
+        level: crate::sink::kafka::spool::Level,
+        oldest_age_seconds: u64,
+    ) {
         let gauge = |value: u64| i64::try_from(value).unwrap_or(i64::MAX);
         self.spool_records.set(gauge(level.records));
         self.spool_bytes.set(gauge(level.bytes));

@@ -558,7 +558,7 @@ const DRAIN_BYTES: u64 = 4 << 20;
 pub async fn drain(
     spool: &Spool,
     producer: &crate::sink::kafka::Producer,
-    metrics: &crate::metrics::CollectorMetrics,
+    metrics: &crate::ingest::metrics::CollectorMetrics,
     retry_after: Duration,
 ) {
     loop {

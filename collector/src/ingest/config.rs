@@ -4,13 +4,12 @@
 //! are those every service shares ([`candor_service::config`]).
 //!
 //! ```
-//! use candor_collector::config::Config;
+//! use candor_collector::ingest::config::Config;
 //! let config = Config::from_toml_str("[kafka]\nbrokers = \"k1:9092, k2:9092\"\n").unwrap();
 //! assert_eq!(config.kafka_bootstrap_servers(), "k1:9092,k2:9092");
 //! ```
 
 use std::collections::BTreeMap;
-use std::fmt;
 use std::net::SocketAddr;
 use std::num::{NonZeroU32, NonZeroUsize};
 use std::path::PathBuf;
@@ -25,9 +24,10 @@ use serde::Deserialize;
 
 pub use crate::ingest::extract::derived::DerivedConfig;
 use crate::ingest::extract::derived::{Conventions, RawConvention};
-pub use crate::spool::SpoolSettings;
+pub use crate::sink::kafka::spool::SpoolSettings;
 
 /// The error type and rules every service shares ([`candor_service::config`]), named from here too.
+pub use candor_kafka::Compression;
 pub use candor_service::config::{BrokerAddr, ConfigError, parse_duration};
 
 /// The configuration file as written. Every key may be left out; this table is the one place
@@ -498,37 +498,6 @@ pub struct MetricsConfig {
     pub addr: SocketAddr,
 }
 
-/// Producer compression codec.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum Compression {
-    /// `none`.
-    None,
-    /// `snappy`.
-    Snappy,
-    /// `lz4`.
-    Lz4,
-    /// `zstd`.
-    Zstd,
-}
-
-impl Compression {
-    /// The value of librdkafka's `compression.type`, as written in the file.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Self::None => "none",
-            Self::Snappy => "snappy",
-            Self::Lz4 => "lz4",
-            Self::Zstd => "zstd",
-        }
-    }
-}
-
-impl fmt::Display for Compression {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.as_str())
-    }
-}
-
 impl RawConfig {
     /// Parses TOML text; unknown keys and values of the wrong type are refused.
     pub fn from_toml_str(text: &str) -> Result<Self, ConfigError> {
@@ -863,7 +832,7 @@ mod tests {
 
     #[test]
     fn example_file_validates_to_the_defaults() {
-        let example = include_str!("../../deploy/collector.example.toml");
+        let example = include_str!("../../../deploy/collector.example.toml");
         assert_eq!(
             Config::from_toml_str(example).unwrap(),
             Config::from_toml_str("").unwrap()

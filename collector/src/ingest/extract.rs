@@ -31,6 +31,10 @@ use sha2::{Digest, Sha256};
 
 pub use super::event::OutcomeEventRef;
 use super::event::hex;
+// The one closed set of reasons, which the compactor writes too, kept at this path for the
+// collector's code: the collector refuses only for the reasons whose `written_by` names
+// `RejectedSource::Collector`.
+pub use candor_records::rejection::RejectReason;
 
 mod attributes;
 pub mod derived;
@@ -107,71 +111,11 @@ impl Signal {
     }
 }
 
-macro_rules! reasons {
-    ($($(#[$doc:meta])* $variant:ident => $wire:literal),+ $(,)?) => {
-        /// Why an event or a data point was refused: a closed set.
-        #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
-        pub enum RejectReason {
-            $($(#[$doc])* $variant),+
-        }
-
-        impl RejectReason {
-            /// Every reason.
-            pub const ALL: &'static [RejectReason] = &[$(RejectReason::$variant),+];
-
-            /// The reason as it appears in metrics, responses and the rejected topic.
-            pub const fn as_str(self) -> &'static str {
-                match self {
-                    $(RejectReason::$variant => $wire),+
-                }
-            }
-        }
-    };
-}
-
-reasons! {
-    /// A required attribute is absent.
-    MissingAttribute => "missing_attribute",
-    /// An attribute has the wrong type (e.g. a string where an int belongs).
-    WrongType => "wrong_type",
-    /// A known attribute appears twice.
-    DuplicateAttribute => "duplicate_attribute",
-    /// `tool.outcome.class` is not a member of the contract's closed set.
-    UnknownClass => "unknown_class",
-    /// A `tool.outcome` event whose class is `success` or `empty`.
-    ClassNotAllowed => "class_not_allowed",
-    /// `tool.failure.kind` is not a member of the closed set.
-    UnknownKind => "unknown_kind",
-    /// `tool.retry.action` is not a member of the closed set.
-    UnknownAction => "unknown_action",
-    /// The kind or the action does not belong with the class (e.g. a Partial that was retried).
-    Inconsistent => "inconsistent",
-    /// An integer attribute is out of its range (a negative count, attempt 0).
-    OutOfRange => "out_of_range",
-    /// An attribute value is longer than `max_value_bytes`.
-    ValueTooLong => "value_too_long",
-    /// More attributes than `max_attributes_per_event`.
-    TooManyAttributes => "too_many_attributes",
-    /// More `tool.outcome` events in one request than `max_events_per_request`.
-    TooManyEvents => "too_many_events",
-    /// The span's trace id is not 16 bytes, or is all zero.
-    InvalidTraceId => "invalid_trace_id",
-    /// The span's span id is not 8 bytes, or is all zero.
-    InvalidSpanId => "invalid_span_id",
-    /// The event or data point has no time.
-    MissingTime => "missing_time",
-    /// `tool.outcomes` is not a monotonic sum.
-    WrongMetricType => "wrong_metric_type",
-    /// A `tool.outcomes` sum without delta or cumulative temporality.
-    UnspecifiedTemporality => "unspecified_temporality",
-    /// The whole request could not be decoded.
-    MalformedRequest => "malformed_request",
-}
-
 /// One refused event or data point, with what is needed to find and understand it later.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Rejection {
-    /// Why.
+    /// Why: one of the reasons the collector writes
+    /// ([`RejectReason::all_written_by`] the collector).
     pub reason: RejectReason,
     /// What exactly, e.g. `tool.outcome.class = "maybe"`; bounded.
     pub detail: String,

@@ -6,6 +6,8 @@
 //! - [`proto`]: the versioned protobuf records of the Kafka topics, each declared once
 //!   ([`record`] says what follows from a declaration; `proto/candor/v1/records.proto` is
 //!   rendered from them);
+//! - [`rejection`]: why input was refused, one closed set of reasons that the collector and the
+//!   compactor both write into the `rejected` table by name, and read back by name;
 //! - [`tables`] (feature `rows`): the Delta tables' Arrow schemas, partitioning and Parquet
 //!   column policy;
 //! - [`rows`] (feature `rows`): a Kafka record into a typed row of its table (or a `rejected`
@@ -31,6 +33,7 @@
 pub mod ids;
 pub mod proto;
 pub mod record;
+pub mod rejection;
 #[cfg(feature = "rows")]
 pub mod rows;
 #[cfg(feature = "stores")]

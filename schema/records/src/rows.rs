@@ -15,7 +15,8 @@ use crate::proto::{
     OutcomeSource, Rejected, Temporality,
 };
 use crate::record::columns::{micros, timestamps};
-use crate::tables::{Arrival, RejectedSource, Table};
+use crate::rejection::{RejectReason, RejectedSource};
+use crate::tables::{Arrival, Table};
 use arrow_array::{
     ArrayRef, BinaryArray, BooleanArray, Date32Array, Int32Array, Int64Array, RecordBatch,
     StringArray,
@@ -69,7 +70,8 @@ pub struct Meta {
 pub struct RejectedRow {
     /// Who refused it.
     pub source: RejectedSource,
-    /// The reason code.
+    /// The reason's stored name ([`RejectReason::as_str`]; [`RejectReason::from_name`] reads
+    /// it back).
     pub reason: String,
     /// What exactly was wrong.
     pub detail: String,
@@ -206,11 +208,11 @@ impl TimeBounds {
 /// Why a record could not become a row of its own table.
 #[derive(Debug, Clone, PartialEq, Eq)]
 struct Refusal {
-    reason: &'static str,
+    reason: RejectReason,
     detail: String,
 }
 
-fn refuse(reason: &'static str, detail: impl Into<String>) -> Refusal {
+fn refuse(reason: RejectReason, detail: impl Into<String>) -> Refusal {
     Refusal {
         reason,
         detail: detail.into(),
@@ -229,7 +231,10 @@ pub fn decode_owned(record: SourceRecord, bounds: &TimeBounds, compactor_id: &st
     let kafka_micros = record.timestamp_ms.map(|ms| ms.saturating_mul(1000));
     let row = match record.payload {
         Some(payload) => decode_payload(record.topic, payload),
-        None => Err((refuse("no_payload", "the record has no value"), Vec::new())),
+        None => Err((
+            refuse(RejectReason::NoPayload, "the record has no value"),
+            Vec::new(),
+        )),
     };
     let row = match row {
         Ok(row) => row,
@@ -237,7 +242,7 @@ pub fn decode_owned(record: SourceRecord, bounds: &TimeBounds, compactor_id: &st
             let kept = payload.len().min(MAX_REJECTED_COPY_BYTES);
             Row::Rejected(Box::new(RejectedRow {
                 source: RejectedSource::Compactor,
-                reason: refusal.reason.to_owned(),
+                reason: refusal.reason.as_str().to_owned(),
                 detail: refusal.detail,
                 signal: String::new(),
                 service_name: String::new(),
@@ -265,7 +270,7 @@ pub fn decode_owned(record: SourceRecord, bounds: &TimeBounds, compactor_id: &st
 
 /// The row of a record's value; a refusal comes with the value, for the `rejected` row's copy.
 fn decode_payload(topic: Table, payload: Vec<u8>) -> Result<Row, (Refusal, Vec<u8>)> {
-    let undecodable = |err: prost::DecodeError| refuse("undecodable", err.to_string());
+    let undecodable = |err: prost::DecodeError| refuse(RejectReason::Undecodable, err.to_string());
     let bytes = payload.as_slice();
     let row = match topic {
         Table::OutcomeEvents => return Event::decode(payload).map(Row::Event),
@@ -310,7 +315,7 @@ fn from_collector(rejected: Rejected) -> Result<RejectedRow, Refusal> {
 fn version(schema_version: u32) -> Result<i32, Refusal> {
     if schema_version != crate::proto::RECORD_SCHEMA_VERSION {
         return Err(refuse(
-            "unknown_schema_version",
+            RejectReason::UnknownSchemaVersion,
             format!("schema_version {schema_version}; this build reads 1"),
         ));
     }
@@ -320,7 +325,7 @@ fn version(schema_version: u32) -> Result<i32, Refusal> {
 fn long(field: &str, value: u64) -> Result<i64, Refusal> {
     i64::try_from(value).map_err(|_| {
         refuse(
-            "value_out_of_range",
+            RejectReason::ValueOutOfRange,
             format!("{field} = {value} is past i64"),
         )
     })
@@ -338,14 +343,14 @@ fn check(row: &Row) -> Result<(), Refusal> {
                 .map(|source| source_of(source.as_bytes()))
                 .transpose()?;
             CountClass::parse(&count.outcome_class, source)
-                .map_err(|detail| refuse("unknown_class", detail))?;
+                .map_err(|detail| refuse(RejectReason::UnknownClass, detail))?;
             long("value", count.value)?;
             if Temporality::try_from(count.temporality).is_err() {
                 let detail = format!("temporality {}", count.temporality);
-                return Err(refuse("unknown_temporality", detail));
+                return Err(refuse(RejectReason::UnknownTemporality, detail));
             }
             if count.point_id.is_empty() {
-                return Err(refuse("missing_id", "point_id is empty"));
+                return Err(refuse(RejectReason::MissingId, "point_id is empty"));
             }
         }
         Row::Heartbeat(beat) => {
@@ -363,19 +368,20 @@ fn check(row: &Row) -> Result<(), Refusal> {
             version(operation.schema_version)?;
             let unknown = |reason| move |err: UnknownValue| refuse(reason, err.to_string());
             LifecycleState::from_bytes(operation.lifecycle_state.as_bytes())
-                .map_err(unknown("unknown_kind"))?;
+                .map_err(unknown(RejectReason::UnknownKind))?;
             if let Some(kind) = &operation.evidence_kind {
-                EvidenceKind::from_bytes(kind.as_bytes()).map_err(unknown("unknown_kind"))?;
+                EvidenceKind::from_bytes(kind.as_bytes())
+                    .map_err(unknown(RejectReason::UnknownKind))?;
             }
             if operation.event_id.is_empty() {
-                return Err(refuse("missing_id", "event_id is empty"));
+                return Err(refuse(RejectReason::MissingId, "event_id is empty"));
             }
             if operation.operation_id.is_empty() {
-                return Err(refuse("missing_id", "operation_id is empty"));
+                return Err(refuse(RejectReason::MissingId, "operation_id is empty"));
             }
             if operation.resource_version.is_some() && operation.resource_id.is_none() {
                 return Err(refuse(
-                    "missing_attribute",
+                    RejectReason::MissingAttribute,
                     "resource_version is set without resource_id",
                 ));
             }
@@ -390,7 +396,7 @@ fn check(row: &Row) -> Result<(), Refusal> {
 fn source_of(bytes: &[u8]) -> Result<OutcomeSource, Refusal> {
     OutcomeSource::from_bytes(bytes).ok_or_else(|| {
         refuse(
-            "unknown_source",
+            RejectReason::UnknownSource,
             format!("source {:?}", String::from_utf8_lossy(bytes)),
         )
     })

@@ -32,6 +32,9 @@ use arrow_schema::{DataType, Field, Schema, SchemaRef, TimeUnit};
 use crate::proto::{CountColumns, EventColumns, HeartbeatColumns, OperationColumns};
 use candor_schema::names;
 
+/// Who refused a row of the `rejected` table, declared with the reasons each side writes.
+pub use crate::rejection::RejectedSource;
+
 /// Column names of the tables.
 pub mod column {
     /// The UTC date of the row's time column; the partition column of every table.
@@ -495,25 +498,6 @@ impl Arrival {
             Self::OnTime => "on_time",
             Self::Late => "late",
             Self::Future => "future",
-        }
-    }
-}
-
-/// Who refused a row of the `rejected` table.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum RejectedSource {
-    /// The collector refused OTLP input (from `candor.rejected.v1`).
-    Collector,
-    /// The compactor could not decode or store a Kafka record.
-    Compactor,
-}
-
-impl RejectedSource {
-    /// The stored spelling.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Self::Collector => "collector",
-            Self::Compactor => "compactor",
         }
     }
 }

@@ -15,6 +15,7 @@ use prost::Message as _;
 
 use super::{Refusal, long, micros, refuse, source_of, version};
 use crate::proto::{OutcomeEvent, OutcomeSource};
+use crate::rejection::RejectReason;
 use candor_schema::vocab::{EvidenceKind, FailureKind, OutcomeClass, RetryAction, UnknownValue};
 
 pub use crate::proto::EventFields;
@@ -62,8 +63,9 @@ impl<T: AsRef<[u8]>> EventFields<T> {
         version(self.schema_version)?;
         let unknown = |reason| move |err: UnknownValue| refuse(reason, err.to_string());
         let class = OutcomeClass::from_bytes(self.outcome_class.as_ref())
-            .map_err(unknown("unknown_class"))?;
-        FailureKind::from_bytes(self.failure_kind.as_ref()).map_err(unknown("unknown_kind"))?;
+            .map_err(unknown(RejectReason::UnknownClass))?;
+        FailureKind::from_bytes(self.failure_kind.as_ref())
+            .map_err(unknown(RejectReason::UnknownKind))?;
         let source = match &self.source {
             Some(source) => source_of(source.as_ref())?,
             None => OutcomeSource::Adapter,
@@ -73,15 +75,15 @@ impl<T: AsRef<[u8]>> EventFields<T> {
         if source.is_derived() {
             if class != OutcomeClass::AccessFailure {
                 let detail = format!("a {} event of class {class}", source.as_str());
-                return Err(refuse("unknown_class", detail));
+                return Err(refuse(RejectReason::UnknownClass, detail));
             }
             if !self.retry_action.as_ref().is_empty() {
                 RetryAction::from_bytes(self.retry_action.as_ref())
-                    .map_err(unknown("unknown_action"))?;
+                    .map_err(unknown(RejectReason::UnknownAction))?;
             }
         } else {
             RetryAction::from_bytes(self.retry_action.as_ref())
-                .map_err(unknown("unknown_action"))?;
+                .map_err(unknown(RejectReason::UnknownAction))?;
         }
         for (field, value) in [
             ("retry_backoff_ms", self.retry_backoff_ms),
@@ -93,14 +95,18 @@ impl<T: AsRef<[u8]>> EventFields<T> {
             }
         }
         if let Some(kind) = &self.evidence_kind {
-            EvidenceKind::from_bytes(kind.as_ref()).map_err(unknown("unknown_kind"))?;
+            EvidenceKind::from_bytes(kind.as_ref()).map_err(unknown(RejectReason::UnknownKind))?;
         }
         if let Some(code) = self.http_status_code {
-            i32::try_from(code)
-                .map_err(|_| refuse("value_out_of_range", format!("http_status_code = {code}")))?;
+            i32::try_from(code).map_err(|_| {
+                refuse(
+                    RejectReason::ValueOutOfRange,
+                    format!("http_status_code = {code}"),
+                )
+            })?;
         }
         if self.event_id.as_ref().is_empty() {
-            return Err(refuse("missing_id", "event_id is empty"));
+            return Err(refuse(RejectReason::MissingId, "event_id is empty"));
         }
         Ok(())
     }
@@ -137,7 +143,7 @@ impl Event {
         }
         let record = match OutcomeEvent::decode(bytes.as_slice()) {
             Ok(record) => record,
-            Err(err) => return Err((refuse("undecodable", err.to_string()), bytes)),
+            Err(err) => return Err((refuse(RejectReason::Undecodable, err.to_string()), bytes)),
         };
         if let Err(refusal) = EventView::of(&record).check() {
             return Err((refusal, bytes));
@@ -406,7 +412,7 @@ mod tests {
                 }
             }
             let expected = OutcomeEvent::decode(bytes.as_slice())
-                .map_err(|_| "undecodable")
+                .map_err(|_| RejectReason::Undecodable)
                 .and_then(|record| match EventView::of(&record).check() {
                     Ok(()) => Ok(record),
                     Err(refusal) => Err(refusal.reason),
@@ -496,7 +502,7 @@ mod tests {
             let Err((refusal, back)) = Event::decode(bytes.clone()) else {
                 panic!("{reason}: accepted");
             };
-            assert_eq!(refusal.reason, reason);
+            assert_eq!(refusal.reason.as_str(), reason);
             assert_eq!(back, bytes, "{reason}");
         }
     }

@@ -1,6 +1,10 @@
 //! An answer: rows, what they covered, and how they are shown.
 //!
-//! - `table`: aligned columns on stdout; the coverage and the class on stderr.
+//! - `table`: aligned columns on stdout; the coverage and the class on stderr. By default
+//!   ([`Layout::Fit`]) the table is laid out for a person at a terminal of 120 columns: a rate
+//!   is a percentage, columns of zeros or of nothing are named on a line instead of shown, times
+//!   that fall on one date drop it, and the widest text is cut to fit; [`Layout::Wide`]
+//!   (`--wide`) shows every column and every value whole.
 //! - `csv`: RFC 4180 on stdout; the coverage on stderr.
 //! - `json`: one object on stdout, `{"envelope": …, "coverage": …}`, where the envelope is the
 //!   contract's result envelope (`candor-schema`) with the rows as its payload, so a program reads
@@ -27,6 +31,11 @@ use serde::Serialize;
 use serde_json::{Map, Value};
 
 use crate::coverage::Coverage;
+
+mod text;
+
+pub use text::sanitize;
+use text::{csv, fitted_table, table};
 
 /// Rows with named columns.
 #[derive(Debug, Clone, Default, PartialEq, Serialize)]
@@ -144,7 +153,7 @@ fn json_values(array: &dyn Array, options: &FormatOptions<'_>) -> Result<Vec<Val
 }
 
 /// How to show an answer.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Format {
     /// Aligned columns for a person.
     Table,
@@ -152,6 +161,47 @@ pub enum Format {
     Json,
     /// Comma-separated values with a header.
     Csv,
+}
+
+/// The width of text a table fits by default: [`Layout::default`] is `Fit(DEFAULT_WIDTH)`.
+pub const DEFAULT_WIDTH: usize = 120;
+
+/// How [`Format::Table`] lays the rows out; CSV and JSON are the same whatever the layout.
+///
+/// Both say once above the table, `name: value`, what a column holds in every row of an answer
+/// of several rows, and show an answer of one row as one `name  value` line per column.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Layout {
+    /// For a person at a terminal this many characters wide (character counts, not display
+    /// cells):
+    ///
+    /// - a float column named `rate` or `…_rate` whose every value lies in 0..=1
+    ///   (`silent_failure_rate`, `window_rate`, `baseline_rate`) is a percentage with one
+    ///   decimal, `12.5%` (`<0.1%` for a rate above 0 that would read `0.0%`, `>99.9%` below 1
+    ///   that would read `100.0%`); `rate_bound` is a word and stays one;
+    /// - in an answer of several rows, columns whose every value is 0 or missing are named on
+    ///   a `zero: …` line and columns with no value at all on an `empty: …` line, above the
+    ///   table, instead of being shown;
+    /// - a column of RFC 3339 times in UTC that all fall on one date shows the time of day only
+    ///   (`10:05:00`, with the fraction unless every fraction is zero), the date said once above
+    ///   the table, `date: 2026-12-07 (UTC)`;
+    /// - if the table is still wider than the width, the widest text columns (never numbers
+    ///   nor times) are cut, a cut value ending in `…`, until it fits or each is down to 8
+    ///   characters; [`Report::render_with`] names them on stderr, with `--wide` to see them
+    ///   whole.
+    ///
+    /// The lines above the table and an answer of one row are not cut.
+    Fit(usize),
+    /// Every column and every value whole, as wide as they are (`--wide`); numbers as in the
+    /// rows, fractions to four places.
+    Wide,
+}
+
+impl Default for Layout {
+    /// `Fit(DEFAULT_WIDTH)`.
+    fn default() -> Self {
+        Self::Fit(DEFAULT_WIDTH)
+    }
 }
 
 /// An answer with its coverage, ready to show.
@@ -266,8 +316,15 @@ impl Report {
     }
 
     /// Renders the rows for stdout, and the coverage lines for stderr (empty for JSON, which
-    /// carries the coverage inside).
+    /// carries the coverage inside); a table in the default [`Layout`], fitted to
+    /// [`DEFAULT_WIDTH`].
     pub fn render(&self, format: Format) -> (String, String) {
+        self.render_with(format, Layout::default())
+    }
+
+    /// [`Report::render`] with a table laid out as `layout` says. A fitted table whose values
+    /// were cut says which columns on the first line of stderr.
+    pub fn render_with(&self, format: Format, layout: Layout) -> (String, String) {
         match format {
             Format::Json => {
                 let body = serde_json::json!({
@@ -280,7 +337,21 @@ impl Report {
                 (text + "\n", String::new())
             }
             Format::Csv => (csv(&self.rows), self.footer()),
-            Format::Table => (table(&self.rows), self.footer()),
+            Format::Table => match layout {
+                Layout::Wide => (table(&self.rows), self.footer()),
+                Layout::Fit(width) => {
+                    let fitted = fitted_table(&self.rows, width);
+                    let mut err = String::new();
+                    if !fitted.shortened.is_empty() {
+                        let _ = writeln!(
+                            err,
+                            "shortened to fit {width} columns: {}; --wide shows every value whole",
+                            fitted.shortened.join(", ")
+                        );
+                    }
+                    (fitted.text, err + &self.footer())
+                }
+            },
         }
     }
 
@@ -344,128 +415,9 @@ impl Report {
     }
 }
 
-/// A value as text; `rounded` shows fractions to four places (for a person).
-fn cell(value: &Value, rounded: bool) -> String {
-    match value {
-        Value::Null => String::new(),
-        Value::String(text) => text.clone(),
-        Value::Number(number) => match number.as_f64() {
-            Some(float) if rounded && number.is_f64() => format!("{float:.4}"),
-            _ => number.to_string(),
-        },
-        other => other.to_string(),
-    }
-}
-
-/// `text` with control characters escaped, so that a value from a sender cannot move the
-/// terminal's cursor, change its colours or fake a line.
-pub fn sanitize(text: &str) -> String {
-    if text.chars().any(char::is_control) {
-        text.chars()
-            .map(|c| {
-                if c.is_control() {
-                    c.escape_default().to_string()
-                } else {
-                    c.to_string()
-                }
-            })
-            .collect()
-    } else {
-        text.to_owned()
-    }
-}
-
-/// Aligned columns for a person at a terminal; control characters in names and values are shown
-/// escaped. A column that holds the same value in every row of an answer of several rows (a
-/// one-bucket answer's bucket bounds, say) is said once above the table, `name: value`, instead
-/// of in every row; an answer of one row is one `name  value` line per column. JSON and CSV keep
-/// every column in every row.
-fn table(rows: &Rows) -> String {
-    let mut out = String::new();
-    if rows.columns.is_empty() {
-        return out;
-    }
-    let names: Vec<String> = rows.columns.iter().map(|name| sanitize(name)).collect();
-    let body: Vec<Vec<String>> = rows
-        .rows
-        .iter()
-        .map(|row| {
-            rows.columns
-                .iter()
-                .map(|c| sanitize(&row.get(c).map(|v| cell(v, true)).unwrap_or_default()))
-                .collect()
-        })
-        .collect();
-    if let [only] = &body[..] {
-        let width = names
-            .iter()
-            .map(|name| name.chars().count())
-            .max()
-            .unwrap_or(0);
-        for (name, value) in names.iter().zip(only) {
-            let _ = writeln!(out, "{}", format!("{name:<width$}  {value}").trim_end());
-        }
-        return out;
-    }
-    let shared: Vec<bool> = (0..names.len())
-        .map(|i| body.len() >= 2 && body.iter().all(|row| row[i] == body[0][i]))
-        .collect();
-    for (i, name) in names.iter().enumerate().filter(|(i, _)| shared[*i]) {
-        let _ = writeln!(out, "{}", format!("{name}: {}", body[0][i]).trim_end());
-    }
-    let kept: Vec<usize> = (0..names.len()).filter(|i| !shared[*i]).collect();
-    if kept.is_empty() {
-        return out;
-    }
-    let widths: Vec<usize> = kept
-        .iter()
-        .map(|&i| {
-            body.iter()
-                .map(|row| row[i].chars().count())
-                .chain([names[i].chars().count()])
-                .max()
-                .unwrap_or(0)
-        })
-        .collect();
-    let line = |cells: Vec<&String>, out: &mut String| {
-        let padded: Vec<String> = cells
-            .iter()
-            .zip(&widths)
-            .map(|(text, width)| format!("{text:<width$}"))
-            .collect();
-        let _ = writeln!(out, "{}", padded.join("  ").trim_end());
-    };
-    line(kept.iter().map(|&i| &names[i]).collect(), &mut out);
-    for row in &body {
-        line(kept.iter().map(|&i| &row[i]).collect(), &mut out);
-    }
-    out
-}
-
-fn csv(rows: &Rows) -> String {
-    let quote = |text: String| -> String {
-        if text.contains([',', '"', '\n', '\r']) {
-            format!("\"{}\"", text.replace('"', "\"\""))
-        } else {
-            text
-        }
-    };
-    let mut out = String::new();
-    let header: Vec<String> = rows.columns.iter().cloned().map(quote).collect();
-    let _ = writeln!(out, "{}", header.join(","));
-    for row in &rows.rows {
-        let cells: Vec<String> = rows
-            .columns
-            .iter()
-            .map(|c| quote(row.get(c).map(|v| cell(v, false)).unwrap_or_default()))
-            .collect();
-        let _ = writeln!(out, "{}", cells.join(","));
-    }
-    out
-}
-
 #[cfg(test)]
 mod tests {
+    use super::text::{is_rate, percent};
     use super::*;
     use crate::coverage::{Heartbeat, SourceReport};
     use crate::window::Window;
@@ -603,6 +555,12 @@ mod tests {
         assert_eq!(shown.lines().count(), 1, "{shown}");
         assert!(shown.contains("\\n"));
         assert!(!shown.contains('\u{1b}'));
+        let fitted = fitted_table(&hostile, 120).text;
+        assert_eq!(fitted.lines().count(), 1, "{fitted}");
+        assert!(
+            fitted.contains("\\n") && !fitted.contains('\u{1b}'),
+            "{fitted}"
+        );
         let mut hostile_report = answer.clone();
         hostile_report.summary = vec!["services involved: \u{1b}]0;pwned\u{7}x".into()];
         let footer = hostile_report.footer();
@@ -610,5 +568,360 @@ mod tests {
             !footer.contains('\u{1b}') && footer.contains("\\u{1b}"),
             "{footer}"
         );
+    }
+
+    /// Rows as `candor rates --step 5m` gives them: three buckets of one hour on one date.
+    fn rates_rows() -> Rows {
+        let mut rows = Rows::new(&[
+            "target",
+            "source",
+            "bucket_start",
+            "bucket_end",
+            "calls",
+            "success",
+            "empty",
+            "partial",
+            "access_failure",
+            "unverified",
+            "cancelled",
+            "accepted",
+            "silent_failure_rate",
+            "rate_bound",
+            "sampling",
+            "denominator",
+            "failure_events",
+        ]);
+        let row = |target: &str, start: &str, end: &str, counts: [u64; 8], rate: f64| {
+            let mut values = vec![
+                Value::from(target),
+                Value::from("adapter"),
+                Value::from(start),
+                Value::from(end),
+            ];
+            values.extend(counts.iter().map(|&count| Value::from(count)));
+            values.extend([
+                Value::from(rate),
+                Value::from("exact"),
+                Value::Null,
+                Value::from("counter"),
+                Value::from(counts[4]),
+            ]);
+            values
+        };
+        rows.push(row(
+            "https://search.internal.example.com/v1/search?q=a-long-query-string",
+            "2026-12-07T10:00:00.000000Z",
+            "2026-12-07T10:05:00.000000Z",
+            [200, 150, 40, 0, 10, 0, 0, 0],
+            0.05,
+        ));
+        rows.push(row(
+            "https://lookup.internal.example.com/v2/customers/by-email",
+            "2026-12-07T10:05:00.000000Z",
+            "2026-12-07T10:10:00.000000Z",
+            [8, 7, 0, 0, 1, 0, 0, 0],
+            0.125,
+        ));
+        rows.push(row(
+            "catalog",
+            "2026-12-07T10:10:00.000000Z",
+            "2026-12-07T10:15:00.000000Z",
+            [3000, 3000, 0, 0, 0, 0, 0, 0],
+            0.0,
+        ));
+        rows
+    }
+
+    /// `finished_at` is when the answer was rendered: the one field two renders differ in.
+    fn without_finish(mut value: Value) -> Value {
+        fn strip(value: &mut Value) {
+            match value {
+                Value::Object(map) => {
+                    map.remove("finished_at");
+                    map.values_mut().for_each(strip);
+                }
+                Value::Array(items) => items.iter_mut().for_each(strip),
+                _ => {}
+            }
+        }
+        strip(&mut value);
+        value
+    }
+
+    #[test]
+    fn a_rates_table_fits_120_columns_with_rates_as_percentages_and_zero_columns_named() {
+        let answer = report(
+            rates_rows(),
+            vec![SourceReport::read(
+                "table t",
+                Some(5_000),
+                Some(3),
+                String::new(),
+            )],
+        );
+        let (out, err) = answer.render(Format::Table);
+        assert!(
+            out.lines()
+                .all(|line| line.chars().count() <= DEFAULT_WIDTH),
+            "{out}"
+        );
+        // What every row shares, the folded columns and the date, each once above the table,
+        // every one as `name: …` (the shape tests/e2e reads past to count the rows).
+        let above: Vec<&str> = out
+            .lines()
+            .take_while(|line| !line.starts_with("target"))
+            .collect();
+        assert_eq!(
+            above,
+            [
+                "source: adapter",
+                "rate_bound: exact",
+                "denominator: counter",
+                "zero: partial, unverified, cancelled, accepted",
+                "empty: sampling",
+                "date: 2026-12-07 (UTC)",
+            ],
+            "{out}"
+        );
+        let table: Vec<Vec<&str>> = out
+            .lines()
+            .skip(above.len())
+            .map(|line| line.split_whitespace().collect())
+            .collect();
+        assert_eq!(
+            table[0],
+            [
+                "target",
+                "bucket_start",
+                "bucket_end",
+                "calls",
+                "success",
+                "empty",
+                "access_failure",
+                "silent_failure_rate",
+                "failure_events",
+            ],
+            "{out}"
+        );
+        assert_eq!(
+            table[1..],
+            [
+                [
+                    "https://search.in…",
+                    "10:00:00",
+                    "10:05:00",
+                    "200",
+                    "150",
+                    "40",
+                    "10",
+                    "5.0%",
+                    "10"
+                ],
+                [
+                    "https://lookup.in…",
+                    "10:05:00",
+                    "10:10:00",
+                    "8",
+                    "7",
+                    "0",
+                    "1",
+                    "12.5%",
+                    "1"
+                ],
+                [
+                    "catalog", "10:10:00", "10:15:00", "3000", "3000", "0", "0", "0.0%", "0"
+                ],
+            ],
+            "{out}"
+        );
+        assert!(
+            err.starts_with(
+                "shortened to fit 120 columns: target; --wide shows every value whole\n"
+            ),
+            "{err}"
+        );
+        // The same answer, wide: every column and every value whole.
+        let (wide, wide_err) = answer.render_with(Format::Table, Layout::Wide);
+        assert!(
+            wide.contains("https://search.internal.example.com/v1/search?q=a-long-query-string")
+                && wide.contains("2026-12-07T10:05:00.000000Z")
+                && wide.contains("0.1250")
+                && wide.contains("partial: 0\n"),
+            "{wide}"
+        );
+        assert!(!wide_err.contains("shortened"), "{wide_err}");
+    }
+
+    #[test]
+    fn wide_is_the_layout_of_before_and_fitted_folds_zeros_times_and_rates() {
+        let mut rows = Rows::new(&["target", "bucket_start", "partial", "rate"]);
+        rows.push(vec![
+            Value::from("a"),
+            Value::from("2026-12-07T10:00:00.000000Z"),
+            Value::from(0),
+            Value::from(0.25),
+        ]);
+        rows.push(vec![
+            Value::from("bb"),
+            Value::from("2026-12-07T10:05:00.000000Z"),
+            Value::from(0),
+            Value::from(0.5),
+        ]);
+        let answer = report(
+            rows,
+            vec![SourceReport::read(
+                "table t",
+                Some(5_000),
+                Some(2),
+                String::new(),
+            )],
+        );
+        assert_eq!(
+            answer.render_with(Format::Table, Layout::Wide).0,
+            "partial: 0\n\
+             target  bucket_start                 rate\n\
+             a       2026-12-07T10:00:00.000000Z  0.2500\n\
+             bb      2026-12-07T10:05:00.000000Z  0.5000\n"
+        );
+        assert_eq!(
+            answer.render(Format::Table).0,
+            "zero: partial\n\
+             date: 2026-12-07 (UTC)\n\
+             target  bucket_start  rate\n\
+             a       10:00:00      25.0%\n\
+             bb      10:05:00      50.0%\n"
+        );
+        assert_eq!(
+            answer.render(Format::Table),
+            answer.render_with(Format::Table, Layout::Fit(DEFAULT_WIDTH))
+        );
+        // One row: one line per column, the rate a percentage.
+        let mut one = Rows::new(&["target", "rate"]);
+        one.push(vec![Value::from("a"), Value::from(0.25)]);
+        assert_eq!(fitted_table(&one, 120).text, "target  a\nrate    25.0%\n");
+        assert_eq!(table(&one), "target  a\nrate    0.2500\n");
+    }
+
+    #[test]
+    fn csv_and_json_are_the_same_in_every_layout() {
+        let answer = report(
+            rates_rows(),
+            vec![SourceReport::read(
+                "table t",
+                Some(5_000),
+                Some(3),
+                String::new(),
+            )],
+        );
+        let (csv_out, csv_err) = answer.render_with(Format::Csv, Layout::Wide);
+        assert_eq!(
+            (csv_out.clone(), csv_err.clone()),
+            answer.render_with(Format::Csv, Layout::Fit(20))
+        );
+        assert_eq!((csv_out.clone(), csv_err), answer.render(Format::Csv));
+        assert!(
+            csv_out.starts_with(
+                "target,source,bucket_start,bucket_end,calls,success,empty,partial,\
+                 access_failure,unverified,cancelled,accepted,silent_failure_rate,rate_bound,\
+                 sampling,denominator,failure_events\n\
+                 https://search.internal.example.com/v1/search?q=a-long-query-string,adapter,\
+                 2026-12-07T10:00:00.000000Z,2026-12-07T10:05:00.000000Z,200,150,40,0,10,0,0,0,\
+                 0.05,exact,,counter,10\n"
+            ),
+            "{csv_out}"
+        );
+        let json = |layout: Layout| {
+            let (out, err) = answer.render_with(Format::Json, layout);
+            assert!(err.is_empty());
+            without_finish(serde_json::from_str(&out).unwrap())
+        };
+        let wide = json(Layout::Wide);
+        assert_eq!(wide, json(Layout::Fit(20)));
+        assert_eq!(
+            wide["envelope"]["outcome"]["payload"]["rows"][1]["silent_failure_rate"],
+            0.125
+        );
+        assert_eq!(
+            wide["envelope"]["outcome"]["payload"]["rows"][0]["target"],
+            "https://search.internal.example.com/v1/search?q=a-long-query-string"
+        );
+    }
+
+    #[test]
+    fn only_rates_are_percentages_and_only_times_of_one_utc_date_are_shortened() {
+        assert_eq!(percent(0.125), "12.5%");
+        assert_eq!(percent(0.0), "0.0%");
+        assert_eq!(percent(1.0), "100.0%");
+        assert_eq!(percent(0.000_4), "<0.1%");
+        assert_eq!(percent(0.999_6), ">99.9%");
+        assert!(is_rate("rate") && is_rate("window_rate") && is_rate("silent_failure_rate"));
+        assert!(!is_rate("rate_bound") && !is_rate("ratelimit") && !is_rate("separate"));
+
+        let mut rows = Rows::new(&["event_time", "at", "factor", "rate", "rate_bound"]);
+        rows.push(vec![
+            Value::from("2026-12-07T23:59:59.5Z"),
+            Value::from("2026-12-07T10:00:00+01:00"),
+            Value::from(3.5),
+            Value::from(2.0),
+            Value::from("exact"),
+        ]);
+        rows.push(vec![
+            Value::from("2026-12-08T00:00:00Z"),
+            Value::from("2026-12-07T11:00:00+01:00"),
+            Value::from(0.5),
+            Value::from(0.5),
+            Value::from("lower_bound"),
+        ]);
+        let shown = fitted_table(&rows, 120).text;
+        // Two dates: whole times; not UTC: whole; a factor: four places; a "rate" of 2: not a
+        // fraction, so not a percentage.
+        assert_eq!(
+            shown,
+            "event_time              at                         factor  rate    rate_bound\n\
+             2026-12-07T23:59:59.5Z  2026-12-07T10:00:00+01:00  3.5000  2.0000  exact\n\
+             2026-12-08T00:00:00Z    2026-12-07T11:00:00+01:00  0.5000  0.5000  lower_bound\n"
+        );
+
+        let mut same_day = Rows::new(&["event_time", "n"]);
+        same_day.push(vec![
+            Value::from("2026-12-07T10:00:00.250Z"),
+            Value::from(1),
+        ]);
+        same_day.push(vec![Value::from("2026-12-07T10:00:01Z"), Value::from(2)]);
+        same_day.push(vec![Value::Null, Value::from(3)]);
+        assert_eq!(
+            fitted_table(&same_day, 120).text,
+            "date: 2026-12-07 (UTC)\n\
+             event_time    n\n\
+             10:00:00.250  1\n\
+             10:00:01      2\n\
+             \x20             3\n"
+        );
+    }
+
+    #[test]
+    fn cut_columns_stop_at_eight_characters_and_numbers_and_times_are_never_cut() {
+        let mut rows = Rows::new(&["message", "event_time", "calls"]);
+        rows.push(vec![
+            Value::from("x".repeat(50)),
+            Value::from("2026-12-07T10:00:00Z"),
+            Value::from(123_456_789_u64),
+        ]);
+        rows.push(vec![
+            Value::from("short"),
+            Value::from("2026-12-07T10:00:01Z"),
+            Value::from(1),
+        ]);
+        let fitted = fitted_table(&rows, 10);
+        assert_eq!(fitted.shortened, ["message"]);
+        assert_eq!(
+            fitted.text,
+            "date: 2026-12-07 (UTC)\n\
+             message   event_time  calls\n\
+             xxxxxxx…  10:00:00    123456789\n\
+             short     10:00:01    1\n"
+        );
+        // Wide enough: nothing cut, nothing said.
+        assert!(fitted_table(&rows, 200).shortened.is_empty());
     }
 }

@@ -117,7 +117,7 @@ fn added_text_column(frame: &DataFrame, name: &'static str) -> Expr {
 }
 
 /// What `rates` groups by.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum GroupBy {
     /// `tool_target`.
     Target,

@@ -14,7 +14,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::{Duration, SystemTime};
 
-use candor_query::answer::{Format, Report, Rows};
+use candor_query::answer::{Format, Layout, Report, Rows};
 use candor_query::commands::{
     self, Filters, GroupBy, OperationsQuery, RatesQuery, ReconcileQuery, SpikesQuery,
 };
@@ -88,7 +88,58 @@ struct Global {
     dedupe_window: String,
     /// table (default on a terminal), json (the contract envelope; the default otherwise), csv.
     #[arg(long, global = true, value_enum)]
-    format: Option<Format>,
+    format: Option<FormatArg>,
+    /// Show a table's every column and every value whole. Without it a table fits 120
+    /// columns: rates as percentages, columns of zeros or of nothing named above it, times
+    /// without the date they share, the widest text cut. CSV and JSON are always whole.
+    #[arg(long, global = true)]
+    wide: bool,
+}
+
+/// `--format`: [`Format`]'s values, named and explained as `candor --help` shows them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+enum FormatArg {
+    /// Aligned columns for a person.
+    Table,
+    /// The contract envelope with the rows, plus the coverage.
+    Json,
+    /// Comma-separated values with a header.
+    Csv,
+}
+
+impl From<FormatArg> for Format {
+    fn from(arg: FormatArg) -> Self {
+        match arg {
+            FormatArg::Table => Self::Table,
+            FormatArg::Json => Self::Json,
+            FormatArg::Csv => Self::Csv,
+        }
+    }
+}
+
+/// `rates --by`: [`GroupBy`]'s values, named and explained as `candor rates --help` shows them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+enum GroupByArg {
+    /// `tool_target`.
+    Target,
+    /// `tool_name`.
+    Tool,
+    /// `service_name`.
+    Service,
+    /// `convention`: the convention a derived call was recognised by (`adapter` for an
+    /// adapter's calls, the layer for derived rows written before conventions were named).
+    Convention,
+}
+
+impl From<GroupByArg> for GroupBy {
+    fn from(arg: GroupByArg) -> Self {
+        match arg {
+            GroupByArg::Target => Self::Target,
+            GroupByArg::Tool => Self::Tool,
+            GroupByArg::Service => Self::Service,
+            GroupByArg::Convention => Self::Convention,
+        }
+    }
 }
 
 #[derive(Debug, Args)]
@@ -137,8 +188,8 @@ enum Command {
         filters: FilterArgs,
         /// Group by target, tool, service or convention (the one a derived call was
         /// recognised by; `adapter` for an adapter's calls).
-        #[arg(long, value_enum, default_value_t = GroupBy::Target)]
-        by: GroupBy,
+        #[arg(long, value_enum, default_value_t = GroupByArg::Target)]
+        by: GroupByArg,
         /// Bucket width (5m, 1h); one bucket over the whole window when absent.
         #[arg(long)]
         step: Option<String>,
@@ -328,7 +379,7 @@ impl Question {
                 merge_sources,
             } => Self::Rates(RatesQuery {
                 window: window_of(&window, now)?,
-                by,
+                by: by.into(),
                 step: step.map(|raw| duration("--step", &raw)).transpose()?,
                 lookback: duration("--lookback", &lookback)?,
                 filters: filters(filter_args),
@@ -544,9 +595,14 @@ async fn run(cli: Cli) -> ExitCode {
 
 /// Answers a question over the tables.
 async fn ask(global: Global, command: Command) -> ExitCode {
+    let layout = if global.wide {
+        Layout::Wide
+    } else {
+        Layout::default()
+    };
     match answer(global, command).await {
         Ok((report, format)) => {
-            let (out, err) = report.render(format);
+            let (out, err) = report.render_with(format, layout);
             let _ = std::io::stdout().write_all(out.as_bytes());
             let _ = std::io::stderr().write_all(err.as_bytes());
             ExitCode::from(report.exit_code())
@@ -563,11 +619,14 @@ async fn ask(global: Global, command: Command) -> ExitCode {
 async fn answer(global: Global, command: Command) -> Result<(Report, Format), Usage> {
     let started = SystemTime::now();
     let now = window::now();
-    let format = global.format.unwrap_or(if std::io::stdout().is_terminal() {
-        Format::Table
-    } else {
-        Format::Json
-    });
+    let format = global
+        .format
+        .map(Format::from)
+        .unwrap_or(if std::io::stdout().is_terminal() {
+            Format::Table
+        } else {
+            Format::Json
+        });
     let question = Question::parse(command, now)?;
     // Loaded whether or not this question reads the tail, so that a mistake in the file (or an
     // unset variable) shows on the first run, not on the first live one.

@@ -31,13 +31,8 @@ from candor import (
     TransportErrorKind,
     redact_text,
 )
-from candor.classify.http import (
-    _CONTROLS_AS_SPACES,
-    _VISIBLE,
-    _WHITE_SPACE,
-    _body_snippet,
-    _visible,
-)
+from candor.classify.http._exchange import _VISIBLE, _visible
+from candor.classify.http._parse import _CONTROLS_AS_SPACES, _WHITE_SPACE, _body_snippet
 from candor.jsonscan import OUT_OF_RANGE, first_error
 from candor.jsonvalue import (
     BodyParseError,
@@ -52,6 +47,11 @@ from candor.jsonvalue import (
 
 ARRIVED = datetime(2027, 1, 15, 8, 0, tzinfo=UTC)
 CLASSIFIER = HttpClassifier(NotFound.UNREACHABLE, items_at="/items")
+
+
+def nested(arrays: int, *, objects: int = 0) -> bytes:
+    """A document ``objects`` objects deep (``{"a":…}``) around ``arrays`` nested arrays."""
+    return b'{"a":' * objects + b"[" * arrays + b"]" * arrays + b"}" * objects
 
 
 def failure(response: HttpResponse) -> AccessFailure:
@@ -148,11 +148,7 @@ def test_json_that_ends_early_is_partial_and_other_bad_json_is_not_json() -> Non
         (b"\n[nul]", False, "Expecting value: line 2 column 2 (char 2)"),
         (b"[NaN]", False, "Expecting value: line 1 column 2 (char 1)"),
         (b"[1e999]", False, "Number too large for a float"),
-        (
-            b"[" * 200 + b"]" * 200,
-            False,
-            "Nesting deeper than 127 levels: line 1 column 128 (char 127)",
-        ),
+        (nested(200), False, "Nesting deeper than 127 levels: line 1 column 128 (char 127)"),
         (b'"\\ud800"', False, "Unpaired surrogate in \\uXXXX escape: line 1 column 2 (char 1)"),
         (b'"\\udc00"', False, "Unpaired surrogate in \\uXXXX escape: line 1 column 2 (char 1)"),
         (b'"\\x"', False, "Invalid \\escape: line 1 column 2 (char 1)"),
@@ -246,10 +242,10 @@ def _read(read: Callable[[bytes], JsonValue], body: bytes) -> tuple[str, object]
         b"\xef\xbb\xbf[1]",
         b"\xef\xbb\xbf",
         b" \xef\xbb\xbf{}",
-        b"[" * 127 + b"]" * 127,
-        b"[" * 128 + b"]" * 128,
-        b'{"a":' * 63 + b"[" * 64 + b"]" * 64 + b"}" * 63,
-        b'{"a":' * 64 + b"[" * 64 + b"]" * 64 + b"}" * 64,
+        nested(127),
+        nested(128),
+        nested(64, objects=63),
+        nested(64, objects=64),
         b'["' + b"[" * 200 + b'"]',
         b'"\\udc00"',
         b'"\\ud800x"',

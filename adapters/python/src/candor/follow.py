@@ -68,9 +68,8 @@ from candor.classify.http import (
     HttpResponse,
     NotFound,
     TransportError,
-    _body_snippet,
-    _retry_after_ms,
 )
+from candor.classify.http._parse import _body_snippet, _retry_after_ms
 from candor.envelope import (
     AccessFailure,
     Evidence,

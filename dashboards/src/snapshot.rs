@@ -125,12 +125,13 @@ pub struct Snapshot {
 }
 
 impl Snapshot {
-    /// Takes one from `shared` at `now`, one lock at a time.
+    /// Takes one from `shared` at `now`, one lock at a time: the pipeline's inputs once, then
+    /// the model once, so the hops, the readiness and the figures come from one reading of each.
     pub fn take(shared: &Shared, now: Micros) -> Self {
-        let hops = shared.hops(now);
-        let history_ready = shared.history_ready(now);
         let pipeline = lock(&shared.pipeline).clone();
+        let history_ready = shared.history_ready_in(&pipeline, now);
         let model = lock(&shared.model);
+        let hops = shared.hops_in(&pipeline, model.newest_heartbeat(), now);
         let instances = model.instances();
         let operations =
             newest_judgement(model.operations(), || instances.clone(), &shared.rules, now)

@@ -11,7 +11,7 @@ use candor_records::tables::Table;
 use crate::access::Access;
 use crate::alerts::Alerts;
 use crate::health::{Hop, HopName};
-use crate::model::{MINUTE, Model, SECOND};
+use crate::model::{CollectorSeen, MINUTE, Model, SECOND};
 use crate::reconcile::ReconcileState;
 use crate::rules::Rule;
 use crate::sync::lock;
@@ -176,7 +176,11 @@ impl Shared {
     /// up, and the history counts as ready: waiting longer would hide the pipeline's own
     /// staleness.
     pub fn history_ready(&self, now: Micros) -> bool {
-        let pipeline = lock(&self.pipeline);
+        self.history_ready_in(&lock(&self.pipeline), now)
+    }
+
+    /// [`Self::history_ready`] judged from `pipeline`, a copy taken under its lock.
+    pub fn history_ready_in(&self, pipeline: &PipelineInputs, now: Micros) -> bool {
         let Some(read) = pipeline.history_read else {
             return false;
         };
@@ -195,14 +199,23 @@ impl Shared {
     pub fn hops(&self, now: Micros) -> Vec<Hop> {
         let pipeline = lock(&self.pipeline).clone();
         let newest_beat = lock(&self.model).newest_heartbeat().cloned();
-        let collector_after = newest_beat
-            .as_ref()
-            .map_or(self.staleness.collector, |beat| {
-                self.staleness
-                    .collector
-                    .max(candor_schema::time::silent_after(beat.interval_micros))
-            });
-        let collector_detail = match &newest_beat {
+        self.hops_in(&pipeline, newest_beat.as_ref(), now)
+    }
+
+    /// [`Self::hops`] judged from `pipeline` and the model's newest heartbeat, both taken under
+    /// their locks.
+    pub fn hops_in(
+        &self,
+        pipeline: &PipelineInputs,
+        newest_beat: Option<&CollectorSeen>,
+        now: Micros,
+    ) -> Vec<Hop> {
+        let collector_after = newest_beat.map_or(self.staleness.collector, |beat| {
+            self.staleness
+                .collector
+                .max(candor_schema::time::silent_after(beat.interval_micros))
+        });
+        let collector_detail = match newest_beat {
             Some(beat) => format!(
                 "newest heartbeat from {} (every {} s)",
                 beat.id,

@@ -35,6 +35,7 @@ use super::event::hex;
 // collector's code: the collector refuses only for the reasons whose `written_by` names
 // `RejectedSource::Collector`.
 pub use candor_records::rejection::RejectReason;
+use candor_records::rejection::{Refusal, refuse};
 
 mod attributes;
 pub mod derived;
@@ -203,19 +204,6 @@ pub struct MetricsExtract {
     pub points_seen: u64,
     /// Values a credential was removed from (in records and in rejections' copies).
     pub redacted: u64,
-}
-
-/// A refusal before it is tied to its input.
-struct Refusal {
-    reason: RejectReason,
-    detail: String,
-}
-
-fn refuse(reason: RejectReason, detail: impl Into<String>) -> Refusal {
-    Refusal {
-        reason,
-        detail: detail.into(),
-    }
 }
 
 /// The service identity from a resource's attributes, bounded, borrowed from the request when

@@ -61,14 +61,7 @@ pub(super) fn table(rows: &Rows) -> String {
         })
         .collect();
     if let [only] = &body[..] {
-        let width = names
-            .iter()
-            .map(|name| name.chars().count())
-            .max()
-            .unwrap_or(0);
-        for (name, value) in names.iter().zip(only) {
-            let _ = writeln!(out, "{}", format!("{name:<width$}  {value}").trim_end());
-        }
+        one_row(&names, only, &mut out);
         return out;
     }
     let shared: Vec<bool> = (0..names.len())
@@ -176,18 +169,7 @@ pub(super) fn fitted_table(rows: &Rows, width: usize) -> Fitted {
         })
         .collect();
     if let [only] = &body[..] {
-        let name_width = names
-            .iter()
-            .map(|name| name.chars().count())
-            .max()
-            .unwrap_or(0);
-        for (name, value) in names.iter().zip(only) {
-            let _ = writeln!(
-                out,
-                "{}",
-                format!("{name:<name_width$}  {value}").trim_end()
-            );
-        }
+        one_row(&names, only, &mut out);
         return Fitted {
             text: out,
             shortened: Vec::new(),
@@ -441,6 +423,18 @@ fn write_list(out: &mut String, label: &str, names: &[&str], width: usize) {
     }
     if !line.is_empty() {
         let _ = writeln!(out, "{line}");
+    }
+}
+
+/// An answer of one row: one `name  value` line per column, the values aligned.
+fn one_row(names: &[String], values: &[String], out: &mut String) {
+    let width = names
+        .iter()
+        .map(|name| name.chars().count())
+        .max()
+        .unwrap_or(0);
+    for (name, value) in names.iter().zip(values) {
+        let _ = writeln!(out, "{}", format!("{name:<width$}  {value}").trim_end());
     }
 }
 

@@ -56,6 +56,24 @@ impl fmt::Display for RejectedSource {
     }
 }
 
+/// A refusal before it is tied to its input: why, and what exactly (e.g.
+/// `tool.outcome.class = "maybe"`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Refusal {
+    /// Why.
+    pub reason: RejectReason,
+    /// What exactly.
+    pub detail: String,
+}
+
+/// A [`Refusal`] for `reason`, saying `detail`.
+pub fn refuse(reason: RejectReason, detail: impl Into<String>) -> Refusal {
+    Refusal {
+        reason,
+        detail: detail.into(),
+    }
+}
+
 // Declares `RejectReason`: each reason with its documentation, its stored name and who writes
 // it.
 macro_rules! reasons {

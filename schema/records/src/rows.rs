@@ -15,7 +15,7 @@ use crate::proto::{
     OutcomeSource, Rejected, Temporality,
 };
 use crate::record::columns::{micros, timestamps};
-use crate::rejection::{RejectReason, RejectedSource};
+use crate::rejection::{Refusal, RejectReason, RejectedSource, refuse};
 use crate::tables::{Arrival, Table};
 use arrow_array::{
     ArrayRef, BinaryArray, BooleanArray, Date32Array, Int32Array, Int64Array, RecordBatch,
@@ -202,20 +202,6 @@ impl TimeBounds {
         } else {
             Arrival::OnTime
         }
-    }
-}
-
-/// Why a record could not become a row of its own table.
-#[derive(Debug, Clone, PartialEq, Eq)]
-struct Refusal {
-    reason: RejectReason,
-    detail: String,
-}
-
-fn refuse(reason: RejectReason, detail: impl Into<String>) -> Refusal {
-    Refusal {
-        reason,
-        detail: detail.into(),
     }
 }
 

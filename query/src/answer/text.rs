@@ -74,16 +74,7 @@ pub(super) fn table(rows: &Rows) -> String {
     if kept.is_empty() {
         return out;
     }
-    let widths: Vec<usize> = kept
-        .iter()
-        .map(|&i| {
-            body.iter()
-                .map(|row| row[i].chars().count())
-                .chain([names[i].chars().count()])
-                .max()
-                .unwrap_or(0)
-        })
-        .collect();
+    let widths = column_widths(&kept, &names, &body);
     let line = |cells: Vec<&String>, out: &mut String| {
         let padded: Vec<String> = cells
             .iter()
@@ -272,16 +263,7 @@ pub(super) fn fitted_table(rows: &Rows, width: usize) -> Fitted {
     }
 
     // Cut the widest text columns, a character at a time, until the table fits.
-    let natural: Vec<usize> = kept
-        .iter()
-        .map(|&i| {
-            body.iter()
-                .map(|row| row[i].chars().count())
-                .chain([names[i].chars().count()])
-                .max()
-                .unwrap_or(0)
-        })
-        .collect();
+    let natural = column_widths(&kept, &names, &body);
     let cuttable: Vec<bool> = kept
         .iter()
         .map(|&i| {
@@ -424,6 +406,19 @@ fn write_list(out: &mut String, label: &str, names: &[&str], width: usize) {
     if !line.is_empty() {
         let _ = writeln!(out, "{line}");
     }
+}
+
+/// The width of each of the `kept` columns: its widest value, or its name when that is wider.
+fn column_widths(kept: &[usize], names: &[String], body: &[Vec<String>]) -> Vec<usize> {
+    kept.iter()
+        .map(|&i| {
+            body.iter()
+                .map(|row| row[i].chars().count())
+                .chain([names[i].chars().count()])
+                .max()
+                .unwrap_or(0)
+        })
+        .collect()
 }
 
 /// An answer of one row: one `name  value` line per column, the values aligned.

@@ -18,13 +18,13 @@ use std::num::NonZeroU32;
 use std::path::PathBuf;
 use std::time::Duration;
 
-use candor_kafka::{ExtraSettings, Role};
+use candor_kafka::{ExtraSettings, KafkaSection, ReaderConfig, ReaderDefaults, Role};
 use candor_query::kafka_client::SettingsFile;
 use candor_query::window::micros_of;
 use candor_records::ids::RawDedupe;
 use candor_service::config::{
-    BrokerAddr, bootstrap_servers, invalid, nonzero_u32, not_blank, parse_brokers, parse_duration,
-    parse_duration_or_zero, parse_toml, socket_addr,
+    invalid, nonzero_u32, not_blank, parse_duration, parse_duration_or_zero, parse_toml,
+    socket_addr,
 };
 use serde::Deserialize;
 
@@ -42,6 +42,15 @@ pub use candor_service::config::ConfigError;
 /// `[kafka.extra]` and `[kafka.extra_env]` besides the brokers and the readers' own
 /// ([`Role::Reader`]).
 pub const KAFKA_OWNED: &[(&str, &str)] = &[("group.id", "set by kafka.group_id (--group)")];
+
+/// What each `[kafka]` key left out means: the reader's defaults, as in the table on
+/// [`RawConfig`], with the settings the dashboards set themselves ([`KAFKA_OWNED`]).
+pub const KAFKA_DEFAULTS: ReaderDefaults<'static> = ReaderDefaults {
+    program: "candor-dashboards",
+    brokers: "127.0.0.1:9092",
+    group_id: "candor-dashboards",
+    owned: KAFKA_OWNED,
+};
 
 /// The configuration file as written. Every key may be left out; this table is the one place the
 /// defaults are documented (`deploy/dashboards.example.toml` repeats them, checked by a test).
@@ -88,6 +97,11 @@ pub const KAFKA_OWNED: &[(&str, &str)] = &[("group.id", "set by kafka.group_id (
 /// **Secrets are never in the file**: `kafka.extra_env` names the environment variables that
 /// hold them, read at start ([`ExtraSettings::resolve`]); `[web]` names the files or variables
 /// of its hashes and tokens ([`WebSettings::access`]).
+///
+/// `[kafka]` is the section every service shares ([`KafkaSection`]), validated for a reader with
+/// the defaults above ([`KAFKA_DEFAULTS`]): the collector's and the compactor's keys are refused,
+/// saying why (`kafka.partitions`: candor-dashboards does not create topics;
+/// `kafka.session_timeout`: it never joins its consumer group).
 #[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct RawConfig {
@@ -105,8 +119,8 @@ pub struct RawConfig {
     pub otlp_endpoint: Option<String>,
     /// `table_poll`.
     pub table_poll: String,
-    /// The `[kafka]` section.
-    pub kafka: RawKafka,
+    /// The `[kafka]` section, validated for a reader.
+    pub kafka: KafkaSection,
     /// The `[dedupe]` section, the compactor's.
     pub dedupe: RawDedupe,
     /// The `[panels]` section.
@@ -131,38 +145,13 @@ impl Default for RawConfig {
             external_url: None,
             otlp_endpoint: None,
             table_poll: "15s".into(),
-            kafka: RawKafka::default(),
+            kafka: KafkaSection::default(),
             dedupe: RawDedupe::default(),
             panels: RawPanels::default(),
             staleness: RawStaleness::default(),
             alerts: RawAlerts::default(),
             reconcile: RawReconcile::default(),
             web: RawWeb::default(),
-        }
-    }
-}
-
-/// `[kafka]` as written; keys and defaults in the table on [`RawConfig`].
-#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
-#[serde(default, deny_unknown_fields)]
-pub struct RawKafka {
-    /// `kafka.brokers`.
-    pub brokers: String,
-    /// `kafka.group_id`.
-    pub group_id: String,
-    /// `kafka.extra`.
-    pub extra: BTreeMap<String, String>,
-    /// `kafka.extra_env`.
-    pub extra_env: BTreeMap<String, String>,
-}
-
-impl Default for RawKafka {
-    fn default() -> Self {
-        Self {
-            brokers: "127.0.0.1:9092".into(),
-            group_id: "candor-dashboards".into(),
-            extra: BTreeMap::new(),
-            extra_env: BTreeMap::new(),
         }
     }
 }
@@ -298,7 +287,7 @@ pub struct Config {
     /// Time between two reads of the tables' logs.
     pub table_poll: Duration,
     /// `[kafka]`.
-    pub kafka: KafkaConfig,
+    pub kafka: ReaderConfig,
     /// `dedupe.window`.
     pub dedupe_window: Duration,
     /// `[panels]`.
@@ -311,25 +300,6 @@ pub struct Config {
     pub reconcile: Schedule,
     /// `[web]`: TLS and who may read.
     pub web: WebSettings,
-}
-
-/// Validated `[kafka]`.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct KafkaConfig {
-    /// Bootstrap brokers; never empty.
-    pub brokers: Vec<BrokerAddr>,
-    /// The consumer group; not blank.
-    pub group_id: String,
-    /// `kafka.extra` and `kafka.extra_env`, checked for a reader; [`ExtraSettings::resolve`]
-    /// reads the variables.
-    pub extra: ExtraSettings,
-}
-
-impl KafkaConfig {
-    /// The brokers as librdkafka's `bootstrap.servers`.
-    pub fn bootstrap_servers(&self) -> String {
-        bootstrap_servers(&self.brokers)
-    }
 }
 
 /// Validated `[panels]`.
@@ -422,7 +392,7 @@ impl RawConfig {
             external_url,
             otlp_endpoint: self.otlp_endpoint,
             table_poll: parse_duration("table_poll", &self.table_poll)?,
-            kafka: self.kafka.validate()?,
+            kafka: self.kafka.reader(&KAFKA_DEFAULTS)?,
             dedupe_window,
             panels: self.panels.validate()?,
             staleness: StalenessConfig {
@@ -445,17 +415,6 @@ fn kafka_extra(
 ) -> Result<ExtraSettings, ConfigError> {
     let role = Role::Reader { owned: KAFKA_OWNED };
     Ok(ExtraSettings::validate(role, extra, extra_env)?)
-}
-
-impl RawKafka {
-    fn validate(self) -> Result<KafkaConfig, ConfigError> {
-        not_blank("kafka.group_id", &self.group_id)?;
-        Ok(KafkaConfig {
-            brokers: parse_brokers("kafka.brokers", &self.brokers)?,
-            group_id: self.group_id,
-            extra: kafka_extra(self.extra, self.extra_env)?,
-        })
-    }
 }
 
 impl RawPanels {
@@ -716,6 +675,28 @@ mod tests {
         assert!(brokers.contains("bootstrap.servers"), "{brokers}");
         let commits = refusal("[kafka.extra]\n\"enable.auto.commit\" = \"true\"\n");
         assert!(commits.contains("set by the reader"), "{commits}");
+    }
+
+    #[test]
+    fn the_other_services_kafka_keys_are_refused_with_why() {
+        assert_eq!(
+            refusal("[kafka]\npartitions = 3\n"),
+            "invalid kafka.partitions = \"3\": candor-dashboards does not create topics"
+        );
+        assert_eq!(
+            refusal("[kafka]\ndelivery_timeout = \"5s\"\n"),
+            "invalid kafka.delivery_timeout = \"5s\": candor-dashboards does not produce records"
+        );
+        let session = refusal("[kafka]\nsession_timeout = \"6s\"\n");
+        assert!(
+            session.starts_with("invalid kafka.session_timeout = \"6s\": candor-dashboards never"),
+            "{session}"
+        );
+        let unknown = refusal("[kafka]\ngroup = \"g\"\n");
+        assert!(
+            unknown.contains("at line 2: unknown field `group`"),
+            "{unknown}"
+        );
     }
 
     #[test]

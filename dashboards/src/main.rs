@@ -235,8 +235,8 @@ fn override_keys(raw: &mut RawConfig, args: &ServeArgs) {
         }
     }
     set(&mut raw.listen, &args.listen);
-    set(&mut raw.kafka.brokers, &args.kafka);
-    set(&mut raw.kafka.group_id, &args.group);
+    set_optional(&mut raw.kafka.brokers, &args.kafka);
+    set_optional(&mut raw.kafka.group_id, &args.group);
     set(&mut raw.tables, &args.tables);
     set(&mut raw.state_dir, &args.state_dir);
     set_optional(&mut raw.rules, &args.rules);

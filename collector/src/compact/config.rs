@@ -11,15 +11,13 @@
 //! assert_eq!(config.files.max_age.as_secs(), 60);
 //! ```
 
-use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::num::NonZeroUsize;
 use std::time::Duration;
 
-use candor_kafka::{ExtraSettings, Role};
+use candor_kafka::{GroupConsumerConfig, GroupConsumerDefaults, KafkaSection};
 use candor_service::config::{
-    BrokerAddr, ConfigError, bootstrap_servers, invalid, nonzero_usize, parse_brokers,
-    parse_duration, parse_toml, socket_addr,
+    ConfigError, invalid, nonzero_usize, parse_duration, parse_toml, socket_addr,
 };
 use serde::Deserialize;
 
@@ -40,7 +38,7 @@ pub const VACUUM_RETENTION_FLOOR: Duration = Duration::from_secs(3600);
 /// | `kafka.brokers` | `"127.0.0.1:9092"` | bootstrap brokers, comma separated `host:port` |
 /// | `kafka.group_id` | `"candor-compactor"` | the consumer group; instances sharing it share the partitions |
 /// | `kafka.session_timeout` | `"6s"` | librdkafka `session.timeout.ms`: how soon a dead instance's partitions move; a member alone with no partition for three times this joins again |
-/// | `kafka.extra`, `kafka.extra_env` | empty | more librdkafka settings, as for the ingest role; refused there: the consumer settings the compactor sets itself ([`Role::Consumer`]) |
+/// | `kafka.extra`, `kafka.extra_env` | empty | more librdkafka settings, as for the ingest role; refused there: the consumer settings the compactor sets itself ([`candor_kafka::Role::Consumer`]) |
 /// | `files.target_bytes` | `134217728` (128 MiB) | write a file once the buffered rows would make about this much Parquet |
 /// | `files.max_age` | `"60s"` | write at the latest this long after the oldest buffered record arrived |
 /// | `files.max_rows` | `1048576` | write at the latest when this many rows are buffered: the memory bound (about 1 KiB per buffered row) |
@@ -54,6 +52,11 @@ pub const VACUUM_RETENTION_FLOOR: Duration = Duration::from_secs(3600);
 /// | `maintenance.vacuum_retention` | `"168h"` | vacuum deletes files unreferenced for longer; at least 1h |
 /// | `maintenance.retention_days` | `0` | drop date partitions older than this many days; 0 keeps everything |
 /// | `metrics.addr` | `"127.0.0.1:8889"` | self-metrics listen address |
+///
+/// `[kafka]` is the section every service shares ([`KafkaSection`]), validated for the group
+/// consumer with the defaults above ([`KAFKA_DEFAULTS`]): the collector's keys are refused,
+/// saying why (`kafka.partitions`: the compactor does not create topics;
+/// `kafka.compression`: the compactor does not produce records).
 #[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct RawCompactConfig {
@@ -61,8 +64,8 @@ pub struct RawCompactConfig {
     pub table_root: Option<String>,
     /// See the table above.
     pub compactor_id: Option<String>,
-    /// `[kafka]`.
-    pub kafka: RawKafka,
+    /// `[kafka]`, validated for the group consumer.
+    pub kafka: KafkaSection,
     /// `[files]`.
     pub files: RawFiles,
     /// `[dedupe]`.
@@ -75,33 +78,13 @@ pub struct RawCompactConfig {
     pub metrics: RawMetrics,
 }
 
-/// `[kafka]` as written.
-#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
-#[serde(default, deny_unknown_fields)]
-pub struct RawKafka {
-    /// `kafka.brokers`.
-    pub brokers: String,
-    /// `kafka.group_id`.
-    pub group_id: String,
-    /// `kafka.session_timeout`.
-    pub session_timeout: String,
-    /// `kafka.extra`.
-    pub extra: BTreeMap<String, String>,
-    /// `kafka.extra_env`.
-    pub extra_env: BTreeMap<String, String>,
-}
-
-impl Default for RawKafka {
-    fn default() -> Self {
-        Self {
-            brokers: "127.0.0.1:9092".into(),
-            group_id: "candor-compactor".into(),
-            session_timeout: "6s".into(),
-            extra: BTreeMap::new(),
-            extra_env: BTreeMap::new(),
-        }
-    }
-}
+/// What each `[kafka]` key left out means: the group consumer's defaults, as in the table on
+/// [`RawCompactConfig`].
+pub const KAFKA_DEFAULTS: GroupConsumerDefaults<'static> = GroupConsumerDefaults {
+    brokers: "127.0.0.1:9092",
+    group_id: "candor-compactor",
+    session_timeout: "6s",
+};
 
 /// `[files]` as written.
 #[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
@@ -199,7 +182,7 @@ pub struct CompactConfig {
     /// Set when the file names one.
     pub compactor_id: Option<String>,
     /// `[kafka]`.
-    pub kafka: KafkaConfig,
+    pub kafka: GroupConsumerConfig,
     /// `[files]`.
     pub files: FilesConfig,
     /// `dedupe.window`.
@@ -212,27 +195,6 @@ pub struct CompactConfig {
     pub maintenance: MaintenanceConfig,
     /// `metrics.addr`.
     pub metrics_addr: SocketAddr,
-}
-
-/// Validated `[kafka]`.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct KafkaConfig {
-    /// Never empty.
-    pub brokers: Vec<BrokerAddr>,
-    /// The consumer group.
-    pub group_id: String,
-    /// librdkafka `session.timeout.ms`.
-    pub session_timeout: Duration,
-    /// `kafka.extra` (librdkafka setting → value) and `kafka.extra_env` (setting → environment
-    /// variable name); [`ExtraSettings::resolve`] reads the variables.
-    pub extra: ExtraSettings,
-}
-
-impl KafkaConfig {
-    /// The brokers as librdkafka's `bootstrap.servers`.
-    pub fn bootstrap_servers(&self) -> String {
-        bootstrap_servers(&self.brokers)
-    }
 }
 
 /// Validated `[files]`.
@@ -281,7 +243,7 @@ impl RawCompactConfig {
         {
             return Err(invalid("compactor_id", id, "must not be blank"));
         }
-        let kafka = self.kafka.validate()?;
+        let kafka = self.kafka.group_consumer(&KAFKA_DEFAULTS)?;
         let files = self.files.validate()?;
         let maintenance = self.maintenance.validate()?;
         Ok(CompactConfig {
@@ -297,26 +259,6 @@ impl RawCompactConfig {
             future_after: parse_duration("time.future_after", &self.time.future_after)?,
             maintenance,
             metrics_addr: socket_addr("metrics.addr", &self.metrics.addr)?,
-        })
-    }
-}
-
-impl RawKafka {
-    fn validate(self) -> Result<KafkaConfig, ConfigError> {
-        if self.group_id.trim().is_empty() {
-            return Err(invalid(
-                "kafka.group_id",
-                &self.group_id,
-                "must not be blank",
-            ));
-        }
-        let session_timeout = parse_duration("kafka.session_timeout", &self.session_timeout)?;
-        let extra = ExtraSettings::validate(Role::Consumer, self.extra, self.extra_env)?;
-        Ok(KafkaConfig {
-            brokers: parse_brokers("kafka.brokers", &self.brokers)?,
-            group_id: self.group_id,
-            session_timeout,
-            extra,
         })
     }
 }
@@ -436,5 +378,26 @@ mod tests {
         assert!(refusal("[files]\nmax_age = \"soon\"\n").contains("files.max_age"));
         assert!(refusal("tabel_root = \"x\"\n").contains("tabel_root"));
         assert!(refusal("[maintenance]\nretention_days = -1\n").contains("retention_days"));
+    }
+
+    #[test]
+    fn the_collectors_kafka_keys_are_refused_with_why() {
+        assert_eq!(
+            refusal("[kafka]\npartitions = 3\n"),
+            "invalid kafka.partitions = \"3\": the compactor does not create topics"
+        );
+        assert_eq!(
+            refusal("[kafka]\ncompression = \"zstd\"\n"),
+            "invalid kafka.compression = \"zstd\": the compactor does not produce records"
+        );
+        let unknown = refusal("[kafka]\ngroup = \"g\"\n");
+        assert!(
+            unknown.contains("at line 2: unknown field `group`"),
+            "{unknown}"
+        );
+        assert_eq!(
+            refusal("[kafka]\ngroup_id = \" \"\n"),
+            "invalid kafka.group_id = \" \": must not be blank"
+        );
     }
 }

@@ -1,7 +1,8 @@
 //! Configuration of the ingest role: TOML → [`RawConfig`] (serde) → [`RawConfig::validate`] (pure,
 //! no I/O) → [`Config`] with real types. Reading the file, the environment and binding sockets are
-//! left to the caller. The error type and the value rules (durations, addresses, counts, brokers)
-//! are those every service shares ([`candor_service::config`]).
+//! left to the caller. The error type and the value rules (durations, addresses, counts) are
+//! those every service shares ([`candor_service::config`]); `[kafka]` is the section every
+//! service shares, validated for the producer ([`candor_kafka::KafkaSection::producer`]).
 //!
 //! ```
 //! use candor_collector::ingest::config::Config;
@@ -9,17 +10,14 @@
 //! assert_eq!(config.kafka_bootstrap_servers(), "k1:9092,k2:9092");
 //! ```
 
-use std::collections::BTreeMap;
 use std::net::SocketAddr;
-use std::num::{NonZeroU32, NonZeroUsize};
+use std::num::NonZeroUsize;
 use std::path::PathBuf;
 use std::time::Duration;
 
-use candor_kafka::{ExtraSettings, Role};
+use candor_kafka::{KafkaSection, ProducerConfig, ProducerDefaults};
 use candor_records::proto::OutcomeSource;
-use candor_service::config::{
-    bootstrap_servers, invalid, nonzero_usize, parse_brokers, parse_toml, socket_addr,
-};
+use candor_service::config::{invalid, nonzero_usize, parse_toml, socket_addr};
 use serde::Deserialize;
 
 pub use crate::ingest::extract::derived::DerivedConfig;
@@ -86,7 +84,13 @@ pub use candor_service::config::{BrokerAddr, ConfigError, parse_duration};
 /// [`validate`](Self::validate) refuses librdkafka password and secret settings in `kafka.extra`,
 /// and refuses there the settings the collector's delivery guarantee depends on
 /// (`enable.idempotence`, `acks`, `request.required.acks`) or that a typed key above already sets
-/// (the rules of [`Role::Producer`], shared with the other services in [`candor_kafka`]).
+/// (the rules of [`candor_kafka::Role::Producer`], shared with the other services in
+/// [`candor_kafka`]).
+///
+/// `[kafka]` is the section every service shares ([`KafkaSection`]), validated for the producer
+/// with the defaults above ([`KAFKA_DEFAULTS`]): a key only another service takes is refused,
+/// saying why (`kafka.group_id`, `kafka.session_timeout`: the collector does not join a consumer
+/// group).
 #[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct RawConfig {
@@ -96,8 +100,8 @@ pub struct RawConfig {
     pub otlp: RawOtlp,
     /// The `[limits]` section.
     pub limits: RawLimits,
-    /// The `[kafka]` section.
-    pub kafka: RawKafka,
+    /// The `[kafka]` section, validated for the producer.
+    pub kafka: KafkaSection,
     /// The `[heartbeat]` section.
     pub heartbeat: RawHeartbeat,
     /// The `[metrics]` section.
@@ -171,48 +175,17 @@ impl Default for RawLimits {
     }
 }
 
-/// `[kafka]` as written; keys and defaults in the table on [`RawConfig`].
-#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
-#[serde(default, deny_unknown_fields)]
-pub struct RawKafka {
-    /// `kafka.brokers`.
-    pub brokers: String,
-    /// `kafka.create_topics`.
-    pub create_topics: bool,
-    /// `kafka.partitions`.
-    pub partitions: i64,
-    /// `kafka.replication_factor`.
-    pub replication_factor: i64,
-    /// `kafka.delivery_timeout`.
-    pub delivery_timeout: String,
-    /// `kafka.queue_max_messages`.
-    pub queue_max_messages: i64,
-    /// `kafka.compression`.
-    pub compression: String,
-    /// `kafka.compression_level`.
-    pub compression_level: Option<i64>,
-    /// `kafka.extra`.
-    pub extra: BTreeMap<String, String>,
-    /// `kafka.extra_env`.
-    pub extra_env: BTreeMap<String, String>,
-}
-
-impl Default for RawKafka {
-    fn default() -> Self {
-        Self {
-            brokers: "127.0.0.1:9092".into(),
-            create_topics: true,
-            partitions: 3,
-            replication_factor: 1,
-            delivery_timeout: "5s".into(),
-            queue_max_messages: 100_000,
-            compression: "zstd".into(),
-            compression_level: None,
-            extra: BTreeMap::new(),
-            extra_env: BTreeMap::new(),
-        }
-    }
-}
+/// What each `[kafka]` key left out means: the producer's defaults, as in the table on
+/// [`RawConfig`].
+pub const KAFKA_DEFAULTS: ProducerDefaults<'static> = ProducerDefaults {
+    brokers: "127.0.0.1:9092",
+    create_topics: true,
+    partitions: 3,
+    replication_factor: 1,
+    delivery_timeout: "5s",
+    queue_max_messages: 100_000,
+    compression: "zstd",
+};
 
 /// `[heartbeat]` as written; keys and defaults in the table on [`RawConfig`].
 #[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
@@ -260,7 +233,7 @@ pub struct Config {
     /// `[limits]`.
     pub limits: LimitsConfig,
     /// `[kafka]`.
-    pub kafka: KafkaConfig,
+    pub kafka: ProducerConfig,
     /// `[heartbeat]`.
     pub heartbeat: HeartbeatConfig,
     /// `[metrics]`.
@@ -308,31 +281,6 @@ pub struct LimitsConfig {
     pub max_events_per_request: NonZeroUsize,
     /// Most bytes of a rejected event copied into the rejected topic.
     pub max_rejected_copy_bytes: NonZeroUsize,
-}
-
-/// Validated `[kafka]`. Counts are at most `i32::MAX`, as librdkafka and the admin API take them.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct KafkaConfig {
-    /// Bootstrap brokers; never empty.
-    pub brokers: Vec<BrokerAddr>,
-    /// Create missing topics at start-up.
-    pub create_topics: bool,
-    /// Partitions of a topic the collector creates.
-    pub partitions: NonZeroU32,
-    /// Replication factor of a topic the collector creates.
-    pub replication_factor: NonZeroU32,
-    /// librdkafka `delivery.timeout.ms`; whole milliseconds, at most `i32::MAX` of them.
-    pub delivery_timeout: Duration,
-    /// librdkafka `queue.buffering.max.messages`.
-    pub queue_max_messages: NonZeroU32,
-    /// librdkafka `compression.type`.
-    pub compression: Compression,
-    /// librdkafka `compression.level`; `None` leaves the codec's default.
-    pub compression_level: Option<i32>,
-    /// `kafka.extra` (librdkafka setting → value; no reserved or secret setting) and
-    /// `kafka.extra_env` (setting → name of the environment variable holding its value);
-    /// [`ExtraSettings::resolve`] reads the variables.
-    pub extra: ExtraSettings,
 }
 
 /// `[spool]` as written; keys and defaults in the table on [`RawConfig`].
@@ -520,7 +468,7 @@ impl RawConfig {
             return Err(invalid("limits.max_value_bytes", value, reason));
         }
         let interval = parse_duration("heartbeat.interval", &self.heartbeat.interval)?;
-        let kafka = self.kafka.validate()?;
+        let kafka = self.kafka.producer(&KAFKA_DEFAULTS)?;
         // One request's records (events or points, plus rejections) must always fit the
         // producer's queue; otherwise it would be answered "retry" forever.
         let queue = usize::try_from(kafka.queue_max_messages.get()).unwrap_or(usize::MAX);
@@ -597,47 +545,6 @@ impl RawLimits {
     }
 }
 
-const COMPRESSIONS: &str = "expected none, snappy, lz4 or zstd";
-
-impl RawKafka {
-    fn validate(self) -> Result<KafkaConfig, ConfigError> {
-        let delivery_timeout = parse_duration("kafka.delivery_timeout", &self.delivery_timeout)?;
-        if delivery_timeout.as_millis() > u128::from(i32::MAX.unsigned_abs()) {
-            let reason = format!("must be at most {}ms", i32::MAX);
-            return Err(invalid(
-                "kafka.delivery_timeout",
-                self.delivery_timeout,
-                reason,
-            ));
-        }
-        let compression = match self.compression.as_str() {
-            "none" => Compression::None,
-            "gzip" => {
-                let reason = "this build's librdkafka has no zlib (rdkafka without `libz`), so \
-                              the producer would refuse it at start: use zstd, lz4 or snappy";
-                return Err(invalid("kafka.compression", "gzip", reason));
-            }
-            "snappy" => Compression::Snappy,
-            "lz4" => Compression::Lz4,
-            "zstd" => Compression::Zstd,
-            other => return Err(invalid("kafka.compression", other, COMPRESSIONS)),
-        };
-        let compression_level = compression_level(compression, self.compression_level)?;
-        let extra = ExtraSettings::validate(Role::Producer, self.extra, self.extra_env)?;
-        Ok(KafkaConfig {
-            brokers: parse_brokers("kafka.brokers", &self.brokers)?,
-            create_topics: self.create_topics,
-            partitions: nonzero_i32("kafka.partitions", self.partitions)?,
-            replication_factor: nonzero_i32("kafka.replication_factor", self.replication_factor)?,
-            delivery_timeout,
-            queue_max_messages: nonzero_i32("kafka.queue_max_messages", self.queue_max_messages)?,
-            compression,
-            compression_level,
-            extra,
-        })
-    }
-}
-
 impl Config {
     /// Parses and validates TOML text.
     pub fn from_toml_str(text: &str) -> Result<Self, ConfigError> {
@@ -646,58 +553,14 @@ impl Config {
 
     /// The brokers as librdkafka's `bootstrap.servers`: `host:port` joined with commas.
     pub fn kafka_bootstrap_servers(&self) -> String {
-        bootstrap_servers(&self.kafka.brokers)
-    }
-}
-
-/// A count librdkafka or the Kafka admin API takes as a positive `i32`.
-fn nonzero_i32(key: &str, value: i64) -> Result<NonZeroU32, ConfigError> {
-    i32::try_from(value)
-        .ok()
-        .and_then(|v| u32::try_from(v).ok())
-        .and_then(NonZeroU32::new)
-        .ok_or_else(|| invalid(key, value, format!("must be between 1 and {}", i32::MAX)))
-}
-
-/// The compression level for `codec`: as written when it is in the codec's range, 1 for zstd
-/// when unset (its own default, 3, costs the collector about a fifth more CPU per event), and
-/// the codec's default otherwise.
-fn compression_level(codec: Compression, written: Option<i64>) -> Result<Option<i32>, ConfigError> {
-    let range = match codec {
-        Compression::Zstd => 1..=12,
-        Compression::Lz4 => 0..=12,
-        Compression::None | Compression::Snappy => {
-            return match written {
-                None => Ok(None),
-                Some(level) => Err(invalid(
-                    "kafka.compression_level",
-                    level,
-                    format!("{} has no levels: leave it unset", codec.as_str()),
-                )),
-            };
-        }
-    };
-    match written {
-        None if codec == Compression::Zstd => Ok(Some(1)),
-        None => Ok(None),
-        Some(level) => match i32::try_from(level) {
-            Ok(level) if range.contains(&level) => Ok(Some(level)),
-            _ => Err(invalid(
-                "kafka.compression_level",
-                level,
-                format!(
-                    "must be {}..={} for {}",
-                    range.start(),
-                    range.end(),
-                    codec.as_str()
-                ),
-            )),
-        },
+        self.kafka.bootstrap_servers()
     }
 }
 
 #[cfg(test)]
 mod tests {
+    use std::num::NonZeroU32;
+
     use super::*;
 
     fn addr(text: &str) -> SocketAddr {
@@ -904,6 +767,24 @@ mod tests {
             assert!(err.starts_with("invalid kafka.brokers = "), "{err}");
         }
         assert!(refusal("[kafka]\nbrokers = \"a\"\n").contains("kafka.brokers = \"a\""));
+    }
+
+    #[test]
+    fn the_keys_of_a_consumer_group_are_refused_with_why() {
+        for (key, value) in [("group_id", "g"), ("session_timeout", "6s")] {
+            let err = refusal(&format!("[kafka]\n{key} = {value:?}\n"));
+            assert_eq!(
+                err,
+                format!(
+                    "invalid kafka.{key} = {value:?}: the collector does not join a consumer group"
+                )
+            );
+        }
+        let unknown = refusal("[kafka]\ngroup = \"g\"\n");
+        assert!(
+            unknown.contains("at line 2: unknown field `group`"),
+            "{unknown}"
+        );
     }
 
     #[test]

@@ -100,13 +100,13 @@ fn validate(args: &CompactArgs) -> anyhow::Result<CompactConfig> {
             raw.table_root = Some(root.clone());
         }
         if let Some(brokers) = &args.kafka_brokers {
-            raw.kafka.brokers = brokers.clone();
+            raw.kafka.brokers = Some(brokers.clone());
         }
         if let Some(addr) = &args.metrics_addr {
             raw.metrics.addr = addr.clone();
         }
         if let Some(group) = &args.group_id {
-            raw.kafka.group_id = group.clone();
+            raw.kafka.group_id = Some(group.clone());
         }
         if let Some(age) = &args.max_age {
             raw.files.max_age = age.clone();

@@ -106,7 +106,7 @@ fn validate(args: &IngestArgs) -> anyhow::Result<Config> {
         raw.metrics.addr = addr.clone();
     }
     if let Some(brokers) = &args.kafka_brokers {
-        raw.kafka.brokers = brokers.clone();
+        raw.kafka.brokers = Some(brokers.clone());
     }
     if let Some(interval) = &args.heartbeat_interval {
         raw.heartbeat.interval = interval.clone();

@@ -16,6 +16,11 @@
 //!   producer), [`GroupConsumerSettings`] (the compactor's consumer) and [`Reader`] (`candor`'s
 //!   tail, the dashboards' stream, `candor-collector read`). What a builder sets after the
 //!   extra settings is what its [`Role`] refuses in them.
+//! - [`KafkaSection`] is the one `[kafka]` section of the configuration files (brokers, the
+//!   producer's and the group's keys, the two tables), validated per role with the role's
+//!   defaults ([`KafkaSection::producer`], [`KafkaSection::group_consumer`],
+//!   [`KafkaSection::reader`]); a key of another role is refused, saying why. The brokers are
+//!   read by [`parse_brokers`].
 //!
 //! **Secrets are never in a file.** A configuration file is committed, baked into images, copied
 //! into ConfigMaps and printed when debugging; it names the environment variables that hold
@@ -49,9 +54,16 @@ use std::fmt;
 
 use rdkafka::config::ClientConfig;
 
+mod brokers;
 mod clients;
+mod section;
 
+pub use brokers::{BrokerAddr, bootstrap_servers, parse_brokers};
 pub use clients::{Compression, GroupConsumerSettings, OffsetReset, ProducerSettings, Reader};
+pub use section::{
+    GroupConsumerConfig, GroupConsumerDefaults, InvalidValue, KafkaSection, ProducerConfig,
+    ProducerDefaults, ReaderConfig, ReaderDefaults, SectionError,
+};
 
 /// Shown in place of a value that may be a secret.
 const NOT_SHOWN: &str = "(not shown)";

@@ -315,3 +315,292 @@ fn the_producer_keeps_its_guarantee_whatever_the_file_says() {
     assert_eq!(config.get("message.timeout.ms"), Some("1500"));
     assert_eq!(config.get("queue.buffering.max.messages"), Some("7"));
 }
+
+const PRODUCER: ProducerDefaults<'static> = ProducerDefaults {
+    brokers: "127.0.0.1:9092",
+    create_topics: true,
+    partitions: 3,
+    replication_factor: 1,
+    delivery_timeout: "5s",
+    queue_max_messages: 100_000,
+    compression: "zstd",
+};
+
+const GROUP_CONSUMER: GroupConsumerDefaults<'static> = GroupConsumerDefaults {
+    brokers: "127.0.0.1:9092",
+    group_id: "candor-compactor",
+    session_timeout: "6s",
+};
+
+const READER: ReaderDefaults<'static> = ReaderDefaults {
+    program: "candor-dashboards",
+    brokers: "127.0.0.1:9092",
+    group_id: "candor-dashboards",
+    owned: &[("group.id", "set by kafka.group_id (--group)")],
+};
+
+/// `[kafka]` as a configuration file writes it.
+fn section(text: &str) -> KafkaSection {
+    toml::from_str(text).unwrap()
+}
+
+#[test]
+fn each_role_takes_its_defaults_from_the_role() {
+    let producer = KafkaSection::default().producer(&PRODUCER).unwrap();
+    assert_eq!(producer.bootstrap_servers(), "127.0.0.1:9092");
+    assert!(producer.create_topics);
+    assert_eq!(
+        [
+            producer.partitions.get(),
+            producer.replication_factor.get(),
+            producer.queue_max_messages.get()
+        ],
+        [3, 1, 100_000]
+    );
+    assert_eq!(producer.delivery_timeout, std::time::Duration::from_secs(5));
+    assert_eq!(producer.compression, Compression::Zstd);
+    assert_eq!(producer.compression_level, Some(1), "zstd's level left out");
+    assert!(producer.extra.is_empty());
+
+    let consumer = KafkaSection::default()
+        .group_consumer(&GROUP_CONSUMER)
+        .unwrap();
+    assert_eq!(consumer.bootstrap_servers(), "127.0.0.1:9092");
+    assert_eq!(consumer.group_id, "candor-compactor");
+    assert_eq!(consumer.session_timeout, std::time::Duration::from_secs(6));
+    assert!(consumer.extra.is_empty());
+
+    let reader = KafkaSection::default().reader(&READER).unwrap();
+    assert_eq!(reader.bootstrap_servers(), "127.0.0.1:9092");
+    assert_eq!(reader.group_id, "candor-dashboards");
+    assert!(reader.extra.is_empty());
+
+    // Another program's defaults are its own: nothing comes from the section.
+    let other = GroupConsumerDefaults {
+        brokers: "k:1",
+        group_id: "g",
+        session_timeout: "10s",
+    };
+    let consumer = KafkaSection::default().group_consumer(&other).unwrap();
+    assert_eq!(
+        (
+            consumer.bootstrap_servers().as_str(),
+            consumer.group_id.as_str()
+        ),
+        ("k:1", "g")
+    );
+}
+
+#[test]
+fn a_written_key_wins_over_the_default() {
+    let producer = section(
+        "brokers = \"a:1, [::1]:2\"\ncreate_topics = false\npartitions = 6\n\
+         delivery_timeout = \"1s\"\ncompression = \"lz4\"\n",
+    )
+    .producer(&PRODUCER)
+    .unwrap();
+    assert_eq!(producer.bootstrap_servers(), "a:1,[::1]:2");
+    assert!(!producer.create_topics);
+    assert_eq!(producer.partitions.get(), 6);
+    assert_eq!(producer.delivery_timeout, std::time::Duration::from_secs(1));
+    assert_eq!(
+        (producer.compression, producer.compression_level),
+        (Compression::Lz4, None)
+    );
+    let reader = section("group_id = \"mine\"\n").reader(&READER).unwrap();
+    assert_eq!(reader.group_id, "mine");
+}
+
+#[test]
+fn a_key_of_another_role_is_refused_with_why() {
+    fn refused(text: &str, validate: &dyn Fn(KafkaSection) -> Result<(), SectionError>) -> String {
+        validate(section(text)).unwrap_err().to_string()
+    }
+    let producer = |s: KafkaSection| s.producer(&PRODUCER).map(|_| ());
+    let consumer = |s: KafkaSection| s.group_consumer(&GROUP_CONSUMER).map(|_| ());
+    let reader = |s: KafkaSection| s.reader(&READER).map(|_| ());
+
+    assert_eq!(
+        refused("group_id = \"g\"\n", &producer),
+        "invalid kafka.group_id = \"g\": the collector does not join a consumer group"
+    );
+    assert_eq!(
+        refused("session_timeout = \"6s\"\n", &producer),
+        "invalid kafka.session_timeout = \"6s\": the collector does not join a consumer group"
+    );
+    assert_eq!(
+        refused("partitions = 3\n", &consumer),
+        "invalid kafka.partitions = \"3\": the compactor does not create topics"
+    );
+    assert_eq!(
+        refused("create_topics = false\n", &consumer),
+        "invalid kafka.create_topics = \"false\": the compactor does not create topics"
+    );
+    assert_eq!(
+        refused("compression_level = 3\n", &consumer),
+        "invalid kafka.compression_level = \"3\": the compactor does not produce records"
+    );
+    assert_eq!(
+        refused("replication_factor = 3\n", &reader),
+        "invalid kafka.replication_factor = \"3\": candor-dashboards does not create topics"
+    );
+    assert_eq!(
+        refused("queue_max_messages = 10\n", &reader),
+        "invalid kafka.queue_max_messages = \"10\": candor-dashboards does not produce records"
+    );
+    assert_eq!(
+        refused("session_timeout = \"6s\"\n", &reader),
+        "invalid kafka.session_timeout = \"6s\": candor-dashboards never joins its consumer \
+         group: it assigns partitions itself"
+    );
+    // Refused even when its value would be wrong anyway: the key is the mistake.
+    assert!(refused("partitions = 0\n", &consumer).ends_with("does not create topics"));
+    // Every role takes the brokers and the two tables.
+    let roles: [&dyn Fn(KafkaSection) -> Result<(), SectionError>; 3] =
+        [&producer, &consumer, &reader];
+    for validate in roles {
+        let text = "brokers = \"k:9093\"\n[extra]\n\"client.rack\" = \"a\"\n\
+                    [extra_env]\n\"sasl.password\" = \"PASSWORD_VAR\"\n";
+        assert_eq!(validate(section(text)), Ok(()));
+    }
+}
+
+#[test]
+fn a_key_no_role_takes_is_refused_when_parsed() {
+    for unknown in ["group = \"g\"\n", "acks = \"all\"\n", "[extras]\n"] {
+        let err = toml::from_str::<KafkaSection>(unknown).unwrap_err();
+        assert!(
+            err.message().starts_with("unknown field"),
+            "{unknown}: {err}"
+        );
+    }
+}
+
+#[test]
+fn the_extra_settings_keep_each_roles_rules() {
+    let acks = section("[extra]\nacks = \"1\"\n")
+        .producer(&PRODUCER)
+        .unwrap_err();
+    assert!(matches!(
+        acks,
+        SectionError::Settings(SettingsError::Reserved { .. })
+    ));
+    assert_eq!(
+        acks.to_string(),
+        "invalid kafka.extra.\"acks\" = \"1\": cannot be overridden: clients get an answer only \
+         after an idempotent, acks=all delivery"
+    );
+    let commit = section("[extra_env]\n\"enable.auto.commit\" = \"COMMIT\"\n")
+        .group_consumer(&GROUP_CONSUMER)
+        .unwrap_err();
+    assert!(
+        commit.to_string().contains("offsets live in the table"),
+        "{commit}"
+    );
+    let group = section("[extra]\n\"group.id\" = \"g\"\n")
+        .reader(&READER)
+        .unwrap_err();
+    assert!(
+        group
+            .to_string()
+            .ends_with(": set by kafka.group_id (--group)"),
+        "{group}"
+    );
+    let fetch = section("[extra]\n\"fetch.wait.max.ms\" = \"1\"\n")
+        .reader(&READER)
+        .unwrap_err();
+    assert!(fetch.to_string().contains("set by the reader"), "{fetch}");
+    let secret = section("[extra]\n\"sasl.password\" = \"hunter2\"\n")
+        .group_consumer(&GROUP_CONSUMER)
+        .unwrap_err()
+        .to_string();
+    assert!(
+        secret.contains("(not shown)") && !secret.contains("hunter2"),
+        "{secret}"
+    );
+}
+
+#[test]
+fn values_are_refused_naming_the_key_and_the_value() {
+    let producer = |text: &str| section(text).producer(&PRODUCER).unwrap_err().to_string();
+    for (text, want) in [
+        (
+            "brokers = \"a\"\n",
+            "invalid kafka.brokers = \"a\": expected host:port",
+        ),
+        (
+            "partitions = 0\n",
+            "invalid kafka.partitions = \"0\": must be between 1 and 2147483647",
+        ),
+        (
+            "compression = \"brotli\"\n",
+            "invalid kafka.compression = \"brotli\": expected none, snappy, lz4 or zstd",
+        ),
+        (
+            "compression = \"snappy\"\ncompression_level = 1\n",
+            "invalid kafka.compression_level = \"1\": snappy has no levels: leave it unset",
+        ),
+        (
+            "compression_level = 13\n",
+            "invalid kafka.compression_level = \"13\": must be 1..=12 for zstd",
+        ),
+        (
+            "delivery_timeout = \"30d\"\n",
+            "invalid kafka.delivery_timeout = \"30d\": must be at most 2147483647ms",
+        ),
+    ] {
+        assert_eq!(producer(text), want, "{text}");
+    }
+    assert!(producer("compression = \"gzip\"\n").contains("zlib"));
+    assert!(
+        producer("delivery_timeout = \"0s\"\n")
+            .starts_with("invalid kafka.delivery_timeout = \"0s\": ")
+    );
+    let blank = section("group_id = \" \"\n")
+        .group_consumer(&GROUP_CONSUMER)
+        .unwrap_err();
+    assert_eq!(
+        blank,
+        SectionError::Invalid(InvalidValue::new(
+            "kafka.group_id",
+            " ",
+            "must not be blank"
+        ))
+    );
+    let blank = section("group_id = \"\"\n").reader(&READER).unwrap_err();
+    assert_eq!(
+        blank.to_string(),
+        "invalid kafka.group_id = \"\": must not be blank"
+    );
+    let session = section("session_timeout = \"6\"\n")
+        .group_consumer(&GROUP_CONSUMER)
+        .unwrap_err()
+        .to_string();
+    assert!(
+        session.starts_with("invalid kafka.session_timeout = \"6\": "),
+        "{session}"
+    );
+}
+
+#[test]
+fn brokers_are_host_and_port_pairs() {
+    let brokers = parse_brokers("kafka.brokers", "a:1, [::1]:2").unwrap();
+    assert_eq!(
+        brokers[1],
+        BrokerAddr {
+            host: "[::1]".into(),
+            port: 2
+        }
+    );
+    assert_eq!(bootstrap_servers(&brokers), "a:1,[::1]:2");
+    for bad in [
+        "a", "", " ", "a:1,", "a:0", "a:65536", "::1:2", "a b:1", ":1",
+    ] {
+        let err = parse_brokers("kafka.brokers", bad).unwrap_err();
+        assert_eq!(err.key, "kafka.brokers", "{bad}");
+        assert!(
+            err.to_string().starts_with("invalid kafka.brokers = "),
+            "{err}"
+        );
+    }
+}

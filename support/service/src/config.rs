@@ -12,6 +12,8 @@
 //!   [`parse_brokers`], …): a value that is read but not acceptable is a
 //!   [`ConfigError::Invalid`] naming the key's dotted path and the value as written. Nothing is
 //!   ever clamped.
+//! - The `[kafka]` section is candor-kafka's ([`candor_kafka::KafkaSection`], validated per
+//!   client role); its refusals convert into a [`ConfigError`] with the same words.
 //! - [`load`], [`load_or_default`]: the file read and parsed, an error naming the file.
 //!
 //! ```
@@ -34,13 +36,16 @@
 //! # Ok::<(), ConfigError>(())
 //! ```
 
-use std::fmt;
 use std::net::SocketAddr;
 use std::num::{NonZeroU32, NonZeroUsize};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use serde::de::DeserializeOwned;
+
+// One Kafka bootstrap broker, and brokers as librdkafka's `bootstrap.servers`: candor-kafka's,
+// which owns the `[kafka]` section.
+pub use candor_kafka::{BrokerAddr, bootstrap_servers};
 
 /// Why a configuration was refused.
 #[derive(Debug, thiserror::Error)]
@@ -69,6 +74,26 @@ pub enum ConfigError {
     /// service ([`candor_kafka`]).
     #[error(transparent)]
     Kafka(#[from] candor_kafka::SettingsError),
+}
+
+/// A value the `[kafka]` section's rules refused is [`ConfigError::Invalid`], with the same key,
+/// value and reason.
+impl From<candor_kafka::InvalidValue> for ConfigError {
+    fn from(err: candor_kafka::InvalidValue) -> Self {
+        let candor_kafka::InvalidValue { key, value, reason } = err;
+        Self::Invalid { key, value, reason }
+    }
+}
+
+/// A `[kafka]` section refused for a role ([`candor_kafka::KafkaSection`]): a value is
+/// [`ConfigError::Invalid`], `kafka.extra` or `kafka.extra_env` is [`ConfigError::Kafka`].
+impl From<candor_kafka::SectionError> for ConfigError {
+    fn from(err: candor_kafka::SectionError) -> Self {
+        match err {
+            candor_kafka::SectionError::Invalid(invalid) => invalid.into(),
+            candor_kafka::SectionError::Settings(settings) => Self::Kafka(settings),
+        }
+    }
 }
 
 fn at_line(line: &Option<usize>) -> String {
@@ -148,57 +173,11 @@ pub fn not_blank(key: &str, value: &str) -> Result<(), ConfigError> {
     Ok(())
 }
 
-/// One Kafka bootstrap broker; displayed as `host:port`.
-#[derive(Debug, Clone, PartialEq, Eq, Hash)]
-pub struct BrokerAddr {
-    /// Host name or IP address (an IPv6 address keeps its brackets).
-    pub host: String,
-    /// TCP port, never 0.
-    pub port: u16,
-}
-
-impl fmt::Display for BrokerAddr {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{}:{}", self.host, self.port)
-    }
-}
-
 /// Bootstrap brokers written as `host:port`, comma separated (spaces around an entry ignored, an
-/// IPv6 host in brackets); at least one. The first bad entry is refused, naming `key`.
+/// IPv6 host in brackets); at least one. The first bad entry is refused, naming `key`
+/// ([`candor_kafka::parse_brokers`], which the `[kafka]` section's validation uses too).
 pub fn parse_brokers(key: &str, value: &str) -> Result<Vec<BrokerAddr>, ConfigError> {
-    if value.trim().is_empty() {
-        return Err(invalid(key, value, "expected at least one host:port"));
-    }
-    value
-        .split(',')
-        .map(|entry| {
-            let entry = entry.trim();
-            let bad = |reason: &str| invalid(key, entry, reason);
-            let Some((host, port)) = entry.rsplit_once(':') else {
-                return Err(bad("expected host:port"));
-            };
-            let bracketed = host.starts_with('[') && host.ends_with(']');
-            if host.is_empty()
-                || host.contains(char::is_whitespace)
-                || (host.contains(':') && !bracketed)
-            {
-                return Err(bad("expected host:port, with an IPv6 host in brackets"));
-            }
-            match port.parse::<u16>() {
-                Ok(port) if port != 0 => Ok(BrokerAddr {
-                    host: host.to_owned(),
-                    port,
-                }),
-                _ => Err(bad("expected a port from 1 to 65535")),
-            }
-        })
-        .collect()
-}
-
-/// Brokers as librdkafka's `bootstrap.servers`: `host:port` joined with commas.
-pub fn bootstrap_servers(brokers: &[BrokerAddr]) -> String {
-    let brokers: Vec<String> = brokers.iter().map(ToString::to_string).collect();
-    brokers.join(",")
+    candor_kafka::parse_brokers(key, value).map_err(ConfigError::from)
 }
 
 /// Why a configuration file was not loaded. The message names the file; its source says what is

@@ -77,10 +77,15 @@ READER_KAFKA_SOURCE = "query/src/kafka_client.rs"
 # The services' config structs (`Raw*`), each read with the shared sections it uses: the
 # `[dedupe]` section (`RawDedupe`) is declared once, for the compactor and the dashboards.
 CONFIG_SOURCES = {
-    "collector": ("collector/src/ingest/config.rs",),
-    "compactor": ("collector/src/compact/config.rs", "schema/records/src/ids.rs"),
+    "collector": ("collector/src/ingest/config.rs", "support/kafka/src/section.rs"),
+    "compactor": (
+        "collector/src/compact/config.rs",
+        "support/kafka/src/section.rs",
+        "schema/records/src/ids.rs",
+    ),
     "dashboards": (
         "dashboards/src/config.rs",
+        "support/kafka/src/section.rs",
         "dashboards/src/access.rs",
         "schema/records/src/ids.rs",
     ),

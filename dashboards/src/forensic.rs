@@ -11,7 +11,7 @@ use candor_query::reader::{ReadOptions, Reader};
 use candor_query::store::TableRoot;
 use candor_query::tail::TailSettings;
 use candor_query::window::{Micros, TimeArg, Window};
-use candor_records::tables::{Table, column};
+use candor_records::tables::Table;
 use candor_schema::OutcomeClass;
 use serde_json::{Map, Value};
 
@@ -133,22 +133,25 @@ pub async fn events(
         (None, None) => return Err("give a time range or a trace id".into()),
     };
     let mut coverage = reader.coverage(window).await;
-    let (mut rows, summary) = match answer {
-        Ok(answer) => (answer.rows, answer.summary),
+    // The events, `None` when they could not be read (an answer without columns).
+    let (mut events, summary) = match answer {
+        Ok(answer) => (Some(answer.rows), answer.summary),
         Err(err) => {
             coverage.failure = Some(err.to_string());
-            (Rows::new(&[]), Vec::new())
+            (None, Vec::new())
         }
     };
-    let summary = match class {
-        Some(class) => {
-            rows.rows.retain(|row| {
-                row.get(column::OUTCOME_CLASS).and_then(Value::as_str) == Some(class.as_str())
-            });
+    let summary = match (class, events.as_mut()) {
+        (Some(class), Some(events)) => {
+            events.retain(|event| event.outcome_class == class.as_str());
             // The summary speaks of the rows shown, not of the classes filtered out.
-            commands::summarize(&rows)
+            commands::summarize(events)
         }
-        None => summary,
+        _ => summary,
+    };
+    let rows = match events {
+        Some(events) => Rows::of(events),
+        None => Rows::new(&[]),
     };
     let report = Report {
         command: if trace.is_some() {

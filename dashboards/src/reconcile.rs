@@ -127,13 +127,13 @@ impl Run {
                 None
             }
         };
-        let found = answer.as_ref().map_or(0, |answer| answer.rows.rows.len());
+        let found = answer.as_ref().map_or(0, |answer| answer.rows.len());
         let class = coverage.class(found);
         let gaps = coverage.gaps();
         let (totals, summary, rows) = match answer {
             // An answer over sources none of which could be read holds no figures, only zeros.
             Some(answer) if class != OutcomeClass::AccessFailure => {
-                (Some(answer.totals), answer.summary, answer.rows)
+                (Some(answer.totals), answer.summary, Rows::of(answer.rows))
             }
             _ => (None, Vec::new(), Rows::new(&[])),
         };
@@ -237,7 +237,9 @@ impl ReconcileState {
 #[cfg(test)]
 pub(crate) mod tests {
     use super::*;
+    use candor_query::commands::ReconcileRow;
     use candor_query::coverage::{Heartbeat, SourceReport};
+    use candor_query::reconcile::SeriesKey;
 
     use crate::model::{MINUTE, SECOND};
 
@@ -269,22 +271,24 @@ pub(crate) mod tests {
     }
 
     pub(crate) fn answer(totals: Totals, rows: usize) -> ReconcileAnswer {
-        let mut found = Rows::new(&candor_query::commands::RECONCILE_COLUMNS);
-        for index in 0..rows {
-            found.push(vec![
-                Value::from("svc"),
-                Value::from("i-1"),
-                Value::from("search"),
-                Value::from(format!("<b>t{index}</b>")),
-                Value::from("access_failure"),
-                Value::from("2023-11-14T22:00:00Z"),
-                Value::from("2023-11-14T22:01:00Z"),
-                Value::from(3),
-                Value::from(2),
-                Value::from(1),
-                Value::from(0),
-            ]);
-        }
+        let found = (0..rows)
+            .map(|index| ReconcileRow {
+                series: SeriesKey {
+                    service: "svc".into(),
+                    instance: "i-1".into(),
+                    tool: "search".into(),
+                    target: format!("<b>t{index}</b>"),
+                    class: OutcomeClass::AccessFailure,
+                },
+                // 2023-11-14T22:00:00Z to 22:01:00Z.
+                window_start: 1_699_999_200 * SECOND,
+                window_end: 1_699_999_260 * SECOND,
+                counted: Some(3),
+                events: 2,
+                missing: 1,
+                extra: 0,
+            })
+            .collect();
         ReconcileAnswer {
             rows: found,
             summary: vec!["1 event missing".into()],

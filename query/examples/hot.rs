@@ -123,19 +123,15 @@ async fn main() -> anyhow::Result<()> {
     })
     .await?;
     time("rates --by target", &args, || async {
-        Ok(commands::rates(&reader, &rates).await?.rows.rows.len())
+        Ok(commands::rates(&reader, &rates).await?.rows.len())
     })
     .await?;
     time("trace", &args, || async {
-        Ok(commands::trace(&reader, &id, None).await?.rows.rows.len())
+        Ok(commands::trace(&reader, &id, None).await?.rows.len())
     })
     .await?;
     time("incident (one target, one hour)", &args, || async {
-        Ok(commands::incident(&reader, hour, &target)
-            .await?
-            .rows
-            .rows
-            .len())
+        Ok(commands::incident(&reader, hour, &target).await?.rows.len())
     })
     .await?;
     // The Parquet footers and page indexes DataFusion keeps between questions: a cache too small

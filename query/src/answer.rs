@@ -1,5 +1,8 @@
 //! An answer: rows, what they covered, and how they are shown.
 //!
+//! The rows are named columns of JSON values ([`Rows`]): a question's typed rows under their
+//! columns ([`Row`], [`Rows::of`]), or what a SQL statement returned ([`Rows::from_batches`]).
+//!
 //! - `table`: aligned columns on stdout; the coverage and the class on stderr. By default
 //!   ([`Layout::Fit`]) the table is laid out for a person at a terminal of 120 columns: a rate
 //!   is a percentage, columns of zeros or of nothing are named on a line instead of shown, times
@@ -32,8 +35,10 @@ use serde_json::{Map, Value};
 
 use crate::coverage::Coverage;
 
+mod columns;
 mod text;
 
+pub use columns::Row;
 pub use text::sanitize;
 use text::{csv, fitted_table, table};
 

@@ -1,5 +1,9 @@
-//! The ready-made questions: `rates`, `spikes`, `incident`, `trace`, `reconcile`, and free
-//! `sql`.
+//! The ready-made questions: `rates`, `spikes`, `incident`, `trace`, `reconcile`,
+//! `operations`, and free `sql`.
+//!
+//! Each ready-made question answers with typed rows ([`RatesRow`], [`SpikeRow`],
+//! [`EventRow`], [`ReconcileRow`], [`OperationRow`]), which [`crate::answer::Rows::of`] turns
+//! into the columns an answer shows; `sql` answers with the columns its statement returned.
 //!
 //! Each builds its query with DataFusion's DataFrame API, so filter values from the command line
 //! are literals, never SQL text. Each filters on the `date` partition column as well as on the
@@ -23,14 +27,16 @@ mod events;
 mod failure_rates;
 mod operations;
 mod reconciliation;
+mod rows;
 
-pub use events::{EventsAnswer, incident, summarize, trace, trace_id};
-pub use failure_rates::{RatesAnswer, RatesQuery, SpikesQuery, rates, spikes};
+pub use events::{EVENT_COLUMNS, EventsAnswer, incident, summarize, trace, trace_id};
+pub use failure_rates::{RatesAnswer, RatesQuery, SpikesAnswer, SpikesQuery, rates, spikes};
 pub use operations::{
     OPERATIONS_COLUMNS, OpenStatus, Operation, OperationEventRow, OperationKey, OperationTotals,
     OperationsAnswer, OperationsQuery, fold, operations, status, totals,
 };
 pub use reconciliation::{RECONCILE_COLUMNS, ReconcileAnswer, ReconcileQuery, reconcile};
+pub use rows::{EventRow, OperationRow, RateBound, RatesRow, ReconcileRow, SpikeRates, SpikeRow};
 
 /// A question that could not be answered as asked.
 #[derive(Debug, thiserror::Error)]
@@ -148,7 +154,8 @@ impl GroupBy {
         }
     }
 
-    fn label(self) -> &'static str {
+    /// The name of the group's column in `rates`' answer.
+    pub(crate) fn label(self) -> &'static str {
         match self {
             Self::Target => "target",
             Self::Tool => "tool",
@@ -269,6 +276,14 @@ impl Texts {
         match self {
             Texts::Plain(array) => array.value(row),
             Texts::Views(array) => array.value(row),
+        }
+    }
+
+    /// A row's text, `None` when it is null.
+    fn get(&self, row: usize) -> Option<&str> {
+        match self {
+            Texts::Plain(array) => (!array.is_null(row)).then(|| array.value(row)),
+            Texts::Views(array) => (!array.is_null(row)).then(|| array.value(row)),
         }
     }
 }

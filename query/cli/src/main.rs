@@ -671,28 +671,29 @@ async fn answer(global: Global, command: Command) -> Result<(Report, Format), Us
     }
     let name = question.name();
     let nothing = question.nothing();
+    // Each typed answer becomes the rows the report shows here, at the edge.
     let answered = match question {
         Question::Sql { statement, .. } => commands::sql(&reader, &statement)
             .await
             .map(|rows| (rows, vec![])),
         Question::Rates(query) => commands::rates(&reader, &query).await.map(|answer| {
             coverage.notes.extend(answer.notes);
-            (answer.rows, vec![])
+            (Rows::headed(answer.by, answer.rows), vec![])
         }),
         Question::Spikes(query) => commands::spikes(&reader, &query).await.map(|answer| {
             coverage.notes.extend(answer.notes);
-            (answer.rows, vec![])
+            (Rows::of(answer.rows), vec![])
         }),
         Question::Incident { window, filters } => commands::incident(&reader, window, &filters)
             .await
-            .map(|answer| (answer.rows, answer.summary)),
+            .map(|answer| (Rows::of(answer.rows), answer.summary)),
         Question::Trace { id, window } => commands::trace(&reader, &id, window)
             .await
-            .map(|answer| (answer.rows, answer.summary)),
+            .map(|answer| (Rows::of(answer.rows), answer.summary)),
         Question::Reconcile(query) => commands::reconcile(&reader, &query).await.map(|answer| {
             coverage.notes.extend(answer.notes);
             coverage.unchecked.extend(answer.unchecked);
-            (answer.rows, answer.summary)
+            (Rows::of(answer.rows), answer.summary)
         }),
         Question::Operations(query) => {
             // The command judges its operations by the silences already in the coverage.
@@ -704,7 +705,7 @@ async fn answer(global: Global, command: Command) -> Result<(Report, Format), Us
                     // known, which is no "No open operations".
                     coverage.failure = Some(failure);
                 }
-                (answer.rows, answer.summary)
+                (Rows::of(answer.rows), answer.summary)
             })
         }
     };

@@ -5,17 +5,22 @@ use std::collections::BTreeMap;
 
 use candor_records::proto::OutcomeSource;
 use candor_records::tables::{Table, column};
+use deltalake::arrow::array::{Array as _, Int64Array, RecordBatch};
+use deltalake::arrow::datatypes::DataType;
+use deltalake::arrow::util::display::{ArrayFormatter, FormatOptions};
 use deltalake::datafusion::prelude::{Expr, col, lit};
-use serde_json::Value;
 
-use crate::answer::Rows;
 use crate::reader::Reader;
 use crate::window::Window;
 
-use super::{CommandError, Filters, added_text_column, in_window, read};
+use super::rows::EventRow;
+use super::{
+    CommandError, Filters, Texts, added_text_column, column_as, column_named, in_window, ints,
+    read, texts,
+};
 
-/// The event columns `incident` and `trace` show, in order.
-const EVENT_COLUMNS: &[&str] = &[
+/// The event columns `incident` and `trace` show, in order: the fields of [`EventRow`].
+pub const EVENT_COLUMNS: &[&str] = &[
     column::EVENT_TIME,
     column::SERVICE_NAME,
     column::SERVICE_INSTANCE_ID,
@@ -47,9 +52,10 @@ const EVENT_COLUMNS: &[&str] = &[
 ];
 
 /// Events in order, with the summaries a person needs during an incident.
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct EventsAnswer {
-    /// The events.
-    pub rows: Rows,
+    /// The events, oldest first.
+    pub rows: Vec<EventRow>,
     /// Retry outcomes and services involved.
     pub summary: Vec<String>,
 }
@@ -81,50 +87,112 @@ async fn events(reader: &Reader, filter: Expr) -> Result<EventsAnswer, CommandEr
         .collect();
     let frame = frame.select(columns).map_err(read)?;
     let batches = frame.collect().await.map_err(read)?;
-    let rows = Rows::from_batches(&batches).map_err(|err| CommandError::Read(err.into()))?;
-    let rows = if rows.columns.is_empty() {
-        Rows::new(EVENT_COLUMNS)
-    } else {
-        rows
-    };
+    let mut rows = Vec::with_capacity(batches.iter().map(RecordBatch::num_rows).sum());
+    for batch in &batches {
+        read_events(batch, &mut rows)?;
+    }
     let summary = summarize(&rows);
     Ok(EventsAnswer { rows, summary })
 }
 
+/// Appends the events of one batch of [`EVENT_COLUMNS`] to `rows`.
+fn read_events(batch: &RecordBatch, rows: &mut Vec<EventRow>) -> Result<(), CommandError> {
+    // The time as DataFusion shows a timestamp, as the answers of `sql` show it too.
+    let options = FormatOptions::default().with_null("");
+    let event_time =
+        ArrayFormatter::try_new(column_named(batch, column::EVENT_TIME)?.as_ref(), &options)
+            .map_err(|err| read(err.into()))?;
+    let text = |name: &str| texts(batch, name);
+    let service_name = text(column::SERVICE_NAME)?;
+    let service_instance_id = text(column::SERVICE_INSTANCE_ID)?;
+    let tool_name = text(column::TOOL_NAME)?;
+    let tool_target = text(column::TOOL_TARGET)?;
+    let source_system = text(column::SOURCE_SYSTEM)?;
+    let source = text(column::SOURCE)?;
+    let convention = text(column::CONVENTION)?;
+    let adapter = text(column::ADAPTER)?;
+    let actor = text(column::ACTOR)?;
+    let outcome_class = text(column::OUTCOME_CLASS)?;
+    let failure_kind = text(column::FAILURE_KIND)?;
+    let retry_action = text(column::RETRY_ACTION)?;
+    let retry_attempt = ints(batch, column::RETRY_ATTEMPT)?;
+    let retry_max_attempts = ints(batch, column::RETRY_MAX_ATTEMPTS)?;
+    let http_status_code: Int64Array =
+        column_as(batch, column::HTTP_STATUS_CODE, &DataType::Int64)?;
+    let error_type = text(column::ERROR_TYPE)?;
+    let error_message = text(column::ERROR_MESSAGE)?;
+    let exception_type = text(column::EXCEPTION_TYPE)?;
+    let rpc_status_code = text(column::RPC_STATUS_CODE)?;
+    let coverage = text(column::COVERAGE)?;
+    let dropped = text(column::DROPPED)?;
+    let evidence_kind = text(column::EVIDENCE_KIND)?;
+    let evidence_value = text(column::EVIDENCE_VALUE)?;
+    let tool_call_id = text(column::TOOL_CALL_ID)?;
+    let trace_id = text(column::TRACE_ID)?;
+    let span_id = text(column::SPAN_ID)?;
+    let event_id = text(column::EVENT_ID)?;
+    for row in 0..batch.num_rows() {
+        let owned = |array: &Texts| array.value(row).to_owned();
+        let optional = |array: &Texts| array.get(row).map(str::to_owned);
+        rows.push(EventRow {
+            event_time: event_time.value(row).to_string(),
+            service_name: owned(&service_name),
+            service_instance_id: owned(&service_instance_id),
+            tool_name: owned(&tool_name),
+            tool_target: owned(&tool_target),
+            source_system: optional(&source_system),
+            source: optional(&source),
+            convention: optional(&convention),
+            adapter: optional(&adapter),
+            actor: optional(&actor),
+            outcome_class: owned(&outcome_class),
+            failure_kind: owned(&failure_kind),
+            retry_action: owned(&retry_action),
+            retry_attempt: retry_attempt.value(row),
+            retry_max_attempts: retry_max_attempts.value(row),
+            http_status_code: (!http_status_code.is_null(row)).then(|| http_status_code.value(row)),
+            error_type: optional(&error_type),
+            error_message: optional(&error_message),
+            exception_type: optional(&exception_type),
+            rpc_status_code: optional(&rpc_status_code),
+            coverage: optional(&coverage),
+            dropped: optional(&dropped),
+            evidence_kind: optional(&evidence_kind),
+            evidence_value: optional(&evidence_value),
+            tool_call_id: optional(&tool_call_id),
+            trace_id: owned(&trace_id),
+            span_id: owned(&span_id),
+            event_id: owned(&event_id),
+        });
+    }
+    Ok(())
+}
+
 /// Retry outcomes (exhausted, permanent, accepted partial, retried attempts), failures derived
-/// from standard spans, and services of event rows.
-pub fn summarize(rows: &Rows) -> Vec<String> {
-    let mut actions: BTreeMap<String, u64> = BTreeMap::new();
+/// from standard spans, and services of events.
+pub fn summarize(rows: &[EventRow]) -> Vec<String> {
+    if rows.is_empty() {
+        return Vec::new();
+    }
+    let mut actions: BTreeMap<&str, u64> = BTreeMap::new();
     let mut derived: BTreeMap<String, u64> = BTreeMap::new();
-    let mut services: BTreeMap<String, u64> = BTreeMap::new();
-    let mut adapters: BTreeMap<String, u64> = BTreeMap::new();
-    for row in &rows.rows {
-        let text = |name: &str| {
-            row.get(name)
-                .and_then(Value::as_str)
-                .unwrap_or("")
-                .to_owned()
-        };
-        let source = text(column::SOURCE);
+    let mut services: BTreeMap<&str, u64> = BTreeMap::new();
+    let mut adapters: BTreeMap<&str, u64> = BTreeMap::new();
+    for row in rows {
+        let source = row.source.as_deref().unwrap_or("");
         if source.is_empty() || source == OutcomeSource::Adapter.as_str() {
-            *actions.entry(text(column::RETRY_ACTION)).or_default() += 1;
+            *actions.entry(row.retry_action.as_str()).or_default() += 1;
         } else {
-            let convention = text(column::CONVENTION);
-            let key = if convention.is_empty() {
-                source
-            } else {
-                format!("{source} ({convention})")
+            let key = match row.convention.as_deref() {
+                None | Some("") => source.to_owned(),
+                Some(convention) => format!("{source} ({convention})"),
             };
             *derived.entry(key).or_default() += 1;
         }
-        *services.entry(text(column::SERVICE_NAME)).or_default() += 1;
-        let adapter = text(column::ADAPTER);
-        if !adapter.is_empty() {
+        *services.entry(row.service_name.as_str()).or_default() += 1;
+        if let Some(adapter) = row.adapter.as_deref().filter(|adapter| !adapter.is_empty()) {
             *adapters.entry(adapter).or_default() += 1;
         }
-    }
-    if rows.rows.is_empty() {
-        return Vec::new();
     }
     let get = |name: &str| actions.get(name).copied().unwrap_or(0);
     let services: Vec<String> = services

@@ -13,13 +13,12 @@ use candor_records::proto::{OutcomeSource, Sampling};
 use candor_schema::OutcomeClass;
 use deltalake::datafusion::common::runtime::SpawnedTask;
 use deltalake::datafusion::error::DataFusionError;
-use serde_json::Value;
 
-use crate::answer::Rows;
 use crate::rates::{self, Buckets, ClassCounts, Point, SpikeRule};
 use crate::reader::Reader;
 use crate::window::{Micros, Window, micros_of, rfc3339};
 
+use super::rows::{RateBound, RatesRow, SpikeRates, SpikeRow};
 use super::{CommandError, Filters, GroupBy, read};
 
 mod points;
@@ -46,10 +45,23 @@ pub struct RatesQuery {
 }
 
 /// Rates and their notes.
+#[derive(Debug, Clone, PartialEq)]
 pub struct RatesAnswer {
+    /// What the rows are grouped by, which names their group's column.
+    pub by: GroupBy,
     /// One row per group and bucket.
-    pub rows: Rows,
+    pub rows: Vec<RatesRow>,
     /// What the reader should know (series without a baseline, ignored points).
+    pub notes: Vec<String>,
+}
+
+/// Spikes and their notes.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SpikesAnswer {
+    /// The targets whose rate rose, the steepest first, then those with many failure events but
+    /// no call counts.
+    pub rows: Vec<SpikeRow>,
+    /// What the reader should know (short baselines, targets without call counts).
     pub notes: Vec<String>,
 }
 
@@ -112,40 +124,19 @@ pub async fn rates(reader: &Reader, query: &RatesQuery) -> Result<RatesAnswer, C
         .await
         .map_err(|err| read(DataFusionError::External(Box::new(err))))??;
     let found = rates::rate_rows(&increases, &events, buckets);
-    let mut rows = Rows::new(&[
-        query.by.label(),
-        "source",
-        "bucket_start",
-        "bucket_end",
-        "calls",
-        "success",
-        "empty",
-        "partial",
-        "access_failure",
-        "unverified",
-        "cancelled",
-        "accepted",
-        "silent_failure_rate",
-        "rate_bound",
-        "sampling",
-        "denominator",
-        "failure_events",
-    ]);
+    let mut rows = Vec::with_capacity(found.len());
     let mut missing = 0usize;
     let mut lower_bounds = 0usize;
     let (mut weighted, mut sampling_unknown) = (0usize, 0usize);
     for row in &found {
         let (label, group) = split_group(&row.group);
-        let counts = |pick: fn(&ClassCounts) -> u64| {
-            row.counts
-                .map_or(Value::Null, |counts| Value::from(pick(&counts)))
-        };
         let denominator = row.denominator();
         if denominator == rates::Denominator::Missing {
             missing += 1;
         }
-        let bound = rate_bound(row.counts.as_ref(), row.rate().is_some());
-        if bound == Some(LOWER_BOUND) {
+        let rate = row.rate();
+        let bound = rate_bound(row.counts.as_ref(), rate.is_some());
+        if bound == Some(RateBound::LowerBound) {
             lower_bounds += 1;
         }
         let sampled = sampling
@@ -156,25 +147,18 @@ pub async fn rates(reader: &Reader, query: &RatesQuery) -> Result<RatesAnswer, C
             Some(Sampling::Weighted) => weighted += 1,
             None => {}
         }
-        rows.push(vec![
-            Value::from(group),
-            Value::from(label),
-            Value::from(rfc3339(row.bucket_start)),
-            Value::from(rfc3339(row.bucket_end)),
-            counts(ClassCounts::calls),
-            counts(|c| c.success),
-            counts(|c| c.empty),
-            counts(|c| c.partial),
-            counts(|c| c.access_failure),
-            counts(|c| c.unverified),
-            counts(|c| c.cancelled),
-            counts(|c| c.accepted),
-            row.rate().map_or(Value::Null, Value::from),
-            bound.map_or(Value::Null, Value::from),
-            sampled.map_or(Value::Null, |state| Value::from(state.as_str())),
-            serde_json::to_value(denominator).unwrap_or(Value::Null),
-            Value::from(row.failure_events),
-        ]);
+        rows.push(RatesRow {
+            group: group.to_owned(),
+            source: label.to_owned(),
+            bucket_start: row.bucket_start,
+            bucket_end: row.bucket_end,
+            counts: row.counts,
+            silent_failure_rate: rate,
+            rate_bound: bound,
+            sampling: sampled,
+            denominator,
+            failure_events: row.failure_events,
+        });
     }
     let mut notes = Vec::new();
     if lower_bounds > 0 {
@@ -217,22 +201,23 @@ pub async fn rates(reader: &Reader, query: &RatesQuery) -> Result<RatesAnswer, C
              their class or source is one this reader does not know"
         ));
     }
-    Ok(RatesAnswer { rows, notes })
-}
-
-/// What a rate is: `exact`, or a `lower_bound` when some of its calls are unverified (derived
-/// calls without error, any of which may have been partial); `None` without a rate.
-fn rate_bound(counts: Option<&ClassCounts>, rated: bool) -> Option<&'static str> {
-    let counts = counts.filter(|_| rated)?;
-    Some(if counts.lower_bound() {
-        LOWER_BOUND
-    } else {
-        EXACT
+    Ok(RatesAnswer {
+        by: query.by,
+        rows,
+        notes,
     })
 }
 
-const LOWER_BOUND: &str = "lower_bound";
-const EXACT: &str = "exact";
+/// What a rate is: exact, or a lower bound when some of its calls are unverified (derived calls
+/// without error, any of which may have been partial); `None` without a rate.
+fn rate_bound(counts: Option<&ClassCounts>, rated: bool) -> Option<RateBound> {
+    let counts = counts.filter(|_| rated)?;
+    Some(if counts.lower_bound() {
+        RateBound::LowerBound
+    } else {
+        RateBound::Exact
+    })
+}
 
 fn lower_bound_note(rows: usize) -> String {
     format!(
@@ -263,7 +248,7 @@ pub struct SpikesQuery {
 }
 
 /// `candor spikes`: the window covered is baseline + window.
-pub async fn spikes(reader: &Reader, query: &SpikesQuery) -> Result<RatesAnswer, CommandError> {
+pub async fn spikes(reader: &Reader, query: &SpikesQuery) -> Result<SpikesAnswer, CommandError> {
     let window_start = query.until.saturating_sub(micros_of(query.window));
     let baseline_start = window_start.saturating_sub(micros_of(query.baseline));
     let whole = Window {
@@ -316,17 +301,7 @@ pub async fn spikes(reader: &Reader, query: &SpikesQuery) -> Result<RatesAnswer,
                 .then(|| format!("{target} [{label}] (from {})", rfc3339(first)))
         })
         .collect();
-    let mut rows = Rows::new(&[
-        "target",
-        "source",
-        "window_access_failures",
-        "window_calls",
-        "window_rate",
-        "baseline_access_failures",
-        "baseline_calls",
-        "baseline_rate",
-        "factor",
-    ]);
+    let mut rows = Vec::with_capacity(found.len());
     let mut lower_bounds = 0usize;
     for spike in &found {
         let (label, target) = split_group(&spike.target);
@@ -336,17 +311,19 @@ pub async fn spikes(reader: &Reader, query: &SpikesQuery) -> Result<RatesAnswer,
         {
             lower_bounds += 1;
         }
-        rows.push(vec![
-            Value::from(target),
-            Value::from(label),
-            Value::from(spike.window_failures),
-            Value::from(spike.window_calls),
-            Value::from(spike.window_rate),
-            Value::from(spike.baseline_failures),
-            Value::from(spike.baseline_calls),
-            spike.baseline_rate.map_or(Value::Null, Value::from),
-            spike.factor.map_or_else(|| Value::from("new"), Value::from),
-        ]);
+        rows.push(SpikeRow {
+            target: target.to_owned(),
+            source: label.to_owned(),
+            window_access_failures: spike.window_failures,
+            rates: Some(SpikeRates {
+                window_calls: spike.window_calls,
+                window_rate: spike.window_rate,
+                baseline_access_failures: spike.baseline_failures,
+                baseline_calls: spike.baseline_calls,
+                baseline_rate: spike.baseline_rate,
+                factor: spike.factor,
+            }),
+        });
     }
     // A target that failed often but has no call counts cannot be given a rate; it is listed
     // with its failure events, never left out.
@@ -368,17 +345,12 @@ pub async fn spikes(reader: &Reader, query: &SpikesQuery) -> Result<RatesAnswer,
     for ((key, _), failures) in events {
         if failures >= query.rule.min_events && !recent.contains_key(&key) {
             let (label, target) = split_group(&key);
-            rows.push(vec![
-                Value::from(target),
-                Value::from(label),
-                Value::from(failures),
-                Value::Null,
-                Value::Null,
-                Value::Null,
-                Value::Null,
-                Value::Null,
-                Value::from("unknown: no call counts"),
-            ]);
+            rows.push(SpikeRow {
+                target: target.to_owned(),
+                source: label.to_owned(),
+                window_access_failures: failures,
+                rates: None,
+            });
             uncounted.push(format!("{target} [{label}]"));
         }
     }
@@ -409,5 +381,5 @@ pub async fn spikes(reader: &Reader, query: &SpikesQuery) -> Result<RatesAnswer,
             humantime::format_duration(query.lookback)
         ));
     }
-    Ok(RatesAnswer { rows, notes })
+    Ok(SpikesAnswer { rows, notes })
 }

@@ -25,15 +25,14 @@ use deltalake::arrow::datatypes::DataType;
 use deltalake::datafusion::logical_expr::cast as cast_expr;
 use deltalake::datafusion::prelude::col;
 use serde::Serialize;
-use serde_json::Value;
 
-use crate::answer::Rows;
 use crate::coverage::{Coverage, InstanceSilence, SourceState};
 use crate::rates::{self, Buckets, ClassCounts, Point};
 use crate::reader::{Reader, table_source};
-use crate::window::{Micros, Window, micros_of, rfc3339};
+use crate::window::{Micros, Window, micros_of};
 
 use super::failure_rates::{self, split_group};
+use super::rows::OperationRow;
 use super::{CommandError, Filters, GroupBy, ints, read, strings, texts, window_filter};
 
 /// The parameters of `operations`.
@@ -48,9 +47,10 @@ pub struct OperationsQuery {
 }
 
 /// The open operations, with the figures of every operation seen.
+#[derive(Debug, Clone, PartialEq)]
 pub struct OperationsAnswer {
-    /// One row per open operation, the oldest first ([`OPERATIONS_COLUMNS`]).
-    pub rows: Rows,
+    /// One row per open operation, the oldest first.
+    pub rows: Vec<OperationRow>,
     /// The figures, for a person.
     pub summary: Vec<String>,
     /// What the reader should know (events left out, operations that may be older than shown).
@@ -62,7 +62,7 @@ pub struct OperationsAnswer {
     pub totals: OperationTotals,
 }
 
-/// The columns of `operations`' rows.
+/// The columns of `operations`' rows: the fields of [`OperationRow`].
 pub const OPERATIONS_COLUMNS: [&str; 12] = [
     "service",
     "instance",
@@ -479,38 +479,35 @@ fn unreachable_reason(coverage: &Coverage, table: Table) -> Option<&str> {
         })
 }
 
-/// An age in whole seconds, as `1h 2m 3s`.
-fn age_text(age: Micros) -> String {
-    let seconds = u64::try_from(age.max(0) / 1_000_000).unwrap_or(0);
-    humantime::format_duration(Duration::from_secs(seconds)).to_string()
+/// An age in whole seconds.
+fn whole_seconds(age: Micros) -> Duration {
+    Duration::from_secs(u64::try_from(age.max(0) / 1_000_000).unwrap_or(0))
 }
 
 /// The rows of the open operations of `judged`, the oldest (first seen) first; `end` is what
 /// their age runs to.
-pub fn open_rows(judged: &[(Operation, Option<OpenStatus>)], end: Micros) -> Rows {
+pub fn open_rows(judged: &[(Operation, Option<OpenStatus>)], end: Micros) -> Vec<OperationRow> {
     let mut open: Vec<(&Operation, OpenStatus)> = judged
         .iter()
         .filter_map(|(operation, status)| status.map(|status| (operation, status)))
         .collect();
     open.sort_by(|(a, _), (b, _)| (a.first_seen, &a.key).cmp(&(b.first_seen, &b.key)));
-    let mut rows = Rows::new(&OPERATIONS_COLUMNS);
-    for (operation, status) in open {
-        rows.push(vec![
-            Value::from(operation.key.service.clone()),
-            Value::from(operation.instance.clone()),
-            Value::from(operation.key.tool.clone()),
-            Value::from(operation.key.target.clone()),
-            Value::from(operation.key.operation_id.clone()),
-            Value::from(operation.state.as_str()),
-            Value::from(rfc3339(operation.first_seen)),
-            Value::from(rfc3339(operation.last_seen)),
-            Value::from(age_text(end.saturating_sub(operation.first_seen))),
-            operation.actor.clone().map_or(Value::Null, Value::from),
-            Value::from(operation.source_system.clone()),
-            Value::from(status.as_str()),
-        ]);
-    }
-    rows
+    open.into_iter()
+        .map(|(operation, status)| OperationRow {
+            service: operation.key.service.clone(),
+            instance: operation.instance.clone(),
+            tool: operation.key.tool.clone(),
+            target: operation.key.target.clone(),
+            operation_id: operation.key.operation_id.clone(),
+            state: operation.state,
+            first_seen: operation.first_seen,
+            last_seen: operation.last_seen,
+            age: whole_seconds(end.saturating_sub(operation.first_seen)),
+            actor: operation.actor.clone(),
+            source_system: operation.source_system.clone(),
+            status,
+        })
+        .collect()
 }
 
 /// Folds the events of one batch of [`read_operations`]' columns into `operations`; returns how
@@ -659,7 +656,7 @@ pub async fn operations(
 ) -> Result<OperationsAnswer, CommandError> {
     if let Some(failure) = missing_table(coverage) {
         return Ok(OperationsAnswer {
-            rows: Rows::new(&OPERATIONS_COLUMNS),
+            rows: Vec::new(),
             summary: Vec::new(),
             notes: Vec::new(),
             failure: Some(failure),
@@ -743,8 +740,10 @@ mod tests {
 
     use candor_records::proto::CountClass;
     use deltalake::arrow::array::{ArrayRef, Int64Array, StringArray};
+    use serde_json::Value;
 
     use super::*;
+    use crate::answer::Rows;
     use crate::coverage::SourceReport;
 
     const SECOND: Micros = 1_000_000;
@@ -1026,7 +1025,7 @@ mod tests {
         assert!(summary(&OperationTotals::default(), Duration::from_secs(900), true).is_empty());
 
         // Only the open ones are listed, the oldest first, the completed one not at all.
-        let rows = open_rows(&judged, end);
+        let rows = Rows::of(open_rows(&judged, end));
         assert_eq!(rows.columns, OPERATIONS_COLUMNS);
         let listed: Vec<(&str, &str, &str)> = rows
             .rows

@@ -10,14 +10,13 @@ use deltalake::arrow::array::RecordBatch;
 use deltalake::arrow::datatypes::DataType;
 use deltalake::datafusion::logical_expr::cast as cast_expr;
 use deltalake::datafusion::prelude::{Expr, col, lit};
-use serde_json::Value;
 
-use crate::answer::Rows;
 use crate::rates::{self};
 use crate::reader::Reader;
 use crate::reconcile::{self, CounterPoint, SeriesKey};
-use crate::window::{Micros, Window, micros_of, rfc3339};
+use crate::window::{Micros, Window, micros_of};
 
+use super::rows::ReconcileRow;
 use super::{CommandError, Filters, in_window, ints, read, strings};
 
 /// The parameters of `reconcile`.
@@ -34,9 +33,11 @@ pub struct ReconcileQuery {
 }
 
 /// Where the adapter's two records of failed calls disagree.
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ReconcileAnswer {
-    /// One row per window where a gap appeared or grew.
-    pub rows: Rows,
+    /// One row per window where a gap appeared or grew, then one per series with events but
+    /// no counter.
+    pub rows: Vec<ReconcileRow>,
     /// The figures, for a person.
     pub summary: Vec<String>,
     /// What the reader should know (series without a baseline).
@@ -47,8 +48,8 @@ pub struct ReconcileAnswer {
     pub totals: reconcile::Totals,
 }
 
-/// The columns of `reconcile`'s rows: the series, the window, the counter's increase and the
-/// events in it, and the gap that appeared there.
+/// The columns of `reconcile`'s rows ([`ReconcileRow`]): the series, the window, the counter's
+/// increase and the events in it, and the gap that appeared there.
 pub const RECONCILE_COLUMNS: [&str; 11] = [
     "service",
     "instance",
@@ -225,44 +226,30 @@ pub async fn reconcile(
     }
     let result = reconcile::reconcile(points, events, settings);
     let totals = result.totals();
-    let mut rows = Rows::new(&RECONCILE_COLUMNS);
-    let mut push =
-        |key: &SeriesKey, from: Micros, to: Micros, counted: Value, events, gap: (u64, u64)| {
-            rows.push(vec![
-                Value::from(key.service.clone()),
-                Value::from(key.instance.clone()),
-                Value::from(key.tool.clone()),
-                Value::from(key.target.clone()),
-                Value::from(key.class.as_str()),
-                Value::from(rfc3339(from)),
-                Value::from(rfc3339(to)),
-                counted,
-                Value::from(events),
-                Value::from(gap.0),
-                Value::from(gap.1),
-            ]);
-        };
+    let mut rows = Vec::new();
     for (key, check) in &result.series {
         for window in check.windows.iter().filter(|window| window.gap_grew()) {
-            push(
-                key,
-                window.from,
-                window.to,
-                Value::from(window.counted),
-                window.events,
-                (window.new_missing, window.new_extra),
-            );
+            rows.push(ReconcileRow {
+                series: key.clone(),
+                window_start: window.from,
+                window_end: window.to,
+                counted: Some(window.counted),
+                events: window.events,
+                missing: window.new_missing,
+                extra: window.new_extra,
+            });
         }
     }
-    for (key, events) in &result.without_counter {
-        push(
-            key,
-            query.window.since,
-            query.window.until,
-            Value::Null,
-            *events,
-            (0, *events),
-        );
+    for (key, &events) in &result.without_counter {
+        rows.push(ReconcileRow {
+            series: key.clone(),
+            window_start: query.window.since,
+            window_end: query.window.until,
+            counted: None,
+            events,
+            missing: 0,
+            extra: events,
+        });
     }
     let mut summary = vec![format!(
         "{} counter series, {} closed windows: {} matched, {} with a gap; {} event(s) missing \

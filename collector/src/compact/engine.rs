@@ -418,7 +418,7 @@ impl Engine {
         let order = std::iter::once(Table::Rejected)
             .chain(Table::ALL.into_iter().filter(|t| *t != Table::Rejected));
         for table in order {
-            let spans = self.spans_for(table);
+            let mut spans = self.take_spans(table);
             if spans.is_empty() {
                 continue;
             }
@@ -432,9 +432,9 @@ impl Engine {
             )]);
             let properties = &self.properties[&table];
             let started = Instant::now();
-            let result = table::commit(delta, table, &spans, properties, metadata).await;
+            let result = table::commit(delta, table, &mut spans, properties, metadata).await;
             let home: Vec<Source> = spans.keys().copied().filter(|(t, _)| *t == table).collect();
-            drop(spans);
+            self.put_back(table, spans);
             match result {
                 Ok(commit) => {
                     self.metrics
@@ -491,10 +491,11 @@ impl Engine {
     }
 
     /// The spans of `table`: one per home source (even without rows, so that its position
-    /// moves) and, for `rejected`, one per other source that has rejected rows.
-    fn spans_for(&self, table: Table) -> BTreeMap<Source, Span<'_>> {
+    /// moves) and, for `rejected`, one per other source that has rejected rows. The rows move
+    /// into the spans; [`Engine::put_back`] returns them.
+    fn take_spans(&mut self, table: Table) -> BTreeMap<Source, Span> {
         self.partitions
-            .iter()
+            .iter_mut()
             .filter(|(source, state)| {
                 (source.0 == table && state.next > state.from)
                     || state.rows.get(&table).is_some_and(|rows| !rows.is_empty())
@@ -503,11 +504,25 @@ impl Engine {
                 let span = Span {
                     from: state.from,
                     to: state.next,
-                    rows: state.rows.get(&table).map_or(&[], Vec::as_slice),
+                    rows: state
+                        .rows
+                        .get_mut(&table)
+                        .map(std::mem::take)
+                        .unwrap_or_default(),
                 };
                 (*source, span)
             })
             .collect()
+    }
+
+    /// Returns the rows of [`Engine::take_spans`] to their sources: kept until the flush ends,
+    /// and for the next one when it fails.
+    fn put_back(&mut self, table: Table, spans: BTreeMap<Source, Span>) {
+        for (source, span) in spans {
+            if let Some(state) = self.partitions.get_mut(&source) {
+                state.rows.insert(table, span.rows);
+            }
+        }
     }
 }
 

@@ -16,6 +16,7 @@ use std::collections::{BTreeMap, HashMap};
 use std::time::{Duration, Instant};
 
 use candor_records::tables::{Table, column};
+use deltalake::arrow::array::RecordBatch;
 use deltalake::arrow::error::ArrowError;
 use deltalake::kernel::engine::arrow_conversion::TryIntoKernel as _;
 use deltalake::kernel::scalars::ScalarExt;
@@ -83,15 +84,18 @@ pub fn app_id(topic: Table, partition: i32) -> String {
 }
 
 /// Rows of one source topic-partition for one table, and the offsets they cover.
-#[derive(Debug, Clone, Copy)]
-pub struct Span<'a> {
+///
+/// The span owns its rows so that sorting them and building their batch can run on a blocking
+/// thread, off the async runtime's; [`commit`] hands them back in the span, committed or not.
+#[derive(Debug, Clone, Default)]
+pub struct Span {
     /// The position reading started from: rows cover `from..to` (records not in `rows` were
     /// removed as duplicates or are rows of another table).
     pub from: i64,
     /// The next offset after the last record read.
     pub to: i64,
     /// The rows, in offset order.
-    pub rows: &'a [(Meta, Row)],
+    pub rows: Vec<(Meta, Row)>,
 }
 
 /// What one commit did.
@@ -346,14 +350,15 @@ pub async fn position(
 }
 
 /// Commits the spans' rows to `table` with their positions. `spans` maps a source
-/// topic-partition to its span; a span is "home" when its topic is the table's own.
+/// topic-partition to its span; a span is "home" when its topic is the table's own. The spans
+/// keep their rows whatever the result: the caller clears them once committed.
 ///
 /// The table state is refreshed first; rows the table already holds are left out. Nothing is
 /// committed when no row and no position would change.
 pub async fn commit(
     delta: &mut DeltaTable,
     table: Table,
-    spans: &BTreeMap<(Table, i32), Span<'_>>,
+    spans: &mut BTreeMap<(Table, i32), Span>,
     properties: &WriterProperties,
     metadata: HashMap<String, serde_json::Value>,
 ) -> Result<CommitReport, TableError> {
@@ -363,10 +368,9 @@ pub async fn commit(
     };
     let started = Instant::now();
     delta.update_state().await.map_err(err)?;
-    let mut rows: Vec<&(Meta, Row)> = Vec::new();
     let mut transactions = Vec::new();
-    let mut report = CommitReport::default();
-    for (&(topic, partition), span) in spans {
+    let mut keep_from = Vec::with_capacity(spans.len());
+    for (&(topic, partition), span) in spans.iter() {
         let held = position(delta, table, topic, partition).await?;
         let home = topic == table;
         if home && held.unwrap_or(0) < span.from {
@@ -377,38 +381,56 @@ pub async fn commit(
                 held,
             });
         }
-        let keep_from = held.unwrap_or(0);
-        for entry in span.rows {
-            if entry.0.offset >= keep_from {
-                rows.push(entry);
-            } else {
-                report.already_stored += 1;
-            }
-        }
+        keep_from.push(held.unwrap_or(0));
         if held.is_none_or(|held| span.to > held) {
             transactions.push(Transaction::new(app_id(topic, partition), span.to));
         }
     }
-    if rows.is_empty() && transactions.is_empty() {
-        return Ok(report);
+    let mut report = CommitReport {
+        stages: Stages {
+            commit: started.elapsed(),
+            ..Stages::default()
+        },
+        ..CommitReport::default()
+    };
+    let held_rows: Vec<Vec<(Meta, Row)>> = spans
+        .values_mut()
+        .map(|span| std::mem::take(&mut span.rows))
+        .collect();
+    // Sorting and building the batch take a CPU for as long as the rows are many; on a blocking
+    // thread they leave the runtime's threads to the consumer and the metrics.
+    let (held_rows, prepared) = tokio::task::spawn_blocking(move || {
+        let prepared = Prepared::new(table, &held_rows, &keep_from);
+        (held_rows, prepared)
+    })
+    .await
+    // A panic while sorting is a bug; it goes on as it would have on this thread.
+    .unwrap_or_else(|joined| std::panic::resume_unwind(joined.into_panic()));
+    for (span, rows) in spans.values_mut().zip(held_rows) {
+        span.rows = rows;
     }
+    let prepared = prepared.map_err(|source| TableError::Arrow {
+        table: table.name(),
+        source,
+    })?;
+    report.already_stored = prepared.already_stored;
+    if prepared.rows == 0 && transactions.is_empty() {
+        return Ok(CommitReport {
+            stages: Stages::default(),
+            ..report
+        });
+    }
+    report.rows = prepared.rows;
+    report.watermark_micros = prepared.watermark_micros;
+    report.stages.sort = prepared.sort;
+    report.stages.build = prepared.build;
     let mut stage = Instant::now();
     let mut lap = || {
         let now = Instant::now();
         std::mem::replace(&mut stage, now).elapsed()
     };
-    report.stages.commit = started.elapsed();
-    rows::sort(&mut rows);
-    report.stages.sort = lap();
-    report.rows = rows.len();
-    report.watermark_micros = rows.iter().map(|(_, row)| row.time_micros()).max();
     let mut actions = Vec::new();
-    if !rows.is_empty() {
-        let batch = rows::to_batch(table, &rows).map_err(|source| TableError::Arrow {
-            table: table.name(),
-            source,
-        })?;
-        report.stages.build = lap();
+    if let Some(batch) = prepared.batch {
         let mut writer = RecordBatchWriter::for_table(delta)
             .map_err(err)?
             .with_writer_properties(properties.clone());
@@ -418,7 +440,7 @@ pub async fn commit(
         let dates = batch
             .column_by_name(column::DATE)
             .ok_or_else(|| err(DeltaTableError::Generic("the batch has no date".into())))?;
-        for run in day_runs(&rows) {
+        for run in prepared.days {
             let date = ScalarExt::from_array(dates.as_ref(), run.start)
                 .ok_or_else(|| err(DeltaTableError::Generic("a date without a value".into())))?;
             let partition = IndexMap::from([(column::DATE.to_owned(), date)]);
@@ -459,6 +481,60 @@ pub async fn commit(
     delta.state = Some(finalized.snapshot());
     report.stages.commit += lap();
     Ok(report)
+}
+
+/// Rows of one commit, sorted and in one batch: the work [`commit`] does off the runtime.
+struct Prepared {
+    /// The batch of the rows to write, `None` when there are none.
+    batch: Option<RecordBatch>,
+    /// The rows of each day, as ranges of the batch.
+    days: Vec<std::ops::Range<usize>>,
+    /// How many rows the batch holds.
+    rows: usize,
+    /// Rows left out because the table already held them.
+    already_stored: usize,
+    /// Newest row time in the batch, in microseconds.
+    watermark_micros: Option<i64>,
+    /// Time spent sorting.
+    sort: Duration,
+    /// Time spent building the batch.
+    build: Duration,
+}
+
+impl Prepared {
+    /// The rows of every span (`held[i]`) from its table position (`keep_from[i]`) on, sorted
+    /// ([`rows::sort`]) and built into one batch.
+    fn new(table: Table, held: &[Vec<(Meta, Row)>], keep_from: &[i64]) -> Result<Self, ArrowError> {
+        let started = Instant::now();
+        let mut rows: Vec<&(Meta, Row)> = Vec::new();
+        let mut already_stored = 0;
+        for (span_rows, &keep_from) in held.iter().zip(keep_from) {
+            for entry in span_rows {
+                if entry.0.offset >= keep_from {
+                    rows.push(entry);
+                } else {
+                    already_stored += 1;
+                }
+            }
+        }
+        rows::sort(&mut rows);
+        let sort = started.elapsed();
+        let watermark_micros = rows.iter().map(|(_, row)| row.time_micros()).max();
+        let batch = if rows.is_empty() {
+            None
+        } else {
+            Some(rows::to_batch(table, &rows)?)
+        };
+        Ok(Self {
+            batch,
+            days: day_runs(&rows),
+            rows: rows.len(),
+            already_stored,
+            watermark_micros,
+            sort,
+            build: started.elapsed() - sort,
+        })
+    }
 }
 
 /// The runs of rows of one day, in order, of rows sorted by day ([`rows::sort`]).
@@ -605,12 +681,12 @@ mod tests {
             let mut delta = open_or_create(root, Table::OutcomeEvents)
                 .await
                 .expect("table");
-            let spans = BTreeMap::from([(
+            let mut spans = BTreeMap::from([(
                 (Table::OutcomeEvents, 0),
                 Span {
                     from: 0,
                     to: 90,
-                    rows: &rows,
+                    rows,
                 },
             )]);
             let properties = writer_properties(
@@ -623,7 +699,7 @@ mod tests {
             commit(
                 &mut delta,
                 Table::OutcomeEvents,
-                &spans,
+                &mut spans,
                 &properties,
                 HashMap::new(),
             )
@@ -809,13 +885,12 @@ mod tests {
                 .expect("old table");
             // Opened by this build: the columns are added, then a row with them is committed.
             let mut delta = open_or_create(root, table).await.expect("evolved");
-            let new_rows = [new];
-            let spans = BTreeMap::from([(
+            let mut spans = BTreeMap::from([(
                 (table, 0),
                 Span {
                     from: 0,
                     to: 2,
-                    rows: &new_rows,
+                    rows: vec![new],
                 },
             )]);
             let properties = writer_properties(
@@ -825,7 +900,7 @@ mod tests {
                     zstd_level: 1,
                 },
             );
-            commit(&mut delta, table, &spans, &properties, HashMap::new())
+            commit(&mut delta, table, &mut spans, &properties, HashMap::new())
                 .await
                 .expect("commit");
             // Opening it again adds nothing.

@@ -314,19 +314,8 @@ impl KafkaSection {
         self,
         defaults: &GroupConsumerDefaults<'_>,
     ) -> Result<GroupConsumerConfig, SectionError> {
-        self.refuse_keys_of_other_roles(|key| {
-            if TOPIC_KEYS.contains(&key) {
-                Some("the compactor does not create topics".to_owned())
-            } else if PRODUCING_KEYS.contains(&key) {
-                Some("the compactor does not produce records".to_owned())
-            } else {
-                None
-            }
-        })?;
-        let group_id = self
-            .group_id
-            .unwrap_or_else(|| defaults.group_id.to_owned());
-        not_blank("kafka.group_id", &group_id)?;
+        self.refuse_keys_of_other_roles(|key| not_a_producer("the compactor", key))?;
+        let group_id = group_id(self.group_id, defaults.group_id)?;
         let session_timeout = parse_duration(
             "kafka.session_timeout",
             self.session_timeout
@@ -352,22 +341,15 @@ impl KafkaSection {
     pub fn reader(self, defaults: &ReaderDefaults<'_>) -> Result<ReaderConfig, SectionError> {
         let program = defaults.program;
         self.refuse_keys_of_other_roles(|key| {
-            if TOPIC_KEYS.contains(&key) {
-                Some(format!("{program} does not create topics"))
-            } else if PRODUCING_KEYS.contains(&key) {
-                Some(format!("{program} does not produce records"))
-            } else if key == "session_timeout" {
-                Some(format!(
-                    "{program} never joins its consumer group: it assigns partitions itself"
-                ))
-            } else {
-                None
-            }
+            not_a_producer(program, key).or_else(|| {
+                (key == "session_timeout").then(|| {
+                    format!(
+                        "{program} never joins its consumer group: it assigns partitions itself"
+                    )
+                })
+            })
         })?;
-        let group_id = self
-            .group_id
-            .unwrap_or_else(|| defaults.group_id.to_owned());
-        not_blank("kafka.group_id", &group_id)?;
+        let group_id = group_id(self.group_id, defaults.group_id)?;
         let brokers = parse_brokers(
             "kafka.brokers",
             self.brokers.as_deref().unwrap_or(defaults.brokers),
@@ -427,6 +409,25 @@ fn not_blank(key: &str, value: &str) -> Result<(), InvalidValue> {
         return Err(InvalidValue::new(key, value, "must not be blank"));
     }
     Ok(())
+}
+
+/// Why `program`, which produces no records, does not take the producer's `key`; `None` for a
+/// key that is not the producer's.
+fn not_a_producer(program: &str, key: &str) -> Option<String> {
+    if TOPIC_KEYS.contains(&key) {
+        Some(format!("{program} does not create topics"))
+    } else if PRODUCING_KEYS.contains(&key) {
+        Some(format!("{program} does not produce records"))
+    } else {
+        None
+    }
+}
+
+/// `kafka.group_id` as written, or the role's `default`; not blank.
+fn group_id(written: Option<String>, default: &str) -> Result<String, InvalidValue> {
+    let group_id = written.unwrap_or_else(|| default.to_owned());
+    not_blank("kafka.group_id", &group_id)?;
+    Ok(group_id)
 }
 
 /// A count librdkafka or the Kafka admin API takes as a positive `i32`.

@@ -6,105 +6,69 @@ use opentelemetry_proto::tonic::common::v1::{KeyValue, any_value};
 use super::{Limits, Refusal, RejectReason, bounded, refuse};
 use candor_schema::names::attr;
 
-/// The contract's attribute keys of events and data points, each with a slot in [`Attributes`].
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(super) enum Key {
-    OutcomeClass,
-    ToolName,
-    ToolTarget,
-    FailureKind,
-    RetryAction,
-    RetryAttempt,
-    RetryMaxAttempts,
-    RetryBackoffMs,
-    HttpStatusCode,
-    ErrorType,
-    PartialReturned,
-    PartialExpected,
-    Coverage,
-    Dropped,
-    Authority,
-    EvidenceKind,
-    EvidenceValue,
-    LifecycleState,
-    OperationId,
-    LifecycleReason,
-    ResourceId,
-    ResourceVersion,
-    ProvenanceSourceSystem,
-    ProvenanceActor,
-    ProvenanceAdapter,
+/// Declares [`Key`], its slot order ([`Key::ALL`]) and its wire names from one list.
+macro_rules! keys {
+    ($($key:ident => $name:expr,)*) => {
+        /// The contract's attribute keys of events and data points, each with a slot in
+        /// [`Attributes`].
+        #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+        pub(super) enum Key {
+            $($key,)*
+        }
+
+        impl Key {
+            /// Every key, in slot order.
+            const ALL: &[Key] = &[$(Key::$key,)*];
+
+            /// The attribute's name on the wire.
+            #[inline]
+            pub(super) const fn name(self) -> &'static str {
+                match self {
+                    $(Key::$key => $name,)*
+                }
+            }
+        }
+    };
+}
+
+// The attributes of the `tool.outcome` and `tool.lifecycle` events and of the `tool.outcomes`
+// counter in the registry (`candor_schema::registry`); a test holds the two together.
+keys! {
+    OutcomeClass => attr::OUTCOME_CLASS,
+    ToolName => attr::TOOL_NAME,
+    ToolTarget => attr::TOOL_TARGET,
+    FailureKind => attr::FAILURE_KIND,
+    RetryAction => attr::RETRY_ACTION,
+    RetryAttempt => attr::RETRY_ATTEMPT,
+    RetryMaxAttempts => attr::RETRY_MAX_ATTEMPTS,
+    RetryBackoffMs => attr::RETRY_BACKOFF_MS,
+    HttpStatusCode => attr::HTTP_STATUS_CODE,
+    ErrorType => attr::ERROR_TYPE,
+    PartialReturned => attr::PARTIAL_RETURNED,
+    PartialExpected => attr::PARTIAL_EXPECTED,
+    Coverage => attr::COVERAGE,
+    Dropped => attr::DROPPED,
+    Authority => attr::AUTHORITY,
+    EvidenceKind => attr::EVIDENCE_KIND,
+    EvidenceValue => attr::EVIDENCE_VALUE,
+    LifecycleState => attr::LIFECYCLE_STATE,
+    OperationId => attr::OPERATION_ID,
+    LifecycleReason => attr::LIFECYCLE_REASON,
+    ResourceId => attr::RESOURCE_ID,
+    ResourceVersion => attr::RESOURCE_VERSION,
+    ProvenanceSourceSystem => attr::PROVENANCE_SOURCE_SYSTEM,
+    ProvenanceActor => attr::PROVENANCE_ACTOR,
+    ProvenanceAdapter => attr::PROVENANCE_ADAPTER,
 }
 
 impl Key {
-    /// Every key, in slot order.
-    const ALL: [Key; 25] = [
-        Key::OutcomeClass,
-        Key::ToolName,
-        Key::ToolTarget,
-        Key::FailureKind,
-        Key::RetryAction,
-        Key::RetryAttempt,
-        Key::RetryMaxAttempts,
-        Key::RetryBackoffMs,
-        Key::HttpStatusCode,
-        Key::ErrorType,
-        Key::PartialReturned,
-        Key::PartialExpected,
-        Key::Coverage,
-        Key::Dropped,
-        Key::Authority,
-        Key::EvidenceKind,
-        Key::EvidenceValue,
-        Key::LifecycleState,
-        Key::OperationId,
-        Key::LifecycleReason,
-        Key::ResourceId,
-        Key::ResourceVersion,
-        Key::ProvenanceSourceSystem,
-        Key::ProvenanceActor,
-        Key::ProvenanceAdapter,
-    ];
-
-    /// The attribute's name on the wire.
-    #[inline]
-    pub(super) const fn name(self) -> &'static str {
-        match self {
-            Key::OutcomeClass => attr::OUTCOME_CLASS,
-            Key::ToolName => attr::TOOL_NAME,
-            Key::ToolTarget => attr::TOOL_TARGET,
-            Key::FailureKind => attr::FAILURE_KIND,
-            Key::RetryAction => attr::RETRY_ACTION,
-            Key::RetryAttempt => attr::RETRY_ATTEMPT,
-            Key::RetryMaxAttempts => attr::RETRY_MAX_ATTEMPTS,
-            Key::RetryBackoffMs => attr::RETRY_BACKOFF_MS,
-            Key::HttpStatusCode => attr::HTTP_STATUS_CODE,
-            Key::ErrorType => attr::ERROR_TYPE,
-            Key::PartialReturned => attr::PARTIAL_RETURNED,
-            Key::PartialExpected => attr::PARTIAL_EXPECTED,
-            Key::Coverage => attr::COVERAGE,
-            Key::Dropped => attr::DROPPED,
-            Key::Authority => attr::AUTHORITY,
-            Key::EvidenceKind => attr::EVIDENCE_KIND,
-            Key::EvidenceValue => attr::EVIDENCE_VALUE,
-            Key::LifecycleState => attr::LIFECYCLE_STATE,
-            Key::OperationId => attr::OPERATION_ID,
-            Key::LifecycleReason => attr::LIFECYCLE_REASON,
-            Key::ResourceId => attr::RESOURCE_ID,
-            Key::ResourceVersion => attr::RESOURCE_VERSION,
-            Key::ProvenanceSourceSystem => attr::PROVENANCE_SOURCE_SYSTEM,
-            Key::ProvenanceActor => attr::PROVENANCE_ACTOR,
-            Key::ProvenanceAdapter => attr::PROVENANCE_ADAPTER,
-        }
-    }
-
     /// The key named `name`, when it is one of the contract's. The last bytes are compared
     /// before the whole names: keys of one length differ there (but for `returned` and
     /// `expected`), so most candidates are passed over without a string comparison.
     #[inline]
     pub(super) fn named(name: &str) -> Option<Key> {
         let last = name.as_bytes().last();
-        Key::ALL.into_iter().find(|key| {
+        Key::ALL.iter().copied().find(|key| {
             let candidate = key.name();
             candidate.len() == name.len()
                 && candidate.as_bytes().last() == last
@@ -238,5 +202,33 @@ pub(super) fn value_type(value: &any_value::Value) -> &'static str {
         any_value::Value::BytesValue(_) => "bytes",
         #[allow(unreachable_patterns)]
         _ => "another type",
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeSet;
+
+    use candor_schema::registry;
+
+    use super::Key;
+
+    #[test]
+    fn the_keys_are_the_registry_attributes_of_the_events_and_the_counter() {
+        let keys: BTreeSet<&str> = Key::ALL.iter().map(|key| key.name()).collect();
+        assert_eq!(keys.len(), Key::ALL.len(), "a key is listed twice");
+        let declared: BTreeSet<&str> = registry::signals()
+            .into_iter()
+            .filter(|signal| {
+                signal.title.starts_with("Span event") || signal.title.starts_with("Counter")
+            })
+            .flat_map(|signal| {
+                signal
+                    .attributes
+                    .into_iter()
+                    .map(|attribute| attribute.name)
+            })
+            .collect();
+        assert_eq!(keys, declared);
     }
 }

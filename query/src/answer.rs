@@ -424,6 +424,7 @@ impl Report {
 mod tests {
     use super::text::{is_rate, percent};
     use super::*;
+    use crate::commands::{GroupBy, RatesRow};
     use crate::coverage::{Heartbeat, SourceReport};
     use crate::window::Window;
 
@@ -577,25 +578,7 @@ mod tests {
 
     /// Rows as `candor rates --step 5m` gives them: three buckets of one hour on one date.
     fn rates_rows() -> Rows {
-        let mut rows = Rows::new(&[
-            "target",
-            "source",
-            "bucket_start",
-            "bucket_end",
-            "calls",
-            "success",
-            "empty",
-            "partial",
-            "access_failure",
-            "unverified",
-            "cancelled",
-            "accepted",
-            "silent_failure_rate",
-            "rate_bound",
-            "sampling",
-            "denominator",
-            "failure_events",
-        ]);
+        let mut rows = Rows::new(&RatesRow::columns(GroupBy::Target));
         let row = |target: &str, start: &str, end: &str, counts: [u64; 8], rate: f64| {
             let mut values = vec![
                 Value::from(target),

@@ -7,14 +7,17 @@
 
 use std::collections::HashSet;
 
-use candor_records::proto::{OperationEvent, OutcomeEvent, RECORD_SCHEMA_VERSION};
-use candor_schema::names::attr;
+use candor_records::proto::{OperationEvent, OutcomeEvent, RECORD_SCHEMA_VERSION, Temporality};
+use candor_schema::names::{attr, resource};
 use candor_schema::{OutcomeClass, RetryAction};
-use opentelemetry_proto::tonic::common::v1::{AnyValue, KeyValue};
+use opentelemetry_proto::tonic::collector::metrics::v1::ExportMetricsServiceRequest;
+use opentelemetry_proto::tonic::common::v1::{AnyValue, KeyValue, any_value};
 use opentelemetry_proto::tonic::logs::v1::LogRecord;
 use opentelemetry_proto::tonic::metrics::v1::{
-    Gauge, Metric, ResourceMetrics, ScopeMetrics, Sum, number_data_point,
+    AggregationTemporality, Gauge, Metric, NumberDataPoint, ResourceMetrics, ScopeMetrics, Sum,
+    metric, number_data_point,
 };
+use opentelemetry_proto::tonic::resource::v1::Resource;
 use opentelemetry_proto::tonic::trace::v1::{ResourceSpans, ScopeSpans, Span, span};
 use proptest::prelude::*;
 use prost::Message as _;

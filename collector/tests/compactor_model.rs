@@ -184,6 +184,7 @@ fn settings() -> EngineSettings {
         target_bytes: 128 << 20,
         max_age: Duration::from_secs(3_600),
         max_rows: 1_000_000,
+        max_buffer_bytes: 1 << 30,
         files: FileSettings {
             row_group_rows: 1_000,
             zstd_level: 1,

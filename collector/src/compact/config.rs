@@ -41,7 +41,8 @@ pub const VACUUM_RETENTION_FLOOR: Duration = Duration::from_secs(3600);
 /// | `kafka.extra`, `kafka.extra_env` | empty | more librdkafka settings, as for the ingest role; refused there: the consumer settings the compactor sets itself ([`candor_kafka::Role::Consumer`]) |
 /// | `files.target_bytes` | `134217728` (128 MiB) | write a file once the buffered rows would make about this much Parquet |
 /// | `files.max_age` | `"60s"` | write at the latest this long after the oldest buffered record arrived |
-/// | `files.max_rows` | `1048576` | write at the latest when this many rows are buffered: the memory bound (about 1 KiB per buffered row) |
+/// | `files.max_rows` | `1048576` | write at the latest when this many rows are buffered |
+/// | `files.max_buffer_bytes` | `33554432` (32 MiB) | write at the latest when the buffered rows take this much memory (each row's record bytes and its fixed size): the bound on the buffer. A stream of 2,000 events/s reaches it in about 40 s (an event row takes about 400 bytes); a backlog is written in files of this many bytes of rows |
 /// | `files.row_group_rows` | `131072` | rows per Parquet row group: small enough that a bloom filter leaves little to read for one trace, large enough for scans |
 /// | `files.zstd_level` | `3` | zstd level of the Parquet pages, 1 to 22 |
 /// | `dedupe.window` | `"10m"` | how long an `event_id` (or `point_id`) is remembered to drop a client's retried copy |
@@ -96,6 +97,8 @@ pub struct RawFiles {
     pub max_age: String,
     /// `files.max_rows`.
     pub max_rows: i64,
+    /// `files.max_buffer_bytes`.
+    pub max_buffer_bytes: i64,
     /// `files.row_group_rows`.
     pub row_group_rows: i64,
     /// `files.zstd_level`.
@@ -108,6 +111,7 @@ impl Default for RawFiles {
             target_bytes: 128 * 1024 * 1024,
             max_age: "60s".into(),
             max_rows: 1024 * 1024,
+            max_buffer_bytes: 32 * 1024 * 1024,
             row_group_rows: 128 * 1024,
             zstd_level: 3,
         }
@@ -206,6 +210,8 @@ pub struct FilesConfig {
     pub max_age: Duration,
     /// Buffered rows a file is written at.
     pub max_rows: NonZeroUsize,
+    /// Memory of the buffered rows a file is written at.
+    pub max_buffer_bytes: NonZeroUsize,
     /// Rows per row group.
     pub row_group_rows: NonZeroUsize,
     /// zstd level, 1 to 22.
@@ -276,6 +282,7 @@ impl RawFiles {
             target_bytes: nonzero_usize("files.target_bytes", self.target_bytes)?,
             max_age: parse_duration("files.max_age", &self.max_age)?,
             max_rows: nonzero_usize("files.max_rows", self.max_rows)?,
+            max_buffer_bytes: nonzero_usize("files.max_buffer_bytes", self.max_buffer_bytes)?,
             row_group_rows: nonzero_usize("files.row_group_rows", self.row_group_rows)?,
             // Checked to be 1..=22 above.
             zstd_level: i32::try_from(self.zstd_level).unwrap_or(3),
@@ -337,6 +344,7 @@ mod tests {
         assert_eq!(config.kafka.group_id, "candor-compactor");
         assert_eq!(config.files.target_bytes.get(), 128 * 1024 * 1024);
         assert_eq!(config.files.max_age, Duration::from_secs(60));
+        assert_eq!(config.files.max_buffer_bytes.get(), 32 * 1024 * 1024);
         assert_eq!(config.dedupe_window, Duration::from_secs(600));
         assert_eq!(config.maintenance.retention_days, None);
         assert!(config.maintenance.enabled);
@@ -376,6 +384,7 @@ mod tests {
             !refusal("[kafka]\nextra = { \"sasl.password\" = \"hunter2\" }\n").contains("hunter2")
         );
         assert!(refusal("[files]\nmax_age = \"soon\"\n").contains("files.max_age"));
+        assert!(refusal("[files]\nmax_buffer_bytes = 0\n").contains("files.max_buffer_bytes"));
         assert!(refusal("tabel_root = \"x\"\n").contains("tabel_root"));
         assert!(refusal("[maintenance]\nretention_days = -1\n").contains("retention_days"));
     }

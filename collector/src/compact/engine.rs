@@ -36,8 +36,10 @@ pub struct EngineSettings {
     pub target_bytes: usize,
     /// Age of the oldest buffered record a flush is due at.
     pub max_age: Duration,
-    /// Buffered rows a flush is due at (the memory bound).
+    /// Buffered rows a flush is due at.
     pub max_rows: usize,
+    /// Memory of the buffered rows a flush is due at ([`row_memory`]): the memory bound.
+    pub max_buffer_bytes: usize,
     /// Row group size and codec level.
     pub files: FileSettings,
 }
@@ -204,6 +206,38 @@ impl Dedupe {
     }
 }
 
+/// The memory a buffered row takes, as the buffer's bound counts it: its fixed size and its
+/// record's bytes. An event row keeps its record's bytes as read ([`rows::Event`]); the other
+/// rows' texts come from theirs and take about as much.
+pub fn row_memory(record_bytes: usize) -> usize {
+    std::mem::size_of::<(Meta, Row)>() + record_bytes
+}
+
+/// Which bound made the buffer due ([`Engine::due`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Due {
+    /// The rows would make about `files.target_bytes` of Parquet.
+    Size,
+    /// The rows take `files.max_buffer_bytes` of memory.
+    Memory,
+    /// `files.max_rows` rows are buffered.
+    Rows,
+    /// The oldest buffered record is `files.max_age` old.
+    Age,
+}
+
+impl Due {
+    /// The label of the flushes counter.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Size => "size",
+            Self::Memory => "memory",
+            Self::Rows => "rows",
+            Self::Age => "age",
+        }
+    }
+}
+
 /// What a flush did, per table.
 #[derive(Debug, Default)]
 pub struct FlushReport {
@@ -224,6 +258,8 @@ pub struct Engine {
     oldest: Option<Instant>,
     buffered_bytes: usize,
     buffered_rows: usize,
+    /// The buffered rows' memory, by [`row_memory`].
+    buffered_memory: usize,
     /// Parquet bytes per buffered record byte, learned from the files written.
     ratio: f64,
     /// Records turned into rejected rows since the last flush: (source, reason) → (count, last
@@ -247,6 +283,7 @@ impl Engine {
             oldest: None,
             buffered_bytes: 0,
             buffered_rows: 0,
+            buffered_memory: 0,
             ratio: 0.25,
             refused: BTreeMap::new(),
             properties,
@@ -382,21 +419,33 @@ impl Engine {
             state.rows.entry(table).or_default().push((meta, row));
             self.buffered_bytes += bytes;
             self.buffered_rows += 1;
+            self.buffered_memory += row_memory(bytes);
         }
         if let Some((topic, count)) = consumed {
             self.metrics.consumed(topic.topic(), count);
         }
+        self.metrics.set_buffered(self.buffered_memory);
         super::fault::reach(super::fault::Point::Read, None);
     }
 
-    /// Whether the buffer is due to be written: its estimated Parquet size or its age.
-    pub fn due(&self, now: Instant) -> bool {
+    /// Why the buffer is due to be written, if it is: its estimated Parquet size, its rows, its
+    /// memory or its age.
+    pub fn due(&self, now: Instant) -> Option<Due> {
         let estimate = self.buffered_bytes as f64 * self.ratio;
-        estimate >= self.settings.target_bytes as f64
-            || self.buffered_rows >= self.settings.max_rows
-            || self
-                .oldest
-                .is_some_and(|oldest| now.duration_since(oldest) >= self.settings.max_age)
+        if estimate >= self.settings.target_bytes as f64 {
+            Some(Due::Size)
+        } else if self.buffered_memory >= self.settings.max_buffer_bytes {
+            Some(Due::Memory)
+        } else if self.buffered_rows >= self.settings.max_rows {
+            Some(Due::Rows)
+        } else if self
+            .oldest
+            .is_some_and(|oldest| now.duration_since(oldest) >= self.settings.max_age)
+        {
+            Some(Due::Age)
+        } else {
+            None
+        }
     }
 
     /// Whether any source moved since the last flush.
@@ -486,6 +535,8 @@ impl Engine {
         }
         self.buffered_bytes = 0;
         self.buffered_rows = 0;
+        self.buffered_memory = 0;
+        self.metrics.set_buffered(0);
         self.oldest = None;
         Ok(report)
     }
@@ -529,6 +580,7 @@ impl Engine {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use prost::Message as _;
 
     fn meta(offset: i64, kafka_micros: i64) -> Meta {
         Meta {
@@ -555,6 +607,83 @@ mod tests {
                 ..Default::default()
             },
         ))
+    }
+
+    fn engine(max_rows: usize, max_buffer_bytes: usize) -> Engine {
+        let settings = EngineSettings {
+            compactor_id: "test".into(),
+            bounds: TimeBounds {
+                late_after_micros: i64::MAX,
+                future_after_micros: i64::MAX,
+            },
+            dedupe_window: Duration::from_secs(600),
+            target_bytes: usize::MAX,
+            max_age: Duration::from_secs(3600),
+            max_rows,
+            max_buffer_bytes,
+            files: FileSettings {
+                row_group_rows: 1024,
+                zstd_level: 1,
+            },
+        };
+        Engine::new(settings, CompactMetrics::new())
+    }
+
+    /// `count` distinct event records of `source`, from offset 0, and their payload's size.
+    fn records(source: Source, count: i64) -> (Vec<SourceRecord>, usize) {
+        let records: Vec<SourceRecord> = (0..count)
+            .map(|offset| SourceRecord {
+                topic: source.0,
+                partition: source.1,
+                offset,
+                timestamp_ms: Some(1_700_000_000_000),
+                payload: Some(
+                    candor_records::proto::OutcomeEvent {
+                        event_id: format!("{offset:032x}"),
+                        ..Default::default()
+                    }
+                    .encode_to_vec(),
+                ),
+                generation: 0,
+            })
+            .collect();
+        let size = records[0].payload.as_ref().map_or(0, Vec::len);
+        (records, size)
+    }
+
+    #[test]
+    fn the_buffer_is_due_when_its_rows_take_the_memory_bound() {
+        let source = (Table::OutcomeEvents, 0);
+        let (mut records, size) = records(source, 10);
+        let mut engine = engine(1_000, 10 * row_memory(size));
+        engine.assign(source, 0, 0);
+        let last = records.pop().into_iter().collect();
+        let now = Instant::now();
+        engine.intake(records, now);
+        assert_eq!(engine.due(now), None, "nine rows are under the bound");
+        engine.intake(last, now);
+        assert_eq!(engine.due(now), Some(Due::Memory));
+        let gauge = format!(
+            "candor_compactor_buffered_bytes {}\n",
+            10 * row_memory(size)
+        );
+        assert!(engine.metrics.render().contains(&gauge));
+    }
+
+    #[test]
+    fn each_bound_names_itself() {
+        let source = (Table::OutcomeEvents, 0);
+        let (records_, _) = records(source, 4);
+        let now = Instant::now();
+        let mut by_rows = engine(4, usize::MAX);
+        by_rows.assign(source, 0, 0);
+        by_rows.intake(records_.clone(), now);
+        assert_eq!(by_rows.due(now), Some(Due::Rows));
+        let mut by_age = engine(1_000, usize::MAX);
+        by_age.assign(source, 0, 0);
+        by_age.intake(records_, now);
+        assert_eq!(by_age.due(now), None);
+        assert_eq!(by_age.due(now + Duration::from_secs(3600)), Some(Due::Age));
     }
 
     #[test]

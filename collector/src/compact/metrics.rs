@@ -57,6 +57,10 @@ pub mod names {
             "Records of a partition no longer assigned here, left to its new owner.";
         ASSIGNED_PARTITIONS = "candor_compactor_assigned_partitions",
             "Kafka partitions assigned to this compactor.";
+        FLUSHES_TOTAL = "candor_compactor_flushes_total",
+            "Writes of the buffered rows begun, by what made them due: size (files.target_bytes), memory (files.max_buffer_bytes), rows (files.max_rows), age (files.max_age), retry (after a failed one).";
+        BUFFERED_BYTES = "candor_compactor_buffered_bytes",
+            "Memory of the rows read and not yet written, as files.max_buffer_bytes counts it.";
         MAINTENANCE_TOTAL = "candor_compactor_maintenance_total",
             "Maintenance runs, by table, job (optimize, vacuum, retention) and result.";
         SERIES_OVERFLOW_TOTAL = "candor_compactor_metric_series_overflow_total",
@@ -83,6 +87,8 @@ pub struct CompactMetrics {
     undecodable: Family<Counter>,
     errors: Family<Counter>,
     maintenance: Family<Counter>,
+    flushes: Family<Counter>,
+    buffered: Gauge,
     read_again: Counter,
     not_assigned: Counter,
     assigned: Gauge,
@@ -109,6 +115,8 @@ impl CompactMetrics {
             undecodable: m.counters(UNDECODABLE_TOTAL, &["reason"]),
             errors: m.counters(ERRORS_TOTAL, &["reason"]),
             maintenance: m.counters(MAINTENANCE_TOTAL, &["table", "job", "result"]),
+            flushes: m.counters(FLUSHES_TOTAL, &["reason"]),
+            buffered: m.gauge(BUFFERED_BYTES),
             read_again: m.counter(READ_AGAIN_TOTAL),
             not_assigned: m.counter(NOT_ASSIGNED_TOTAL),
             assigned: m.gauge(ASSIGNED_PARTITIONS),
@@ -119,6 +127,16 @@ impl CompactMetrics {
     /// `records` records read from `topic`.
     pub fn consumed(&self, topic: &str, records: u64) {
         self.consumed.with(&[topic]).inc_by(records);
+    }
+
+    /// A write of the buffer begun, for `reason` (a [`super::engine::Due`] or `retry`).
+    pub fn flush(&self, reason: &str) {
+        self.flushes.with(&[reason]).inc();
+    }
+
+    /// The buffered rows' memory now.
+    pub fn set_buffered(&self, bytes: usize) {
+        self.buffered.set(i64::try_from(bytes).unwrap_or(i64::MAX));
     }
 
     /// A record skipped for having been read before.

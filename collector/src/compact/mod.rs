@@ -36,7 +36,7 @@ use deltalake::DeltaTable;
 use tokio::sync::{mpsc, watch};
 
 use self::config::CompactConfig;
-use self::engine::{Engine, EngineSettings};
+use self::engine::{Due, Engine, EngineSettings};
 use self::metrics::CompactMetrics;
 use self::source::{Control, Input};
 use self::table::{FileSettings, TableError};
@@ -111,6 +111,7 @@ pub async fn run(config: CompactConfig, context: RunContext) -> Result<(), Compa
             target_bytes: config.files.target_bytes.get(),
             max_age: config.files.max_age,
             max_rows: config.files.max_rows.get(),
+            max_buffer_bytes: config.files.max_buffer_bytes.get(),
             files: file_settings(&config),
         },
         Arc::clone(&metrics),
@@ -184,7 +185,15 @@ pub async fn run(config: CompactConfig, context: RunContext) -> Result<(), Compa
         }
         let now = Instant::now();
         let retry = failed_at.is_some_and(|at| now.duration_since(at) >= RETRY_FLUSH_AFTER);
-        if (accepting && engine.due(now)) || retry {
+        let due = if retry {
+            Some("retry")
+        } else if accepting {
+            engine.due(now).map(Due::as_str)
+        } else {
+            None
+        };
+        if let Some(reason) = due {
+            metrics.flush(reason);
             failed_at = flush(&mut engine, &mut tables, &control_tx)
                 .await
                 .err()

@@ -2,7 +2,9 @@
 //! (`candor_collector::compact`), with `/metrics`, `/healthz` and `/readyz` on `metrics.addr`.
 
 use std::net::SocketAddr;
+use std::os::unix::process::CommandExt as _;
 use std::path::PathBuf;
+use std::process::Command;
 use std::sync::Arc;
 use std::sync::atomic::AtomicBool;
 use std::time::Duration;
@@ -71,12 +73,38 @@ pub fn main(args: &CompactArgs) -> anyhow::Result<()> {
         return Ok(());
     }
     candor_service::init_logs(args.log_format)?;
+    one_malloc_arena();
     let config = validate(args)?;
     let runtime = runtime()?;
     let result = runtime.block_on(async move { build(config).await?.run().await });
     // A consumer that could not close (no broker) is left behind, not waited for.
     runtime.shutdown_timeout(Duration::from_secs(1));
     result
+}
+
+/// The variable that sets how many malloc arenas glibc makes.
+const ARENAS: &str = "MALLOC_ARENA_MAX";
+
+/// Starts this program again with one malloc arena, unless the variable is set already (by an
+/// operator, or by this function before the `exec`). glibc gives each thread that allocates an
+/// arena of its own, up to eight per core, and keeps what is freed in each for that arena: the
+/// compactor's records are copied on the consumer's thread, sorted and built into batches on a
+/// blocking thread and written on the runtime's, and with the default arenas its peak RSS was
+/// about a third higher for the same CPU time (`docs/adr/0007-allocators.md`).
+/// `exec` keeps the process id, the arguments and the other variables. When the program cannot
+/// be started again (its file was replaced), it runs on as it is and says so.
+fn one_malloc_arena() {
+    if std::env::var_os(ARENAS).is_some() {
+        return;
+    }
+    let error = match std::env::current_exe() {
+        Ok(program) => Command::new(program)
+            .args(std::env::args_os().skip(1))
+            .env(ARENAS, "1")
+            .exec(),
+        Err(error) => error,
+    };
+    tracing::warn!(%error, "could not start again with {ARENAS}=1; running with glibc's default arenas");
 }
 
 /// A compactor's configuration file (the defaults without one), edited by `edit`, validated.

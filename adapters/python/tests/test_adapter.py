@@ -577,6 +577,54 @@ def test_a_partial_event_carries_coverage(telemetry: Telemetry) -> None:
     }
 
 
+def test_each_event_has_its_own_attributes_in_order(telemetry: Telemetry) -> None:
+    """Events of one class, kind and action share their first attributes, never the rest."""
+    clock = FakeClock(START)
+    adapter = make(telemetry, clock, retry=RetryPolicy.no_retry())
+    adapter.call(lambda context: HttpResponse(401, {"X-Request-Id": "req-1"}))
+    adapter.call(lambda context: HttpResponse(403))
+    adapter.call(lambda context: HttpResponse(503))
+    events = [list((span.events[0].attributes or {}).items()) for span in telemetry.spans()]
+    identity = [
+        ("tool.name", "search"),
+        ("tool.target", "https://REDACTED@search.example/v1/items?api_key=REDACTED"),
+    ]
+    provenance = [
+        ("tool.provenance.source_system", "search.example"),
+        ("tool.provenance.adapter", ADAPTER_VERSION),
+    ]
+    auth = [
+        ("tool.outcome.class", "access_failure"),
+        ("tool.failure.kind", "auth"),
+        ("tool.retry.action", "permanent"),
+        ("tool.retry.attempt", 1),
+        ("tool.retry.max_attempts", 1),
+    ]
+    assert events == [
+        [
+            *identity,
+            *auth,
+            ("http.response.status_code", 401),
+            ("error.type", "401"),
+            ("tool.evidence.kind", "request_id"),
+            ("tool.evidence.value", "req-1"),
+            *provenance,
+        ],
+        [*identity, *auth, ("http.response.status_code", 403), ("error.type", "403"), *provenance],
+        [
+            *identity,
+            ("tool.outcome.class", "access_failure"),
+            ("tool.failure.kind", "server_error"),
+            ("tool.retry.action", "exhausted"),
+            ("tool.retry.attempt", 1),
+            ("tool.retry.max_attempts", 1),
+            ("http.response.status_code", 503),
+            ("error.type", "503"),
+            *provenance,
+        ],
+    ]
+
+
 def test_only_the_terminal_event_carries_the_evidence(telemetry: Telemetry) -> None:
     clock = FakeClock(START)
     adapter = make(telemetry, clock, retry=RetryPolicy(max_attempts=2))

@@ -32,7 +32,12 @@ from candor import (
     redact_text,
 )
 from candor.classify.http._exchange import _VISIBLE, _visible
-from candor.classify.http._parse import _CONTROLS_AS_SPACES, _WHITE_SPACE, _body_snippet
+from candor.classify.http._parse import (
+    _CONTROLS_AS_SPACES,
+    _WHITE_SPACE,
+    BODY_SNIPPET_CHARS,
+    _body_snippet,
+)
 from candor.jsonscan import OUT_OF_RANGE, first_error
 from candor.jsonvalue import (
     BodyParseError,
@@ -207,6 +212,20 @@ def test_a_snippet_reads_every_control_character_as_a_space() -> None:
         body = text.encode("utf-8")
         want = redact_text(text.translate(_CONTROLS_AS_SPACES).strip(_WHITE_SPACE))
         assert _body_snippet(body) == want, repr(text)
+
+
+def test_a_snippet_is_the_start_of_the_whole_body_decoded() -> None:
+    """Decoding only the bytes a snippet can hold gives what decoding the whole body gives."""
+    pieces = [b"a", b" ", "\u00e9".encode(), "\u20ac".encode(), "\U0001f600".encode()]
+    # Invalid UTF-8: a lone continuation byte, cut sequences, a surrogate, past U+10FFFF.
+    pieces += [b"\x80", b"\xff", b"\xc3", b"\xe2\x82", b"\xf0\x9f", b"\xed\xa0\x80"]
+    pieces += [b"\xf4\x90\x80\x80"]
+    rng = random.Random(11)  # noqa: S311 - test data, not a secret
+    for _ in range(2_000):
+        body = b"".join(rng.choice(pieces) for _ in range(rng.randint(150, 900)))
+        whole = body.decode("utf-8", errors="replace")[:BODY_SNIPPET_CHARS]
+        want = redact_text(whole.translate(_CONTROLS_AS_SPACES).strip(_WHITE_SPACE))
+        assert _body_snippet(body) == want, body
 
 
 def _reference_loads_body(data: bytes) -> JsonValue:

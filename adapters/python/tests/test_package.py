@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import gc
 import importlib.metadata
 import logging
 import subprocess
 import sys
+import types
+from pathlib import Path
 
 import pytest
 
@@ -90,3 +93,43 @@ def test_the_mirror_records_are_what_the_logger_makes(
         assert record.lineno > 0
         assert record.exc_info is None
         assert record.stack_info is None
+
+
+def test_a_mirrored_call_leaves_no_frame_for_the_garbage_collector(
+    telemetry: Telemetry, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The mirror reads its own frame without keeping it: the call's frames are freed at once.
+
+    A frame kept by a variable of its own would be a reference cycle holding every frame of the
+    call and all they hold (the envelope, the span) until the garbage collector ran.
+    """
+    adapter = Adapter(
+        "search",
+        "https://search.example",
+        HttpClassifier(NotFound.UNREACHABLE),
+        jitter=FixedJitter(0.0),
+        clock=FakeClock(),
+        tracer_provider=telemetry.tracer_provider,
+        meter_provider=telemetry.meter_provider,
+    )
+    package = Path(candor.__file__).parent
+    with caplog.at_level(logging.INFO, logger=MIRROR_LOGGER):
+        gc.collect()
+        gc.disable()
+        gc.set_debug(gc.DEBUG_SAVEALL)
+        try:
+            adapter.call(lambda attempt: HttpResponse(503 if attempt.number == 1 else 401))
+            gc.collect()
+            # The adapter's own frames: another thread's garbage is none of this test's.
+            frames = [
+                found.f_code.co_name
+                for found in gc.garbage
+                if isinstance(found, types.FrameType)
+                and Path(found.f_code.co_filename).is_relative_to(package)
+            ]
+        finally:
+            gc.set_debug(0)
+            gc.garbage.clear()
+            gc.enable()
+    assert len(caplog.records) == 2  # both events were mirrored
+    assert frames == []

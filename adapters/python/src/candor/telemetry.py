@@ -369,6 +369,11 @@ class Telemetry:
         # shared by every span of that kind: the API takes attributes as a read-only mapping,
         # and the SDK copies them into the span.
         self._span_attributes: dict[tuple[OutcomeClass, FailureKind | None], Attributes] = {}
+        # The first attributes of a ``tool.outcome`` event, which follow from the attempt's
+        # class, kind and action: made on first use, and copied into each event.
+        self._event_heads: dict[
+            tuple[OutcomeClass, FailureKind | None, RetryAction | None], Attributes
+        ] = {}
         self.trace_every_call = trace_every_call
 
     def retried(
@@ -584,6 +589,21 @@ class Telemetry:
         attributes.update(self._provenance)
         return attributes
 
+    def _event_head(
+        self, cls: OutcomeClass, kind: FailureKind | None, action: RetryAction | None
+    ) -> Attributes:
+        """The first attributes of a ``tool.outcome`` event: the identity, class, kind, action."""
+        # A member of a vocabulary is a str of its wire spelling: str() is that spelling, as
+        # a plain str, and is cheaper than the enum's ``value`` property.
+        head = dict(self._identity)
+        head[attr.OUTCOME_CLASS] = str(cls)
+        if kind is not None:
+            head[attr.FAILURE_KIND] = str(kind)
+        if action is not None:
+            head[attr.RETRY_ACTION] = str(action)
+        self._event_heads[cls, kind, action] = head
+        return head
+
     def _event_attributes(
         self,
         attempt: Attempt,
@@ -596,23 +616,20 @@ class Telemetry:
         ``truncation`` is the call's on its Partial event, ``evidence`` the envelope's on the
         event that ends the call.
         """
-        # A member of a vocabulary is a str of its wire spelling: str() is that spelling, as
-        # a plain str, and is cheaper than the enum's ``value`` property.
-        attributes = dict(self._identity)
-        attributes[attr.OUTCOME_CLASS] = str(attempt.outcome_class)
-        if attempt.failure_kind is not None:
-            attributes[attr.FAILURE_KIND] = str(attempt.failure_kind)
-        if attempt.retry_action is not None:
-            attributes[attr.RETRY_ACTION] = str(attempt.retry_action)
+        cls, kind, action = attempt.outcome_class, attempt.failure_kind, attempt.retry_action
+        head = self._event_heads.get((cls, kind, action))
+        if head is None:
+            head = self._event_head(cls, kind, action)
+        attributes = head.copy()
         attributes[attr.RETRY_ATTEMPT] = attempt.number
         attributes[attr.RETRY_MAX_ATTEMPTS] = max_attempts
-        if attempt.retry_action is RetryAction.RETRY:
+        if action is RetryAction.RETRY:
             attributes[attr.RETRY_BACKOFF_MS] = _i64(attempt.backoff_ms or 0)
         if attempt.status is not None:
             attributes[attr.HTTP_STATUS_CODE] = attempt.status
         if attempt.error_type is not None:
             attributes[attr.ERROR_TYPE] = attempt.error_type
-        if truncation is not None and attempt.outcome_class is OutcomeClass.PARTIAL:
+        if truncation is not None and cls is OutcomeClass.PARTIAL:
             if truncation.returned is not None:
                 attributes[attr.PARTIAL_RETURNED] = _i64(truncation.returned)
             if truncation.expected is not None:
@@ -620,6 +637,7 @@ class Telemetry:
             attributes[attr.COVERAGE] = truncation.covered
             attributes[attr.DROPPED] = truncation.dropped
         if evidence is not None:
+            # str() of a vocabulary member: its wire spelling (see _event_head).
             attributes[attr.EVIDENCE_KIND] = str(evidence.kind)
             attributes[attr.EVIDENCE_VALUE] = evidence.value
         attributes.update(self._provenance)
@@ -649,7 +667,7 @@ def _mirror(tool: str, target: str, attempt: Attempt) -> None:
     level = logging.INFO if retrying else logging.WARNING
     if not _log.isEnabledFor(level):
         return
-    # str() of a vocabulary member: its wire spelling (see _event_attributes).
+    # str() of a vocabulary member: its wire spelling (see Telemetry._event_head).
     fields = {
         "tool": tool,
         "tool_target": target,
@@ -675,6 +693,10 @@ def _mirror(tool: str, target: str, attempt: Attempt) -> None:
     else:
         frame = sys._getframe()
         path, line, function = frame.f_code.co_filename, frame.f_lineno, "_mirror"
+        # A frame object held by a variable of its own frame is a reference cycle: it would
+        # keep this call's frames, and every object they hold, alive until the garbage
+        # collector runs.
+        del frame
     _log.handle(
         _log.makeRecord(
             _log.name,

@@ -67,8 +67,14 @@ def _retry_after_ms(response: HttpResponse) -> int | None:
 _CONTROLS_AS_SPACES: Final = dict.fromkeys((*range(0x20), *range(0x7F, 0xA0)), " ")
 
 
+_SNIPPET_BYTES: Final = 4 * BODY_SNIPPET_CHARS
+"""The bytes of a body that a snippet is read from. Each character comes from at most four bytes
+(a U+FFFD that stands for invalid bytes, from one to three), so the snippet's characters all lie
+within them, and the rest of a large body is never decoded."""
+
+
 def _body_snippet(body: bytes) -> str:
-    text = body.decode("utf-8", errors="replace")[:BODY_SNIPPET_CHARS]
+    text = body[:_SNIPPET_BYTES].decode("utf-8", errors="replace")[:BODY_SNIPPET_CHARS]
     # Printable text holds no control character (they are all unprintable), and testing
     # for that costs a fraction of what translating does.
     one_line = text if text.isprintable() else text.translate(_CONTROLS_AS_SPACES)

@@ -241,12 +241,18 @@ impl Report {
 
     /// The contract envelope of this answer, with the rows as payload.
     pub fn envelope(&self) -> Envelope<Rows> {
+        self.envelope_with(|| self.rows.clone())
+    }
+
+    /// [`Report::envelope`] with the payload `payload` makes, when the class carries one: the
+    /// JSON rendering borrows the rows instead of copying them.
+    fn envelope_with<P>(&self, payload: impl FnOnce() -> P) -> Envelope<P> {
         let items = u64::try_from(self.rows.rows.len()).unwrap_or(u64::MAX);
         let scope = self.scope();
         let gaps = self.coverage.gaps().join("; ");
         let outcome = match self.class() {
             OutcomeClass::Success => Outcome::Success {
-                payload: self.rows.clone(),
+                payload: payload(),
                 extent: Extent {
                     items: Some(items),
                     declared_total: None,
@@ -261,7 +267,7 @@ impl Report {
                 },
             },
             OutcomeClass::Partial => Outcome::Partial {
-                payload: self.rows.clone(),
+                payload: payload(),
                 truncation: Truncation {
                     // The answer marks itself as cut off: it says what it did not cover.
                     kind: PartialKind::TruncationMarker,
@@ -333,7 +339,7 @@ impl Report {
         match format {
             Format::Json => {
                 let body = serde_json::json!({
-                    "envelope": self.envelope(),
+                    "envelope": self.envelope_with(|| &self.rows),
                     "coverage": self.coverage,
                     "summary": self.summary,
                 });

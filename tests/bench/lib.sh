@@ -14,6 +14,17 @@ if [[ -z "${CANDOR_PYTHON:-}" ]]; then
 fi
 python="${CANDOR_PYTHON:-$CANDOR_VENV/bin/python}"
 
+# The DuckDB command-line tool, the fresh-process peer of `candor` (query.sh): PyPI's
+# duckdb-cli ships its binary. Installed into the benchmarks' Python environment when missing;
+# sets `duckdb_cli` to the binary.
+ensure_duckdb_cli() {
+    local find='import duckdb_cli, os; print(os.path.join(os.path.dirname(duckdb_cli.__file__), "duckdb"))'
+    if ! duckdb_cli=$("$python" -c "$find" 2>/dev/null); then
+        "$python" -m pip install --quiet --disable-pip-version-check duckdb-cli==1.5.6
+        duckdb_cli=$("$python" -c "$find")
+    fi
+}
+
 # Every binary in one release build, with the same package set as `deploy/local/up.sh --release`: cargo
 # unifies features per build, and a different set would compile DataFusion again. Extra
 # arguments (`--example NAME`) add to it. CANDOR_BENCH_BUILT=1 skips it: tests/bench/suite.sh

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Measures `candor` on N generated events written through the real compactor, and prints figures:
 #   - the same three questions as a fresh `candor` process (wall time, peak memory), as a library
-#     on a warm session (`query/examples/hot.rs`), and in DuckDB over the same Parquet files:
+#     on a warm session (`query/examples/hot.rs`), and in DuckDB over the same Parquet files
+#     (in one process, and as a fresh process of its command-line tool, each answering in CSV):
 #     `rates --by target` over all of it, `trace <id>` for one trace, `incident` for one target
 #     and one hour.
 # The events are spread over 24 hours ending an hour ago, with the counter points of their 50
@@ -64,18 +65,12 @@ trace_id=$(candor sql "SELECT min(trace_id) AS trace_id FROM outcome_events WHER
 target='https://api-7.internal/v1/search'
 echo "trace $trace_id, target $target, rates $since to $until, incident hour from $incident_from"
 
+# As CSV, as the DuckDB command-line tool answers beside it (query_duckdb.py --cli).
 fresh() {
     local name="$1"; shift
-    local best="" rss=""
-    for _ in 1 2 3 4 5; do
-        /usr/bin/time -f "%e %M" -o "$work/time" "$bin/candor" --tables "$work/tables" --no-live "$@" \
-            --format json >"$work/out.json" 2>/dev/null || [[ $? -le 3 ]]
-        read -r wall kib < <(tail -1 "$work/time")
-        if [[ -z "$best" ]] || awk -v a="$wall" -v b="$best" 'BEGIN { exit !(a < b) }'; then best="$wall"; fi
-        rss="$kib"
-    done
-    rows=$("$python" -c 'import json,sys; o=json.load(open(sys.argv[1]))["envelope"]["outcome"]; print(len(o.get("payload",{}).get("rows",[])))' "$work/out.json")
-    echo "fresh $name: rows $rows best_wall_ms $(awk -v w="$best" 'BEGIN { printf "%.0f", w * 1000 }') peak_rss_mib $((rss / 1024))"
+    # 1 ("No failures") and 3 (partial) are answers too.
+    "$python" tests/bench/fresh.py "$name" --runs 5 --ok 0,1,3 -- \
+        "$bin/candor" --tables "$work/tables" --no-live "$@" --format csv
 }
 echo "== fresh process (best of 5)"
 fresh "rates --by target" rates --by target --since "$since" --until "$until"
@@ -86,5 +81,7 @@ echo "== library, warm session"
 "$bin/examples/hot" --tables "$work/tables" --since "$since" --until "$until" --trace-id "$trace_id" \
     --target "$target" --incident-from "$incident_from"
 echo "== DuckDB over the same files"
-"$python" tests/bench/query_duckdb.py "$work/tables" "$since" "$until" "$trace_id" "$target" "$incident_from"
+ensure_duckdb_cli
+"$python" tests/bench/query_duckdb.py "$work/tables" "$since" "$until" "$trace_id" "$target" "$incident_from" \
+    --cli "$duckdb_cli"
 echo "data kept in $work (CANDOR_BENCH_DIR=$work reuses it)"

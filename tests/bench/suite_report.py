@@ -25,7 +25,8 @@ The lines read (stdlib only, Python 3.11):
     latency_rows N p50_s X p95_s X max_s X
   query.sh, query/examples/hot.rs and query_duckdb.py:
     fresh NAME: rows N best_wall_ms N peak_rss_mib N / open: X ms / hot NAME: rows N min_ms X
-    median_ms X / hot peak memory: N kB / duckdb NAME: rows N cold_ms X hot_min_ms X
+    median_ms X / hot peak memory: N kB / duckdb NAME: rows N cold_ms X hot_min_ms X /
+    duckdb-cli NAME: rows N best_wall_ms X peak_rss_mib N
   cargo bench -p candor-adapter --bench overhead (criterion): GROUP/NAME, then
     "time:   [LOW UNIT MID UNIT HIGH UNIT]" (the middle value, the estimate, is the figure)
   query/examples/latency.rs: {"summary": MODE, "samples", "seen", "missing", "p50_ms", "p95_ms",
@@ -392,6 +393,10 @@ QUESTIONS = [
 ]
 
 
+# The questions query_duckdb.py also asks of the DuckDB command-line tool as a fresh process.
+CLI_QUESTIONS = ("groupby", "trace", "incident")
+
+
 def query_expects() -> list[Expect]:
     expects = [
         Expect(None, r"open: (?P<v>\S+) ms", {"v": "q.open_ms"}, "open: X ms"),
@@ -423,6 +428,20 @@ def query_expects() -> list[Expect]:
                 f"hot {hot}: rows N min_ms X median_ms X",
             )
         )
+        if key in CLI_QUESTIONS:
+            expects.append(
+                Expect(
+                    None,
+                    rf"duckdb-cli {re.escape(duckdb)}: rows (?P<rows>\S+) best_wall_ms (?P<ms>\S+) "
+                    r"peak_rss_mib (?P<rss>\S+)",
+                    {
+                        "rows": f"q.{key}.cli.rows",
+                        "ms": f"q.{key}.cli.ms",
+                        "rss": f"q.{key}.cli.rss_mib",
+                    },
+                    f"duckdb-cli {duckdb}: rows N best_wall_ms X peak_rss_mib N",
+                )
+            )
         expects.append(
             Expect(
                 None,
@@ -549,6 +568,7 @@ def parse_latency(
 BARE = "bare call (raw_operation)"
 ROTEL = "Rotel"
 DUCK_FIRST = "DuckDB, first run"
+DUCK_CLI = "DuckDB CLI, fresh process"
 DUCK_BEST = "DuckDB, fastest of runs 2–10"
 
 
@@ -743,6 +763,19 @@ def figures() -> list[Figure]:
             )
         )
     for key, fresh, hot, _ in QUESTIONS:
+        if fresh and key in CLI_QUESTIONS:
+            rows.append(
+                Figure(
+                    "query",
+                    f"{hot}: fresh process, best of 5, beside the DuckDB CLI",
+                    "ms",
+                    "lower",
+                    f"q.{key}.fresh.ms",
+                    DUCK_CLI,
+                    f"q.{key}.cli.ms",
+                )
+            )
+    for key, fresh, hot, _ in QUESTIONS:
         if fresh:
             rows.append(
                 Figure(
@@ -751,6 +784,7 @@ def figures() -> list[Figure]:
                     "MiB",
                     "lower",
                     f"q.{key}.fresh.rss_mib",
+                    *((DUCK_CLI, f"q.{key}.cli.rss_mib") if key in CLI_QUESTIONS else ()),
                 )
             )
     rows.append(Figure("query", "warm library: opening the tables", "ms", "lower", "q.open_ms"))
@@ -764,9 +798,9 @@ CAVEATS = {
     "before Kafka delivery and writes one Kafka message per batch, so it does less per event.",
     "compactor": "rows/s is end to end (Kafka → Delta, files every 2 s). pyarrow only writes the "
     "same rows, sorted and in memory, as one file with the compactor's codec and row groups.",
-    "query": "Fresh: a new `candor` process (start and table open included). DuckDB's first run: "
-    "its first query on a session whose views already list the files. Warm: the library on an "
-    "open session.",
+    "query": "Fresh: a new `candor` process (start and table open included), beside a new DuckDB "
+    "CLI process given the table's file list. DuckDB's first run: its first query on a session "
+    "whose views already list the files. Warm: the library on an open session.",
 }
 
 

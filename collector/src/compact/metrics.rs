@@ -58,7 +58,7 @@ pub mod names {
         ASSIGNED_PARTITIONS = "candor_compactor_assigned_partitions",
             "Kafka partitions assigned to this compactor.";
         FLUSHES_TOTAL = "candor_compactor_flushes_total",
-            "Writes of the buffered rows begun, by what made them due: size (files.target_bytes), memory (files.max_buffer_bytes), rows (files.max_rows), age (files.max_age), retry (after a failed one).";
+            "Writes of the buffered rows begun, by what made them due: size (files.target_bytes), memory (files.max_buffer_bytes), rows (files.max_rows), age (files.max_age), retry (after a failed one), stop (the last one, at shutdown).";
         BUFFERED_BYTES = "candor_compactor_buffered_bytes",
             "Memory of the rows read and not yet written, as files.max_buffer_bytes counts it.";
         MAINTENANCE_TOTAL = "candor_compactor_maintenance_total",
@@ -129,7 +129,7 @@ impl CompactMetrics {
         self.consumed.with(&[topic]).inc_by(records);
     }
 
-    /// A write of the buffer begun, for `reason` (a [`super::engine::Due`] or `retry`).
+    /// A write of the buffer begun, for `reason` (a [`super::engine::Due`], `retry` or `stop`).
     pub fn flush(&self, reason: &str) {
         self.flushes.with(&[reason]).inc();
     }

@@ -204,6 +204,7 @@ pub async fn run(config: CompactConfig, context: RunContext) -> Result<(), Compa
     ready.store(false, Ordering::Relaxed);
     if result.is_ok() && engine.has_pending() {
         tracing::info!("stopping: committing what was read");
+        metrics.flush("stop");
         let last = flush(&mut engine, &mut tables, &control_tx);
         if !matches!(
             tokio::time::timeout(SHUTDOWN_FLUSH_DEADLINE, last).await,

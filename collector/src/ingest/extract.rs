@@ -9,7 +9,7 @@
 //!
 //! Events are the hot path (one request may carry thousands), so an event is checked and
 //! identified without copying its texts or encoding it again: its strings stay borrowed until
-//! [`OutcomeEventRef::encode`] writes the record's bytes.
+//! the view's `encode` writes the record's bytes.
 
 use std::borrow::Cow;
 use std::collections::BTreeMap;
@@ -20,8 +20,8 @@ use opentelemetry_proto::tonic::collector::logs::v1::ExportLogsServiceRequest;
 use opentelemetry_proto::tonic::collector::trace::v1::ExportTraceServiceRequest;
 use sha2::{Digest, Sha256};
 
-pub use super::event::OutcomeEventRef;
 use super::event::hex;
+pub use super::event::{EventText, OutcomeEventRef};
 // The one closed set of reasons, which the compactor writes too, kept at this path for the
 // collector's code: the collector refuses only for the reasons whose `written_by` names
 // `RejectedSource::Collector`.
@@ -241,13 +241,13 @@ pub fn extract_traces<'a>(
         if !derived.adapter_call_ids.is_empty() {
             let ids: BTreeMap<SpanKey<'_>, &str> = derived.adapter_call_ids.into_iter().collect();
             for event in &mut events.out.events {
-                let key = (event.trace_id.as_slice(), event.span_id.as_slice());
+                let key = (event.trace_id.as_bytes(), event.span_id.as_bytes());
                 if let Some(id) = ids.get(&key) {
                     // The event's other texts were redacted when it was offered; only the id is
                     // new (a second pass would count their redactions again).
                     let mut id = bounded(id, received.limits.max_value_bytes);
                     scrub_borrowed(&mut id, false, &mut events.out.redacted);
-                    event.tool_call_id = Some(id);
+                    event.tool_call_id = Some(id.into());
                 }
             }
         }

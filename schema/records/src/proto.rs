@@ -36,6 +36,7 @@ record! {
         /// `tool.name`.
         tool_name: string = 9 => TOOL_NAME as Text,
         /// `tool.target`, credentials removed.
+        #[redact(Url)]
         tool_target: string = 10 => TOOL_TARGET as Text,
         /// `tool.failure.kind`.
         failure_kind: string = 11 => FAILURE_KIND as Text,
@@ -50,16 +51,20 @@ record! {
         /// `http.response.status_code`, when there was a response.
         http_status_code: uint32 optional = 16 => HTTP_STATUS_CODE as OptInt,
         /// `error.type`, credentials removed.
+        #[redact(Text)]
         error_type: string optional = 17 => ERROR_TYPE as OptText,
         /// `tool.partial.returned`.
         partial_returned: uint64 optional = 18 => PARTIAL_RETURNED as OptLong,
         /// `tool.partial.expected`.
         partial_expected: uint64 optional = 19 => PARTIAL_EXPECTED as OptLong,
         /// `tool.coverage`, credentials removed.
+        #[redact(Text)]
         coverage: string optional = 20 => COVERAGE as OptText,
         /// `tool.dropped`, credentials removed.
+        #[redact(Text)]
         dropped: string optional = 21 => DROPPED as OptText,
         /// `tool.authority`, credentials removed.
+        #[redact(Text)]
         authority: string optional = 22 => AUTHORITY as OptText,
         /// When the collector received the request.
         received_time_unix_nano: fixed64 = 23 => RECEIVED_TIME as Time,
@@ -72,29 +77,36 @@ record! {
         /// What the failure said, credentials removed and bounded: the status description of
         /// the span of an adapter's call, on the event that ends it; a derived call's span
         /// status, else its `exception.message`.
+        #[redact(Text)]
         error_message: string optional = 26 => ERROR_MESSAGE as OptText,
         /// `exception.type` of a derived call's `exception` event.
+        #[redact(Text)]
         exception_type: string optional = 27 => EXCEPTION_TYPE as OptText,
         /// `rpc.response.status_code` of a derived call's span (a JSON-RPC error code for MCP),
         /// as sent.
+        #[redact(Text)]
         rpc_status_code: string optional = 28 => RPC_STATUS_CODE as OptText,
         /// The tool call's `gen_ai.tool.call.id`: a derived call's own, or, for an adapter's
         /// call, that of the GenAI or MCP call it ran in.
+        #[redact(Text)]
         tool_call_id: string optional = 29 => TOOL_CALL_ID as OptText,
         /// The kind of the evidence of the call's outcome (`tool.evidence.kind`; `request_id`
         /// for an HTTP span's captured `X-Request-Id`).
         evidence_kind: string optional = 30 => EVIDENCE_KIND as OptText,
         /// The evidence itself, credentials removed: e.g. the request id to quote to the
         /// tool's owner.
+        #[redact(Text)]
         evidence_value: string optional = 31 => EVIDENCE_VALUE as OptText,
         /// The convention a derived call was recognised by (e.g. `openinference`,
         /// `otel-genai`, or a name the collector's configuration declared); absent for an
         /// adapter's own event and in records written before conventions were named.
         convention: string optional = 32 => CONVENTION as OptText,
         /// `tool.provenance.source_system` of an adapter's event: the system that answered.
+        #[redact(Text)]
         source_system: string optional = 33 => SOURCE_SYSTEM as OptText,
         /// `tool.provenance.actor` of an adapter's event, credentials removed: who the call
         /// acted for, when the adapter was told.
+        #[redact(Text)]
         actor: string optional = 34 => ACTOR as OptText,
         /// `tool.provenance.adapter` of an adapter's event: the implementation and its version.
         adapter: string optional = 35 => ADAPTER as OptText,
@@ -114,6 +126,7 @@ record! {
         /// `tool.name`.
         tool_name: string = 5 => TOOL_NAME as Text,
         /// `tool.target`, credentials removed.
+        #[redact(Url)]
         tool_target: string = 6 => TOOL_TARGET as Text,
         /// The outcome class counted.
         outcome_class: string = 7 => OUTCOME_CLASS as Text,
@@ -231,26 +244,33 @@ record! {
         /// `tool.name`.
         tool_name: string = 8 => TOOL_NAME as Text,
         /// `tool.target`, credentials removed.
+        #[redact(Url)]
         tool_target: string = 9 => TOOL_TARGET as Text,
         /// `tool.operation.id`, credentials removed.
+        #[redact(Text)]
         operation_id: string = 10 => OPERATION_ID as Text,
         /// `tool.lifecycle.state`.
         lifecycle_state: string = 11 => LIFECYCLE_STATE as Text,
         /// `tool.lifecycle.reason`, credentials removed: why a failed operation failed.
+        #[redact(Text)]
         reason: string optional = 12 => LIFECYCLE_REASON as OptText,
         /// `tool.coverage`, credentials removed: what a partial operation did.
+        #[redact(Text)]
         coverage: string optional = 13 => COVERAGE as OptText,
         /// `tool.evidence.kind`.
         evidence_kind: string optional = 14 => EVIDENCE_KIND as OptText,
         /// `tool.evidence.value`, credentials removed.
+        #[redact(Text)]
         evidence_value: string optional = 15 => EVIDENCE_VALUE as OptText,
         /// `tool.provenance.source_system`.
         source_system: string = 16 => SOURCE_SYSTEM as Text,
         /// `tool.provenance.actor`, credentials removed.
+        #[redact(Text)]
         actor: string optional = 17 => ACTOR as OptText,
         /// `tool.provenance.adapter`.
         adapter: string = 18 => ADAPTER as Text,
         /// `tool.authority`, credentials removed.
+        #[redact(Text)]
         authority: string optional = 19 => AUTHORITY as OptText,
         /// When the collector received the request.
         received_time_unix_nano: fixed64 = 20 => RECEIVED_TIME as Time,
@@ -258,6 +278,7 @@ record! {
         collector_id: string = 21 => COLLECTOR_ID as Text,
         /// `tool.resource.id`, credentials removed: the resource a completed or partial
         /// operation produced or changed.
+        #[redact(Text)]
         resource_id: string optional = 22 => RESOURCE_ID as OptText,
         /// `tool.resource.version`: that resource's version, when its source said.
         resource_version: string optional = 23 => RESOURCE_VERSION as OptText,
@@ -471,6 +492,7 @@ mod tests {
     use prost::Message as _;
 
     use super::*;
+    use crate::record::Redaction;
 
     #[test]
     fn the_committed_proto_file_is_the_declarations() {
@@ -503,6 +525,56 @@ mod tests {
             );
             assert_eq!(tags[0], 1, "{}", record.name);
         }
+    }
+
+    /// A field whose documentation promises its credentials are removed is declared
+    /// `#[redact(..)]`, which is what the collector acts on; a field declared so is a text.
+    #[test]
+    fn every_field_promised_redacted_is_declared_redacted() {
+        for record in RECORDS {
+            for field in record.fields {
+                let promised = field.doc.join(" ").contains("credentials removed");
+                assert!(
+                    !promised || field.redaction.is_some(),
+                    "{}.{} says its credentials are removed but is not declared #[redact(..)]",
+                    record.name,
+                    field.name
+                );
+                assert!(
+                    field.redaction.is_none() || field.proto_type == "string",
+                    "{}.{}",
+                    record.name,
+                    field.name
+                );
+            }
+        }
+        let declared = |record: &Declaration| -> Vec<(&str, Redaction)> {
+            record
+                .fields
+                .iter()
+                .filter_map(|field| Some((field.name, field.redaction?)))
+                .collect()
+        };
+        assert_eq!(
+            declared(&OutcomeCount::DECLARATION),
+            [("tool_target", Redaction::Url)]
+        );
+        let mut count = OutcomeCount {
+            tool_target: "t".into(),
+            collector_id: "c".into(),
+            ..Default::default()
+        };
+        let mut visited = Vec::new();
+        count.for_each_redacted(|how, value| visited.push((how, value.clone())));
+        assert_eq!(visited, [(Redaction::Url, "t".to_owned())]);
+        // An optional text is passed only when present.
+        let mut operation = OperationEvent {
+            reason: Some("r".into()),
+            ..Default::default()
+        };
+        let mut visited = Vec::new();
+        operation.for_each_redacted(|_, value| visited.push(value.clone()));
+        assert_eq!(visited, ["", "", "r"], "tool_target, operation_id, reason");
     }
 
     #[test]

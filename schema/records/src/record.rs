@@ -45,6 +45,21 @@ pub struct FieldDeclaration {
     pub optional: bool,
     /// Its documentation, a line per entry.
     pub doc: &'static [&'static str],
+    /// How credentials are removed from the field before it is recorded; `None` for a field
+    /// that holds no free-form text.
+    pub redaction: Option<Redaction>,
+}
+
+/// How credentials are removed from a free-form text field before it is recorded, declared on
+/// the field with `#[redact(Url)]` or `#[redact(Text)]` in its `record!` declaration.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Redaction {
+    /// The value is a URL more often than not: its user information and secret-looking query
+    /// parameters go, as `candor_schema::redact::redact_url` removes them.
+    Url,
+    /// The value is free text: secret-looking runs go, as `candor_schema::redact::redact_text`
+    /// removes them.
+    Text,
 }
 
 /// Serialises a field of a record for its JSON form: bytes as text (invalid UTF-8 replaced),
@@ -279,6 +294,30 @@ macro_rules! to_owned {
     };
 }
 
+/// A field's declared [`Redaction`], as an `Option`.
+macro_rules! redaction {
+    ($how:ident) => {
+        Some($crate::record::Redaction::$how)
+    };
+    () => {
+        None
+    };
+}
+
+/// Passes a field declared `#[redact(..)]` to `f` with its [`Redaction`]: a text as it is, an
+/// optional text when present. A field with no redaction is passed over.
+macro_rules! visit_redacted {
+    ($f:ident, $value:expr, []; $($kind:tt)*) => {};
+    ($f:ident, $value:expr, [$how:ident]; string) => {
+        $f($crate::record::Redaction::$how, &mut $value)
+    };
+    ($f:ident, $value:expr, [$how:ident]; string optional) => {
+        if let Some(value) = $value.as_mut() {
+            $f($crate::record::Redaction::$how, value)
+        }
+    };
+}
+
 /// Whether a field is declared `optional`.
 macro_rules! is_optional {
     (optional) => {
@@ -314,6 +353,10 @@ macro_rules! proto_type {
 /// }
 /// ```
 ///
+/// A text field that may hold credentials says how they are removed before it is recorded,
+/// with `#[redact(Url)]` or `#[redact(Text)]` after its documentation ([`Redaction`]); the
+/// collector removes them from exactly the fields so declared.
+///
 /// A `row` record is also a row of a table: every field names its column (a constant of
 /// [`crate::tables::column`]) and the column's builder ([`columns`]). A `message` record
 /// (`message Rejected { reason: string = 2, … }`) has neither view nor columns.
@@ -323,6 +366,7 @@ macro_rules! record {
         message $name:ident {
             $(
                 $(#[doc = $field_doc:literal])+
+                $(#[redact($how:ident)])?
                 $field:ident : $kind:ident $(($enum:ident))? $($optional:ident)? = $tag:tt
             ),* $(,)?
         }
@@ -353,6 +397,7 @@ macro_rules! record {
                         proto_type: "uint32",
                         optional: false,
                         doc: &[],
+                        redaction: None,
                     },
                     $(
                         $crate::record::FieldDeclaration {
@@ -361,10 +406,18 @@ macro_rules! record {
                             proto_type: $crate::record::proto_type!($kind $(($enum))?),
                             optional: $crate::record::is_optional!($($optional)?),
                             doc: &[$($field_doc),+],
+                            redaction: $crate::record::redaction!($($how)?),
                         },
                     )*
                 ],
             };
+
+            /// Passes each text declared `#[redact(..)]` to `f` with how it is redacted (an
+            /// optional one when present), in the order declared.
+            #[allow(unused_mut, unused_variables, reason = "a record may declare no redacted field")]
+            pub fn for_each_redacted(&mut self, mut f: impl FnMut($crate::record::Redaction, &mut String)) {
+                $($crate::record::visit_redacted!(f, self.$field, [$($how)?]; $kind $($optional)?);)*
+            }
         }
 
         impl ::serde::Serialize for $name {
@@ -384,6 +437,7 @@ macro_rules! record {
         row $name:ident, view $view:ident, columns $columns:ident {
             $(
                 $(#[doc = $field_doc:literal])+
+                $(#[redact($how:ident)])?
                 $field:ident : $kind:ident $(($enum:ident))? $($optional:ident)? = $tag:tt
                     => $column:ident as $column_kind:ident
             ),* $(,)?
@@ -392,7 +446,11 @@ macro_rules! record {
         $crate::record::record! {
             $(#[doc = $doc])*
             message $name {
-                $($(#[doc = $field_doc])+ $field: $kind $(($enum))? $($optional)? = $tag),*
+                $(
+                    $(#[doc = $field_doc])+
+                    $(#[redact($how)])?
+                    $field: $kind $(($enum))? $($optional)? = $tag
+                ),*
             }
         }
 
@@ -453,6 +511,13 @@ macro_rules! record {
         }
 
         impl<T> $view<T> {
+            /// Passes each text declared `#[redact(..)]` to `f` with how it is redacted (an
+            /// optional one when present), in the order declared.
+            #[allow(unused_mut, unused_variables, reason = "a record may declare no redacted field")]
+            pub fn for_each_redacted(&mut self, mut f: impl FnMut($crate::record::Redaction, &mut T)) {
+                $($crate::record::visit_redacted!(f, self.$field, [$($how)?]; $kind $($optional)?);)*
+            }
+
             /// The same fields with every text passed through `f`.
             pub fn map_texts<U>(self, f: impl Fn(T) -> U) -> $view<U> {
                 $view {
@@ -560,6 +625,6 @@ macro_rules! record {
 }
 
 pub(crate) use {
-    borrow, encoded_len, is_optional, map_text, proto_type, put, read, record, to_owned, utf8,
-    wire_type,
+    borrow, encoded_len, is_optional, map_text, proto_type, put, read, record, redaction, to_owned,
+    utf8, visit_redacted, wire_type,
 };

@@ -852,11 +852,16 @@ fn kafka_record(root: &Path) -> Result<usize> {
     let request = every_class();
     let traces = extract::extract_traces(&request, &received);
     let metrics = extract::extract_metrics(&cumulative(), &received);
-    let event = OutcomeEvent::from(traces.events.first().ok_or("no event extracted")?);
+    let event = traces
+        .events
+        .first()
+        .ok_or("no event extracted")?
+        .clone()
+        .into_record();
     let partial = traces
         .events
         .iter()
-        .find(|e| e.outcome_class == OutcomeClass::Partial)
+        .find(|e| e.outcome_class.as_bytes() == OutcomeClass::Partial.as_str().as_bytes())
         .ok_or("no partial extracted")?;
     let count: &OutcomeCount = metrics.counts.first().ok_or("no count extracted")?;
     let rejection = traces.rejections.first().ok_or("no rejection extracted")?;

@@ -164,7 +164,11 @@ fn extract_at(spans: Vec<Span>, derivation: &Derivation, received_at: u64) -> Se
     counts.sort();
     let (counts, conventions) = counts.into_iter().unzip();
     Seen {
-        events: out.events.iter().map(OutcomeEvent::from).collect(),
+        events: out
+            .events
+            .iter()
+            .map(|event| event.clone().into_record())
+            .collect(),
         counts,
         conventions,
         point_ids: out.counts.iter().map(|c| c.point_id.clone()).collect(),

@@ -1,8 +1,6 @@
 //! One `tool.outcome` span event into an [`OutcomeEventRef`], one `tool.outcomes` data point into
 //! an [`OutcomeCount`]: the contract's checks, the deterministic ids.
 
-use std::borrow::Cow;
-
 use candor_records::proto::OutcomeSource;
 use candor_records::proto::{CountClass, OutcomeCount, RECORD_SCHEMA_VERSION, Temporality};
 use candor_schema::names::{self, attr};
@@ -18,7 +16,8 @@ use sha2::{Digest, Sha256};
 
 use super::attributes::{Attributes, Key};
 use super::{
-    OutcomeEventRef, Received, Refusal, RejectReason, Service, bounded, content_id, refuse,
+    EventText, OutcomeEventRef, Received, Refusal, RejectReason, Service, bounded, content_id,
+    refuse,
 };
 
 /// A `tool.outcome` or `tool.lifecycle` event as it came: a span event with its span's ids, or a
@@ -183,7 +182,11 @@ pub(super) fn outcome_event<'a>(
     }
     let tool_name = attributes.required_string(Key::ToolName)?;
     let tool_target = attributes.required_string(Key::ToolTarget)?;
-    let text = |key| attributes.string(key).map(|value| value.map(Cow::Borrowed));
+    let text = |key| {
+        attributes
+            .string(key)
+            .map(|value| value.map(EventText::from))
+    };
     let (evidence_kind, evidence_value) = evidence(&attributes)?;
     // The span's status describes the call's end: only the event that ends a failed call
     // carries it.
@@ -193,17 +196,18 @@ pub(super) fn outcome_event<'a>(
         .filter(|_| ends_failed_call)
         .map(|message| bounded(message, received.limits.max_value_bytes));
     Ok(OutcomeEventRef {
-        event_id: event_id(service, event, scratch),
-        trace_id: trace,
-        span_id: span,
+        schema_version: RECORD_SCHEMA_VERSION,
+        event_id: event_id(service, event, scratch).into(),
+        trace_id: trace.into(),
+        span_id: span.into(),
         event_time_unix_nano: event.time_unix_nano,
-        service_name: service.name.clone(),
-        service_instance_id: service.instance.clone(),
-        outcome_class: class,
-        tool_name,
-        tool_target: Cow::Borrowed(tool_target),
-        failure_kind: kind,
-        retry_action: Some(action),
+        service_name: service.name.clone().into(),
+        service_instance_id: service.instance.clone().into(),
+        outcome_class: class.as_str().into(),
+        tool_name: tool_name.into(),
+        tool_target: tool_target.into(),
+        failure_kind: kind.as_str().into(),
+        retry_action: action.as_str().into(),
         retry_attempt: attempt,
         retry_max_attempts: max_attempts,
         retry_backoff_ms: backoff,
@@ -219,15 +223,15 @@ pub(super) fn outcome_event<'a>(
         dropped: text(Key::Dropped)?,
         authority: text(Key::Authority)?,
         received_time_unix_nano: received.time_unix_nano,
-        collector_id: received.collector_id,
-        source: OutcomeSource::Adapter,
-        error_message,
+        collector_id: received.collector_id.into(),
+        source: Some(OutcomeSource::Adapter.as_str().into()),
+        error_message: error_message.map(EventText::from),
         exception_type: None,
         rpc_status_code: None,
         // Set by the caller when the request shows the GenAI or MCP call the adapter ran in.
         tool_call_id: None,
-        evidence_kind,
-        evidence_value: evidence_value.map(Cow::Borrowed),
+        evidence_kind: evidence_kind.map(|kind| kind.as_str().into()),
+        evidence_value: evidence_value.map(EventText::from),
         convention: None,
         source_system: text(Key::ProvenanceSourceSystem)?,
         actor: text(Key::ProvenanceActor)?,

@@ -4,9 +4,10 @@
 use std::borrow::Cow;
 
 use candor_records::proto::{OperationEvent, OutcomeCount};
+use candor_records::record::Redaction;
 use candor_schema::redact;
 
-use super::OutcomeEventRef;
+use super::{EventText, OutcomeEventRef};
 
 /// Replaces `value` with its redacted form (credentials removed from a URL or free text), and
 /// counts it in `redacted` when anything was removed.
@@ -39,59 +40,36 @@ pub(super) fn redacted_form(value: &str, url: bool) -> Option<String> {
     }
 }
 
-/// Removes credentials from the free-form values of an event before it is recorded: the target
-/// (a URL more often than not) and the texts. Returns how many values changed.
+/// Removes credentials from the texts of an event that its record declares redacted
+/// (`#[redact(..)]` in `candor_records::proto`): the target as a URL, the others as free text.
+/// Returns how many values changed.
 pub fn redact_event(event: &mut OutcomeEventRef<'_>) -> u64 {
     let mut redacted = 0;
-    scrub_borrowed(&mut event.tool_target, true, &mut redacted);
-    for text in [
-        &mut event.error_type,
-        &mut event.coverage,
-        &mut event.dropped,
-        &mut event.authority,
-        &mut event.error_message,
-        &mut event.exception_type,
-        &mut event.rpc_status_code,
-        &mut event.tool_call_id,
-        &mut event.evidence_value,
-        &mut event.source_system,
-        &mut event.actor,
-    ]
-    .into_iter()
-    .flatten()
-    {
-        scrub_borrowed(text, false, &mut redacted);
-    }
+    event.for_each_redacted(|how, value| {
+        if let EventText::Text(text) = value {
+            scrub_borrowed(text, how == Redaction::Url, &mut redacted);
+        }
+    });
     redacted
 }
 
 /// Removes credentials from a count's target, as [`redact_event`] does for an event's, so that a
 /// counter and its events keep one target. Returns how many values changed.
 pub fn redact_count(count: &mut OutcomeCount) -> u64 {
-    let mut redacted = 0;
-    scrub(&mut count.tool_target, true, &mut redacted);
-    redacted
+    redact_record(|visit| count.for_each_redacted(visit))
 }
 
-/// Removes credentials from an operation event's free-form values: the target as a URL, and
-/// its id, texts, evidence and resource as text. Returns how many values changed.
+/// Removes credentials from the texts of an operation event that its record declares redacted:
+/// the target as a URL, its id, texts, evidence and resource as free text. Returns how many
+/// values changed.
 pub fn redact_operation(event: &mut OperationEvent) -> u64 {
+    redact_record(|visit| event.for_each_redacted(visit))
+}
+
+/// Scrubs each text an owned record's `for_each_redacted` passes; returns how many changed.
+fn redact_record(for_each: impl FnOnce(&mut dyn FnMut(Redaction, &mut String))) -> u64 {
     let mut redacted = 0;
-    scrub(&mut event.tool_target, true, &mut redacted);
-    scrub(&mut event.operation_id, false, &mut redacted);
-    for text in [
-        &mut event.reason,
-        &mut event.coverage,
-        &mut event.evidence_value,
-        &mut event.resource_id,
-        &mut event.actor,
-        &mut event.authority,
-    ]
-    .into_iter()
-    .flatten()
-    {
-        scrub(text, false, &mut redacted);
-    }
+    for_each(&mut |how, value| scrub(value, how == Redaction::Url, &mut redacted));
     redacted
 }
 
@@ -126,4 +104,42 @@ pub fn redact_bytes(body: &[u8]) -> (Vec<u8>, u64) {
         out.extend_from_slice(chunk.invalid());
     }
     (out, redacted)
+}
+
+#[cfg(test)]
+mod tests {
+    use candor_records::proto::OutcomeEvent;
+
+    use super::*;
+    use crate::ingest::event::tests::event;
+
+    /// The fields declared `#[redact(..)]` lose a credential, and only they: the others keep
+    /// the text as sent.
+    #[test]
+    fn an_event_loses_credentials_in_exactly_the_fields_its_record_declares_redacted() {
+        let secret = "abc123";
+        let text = format!("failed with access_token={secret} at noon");
+        let target = format!("https://user:{secret}@api.internal/v1/search?sig={secret}");
+        let mut event = event(&target, Some(&text), Some(1));
+        let changed = redact_event(&mut event);
+        let record = serde_json::to_value(event.into_record()).expect("a record serialises");
+        let mut declared = 0;
+        for field in OutcomeEvent::DECLARATION.fields {
+            let Some(value) = record[field.name].as_str() else {
+                continue;
+            };
+            if field.redaction.is_some() {
+                declared += 1;
+                assert!(!value.contains(secret), "{}: {value}", field.name);
+            } else if value.contains("access_token") {
+                assert!(
+                    value.contains(secret),
+                    "{} was not declared redacted",
+                    field.name
+                );
+            }
+        }
+        assert_eq!(changed, declared, "each redacted field counted once");
+        assert_eq!(record["convention"], text.as_str(), "not declared: kept");
+    }
 }

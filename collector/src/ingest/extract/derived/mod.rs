@@ -78,7 +78,7 @@ use read::{Facts, SpanSampling, exception_of, first_string, first_text, sampling
 /// request, and SipHash's resistance to chosen keys would cost a few times more per key here.
 type HashMap<K, V> = std::collections::HashMap<K, V, foldhash::fast::RandomState>;
 type HashSet<K> = std::collections::HashSet<K, foldhash::fast::RandomState>;
-use super::{OutcomeEventRef, Received, Refusal, Service, bounded, content_id};
+use super::{EventText, OutcomeEventRef, Received, Refusal, Service, bounded, content_id};
 
 /// What a target past a service's cap is recorded as.
 pub const OTHER_TARGET: &str = "other";
@@ -475,7 +475,7 @@ pub(super) fn derive<'a>(
             }
             (_, Some(failure)) => {
                 let limit = received.limits.max_value_bytes;
-                let owned = |text: &str| Cow::Owned(bounded(text, limit).into_owned());
+                let owned = |text: &str| EventText::from(bounded(text, limit).into_owned());
                 let tool_call_id = outcomes.iter().find_map(|(member, _, _)| {
                     let convention = derivation.convention(candidates[*member].convention);
                     first_string(&candidates[*member].span.attributes, &convention.call_id)
@@ -488,17 +488,19 @@ pub(super) fn derive<'a>(
                 });
                 let facts = failure.facts;
                 out.events.push(OutcomeEventRef {
-                    event_id: event_id(service, candidate.source, candidate.span),
-                    trace_id: call.trace_id,
-                    span_id: call.span_id,
+                    schema_version: RECORD_SCHEMA_VERSION,
+                    event_id: event_id(service, candidate.source, candidate.span).into(),
+                    trace_id: call.trace_id.into(),
+                    span_id: call.span_id.into(),
                     event_time_unix_nano: call.time_unix_nano,
-                    service_name: service.name.clone(),
-                    service_instance_id: service.instance.clone(),
-                    outcome_class: OutcomeClass::AccessFailure,
-                    tool_name,
-                    tool_target: Cow::Owned(target.clone()),
-                    failure_kind: FailureKind::from(failure.kind),
-                    retry_action: None,
+                    service_name: service.name.clone().into(),
+                    service_instance_id: service.instance.clone().into(),
+                    outcome_class: OutcomeClass::AccessFailure.as_str().into(),
+                    tool_name: tool_name.into(),
+                    tool_target: target.clone().into(),
+                    failure_kind: FailureKind::from(failure.kind).as_str().into(),
+                    // A derived call's span does not say what the caller did next.
+                    retry_action: "".into(),
                     retry_attempt: facts.attempt(),
                     retry_max_attempts: 0,
                     retry_backoff_ms: None,
@@ -513,15 +515,15 @@ pub(super) fn derive<'a>(
                     dropped: None,
                     authority: None,
                     received_time_unix_nano: received.time_unix_nano,
-                    collector_id: received.collector_id,
-                    source: candidate.source,
+                    collector_id: received.collector_id.into(),
+                    source: Some(candidate.source.as_str().into()),
                     error_message: failure.message.as_deref().map(owned),
                     exception_type: failure.exception_type.map(owned),
-                    rpc_status_code: facts.rpc_status.map(|code| Cow::Owned(code.to_string())),
+                    rpc_status_code: facts.rpc_status.map(|code| code.to_string().into()),
                     tool_call_id: tool_call_id.map(owned),
-                    evidence_kind: request_id.map(|_| EvidenceKind::RequestId),
+                    evidence_kind: request_id.map(|_| EvidenceKind::RequestId.as_str().into()),
                     evidence_value: request_id.map(owned),
-                    convention: Some(Cow::Owned(convention.name.clone())),
+                    convention: Some(convention.name.clone().into()),
                     // A derived call has no adapter to say where it ran.
                     source_system: None,
                     actor: None,

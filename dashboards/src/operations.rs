@@ -17,10 +17,10 @@
 //! evaluation judged them.
 
 use std::borrow::Cow;
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
 
 use candor_query::commands::{
-    OpenStatus, Operation, OperationEventRow, OperationKey, OperationTotals, fold, status, totals,
+    Folded, OpenStatus, Operation, OperationEventRow, OperationTotals, status, totals,
 };
 use candor_query::coverage::InstanceSilence;
 use candor_query::window::{Micros, serialize_micros};
@@ -44,7 +44,7 @@ pub const DEFAULT_STUCK_AFTER: Micros = candor_schema::time::STUCK_AFTER_MINUTES
 /// The operations the stream has shown, and the newest rule evaluation's judgement of them.
 #[derive(Debug, Default)]
 pub struct Operations {
-    by_key: HashMap<OperationKey, Operation>,
+    by_key: Folded,
     evicted: u64,
     unknown_states: u64,
     judgement: Option<Judgement>,
@@ -58,46 +58,50 @@ impl Operations {
             self.unknown_states += 1;
             return;
         };
-        let event = OperationEventRow {
-            key: OperationKey {
-                service: record.service_name.clone(),
-                tool: record.tool_name.clone(),
-                target: record.tool_target.clone(),
-                operation_id: record.operation_id.clone(),
-            },
-            instance: record.service_instance_id.clone(),
+        self.by_key.fold(&OperationEventRow {
+            service: &record.service_name,
+            tool: &record.tool_name,
+            target: &record.tool_target,
+            operation_id: &record.operation_id,
+            instance: &record.service_instance_id,
             state,
             at: i64::try_from(record.event_time_unix_nano / 1000).unwrap_or(i64::MAX),
-            actor: record.actor.clone(),
-            source_system: record.source_system.clone(),
-        };
-        fold(&mut self.by_key, event);
+            actor: record.actor.as_deref(),
+            source_system: &record.source_system,
+        });
     }
 
     /// Lets go of the ended operations whose latest event is before `start`, then of the
     /// oldest past [`MAX_OPERATIONS`], ended ones first.
     pub fn prune(&mut self, start: Micros) {
         self.by_key
-            .retain(|_, operation| operation.is_open() || operation.last_seen >= start);
+            .retain(|operation| operation.is_open() || operation.last_seen >= start);
         let excess = self.by_key.len().saturating_sub(MAX_OPERATIONS);
         if excess == 0 {
             return;
         }
-        let mut order: Vec<(bool, Micros, OperationKey)> = self
-            .by_key
-            .iter()
-            .map(|(key, operation)| (operation.is_open(), operation.last_seen, key.clone()))
-            .collect();
-        order.sort_unstable();
-        for (_, _, key) in order.into_iter().take(excess) {
-            self.by_key.remove(&key);
-        }
+        // The `excess` first in this order go; keys are unique, so the order is total and the
+        // last of them bounds exactly those.
+        let rank = |operation: &Operation| {
+            (
+                operation.is_open(),
+                operation.last_seen,
+                operation.key.clone(),
+            )
+        };
+        let mut ranked: Vec<_> = self.by_key.iter().map(rank).collect();
+        let (_, last_gone, _) = ranked.select_nth_unstable(excess - 1);
+        let last_gone = last_gone.clone();
+        // The ranking's copies of the keys go first, so that the texts of the operations let go
+        // are let go too.
+        drop(ranked);
+        self.by_key.retain(|operation| rank(operation) > last_gone);
         self.evicted += u64::try_from(excess).unwrap_or(u64::MAX);
     }
 
     /// Every operation kept, in no order.
     pub fn iter(&self) -> impl Iterator<Item = &Operation> {
-        self.by_key.values()
+        self.by_key.iter()
     }
 
     /// Operations let go past [`MAX_OPERATIONS`].
@@ -198,16 +202,16 @@ pub struct OpenOperation {
 impl OpenOperation {
     fn of(operation: &Operation, status: OpenStatus) -> Self {
         Self {
-            service: operation.key.service.clone(),
-            instance: operation.instance.clone(),
-            tool: operation.key.tool.clone(),
-            target: operation.key.target.clone(),
-            operation_id: operation.key.operation_id.clone(),
+            service: operation.key.service.to_string(),
+            instance: operation.instance.to_string(),
+            tool: operation.key.tool.to_string(),
+            target: operation.key.target.to_string(),
+            operation_id: operation.key.operation_id.to_string(),
             state: operation.state.as_str(),
             first_seen: operation.first_seen,
             last_seen: operation.last_seen,
-            actor: operation.actor.clone(),
-            source_system: operation.source_system.clone(),
+            actor: operation.actor.as_deref().map(str::to_owned),
+            source_system: operation.source_system.to_string(),
             status,
         }
     }
@@ -332,7 +336,7 @@ pub fn stuck_by_target<'a>(
             continue;
         }
         let entry = by_target
-            .entry(operation.key.target.as_str())
+            .entry(&*operation.key.target)
             .or_insert((0, operation));
         entry.0 += 1;
         if operation.first_seen < entry.1.first_seen {
@@ -503,7 +507,7 @@ mod tests {
         let mut out: Vec<(String, Option<OpenStatus>)> =
             judge(operations, &silences, NOW, 15 * MINUTE)
                 .into_iter()
-                .map(|(operation, status)| (operation.key.operation_id.clone(), status))
+                .map(|(operation, status)| (operation.key.operation_id.to_string(), status))
                 .collect();
         out.sort();
         out
@@ -558,12 +562,12 @@ mod tests {
         let stuck = stuck_by_target(&judged, NOW, 15 * MINUTE);
         assert_eq!(stuck.len(), 1);
         assert_eq!(stuck["exports.example"].0, 1);
-        assert_eq!(stuck["exports.example"].1.key.operation_id, "old");
+        assert_eq!(&*stuck["exports.example"].1.key.operation_id, "old");
         // Judged once, the operations serve a rule of another `after`: the young one is stuck
         // after 5 minutes, and the orphan, whose instance went silent, never is.
         let sooner = stuck_by_target(&judged, NOW, 5 * MINUTE);
         assert_eq!(sooner["exports.example"].0, 2);
-        assert_eq!(sooner["exports.example"].1.key.operation_id, "old");
+        assert_eq!(&*sooner["exports.example"].1.key.operation_id, "old");
         assert!(stuck_by_target(&judged, NOW, 60 * MINUTE).is_empty());
         // What the overview and `/metrics` read: the panel, and the open ones per series.
         let expected = super::panel(&judged, 15 * MINUTE, TOP_ROWS, operations.evicted());
@@ -615,7 +619,7 @@ mod tests {
         operations.prune(NOW - 6 * 60 * MINUTE);
         let kept: Vec<&str> = operations
             .iter()
-            .map(|operation| operation.key.operation_id.as_str())
+            .map(|operation| &*operation.key.operation_id)
             .collect();
         assert_eq!(kept, ["open"]);
         assert_eq!(operations.unknown_states(), 1);

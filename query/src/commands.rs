@@ -32,8 +32,8 @@ mod rows;
 pub use events::{EVENT_COLUMNS, EventsAnswer, incident, summarize, trace, trace_id};
 pub use failure_rates::{RatesAnswer, RatesQuery, SpikesAnswer, SpikesQuery, rates, spikes};
 pub use operations::{
-    OPERATIONS_COLUMNS, OpenStatus, Operation, OperationEventRow, OperationKey, OperationTotals,
-    OperationsAnswer, OperationsQuery, fold, operations, status, totals,
+    Folded, OPERATIONS_COLUMNS, OpenStatus, Operation, OperationEventRow, OperationKey,
+    OperationTotals, OperationsAnswer, OperationsQuery, operations, status, totals,
 };
 pub use reconciliation::{RECONCILE_COLUMNS, ReconcileAnswer, ReconcileQuery, reconcile};
 pub use rows::{EventRow, OperationRow, RateBound, RatesRow, ReconcileRow, SpikeRates, SpikeRow};

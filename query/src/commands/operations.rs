@@ -2,7 +2,7 @@
 //! `tool.lifecycle` events of `operation_events`.
 //!
 //! An operation is one (service, tool, target, operation id). Its state is the one of its latest
-//! event in the window ([`fold`]); it is open while that state is not terminal. An open
+//! event in the window ([`Folded::fold`]); it is open while that state is not terminal. An open
 //! operation is `unknown` when the adapter instance that sent its latest event went silent after
 //! it (nobody was left to report its end), else `stuck` once it has been open for `--stuck-after`,
 //! else `pending` ([`status`]).
@@ -33,7 +33,7 @@ mod scan;
 
 pub use figures::{OperationTotals, totals};
 use figures::{open_rows, summary};
-pub use lifecycle::{OpenStatus, Operation, OperationEventRow, OperationKey, fold, status};
+pub use lifecycle::{Folded, OpenStatus, Operation, OperationEventRow, OperationKey, status};
 use scan::{counted_calls, missing_table, read_operations};
 
 /// The parameters of `operations`.

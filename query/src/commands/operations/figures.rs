@@ -217,17 +217,17 @@ pub(super) fn open_rows(
     open.sort_by(|(a, _), (b, _)| (a.first_seen, &a.key).cmp(&(b.first_seen, &b.key)));
     open.into_iter()
         .map(|(operation, status)| OperationRow {
-            service: operation.key.service.clone(),
-            instance: operation.instance.clone(),
-            tool: operation.key.tool.clone(),
-            target: operation.key.target.clone(),
-            operation_id: operation.key.operation_id.clone(),
+            service: operation.key.service.to_string(),
+            instance: operation.instance.to_string(),
+            tool: operation.key.tool.to_string(),
+            target: operation.key.target.to_string(),
+            operation_id: operation.key.operation_id.to_string(),
             state: operation.state,
             first_seen: operation.first_seen,
             last_seen: operation.last_seen,
             age: whole_seconds(end.saturating_sub(operation.first_seen)),
-            actor: operation.actor.clone(),
-            source_system: operation.source_system.clone(),
+            actor: operation.actor.as_deref().map(str::to_owned),
+            source_system: operation.source_system.to_string(),
             status,
         })
         .collect()

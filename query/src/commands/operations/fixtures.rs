@@ -5,30 +5,28 @@ use candor_schema::LifecycleState;
 use crate::coverage::InstanceSilence;
 use crate::window::Micros;
 
-use super::lifecycle::{Folded, Operation, OperationEventRow, OperationKey, fold};
+use super::lifecycle::{Folded, Operation, OperationEventRow};
 
 pub(super) const SECOND: Micros = 1_000_000;
 pub(super) const MINUTE: Micros = 60 * SECOND;
 pub(super) const STUCK_AFTER: Micros = 15 * MINUTE;
 
-pub(super) fn event(
-    operation_id: &str,
-    instance: &str,
+pub(super) fn event<'a>(
+    operation_id: &'a str,
+    instance: &'a str,
     state: LifecycleState,
     at: Micros,
-) -> OperationEventRow {
+) -> OperationEventRow<'a> {
     OperationEventRow {
-        key: OperationKey {
-            service: "shop".into(),
-            tool: "export".into(),
-            target: "https://reports.internal/v1/exports".into(),
-            operation_id: operation_id.into(),
-        },
-        instance: instance.into(),
+        service: "shop",
+        tool: "export",
+        target: "https://reports.internal/v1/exports",
+        operation_id,
+        instance,
         state,
         at,
         actor: None,
-        source_system: "reports".into(),
+        source_system: "reports",
     }
 }
 
@@ -43,11 +41,13 @@ pub(super) fn silence(instance: &str, from: Micros, to: Micros) -> InstanceSilen
     }
 }
 
-/// Every operation of `events` ([`fold`]), in key order.
-pub(super) fn latest_states(events: impl IntoIterator<Item = OperationEventRow>) -> Vec<Operation> {
+/// Every operation of `events` ([`Folded::fold`]), in key order.
+pub(super) fn latest_states<'a>(
+    events: impl IntoIterator<Item = OperationEventRow<'a>>,
+) -> Vec<Operation> {
     let mut operations = Folded::default();
     for event in events {
-        fold(&mut operations, event);
+        operations.fold(&event);
     }
     in_key_order(operations)
 }
@@ -58,7 +58,7 @@ fn in_key_order(operations: Folded) -> Vec<Operation> {
     operations
 }
 
-pub(super) fn only(events: Vec<OperationEventRow>) -> Operation {
+pub(super) fn only(events: Vec<OperationEventRow<'_>>) -> Operation {
     only_of(latest_states(events))
 }
 

@@ -1,42 +1,65 @@
 //! An operation folded from its events, and the rules that judge it pending, stuck or unknown.
 
-use std::collections::HashMap;
-use std::hash::BuildHasher;
+use std::hash::BuildHasher as _;
+use std::sync::Arc;
 
 use candor_schema::LifecycleState;
+use foldhash::fast::FixedState;
+use hashbrown::HashTable;
 use serde::Serialize;
 
 use crate::coverage::InstanceSilence;
 use crate::window::Micros;
 
-/// One row of `operation_events`, as the judgement needs it.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct OperationEventRow {
-    /// The operation it is an event of.
-    pub key: OperationKey,
+/// One row of `operation_events`, as the judgement needs it, its texts borrowed from the row.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct OperationEventRow<'a> {
+    /// `service_name`.
+    pub service: &'a str,
+    /// `tool_name`.
+    pub tool: &'a str,
+    /// `tool_target`.
+    pub target: &'a str,
+    /// `operation_id`.
+    pub operation_id: &'a str,
     /// `service_instance_id`.
-    pub instance: String,
+    pub instance: &'a str,
     /// `lifecycle_state`.
     pub state: LifecycleState,
     /// `event_time`.
     pub at: Micros,
     /// `actor`, when the event has one.
-    pub actor: Option<String>,
+    pub actor: Option<&'a str>,
     /// `source_system`.
-    pub source_system: String,
+    pub source_system: &'a str,
 }
 
-/// What identifies an operation.
+impl OperationEventRow<'_> {
+    /// The texts that identify its operation, as [`OperationKey::parts`] gives them.
+    fn key_parts(&self) -> (&str, &str, &str, &str) {
+        (self.service, self.tool, self.target, self.operation_id)
+    }
+}
+
+/// What identifies an operation. The texts are shared with every other operation of the same
+/// service, tool and target ([`Folded`]).
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub struct OperationKey {
     /// `service_name`.
-    pub service: String,
+    pub service: Arc<str>,
     /// `tool_name`.
-    pub tool: String,
+    pub tool: Arc<str>,
     /// `tool_target`.
-    pub target: String,
+    pub target: Arc<str>,
     /// `operation_id`.
-    pub operation_id: String,
+    pub operation_id: Arc<str>,
+}
+
+impl OperationKey {
+    /// Its texts, in the order they are hashed and compared.
+    fn parts(&self) -> (&str, &str, &str, &str) {
+        (&self.service, &self.tool, &self.target, &self.operation_id)
+    }
 }
 
 /// One operation, folded from its events in the window.
@@ -53,98 +76,161 @@ pub struct Operation {
     /// The time of its latest event.
     pub last_seen: Micros,
     /// The adapter instance that sent its latest event.
-    pub instance: String,
+    pub instance: Arc<str>,
     /// The actor of its latest event that names one.
-    pub actor: Option<String>,
+    pub actor: Option<Arc<str>>,
     /// The source system of its latest event.
-    pub source_system: String,
+    pub source_system: Arc<str>,
     /// The time of the event `actor` came from.
     actor_at: Micros,
 }
 
 impl Operation {
-    /// The operation of its first event.
-    pub fn of(event: OperationEventRow) -> Self {
-        Self {
-            key: event.key,
-            state: event.state,
-            first_state: event.state,
-            first_seen: event.at,
-            last_seen: event.at,
-            instance: event.instance,
-            actor_at: event.at,
-            actor: event.actor,
-            source_system: event.source_system,
-        }
-    }
-
-    /// Takes in one more of its events; of two, the state that wins is the one [`fold`]
-    /// describes.
-    pub fn add(&mut self, event: OperationEventRow) {
-        if (event.at, event.state) < (self.first_seen, self.first_state) {
-            self.first_seen = event.at;
-            self.first_state = event.state;
-        }
-        if let Some(actor) = &event.actor {
-            let later = match &self.actor {
-                Some(known) => (event.at, actor) > (self.actor_at, known),
-                None => true,
-            };
-            if later {
-                self.actor_at = event.at;
-                self.actor = Some(actor.clone());
-            }
-        }
-        let newer = (
-            event.at,
-            event.state.is_terminal(),
-            event.state,
-            event.instance.as_str(),
-            event.source_system.as_str(),
-        ) > (
-            self.last_seen,
-            self.state.is_terminal(),
-            self.state,
-            self.instance.as_str(),
-            self.source_system.as_str(),
-        );
-        if newer {
-            self.last_seen = event.at;
-            self.state = event.state;
-            self.instance = event.instance;
-            self.source_system = event.source_system;
-        }
-    }
-
     /// Whether it has not ended: its latest state is not terminal.
     pub fn is_open(&self) -> bool {
         !self.state.is_terminal()
     }
 }
 
-/// Operations folded from their events ([`fold`]), by key; the keys are strings written by the
-/// collector, so a fast hasher suffices.
-pub(super) type Folded = HashMap<OperationKey, Operation, foldhash::fast::FixedState>;
-
-/// Takes `event` into the operations folded so far: it starts its operation when it is the first
-/// of it, else it is added to it ([`Operation::add`]).
+/// Operations folded from their events ([`Folded::fold`]), each once, by key.
 ///
-/// Folded in any order, every operation ends with its latest state: that of its event with the
-/// greatest time. Of two events at the same time a terminal state wins, and of two terminal ones
-/// the later in the vocabulary's order (failed over cancelled over completed over partial), so
-/// that a completion contradicted by a failure at the same instant is not taken for one; of two
-/// open ones the further along (running over queued over accepted). Copies of an event count
-/// once, as any event does: they agree.
-pub fn fold<S: BuildHasher>(
-    operations: &mut HashMap<OperationKey, Operation, S>,
-    event: OperationEventRow,
+/// Every text is kept once however many operations share it: a service, tool, target, instance,
+/// source system or actor is the same few values over thousands of operations, so the texts are
+/// interned, and an event of an operation already known is folded without copying a text. The
+/// keys are strings written by the collector, so a fast hasher suffices.
+#[derive(Debug, Default)]
+pub struct Folded {
+    operations: HashTable<Operation>,
+    texts: HashTable<Arc<str>>,
+    hasher: FixedState,
+}
+
+impl Folded {
+    /// Takes `event` into the operations folded so far: it starts its operation when it is the
+    /// first of it, else it is added to it.
+    ///
+    /// Folded in any order, every operation ends with its latest state: that of its event with
+    /// the greatest time. Of two events at the same time a terminal state wins, and of two
+    /// terminal ones the later in the vocabulary's order (failed over cancelled over completed
+    /// over partial), so that a completion contradicted by a failure at the same instant is not
+    /// taken for one; of two open ones the further along (running over queued over accepted).
+    /// Copies of an event count once, as any event does: they agree.
+    pub fn fold(&mut self, event: &OperationEventRow<'_>) {
+        let hash = self.hasher.hash_one(event.key_parts());
+        if let Some(operation) = self
+            .operations
+            .find_mut(hash, |known| known.key.parts() == event.key_parts())
+        {
+            add(operation, event, &mut self.texts, &self.hasher);
+            return;
+        }
+        let mut shared = |text: &str| intern(&mut self.texts, &self.hasher, text);
+        let operation = Operation {
+            key: OperationKey {
+                service: shared(event.service),
+                tool: shared(event.tool),
+                target: shared(event.target),
+                // Nearly every operation has an id of its own: not interned.
+                operation_id: Arc::from(event.operation_id),
+            },
+            state: event.state,
+            first_state: event.state,
+            first_seen: event.at,
+            last_seen: event.at,
+            instance: shared(event.instance),
+            actor_at: event.at,
+            actor: event.actor.map(&mut shared),
+            source_system: shared(event.source_system),
+        };
+        let hasher = &self.hasher;
+        self.operations
+            .insert_unique(hash, operation, |known| hasher.hash_one(known.key.parts()));
+    }
+
+    /// How many operations are kept.
+    pub fn len(&self) -> usize {
+        self.operations.len()
+    }
+
+    /// Whether none is.
+    pub fn is_empty(&self) -> bool {
+        self.operations.is_empty()
+    }
+
+    /// Every operation, in no order.
+    pub fn iter(&self) -> impl Iterator<Item = &Operation> {
+        self.operations.iter()
+    }
+
+    /// Every operation, in no order, owned.
+    pub fn into_values(self) -> impl Iterator<Item = Operation> {
+        self.operations.into_iter()
+    }
+
+    /// Keeps the operations `keep` says to keep, and lets go of the texts only the others
+    /// held.
+    pub fn retain(&mut self, mut keep: impl FnMut(&Operation) -> bool) {
+        self.operations.retain(|operation| keep(operation));
+        self.texts.retain(|text| Arc::strong_count(text) > 1);
+    }
+}
+
+/// Takes one more of its events into `operation`; of two, the state that wins is the one
+/// [`Folded::fold`] describes.
+fn add(
+    operation: &mut Operation,
+    event: &OperationEventRow<'_>,
+    texts: &mut HashTable<Arc<str>>,
+    hasher: &FixedState,
 ) {
-    match operations.get_mut(&event.key) {
-        Some(operation) => operation.add(event),
-        None => {
-            operations.insert(event.key.clone(), Operation::of(event));
+    if (event.at, event.state) < (operation.first_seen, operation.first_state) {
+        operation.first_seen = event.at;
+        operation.first_state = event.state;
+    }
+    if let Some(actor) = event.actor {
+        let later = match &operation.actor {
+            Some(known) => (event.at, actor) > (operation.actor_at, &**known),
+            None => true,
+        };
+        if later {
+            operation.actor_at = event.at;
+            operation.actor = Some(intern(texts, hasher, actor));
         }
     }
+    let newer = (
+        event.at,
+        event.state.is_terminal(),
+        event.state,
+        event.instance,
+        event.source_system,
+    ) > (
+        operation.last_seen,
+        operation.state.is_terminal(),
+        operation.state,
+        &*operation.instance,
+        &*operation.source_system,
+    );
+    if newer {
+        operation.last_seen = event.at;
+        operation.state = event.state;
+        if *operation.instance != *event.instance {
+            operation.instance = intern(texts, hasher, event.instance);
+        }
+        if *operation.source_system != *event.source_system {
+            operation.source_system = intern(texts, hasher, event.source_system);
+        }
+    }
+}
+
+/// The one shared copy of `text` in `texts`, made when it is the first.
+fn intern(texts: &mut HashTable<Arc<str>>, hasher: &FixedState, text: &str) -> Arc<str> {
+    let hash = hasher.hash_one(text);
+    if let Some(known) = texts.find(hash, |known| **known == *text) {
+        return Arc::clone(known);
+    }
+    let shared: Arc<str> = Arc::from(text);
+    texts.insert_unique(hash, Arc::clone(&shared), |known| hasher.hash_one(&**known));
+    shared
 }
 
 /// What is known of an open operation.
@@ -189,8 +275,8 @@ pub fn status(
         return None;
     }
     let silent_after = silences.iter().any(|silence| {
-        silence.service == operation.key.service
-            && silence.instance == operation.instance
+        *silence.service == *operation.key.service
+            && *silence.instance == *operation.instance
             && (silence.from >= operation.last_seen || silence.to >= known_until)
     });
     Some(if silent_after {
@@ -219,7 +305,7 @@ mod tests {
             event("op-1", "a", Queued, 20 * SECOND),
         ]);
         assert_eq!(operation.state, Running);
-        assert_eq!(operation.instance, "b");
+        assert_eq!(&*operation.instance, "b");
         assert_eq!(
             (operation.first_seen, operation.last_seen),
             (10 * SECOND, 30 * SECOND)
@@ -234,7 +320,7 @@ mod tests {
         assert_eq!(both.len(), 2);
         assert_eq!(
             both.iter()
-                .map(|op| (op.key.operation_id.as_str(), op.state))
+                .map(|op| (&*op.key.operation_id, op.state))
                 .collect::<Vec<_>>(),
             [("op-1", Accepted), ("op-2", Completed)]
         );
@@ -288,14 +374,11 @@ mod tests {
     fn the_latest_actor_named_is_kept() {
         use candor_schema::LifecycleState::{Accepted, Running};
         let mut first = event("op", "a", Accepted, SECOND);
-        first.actor = Some("alice".into());
+        first.actor = Some("alice");
         let later = event("op", "a", Running, 2 * SECOND);
-        assert_eq!(
-            only(vec![later.clone(), first.clone()]).actor.as_deref(),
-            Some("alice")
-        );
+        assert_eq!(only(vec![later, first]).actor.as_deref(), Some("alice"));
         let mut newer = later;
-        newer.actor = Some("bob".into());
+        newer.actor = Some("bob");
         assert_eq!(only(vec![newer, first]).actor.as_deref(), Some("bob"));
     }
 

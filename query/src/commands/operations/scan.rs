@@ -18,7 +18,7 @@ use super::super::failure_rates;
 use super::super::{CommandError, GroupBy, ints, read, strings, texts, window_filter};
 use super::OperationsQuery;
 use super::figures::adapter_calls;
-use super::lifecycle::{Folded, Operation, OperationEventRow, OperationKey, fold};
+use super::lifecycle::{Folded, Operation, OperationEventRow};
 
 /// Why nothing about operations could be read, when the `operation_events` table could not be
 /// opened: a deployment whose compactor predates operation events has no such table, and its
@@ -65,26 +65,23 @@ fn fold_batch(batch: &RecordBatch, operations: &mut Folded) -> Result<u64, Comma
             unknown += 1;
             continue;
         };
-        let event = OperationEventRow {
-            key: OperationKey {
-                service: service.value(row).to_owned(),
-                tool: tool.value(row).to_owned(),
-                target: target.value(row).to_owned(),
-                operation_id: operation_id.value(row).to_owned(),
-            },
-            instance: instance.value(row).to_owned(),
+        operations.fold(&OperationEventRow {
+            service: service.value(row),
+            tool: tool.value(row),
+            target: target.value(row),
+            operation_id: operation_id.value(row),
+            instance: instance.value(row),
             state: lifecycle,
             at: time.value(row),
-            actor: (!actor.is_null(row)).then(|| actor.value(row).to_owned()),
-            source_system: source_system.value(row).to_owned(),
-        };
-        fold(operations, event);
+            actor: (!actor.is_null(row)).then(|| actor.value(row)),
+            source_system: source_system.value(row),
+        });
     }
     Ok(unknown)
 }
 
 /// Every operation of the window's events that match the filters, in no order (each with its
-/// latest state, as [`fold`] gives it), and how many events were left out for a state
+/// latest state, as [`Folded::fold`] gives it), and how many events were left out for a state
 /// this reader does not know. The events are folded batch by batch as they are read, never held
 /// all at once.
 pub(super) async fn read_operations(

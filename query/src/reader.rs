@@ -146,8 +146,13 @@ impl Reader {
         }
         let mut opened: BTreeMap<Table, OpenTable> = BTreeMap::new();
         let mut failed: BTreeMap<Table, StoreError> = BTreeMap::new();
-        for &table in &tables {
-            match OpenTable::open(&options.root, table).await {
+        // The tables' logs are read at once: each open waits mostly on its own files.
+        let root = &options.root;
+        let opens = tables
+            .iter()
+            .map(|&table| async move { (table, OpenTable::open(root, table).await) });
+        for (table, result) in futures_util::future::join_all(opens).await {
+            match result {
                 Ok(open) => {
                     opened.insert(table, open);
                 }

@@ -12,6 +12,7 @@ The types make the rules of the contract hard to break:
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import ClassVar, Final, TypeAlias
@@ -389,6 +390,27 @@ _STATE_FIELDS: Final[dict[LifecycleState, dict[str, bool]]] = {
 _LIFECYCLE_EXTRAS: Final = ("percent_complete", "covered", "verified_by", "reason", "resource")
 
 
+def _check_state_fields(
+    record: object,
+    state: LifecycleState,
+    own: Mapping[str, bool],
+    fields: tuple[str, ...],
+    noun: str,
+) -> None:
+    """Refuses a field of ``fields`` that ``state`` does not carry, and a required one missing.
+
+    ``own`` maps each field the state carries to whether it is required; ``noun`` names the
+    record in the error (``a failed lifecycle carries no covered``).
+    """
+    for name in fields:
+        value = getattr(record, name)
+        if name not in own:
+            if value is not None:
+                raise ValueError(f"a {state} {noun} carries no {name}")
+        elif own[name] and value is None:
+            raise ValueError(f"a {state} {noun} needs {name}")
+
+
 @dataclass(frozen=True, slots=True)
 class Lifecycle:
     """Where an asynchronous operation stands.
@@ -418,14 +440,9 @@ class Lifecycle:
     ``completed`` only)."""
 
     def __post_init__(self) -> None:
-        own = _STATE_FIELDS[self.state]
-        for name in _LIFECYCLE_EXTRAS:
-            value = getattr(self, name)
-            if name not in own:
-                if value is not None:
-                    raise ValueError(f"a {self.state} lifecycle carries no {name}")
-            elif own[name] and value is None:
-                raise ValueError(f"a {self.state} lifecycle needs {name}")
+        _check_state_fields(
+            self, self.state, _STATE_FIELDS[self.state], _LIFECYCLE_EXTRAS, "lifecycle"
+        )
 
     @classmethod
     def accepted(cls, operation: Operation) -> Lifecycle:

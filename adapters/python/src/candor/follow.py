@@ -78,6 +78,7 @@ from candor.envelope import (
     Operation,
     Resource,
     Success,
+    _check_state_fields,
 )
 from candor.jsonvalue import (
     MISSING,
@@ -161,13 +162,7 @@ class OperationStatus:
             raise ValueError(f"a status read never says {self.state}: that is the start's answer")
         if self.result is not None and self.state not in _WITH_RESULT:
             raise ValueError(f"a {self.state} status carries no result")
-        for name in _STATUS_EXTRAS:
-            value = getattr(self, name)
-            if name not in own:
-                if value is not None:
-                    raise ValueError(f"a {self.state} status carries no {name}")
-            elif own[name] and value is None:
-                raise ValueError(f"a {self.state} status needs {name}")
+        _check_state_fields(self, self.state, own, _STATUS_EXTRAS, "status")
 
     @classmethod
     def queued(cls) -> OperationStatus:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Iterator
 from typing import Final
 
 __all__ = ["MAX_DEPTH", "OUT_OF_RANGE", "first_error"]
@@ -23,6 +24,7 @@ _WS: Final = b" \t\n\r"
 _HEX: Final = frozenset(b"0123456789abcdefABCDEF")
 _STRING_RUN: Final = re.compile(rb'[^"\\\x00-\x1f]*')
 _UNPAIRED: Final = "Unpaired surrogate in \\uXXXX escape"
+_PROPERTY_NAME: Final = "Expecting property name enclosed in double quotes"
 
 
 class _Stop(Exception):  # noqa: N818 - a jump out of the scanner, not an error
@@ -199,12 +201,17 @@ class _Scanner:
             else:
                 raise self.stop("Invalid control character at", self.index - 1)
 
-    def list(self) -> None:
+    def items(self, close: int, container: str, expecting: str) -> Iterator[int]:
+        """The byte that starts each item of an array or object, up to its ``close`` byte.
+
+        The commas between items are read here; ``expecting`` is the error where an item is
+        missing, and ``container`` (``array`` or ``object``) is named in a trailing comma's.
+        """
         first = True
         comma = self.index
         while True:
             byte = self.whitespace()
-            if byte == ord("]"):
+            if byte == close:
                 self.index += 1
                 return
             if byte == ord(",") and not first:
@@ -212,46 +219,25 @@ class _Scanner:
                 self.index += 1
                 byte = self.whitespace()
             elif byte is None:
-                raise self.stop("Expecting value" if first else "Expecting ',' delimiter", eof=True)
+                raise self.stop(expecting if first else "Expecting ',' delimiter", eof=True)
             elif first:
                 first = False
             else:
                 raise self.stop("Expecting ',' delimiter")
-            if byte == ord("]"):
-                raise self.stop("Illegal trailing comma before end of array", comma)
+            if byte == close:
+                raise self.stop(f"Illegal trailing comma before end of {container}", comma)
             if byte is None:
-                raise self.stop("Expecting value", eof=True)
+                raise self.stop(expecting, eof=True)
+            yield byte
+
+    def list(self) -> None:
+        for _ in self.items(ord("]"), "array", "Expecting value"):
             self.value()
 
     def object(self) -> None:
-        first = True
-        comma = self.index
-        while True:
-            byte = self.whitespace()
-            if byte == ord("}"):
-                self.index += 1
-                return
-            if byte == ord(",") and not first:
-                comma = self.index
-                self.index += 1
-                byte = self.whitespace()
-            elif byte is None:
-                raise self.stop(
-                    "Expecting property name enclosed in double quotes"
-                    if first
-                    else "Expecting ',' delimiter",
-                    eof=True,
-                )
-            elif first:
-                first = False
-            else:
-                raise self.stop("Expecting ',' delimiter")
-            if byte == ord("}"):
-                raise self.stop("Illegal trailing comma before end of object", comma)
-            if byte is None:
-                raise self.stop("Expecting property name enclosed in double quotes", eof=True)
+        for byte in self.items(ord("}"), "object", _PROPERTY_NAME):
             if byte != ord('"'):
-                raise self.stop("Expecting property name enclosed in double quotes")
+                raise self.stop(_PROPERTY_NAME)
             self.string_start = self.index
             self.index += 1
             self.string()

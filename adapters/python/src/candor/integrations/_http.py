@@ -64,6 +64,21 @@ def with_idempotency_key(attempt: AttemptContext, kwargs: dict[str, Any]) -> dic
     return {**kwargs, "headers": headers}
 
 
+def without_encoded_length(
+    headers: Iterable[tuple[str, str]], *, decoded: bool
+) -> list[tuple[str, str]]:
+    """The headers as received, less ``Content-Length`` when the client ``decoded`` the body.
+
+    The length then counts the encoded bytes, and the HTTP clients themselves refuse a body
+    shorter than declared.
+    """
+    return [
+        (name, value)
+        for name, value in headers
+        if not (decoded and name.lower() == "content-length")
+    ]
+
+
 def read_until(attempt: AttemptContext | None) -> float:
     """When the attempt's time runs out, on :func:`time.monotonic`; never without an attempt."""
     if attempt is None:

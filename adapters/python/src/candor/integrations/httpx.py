@@ -46,6 +46,7 @@ from candor.integrations._http import (
     read_until,
     take,
     with_idempotency_key,
+    without_encoded_length,
 )
 
 __all__ = [
@@ -104,17 +105,9 @@ def _describe(error: BaseException) -> str:
 
 
 def _headers(response: httpx.Response) -> list[tuple[str, str]]:
-    """The headers as received, less ``Content-Length`` when the body was decoded.
-
-    The length then counts the encoded bytes, and httpx itself refuses a body shorter than
-    declared.
-    """
-    encoded = "content-encoding" in response.headers
-    return [
-        (name, value)
-        for name, value in response.headers.multi_items()
-        if not (encoded and name.lower() == "content-length")
-    ]
+    """The headers as received, less ``Content-Length`` when httpx decoded the body."""
+    decoded = "content-encoding" in response.headers
+    return without_encoded_length(response.headers.multi_items(), decoded=decoded)
 
 
 def from_response(response: httpx.Response, *, received_at: int | None = None) -> HttpResponse:

@@ -42,6 +42,7 @@ from candor.integrations._http import (
     read_body,
     read_until,
     with_idempotency_key,
+    without_encoded_length,
 )
 
 __all__ = [
@@ -112,17 +113,9 @@ def transport_error(error: requests.RequestException) -> TransportError:
 
 
 def _headers(response: requests.Response) -> list[tuple[str, str]]:
-    """The headers as received, less ``Content-Length`` when the body was decoded.
-
-    The length then counts the encoded bytes, and urllib3 itself refuses a body shorter than
-    declared.
-    """
-    encoded = "content-encoding" in response.headers
-    return [
-        (name, value)
-        for name, value in response.headers.items()
-        if not (encoded and name.lower() == "content-length")
-    ]
+    """The headers as received, less ``Content-Length`` when urllib3 decoded the body."""
+    decoded = "content-encoding" in response.headers
+    return without_encoded_length(response.headers.items(), decoded=decoded)
 
 
 def from_response(response: requests.Response, *, received_at: int | None = None) -> HttpResponse:

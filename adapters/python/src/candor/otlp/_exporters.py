@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from datetime import timedelta
-from typing import Any, Final
+from typing import Any, Final, Generic, Protocol, TypeVar
 
 from opentelemetry.sdk._logs import ReadableLogRecord
 from opentelemetry.sdk._logs.export import LogRecordExporter, LogRecordExportResult
@@ -94,44 +94,65 @@ def _metrics_bytes(data: MetricsData) -> int:
     return size
 
 
-class _Queue:
-    """The resender an exporter hands its batches to, its own or a shared one, and its closing.
+class _Closable(Protocol):
+    """An inner exporter, as far as :class:`_Resending` needs it."""
 
-    Raises :class:`ValueError` when given both ``config`` and ``resender``.
+    def shutdown(self) -> object: ...
+
+
+_Inner = TypeVar("_Inner", bound=_Closable)
+
+
+class _Resending(Generic[_Inner]):
+    """What the resending exporters share: ``inner``, and the resender they hand batches to.
+
+    The resender is the exporter's own, made from ``config``, or a shared ``resender``. Raises
+    :class:`ValueError` when given both ``config`` and ``resender``.
     """
 
     def __init__(
-        self, config: ResendConfig | None, resender: Resender | None, shutdown_timeout: timedelta
+        self,
+        inner: _Inner,
+        config: ResendConfig | None = None,
+        *,
+        resender: Resender | None = None,
+        shutdown_timeout: timedelta = _SHUTDOWN_TIMEOUT,
     ) -> None:
+        self.inner = inner
+        """The exporter that sends each batch."""
         if resender is None:
-            self.resender, self.owned = Resender(config), True
+            self._resender, self._owned = Resender(config), True
         elif config is not None:
             raise ValueError("pass a ResendConfig or a shared Resender, not both")
         else:
-            self.resender, self.owned = resender, False
+            self._resender, self._owned = resender, False
         self._shutdown_timeout_s = shutdown_timeout.total_seconds()
 
-    def drained(self, timeout_millis: float) -> bool:
+    def force_flush(self, timeout_millis: float = 30_000) -> bool:
         """Waits for every queued batch to be sent, as :meth:`Resender.drained` does."""
-        return self.resender.drained(timeout_millis / 1000)
+        return self._resender.drained(timeout_millis / 1000)
 
-    def close(self, timeout_millis: float | None = None) -> bool:
-        """Closes an own resender; returns whether it was the exporter's own.
+    def stats(self) -> ExportStats:
+        """The resender's counts (a shared one counts the other exporters' batches too)."""
+        return self._resender.stats()
+
+    def _close(self, timeout_millis: float | None = None) -> None:
+        """What :meth:`shutdown` does: closes an own resender, then shuts ``inner`` down.
 
         An own resender sends what is queued within ``shutdown_timeout`` (and ``timeout_millis``,
-        when given) and drops and counts the rest; the exporter then shuts its ``inner`` down. A
-        shared one is left to whoever made it.
+        when given) and drops and counts the rest. A shared one, and ``inner`` with it, is left
+        to whoever made it.
         """
-        if not self.owned:
-            return False
+        if not self._owned:
+            return
         timeout_s = self._shutdown_timeout_s
         if timeout_millis is not None:
             timeout_s = min(timeout_s, timeout_millis / 1000)
-        self.resender.close(timeout_s)
-        return True
+        self._resender.close(timeout_s)
+        self.inner.shutdown()
 
 
-class ResendingSpanExporter(SpanExporter):
+class ResendingSpanExporter(_Resending[SpanExporter], SpanExporter):
     """A span exporter that queues each batch and sends it through ``inner`` from a thread.
 
     :meth:`export` returns at once: the batch span processor never waits on the collector. The
@@ -146,18 +167,6 @@ class ResendingSpanExporter(SpanExporter):
     given both ``config`` and ``resender``.
     """
 
-    def __init__(
-        self,
-        inner: SpanExporter,
-        config: ResendConfig | None = None,
-        *,
-        resender: Resender | None = None,
-        shutdown_timeout: timedelta = _SHUTDOWN_TIMEOUT,
-    ) -> None:
-        self.inner = inner
-        """The exporter that sends each batch."""
-        self._queue = _Queue(config, resender, shutdown_timeout)
-
     def export(self, spans: Sequence[ReadableSpan]) -> SpanExportResult:
         """Queues the batch and returns ``SUCCESS`` at once.
 
@@ -169,27 +178,19 @@ class ResendingSpanExporter(SpanExporter):
         def send() -> bool:
             return inner.export(batch) is SpanExportResult.SUCCESS
 
-        queued = self._queue.resender.submit(send, spans=len(batch), size=_spans_bytes(batch))
+        queued = self._resender.submit(send, spans=len(batch), size=_spans_bytes(batch))
         return SpanExportResult.SUCCESS if queued else SpanExportResult.FAILURE
 
-    def force_flush(self, timeout_millis: int = 30_000) -> bool:
-        """Waits for every queued batch to be sent, as :meth:`Resender.drained` does."""
-        return self._queue.drained(timeout_millis)
-
     def shutdown(self, timeout_millis: float | None = None) -> None:
-        """Closes an own resender (:meth:`_Queue.close`), then shuts ``inner`` down.
+        """Closes an own resender, then shuts ``inner`` down; with a shared one, does nothing.
 
-        With a shared resender, does nothing.
+        What is queued is sent within ``shutdown_timeout`` (and ``timeout_millis``, when given),
+        and the rest is dropped and counted.
         """
-        if self._queue.close(timeout_millis):
-            self.inner.shutdown()
-
-    def stats(self) -> ExportStats:
-        """The resender's counts (a shared one counts the log batches and metric exports too)."""
-        return self._queue.resender.stats()
+        self._close(timeout_millis)
 
 
-class ResendingLogExporter(LogRecordExporter):
+class ResendingLogExporter(_Resending[LogRecordExporter], LogRecordExporter):
     """A log record exporter that queues each batch and sends it through ``inner`` from a thread.
 
     It is to the batch log record processor what :class:`ResendingSpanExporter` is to the batch
@@ -197,18 +198,6 @@ class ResendingLogExporter(LogRecordExporter):
     happen (contract rule ``TELEMETRY-MOMENT``) go through the same bounded queue as the spans,
     and a log batch that is dropped is counted (``dropped_log_batches``, ``lost_log_records``).
     """
-
-    def __init__(
-        self,
-        inner: LogRecordExporter,
-        config: ResendConfig | None = None,
-        *,
-        resender: Resender | None = None,
-        shutdown_timeout: timedelta = _SHUTDOWN_TIMEOUT,
-    ) -> None:
-        self.inner = inner
-        """The exporter that sends each batch."""
-        self._queue = _Queue(config, resender, shutdown_timeout)
 
     def export(self, batch: Sequence[ReadableLogRecord]) -> LogRecordExportResult:
         """Queues the batch and returns ``SUCCESS`` at once.
@@ -221,29 +210,18 @@ class ResendingLogExporter(LogRecordExporter):
         def send() -> bool:
             return inner.export(records) is LogRecordExportResult.SUCCESS
 
-        queued = self._queue.resender.submit(
-            send, log_records=len(records), size=_logs_bytes(records)
-        )
+        queued = self._resender.submit(send, log_records=len(records), size=_logs_bytes(records))
         return LogRecordExportResult.SUCCESS if queued else LogRecordExportResult.FAILURE
 
-    def force_flush(self, timeout_millis: int = 30_000) -> bool:
-        """Waits for every queued batch to be sent, as :meth:`Resender.drained` does."""
-        return self._queue.drained(timeout_millis)
-
     def shutdown(self) -> None:
-        """Closes an own resender (:meth:`_Queue.close`), then shuts ``inner`` down.
+        """Closes an own resender, then shuts ``inner`` down; with a shared one, does nothing.
 
-        With a shared resender, does nothing.
+        What is queued is sent within ``shutdown_timeout``, and the rest is dropped and counted.
         """
-        if self._queue.close():
-            self.inner.shutdown()  # type: ignore[no-untyped-call]
-
-    def stats(self) -> ExportStats:
-        """The resender's counts (a shared one counts the spans and metric exports too)."""
-        return self._queue.resender.stats()
+        self._close()
 
 
-class ResendingMetricExporter(MetricExporter):
+class ResendingMetricExporter(_Resending[MetricExporter], MetricExporter):
     """A metric exporter that queues each export and sends it through ``inner`` from a thread.
 
     It is to the periodic metric reader what :class:`ResendingSpanExporter` is to the batch span
@@ -260,14 +238,15 @@ class ResendingMetricExporter(MetricExporter):
         resender: Resender | None = None,
         shutdown_timeout: timedelta = _SHUTDOWN_TIMEOUT,
     ) -> None:
-        super().__init__(
+        MetricExporter.__init__(
+            self,
             preferred_temporality=inner._preferred_temporality,
             preferred_aggregation=inner._preferred_aggregation,
         )
-        self.inner = inner
-        """The exporter that sends each export."""
-        self._queue = _Queue(config, resender, shutdown_timeout)
-        self._attempt_millis = self._queue.resender.config.attempt_timeout.total_seconds() * 1000
+        _Resending.__init__(
+            self, inner, config, resender=resender, shutdown_timeout=shutdown_timeout
+        )
+        self._attempt_millis = self._resender.config.attempt_timeout.total_seconds() * 1000
 
     def export(
         self,
@@ -286,21 +265,17 @@ class ResendingMetricExporter(MetricExporter):
             result = inner.export(metrics_data, timeout_millis=attempt_millis)
             return result is MetricExportResult.SUCCESS
 
-        queued = self._queue.resender.submit(send, size=_metrics_bytes(metrics_data))
+        queued = self._resender.submit(send, size=_metrics_bytes(metrics_data))
         return MetricExportResult.SUCCESS if queued else MetricExportResult.FAILURE
 
     def force_flush(self, timeout_millis: float = 10_000) -> bool:
         """Waits for every queued export to be sent, as :meth:`Resender.drained` does."""
-        return self._queue.drained(timeout_millis)
+        return super().force_flush(timeout_millis)
 
     def shutdown(self, timeout_millis: float = 30_000, **kwargs: Any) -> None:  # noqa: ARG002
-        """Closes an own resender (:meth:`_Queue.close`), then shuts ``inner`` down.
+        """Closes an own resender, then shuts ``inner`` down; with a shared one, does nothing.
 
-        With a shared resender, does nothing.
+        What is queued is sent within ``shutdown_timeout`` and ``timeout_millis``, and the rest
+        is dropped and counted.
         """
-        if self._queue.close(timeout_millis):
-            self.inner.shutdown()
-
-    def stats(self) -> ExportStats:
-        """The resender's counts (a shared one counts the span and log batches too)."""
-        return self._queue.resender.stats()
+        self._close(timeout_millis)

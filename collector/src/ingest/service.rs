@@ -224,12 +224,10 @@ impl Ingest {
         &self,
         request: ExportTraceServiceRequest,
     ) -> Result<Acknowledged, ServiceError> {
-        let width = self.senders.width();
         let (extracted, received_at) = self
-            .extract(move |received| {
-                let mut extracted = events(extract::extract_traces(&request, received));
-                extracted.heard = Heard::of_traces(&request, width, received.time_unix_nano);
-                extracted
+            .extract(move |received, width| {
+                let heard = Heard::of_traces(&request, width, received.time_unix_nano);
+                events(extract::extract_traces(&request, received), heard)
             })
             .await?;
         self.metrics.ignored_spans(extracted.ignored);
@@ -239,7 +237,7 @@ impl Ingest {
     /// Delivers the extracted `tool.outcome` events of one request, counting them.
     async fn deliver_events(
         &self,
-        extracted: Extracted,
+        mut extracted: Extracted,
         received_at: u64,
     ) -> Result<Acknowledged, ServiceError> {
         self.metrics.events_received(extracted.seen);
@@ -252,13 +250,7 @@ impl Ingest {
         // call.
         let accepted = extracted.records.len() as u64 - derived_counts;
         let derived_events = extracted.derived.failed_calls() - extracted.derived.events_over_limit;
-        self.deliver_all(extracted.records, &extracted.rejections, received_at)
-            .await?;
-        self.heard(extracted.heard);
-        if !extracted.remember.is_empty() {
-            let remembered = self.derivation.remember(extracted.remember, received_at);
-            self.metrics.derived_remembered(remembered);
-        }
+        self.deliver_request(&mut extracted, received_at).await?;
         // Beside `events_received`, which counts an adapter's events only.
         self.metrics.events_accepted(
             accepted
@@ -287,12 +279,10 @@ impl Ingest {
         &self,
         request: ExportLogsServiceRequest,
     ) -> Result<Acknowledged, ServiceError> {
-        let width = self.senders.width();
         let (extracted, received_at) = self
-            .extract(move |received| {
-                let mut extracted = events(extract::extract_logs(&request, received));
-                extracted.heard = Heard::of_logs(&request, width, received.time_unix_nano);
-                extracted
+            .extract(move |received, width| {
+                let heard = Heard::of_logs(&request, width, received.time_unix_nano);
+                events(extract::extract_logs(&request, received), heard)
             })
             .await?;
         self.metrics.ignored_log_records(extracted.ignored);
@@ -305,9 +295,8 @@ impl Ingest {
         &self,
         request: ExportMetricsServiceRequest,
     ) -> Result<Acknowledged, ServiceError> {
-        let width = self.senders.width();
-        let (extracted, received_at) = self
-            .extract(move |received| {
+        let (mut extracted, received_at) = self
+            .extract(move |received, width| {
                 let out = extract::extract_metrics(&request, received);
                 let heard = Heard::of_metrics(&request, width, received.time_unix_nano);
                 Extracted {
@@ -329,19 +318,32 @@ impl Ingest {
         self.metrics.ignored_metrics(extracted.ignored);
         self.metrics.redacted_values(extracted.redacted);
         let accepted = extracted.records.len() as u64;
-        self.deliver_all(extracted.records, &extracted.rejections, received_at)
-            .await?;
-        self.heard(extracted.heard);
-        if !extracted.remember.is_empty() {
-            let remembered = self.derivation.remember(extracted.remember, received_at);
-            self.metrics.derived_remembered(remembered);
-        }
+        self.deliver_request(&mut extracted, received_at).await?;
         self.metrics.counts_accepted(accepted);
         let counts = &self.since_heartbeat;
         counts
             .accepted_counts
             .fetch_add(accepted, Ordering::Relaxed);
         Ok(self.acknowledge(&extracted.rejections, "tool.outcomes data point(s)"))
+    }
+
+    /// Delivers a request's records and rejections together ([`Self::deliver_all`]), then records
+    /// who sent it and the calls it asks to remember.
+    async fn deliver_request(
+        &self,
+        extracted: &mut Extracted,
+        received_at: u64,
+    ) -> Result<(), ServiceError> {
+        let records = std::mem::take(&mut extracted.records);
+        self.deliver_all(records, &extracted.rejections, received_at)
+            .await?;
+        self.heard(std::mem::take(&mut extracted.heard));
+        let remember = std::mem::take(&mut extracted.remember);
+        if !remember.is_empty() {
+            let remembered = self.derivation.remember(remember, received_at);
+            self.metrics.derived_remembered(remembered);
+        }
+        Ok(())
     }
 
     /// Records who sent a request Kafka now holds.
@@ -351,11 +353,12 @@ impl Ingest {
     }
 
     /// Runs `extract` (extraction and encoding, CPU work proportional to the request) off the
-    /// reactor, stamped with the time of receipt.
+    /// reactor, stamped with the time of receipt and given the width of the senders' intervals.
     async fn extract<F>(&self, extract: F) -> Result<(Extracted, u64), ServiceError>
     where
-        F: FnOnce(&Received<'_>) -> Extracted + Send + 'static,
+        F: FnOnce(&Received<'_>, Duration) -> Extracted + Send + 'static,
     {
+        let width = self.senders.width();
         let received_at = unix_nanos(SystemTime::now());
         let limits = self.limits;
         let collector_id = self.collector_id.clone();
@@ -367,7 +370,7 @@ impl Ingest {
                 limits: &limits,
                 derivation: &derivation,
             };
-            extract(&received)
+            extract(&received, width)
         })
         .await
         .map_err(|err| {
@@ -502,8 +505,8 @@ impl Ingest {
     }
 }
 
-/// The records of a trace or logs extract, encoded, with its counts.
-fn events(out: extract::EventsExtract<'_>) -> Extracted {
+/// The records of a trace or logs extract, encoded, with its counts and who sent it.
+fn events(out: extract::EventsExtract<'_>, heard: Heard) -> Extracted {
     let mut records: Vec<KafkaRecord> = out.events.iter().map(encode::outcome_event).collect();
     records.extend(out.counts.iter().map(encode::outcome_count));
     records.extend(out.operations.iter().map(encode::operation_event));
@@ -517,7 +520,7 @@ fn events(out: extract::EventsExtract<'_>) -> Extracted {
         seen: out.outcome_events_seen,
         ignored: out.ignored,
         redacted: out.redacted,
-        heard: Heard::default(),
+        heard,
         remember: out.remember,
     }
 }

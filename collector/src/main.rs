@@ -27,6 +27,11 @@ use role::ingest::IngestArgs;
 use role::maintain::MaintainArgs;
 use role::read::ReadArgs;
 
+/// The process's allocator (docs/adr/0007-allocators.md). C libraries (librdkafka among them)
+/// allocate with glibc's malloc still, which is why the compact role keeps one arena of it.
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 #[derive(Parser)]
 #[command(
     name = "candor-collector",

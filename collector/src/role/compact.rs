@@ -73,7 +73,7 @@ pub fn main(args: &CompactArgs) -> anyhow::Result<()> {
         return Ok(());
     }
     candor_service::init_logs(args.log_format)?;
-    one_malloc_arena();
+    allocator_settings();
     let config = validate(args)?;
     let runtime = runtime()?;
     let result = runtime.block_on(async move { build(config).await?.run().await });
@@ -82,29 +82,35 @@ pub fn main(args: &CompactArgs) -> anyhow::Result<()> {
     result
 }
 
-/// The variable that sets how many malloc arenas glibc makes.
-const ARENAS: &str = "MALLOC_ARENA_MAX";
+/// The allocator settings the compact role runs with, each unless the operator set it: one
+/// glibc malloc arena, for what librdkafka allocates (glibc gives each thread that allocates an
+/// arena of its own, up to eight per core, and keeps what is freed in each), and mimalloc
+/// returning freed pages at once rather than after its delay (the compactor frees a whole
+/// buffer's rows and batch at each write). With both its peak RSS is lower for the same CPU
+/// time (`docs/adr/0007-allocators.md`).
+const ALLOCATOR_SETTINGS: [(&str, &str); 2] =
+    [("MALLOC_ARENA_MAX", "1"), ("MIMALLOC_PURGE_DELAY", "0")];
 
-/// Starts this program again with one malloc arena, unless the variable is set already (by an
-/// operator, or by this function before the `exec`). glibc gives each thread that allocates an
-/// arena of its own, up to eight per core, and keeps what is freed in each for that arena: the
-/// compactor's records are copied on the consumer's thread, sorted and built into batches on a
-/// blocking thread and written on the runtime's, and with the default arenas its peak RSS was
-/// about a third higher for the same CPU time (`docs/adr/0007-allocators.md`).
-/// `exec` keeps the process id, the arguments and the other variables. When the program cannot
-/// be started again (its file was replaced), it runs on as it is and says so.
-fn one_malloc_arena() {
-    if std::env::var_os(ARENAS).is_some() {
+/// Starts this program again with [`ALLOCATOR_SETTINGS`], unless every variable is set already
+/// (by an operator, or by this function before the `exec`): both allocators read them only as
+/// the process starts. `exec` keeps the process id, the arguments and the other variables. When
+/// the program cannot be started again (its file was replaced), it runs on as it is and says so.
+fn allocator_settings() {
+    let unset: Vec<(&str, &str)> = ALLOCATOR_SETTINGS
+        .into_iter()
+        .filter(|(name, _)| std::env::var_os(name).is_none())
+        .collect();
+    if unset.is_empty() {
         return;
     }
     let error = match std::env::current_exe() {
         Ok(program) => Command::new(program)
             .args(std::env::args_os().skip(1))
-            .env(ARENAS, "1")
+            .envs(unset.iter().copied())
             .exec(),
         Err(error) => error,
     };
-    tracing::warn!(%error, "could not start again with {ARENAS}=1; running with glibc's default arenas");
+    tracing::warn!(%error, settings = ?unset, "could not start again with the allocator settings; running without them");
 }
 
 /// A compactor's configuration file (the defaults without one), edited by `edit`, validated.

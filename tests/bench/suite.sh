@@ -5,15 +5,22 @@
 #   compactor  Kafka → Delta beside pyarrow's Parquet writer (compactor.sh);
 #   query      `candor` as a fresh process and as a warm library beside DuckDB (query.sh);
 #   latency    an adapter's failure until `candor incident` shows it, with --live and from the
-#              table only (query/cli/examples/latency.rs), against the goals: p95 under 2 s and 30 s.
+#              table only (query/cli/examples/latency.rs), against the goals: p95 under 2 s and 30 s;
+#   operations `candor operations` as a fresh process beside DuckDB in one process (operations.sh);
+#   dashboards the dashboards' model on its own, their reading of a preloaded stream (beside the
+#              collector's accepted events/s of the same repetition) and a start from the tables
+#              (dashboards.sh).
 # Each repetition runs the parts in an order rotated by one, so that no part always runs first on a
 # cold machine; the peers inside each script keep their order. The query data is loaded once and
 # reused by the following repetitions (loaded again once it is 40 minutes old, since its questions
-# ask about the last 26 hours). Every raw output, the machine's description (machine.txt), the
-# parameters and exit statuses (run.txt) and the report (tests/bench/suite_report.py: report.md,
-# report.json) are kept in ${CANDOR_BENCH_RESULTS:-~/.cache/candor-bench}/<UTC time>/.
+# ask about the last 26 hours); so are the operations data (never loaded again: the window of
+# operations.sh follows its data, not the clock). Every raw output, the machine's description
+# (machine.txt), the parameters and exit statuses (run.txt) and the report
+# (tests/bench/suite_report.py: report.md, report.json) are kept in
+# ${CANDOR_BENCH_RESULTS:-~/.cache/candor-bench}/<UTC time>/.
 #
-#   bash tests/bench/suite.sh [repetitions]    (default 3; one takes about 6–8 minutes on 2 cores)
+#   bash tests/bench/suite.sh [repetitions]    (default 3; one took about 6–8 minutes on 2 cores
+#                                               before operations and dashboards were added)
 #
 # Sizes, by environment variable [default]:
 #   CANDOR_BENCH_COLLECTOR_SECONDS [10]          seconds of load per collector run
@@ -22,7 +29,13 @@
 #   CANDOR_BENCH_QUERY_EVENTS [2000000]          events behind the query benchmark
 #   CANDOR_BENCH_LATENCY_SAMPLES [20]            failures per latency mode
 #   CANDOR_BENCH_MAX_AGE [15s]                   the latency pipeline's compactor files.max_age
-#   CANDOR_BENCH_PARTS ["adapter collector compactor query latency"]   the parts to run
+#   CANDOR_BENCH_OPERATIONS_EVENTS [1000000]     operation events behind `candor operations`
+#   CANDOR_BENCH_DASHBOARDS_RECORDS [1000000]    event records preloaded for the dashboards
+#   CANDOR_BENCH_DASHBOARDS_TARGETS [1000]       targets of the dashboards' model on its own
+#   CANDOR_BENCH_DASHBOARDS_DAYS [1]             days of that model's history
+#   CANDOR_BENCH_DASHBOARDS_HOURS [1]            hours the preloaded records are spread over
+#   CANDOR_BENCH_PARTS ["adapter collector compactor query latency operations dashboards"]
+#                                                the parts to run
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/../.."
 # shellcheck source=tests/bench/lib.sh
@@ -36,7 +49,13 @@ compactor_stream_seconds="${CANDOR_BENCH_COMPACTOR_STREAM_SECONDS:-60}"
 query_events="${CANDOR_BENCH_QUERY_EVENTS:-2000000}"
 latency_samples="${CANDOR_BENCH_LATENCY_SAMPLES:-20}"
 max_age="${CANDOR_BENCH_MAX_AGE:-15s}"
-read -r -a parts <<<"${CANDOR_BENCH_PARTS:-adapter collector compactor query latency}"
+operations_events="${CANDOR_BENCH_OPERATIONS_EVENTS:-1000000}"
+dashboards_records="${CANDOR_BENCH_DASHBOARDS_RECORDS:-1000000}"
+dashboards_targets="${CANDOR_BENCH_DASHBOARDS_TARGETS:-1000}"
+dashboards_days="${CANDOR_BENCH_DASHBOARDS_DAYS:-1}"
+dashboards_hours="${CANDOR_BENCH_DASHBOARDS_HOURS:-1}"
+all_parts="adapter collector compactor query latency operations dashboards"
+read -r -a parts <<<"${CANDOR_BENCH_PARTS:-$all_parts}"
 
 positive() {
     [[ "$2" =~ ^[1-9][0-9]*$ ]] || { echo "$1 must be a positive integer, not '$2'" >&2; exit 2; }
@@ -47,11 +66,16 @@ positive CANDOR_BENCH_COMPACTOR_RECORDS "$compactor_records"
 positive CANDOR_BENCH_COMPACTOR_STREAM_SECONDS "$compactor_stream_seconds"
 positive CANDOR_BENCH_QUERY_EVENTS "$query_events"
 positive CANDOR_BENCH_LATENCY_SAMPLES "$latency_samples"
+positive CANDOR_BENCH_OPERATIONS_EVENTS "$operations_events"
+positive CANDOR_BENCH_DASHBOARDS_RECORDS "$dashboards_records"
+positive CANDOR_BENCH_DASHBOARDS_TARGETS "$dashboards_targets"
+positive CANDOR_BENCH_DASHBOARDS_DAYS "$dashboards_days"
+positive CANDOR_BENCH_DASHBOARDS_HOURS "$dashboards_hours"
 ((${#parts[@]} > 0)) || { echo "CANDOR_BENCH_PARTS names no part" >&2; exit 2; }
 for part in "${parts[@]}"; do
     case "$part" in
-        adapter | collector | compactor | query | latency) ;;
-        *) echo "CANDOR_BENCH_PARTS: unknown part '$part' (adapter collector compactor query latency)" >&2; exit 2 ;;
+        adapter | collector | compactor | query | latency | operations | dashboards) ;;
+        *) echo "CANDOR_BENCH_PARTS: unknown part '$part' ($all_parts)" >&2; exit 2 ;;
     esac
 done
 
@@ -85,12 +109,18 @@ describe_machine | tee "$results/machine.txt"
     echo "query_events $query_events"
     echo "latency_samples $latency_samples"
     echo "max_age $max_age"
+    echo "operations_events $operations_events"
+    echo "dashboards_records $dashboards_records"
+    echo "dashboards_targets $dashboards_targets"
+    echo "dashboards_days $dashboards_days"
+    echo "dashboards_hours $dashboards_hours"
     echo "started $(date -u +%Y-%m-%dT%H:%M:%SZ)"
 } >"$results/run.txt"
 
-# One release build for the scripts (which then skip theirs) and the two examples; the adapter's
-# criterion bench is its own package set, built here so that no repetition includes its build.
-build_release --example hot --example latency
+# One release build for the scripts (which then skip theirs) and the three examples (the
+# dashboards' bench is dashboards.sh's); the adapter's criterion bench is its own package set, built
+# here so that no repetition includes its build.
+build_release --example hot --example latency --example bench
 export CANDOR_BENCH_BUILT=1
 if [[ " ${parts[*]} " == *" adapter "* ]]; then
     cargo bench -p candor-adapter --bench overhead --no-run
@@ -120,6 +150,26 @@ part_query() {
         ((loading == 0)) || rm -rf "$dir"
         return "$status"
     }
+}
+
+# The operations data lives in the suite's work directory too (operations.sh keeps it under
+# $CANDOR_BENCH_DIR/operations and reuses it); its window follows the data, so it never ages.
+part_operations() {
+    local dir="$work/operations" loading=0
+    mkdir -p "$dir"
+    [[ -d "$dir/operations/tables/operation_events" ]] || loading=1
+    CANDOR_BENCH_DIR="$dir" bash tests/bench/operations.sh "$operations_events" || {
+        local status=$?
+        # A load cut short must not be reused as if complete.
+        ((loading == 0)) || rm -rf "$dir"
+        return "$status"
+    }
+}
+
+# A fresh work directory each time: the dashboards read a stream preloaded into a new broker.
+part_dashboards() {
+    env -u CANDOR_BENCH_DIR bash tests/bench/dashboards.sh "$dashboards_records" "$dashboards_targets" \
+        "$dashboards_days" "$dashboards_hours"
 }
 
 wait_ready() {

@@ -5,8 +5,10 @@ repetitions beside its peer measured in the same repetition.
 
 For each figure: the median over repetitions, min–max, and n (the repetitions that have it, of
 all); beside it its peer (a raw rdkafka producer and Rotel for the collector, pyarrow for the
-Parquet writer, DuckDB for the queries, the bare call for the adapter) and the ratio candor/peer,
-the median of the per-repetition ratios, with the direction that is better. The end-to-end
+Parquet writer, DuckDB for the queries and `candor operations`, the bare call for the adapter, the
+collector's accepted events/s of the same repetition for the dashboards' reading) and the ratio
+candor/peer, the median of the per-repetition ratios, with the direction that is better. A peer
+from a part that did not run is shown as not run. The end-to-end
 latency of each mode is set against its goal (p95 under 2 s with --live, under 30 s from the
 table): PASS or MISS. A figure missing from a repetition is listed as missing, and every line
 the parser expects and does not find is listed under "Not found".
@@ -31,6 +33,19 @@ The lines read (stdlib only, Python 3.11):
     "time:   [LOW UNIT MID UNIT HIGH UNIT]" (the middle value, the estimate, is the figure)
   query/examples/latency.rs: {"summary": MODE, "samples", "seen", "missing", "p50_ms", "p95_ms",
     "max_ms", "polls", "poll_p50_ms"}
+  operations.sh and operations_duckdb.py:
+    candor operations: open N (pending N stuck N unknown N) best_wall_ms N peak_rss_mib N
+    duckdb operations: open N seen N completed N partial N cancelled N failed N first_ms X
+        best_wall_ms X peak_rss_mib N
+    open operations: candor and DuckDB both found N (generated: ...)
+  dashboards.sh, under "== 1. the model", "== 2. keeping up" and "== 3. the history from the
+  tables", from dashboards/examples/bench.rs and the script's own lines:
+    apply: N records (decode + apply) in X s = N records/s on one thread; ...
+    events N records_all_topics N wall_s X records_per_s N cpu_s X records_per_cpu_s N
+        peak_rss_mib N
+    GET PATH median X ms (PATH: /?range=1h, /?range=6h, /api/overview?range=1h, /metrics)
+    rows_from_tables N read_s X records_from_kafka N start_to_ready_s X rows_per_s N cpu_s X
+        peak_rss_mib N
   suite.sh: "latency: compactor max age D ...", run.txt, machine.txt
 """
 
@@ -44,7 +59,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TypedDict
 
-PARTS = ("adapter", "collector", "compactor", "query", "latency")
+PARTS = ("adapter", "collector", "compactor", "query", "latency", "operations", "dashboards")
 GOALS_MS = {"live": 2_000, "table": 30_000}
 ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
 
@@ -135,7 +150,9 @@ class Expect:
 
 @dataclass(frozen=True)
 class Figure:
-    """One row of the report: candor's figure `key`, and its peer's `peer_key` if it has one."""
+    """One row of the report: candor's figure `key`, and its peer's `peer_key` if it has one,
+    measured by the part `peer_part` (None: this row's part). `better` is "lower", "higher" or
+    "same" (as the peer's)."""
 
     part: str
     name: str
@@ -144,6 +161,7 @@ class Figure:
     key: str
     peer: str | None = None
     peer_key: str | None = None
+    peer_part: str | None = None
 
 
 def number(text: str) -> float | None:
@@ -563,6 +581,136 @@ def parse_latency(
             )
 
 
+# --- operations.sh and operations_duckdb.py ------------------------------------------------
+
+OPERATIONS = [
+    Expect(
+        None,
+        r"candor operations: open (?P<open>\S+) \([^)]*\) best_wall_ms (?P<ms>\S+) "
+        r"peak_rss_mib (?P<rss>\S+)",
+        {"open": "op.candor.open", "ms": "op.candor.ms", "rss": "op.candor.rss_mib"},
+        "candor operations: open N (pending N stuck N unknown N) best_wall_ms N peak_rss_mib N",
+    ),
+    Expect(
+        None,
+        r"duckdb operations: open (?P<open>\S+) seen (?P<seen>\S+) completed \S+ partial \S+ "
+        r"cancelled \S+ failed \S+ first_ms (?P<first>\S+) best_wall_ms (?P<ms>\S+) "
+        r"peak_rss_mib (?P<rss>\S+)",
+        {
+            "open": "op.duckdb.open",
+            "seen": "op.duckdb.seen",
+            "first": "op.duckdb.first_ms",
+            "ms": "op.duckdb.ms",
+            "rss": "op.duckdb.rss_mib",
+        },
+        "duckdb operations: open N seen N completed N partial N cancelled N failed N first_ms X "
+        "best_wall_ms X peak_rss_mib N",
+    ),
+    # Printed only once the open operations of candor, DuckDB and the generator agree.
+    Expect(
+        None,
+        r"open operations: candor and DuckDB both found \S+",
+        {},
+        "open operations: candor and DuckDB both found N (generated: ...)",
+    ),
+]
+
+
+def parse_operations(
+    lines: list[str], values: Values, missing: list[str], notes: list[str]
+) -> None:
+    apply(lines, [], OPERATIONS, values, missing)
+    # operations.sh's own checks, which fail the part: kept as they were printed.
+    notes += [line for line in lines if line.startswith("the open operations differ")]
+
+
+# --- dashboards.sh and dashboards/examples/bench.rs ------------------------------------------
+
+DASHBOARDS_MARKERS = [
+    (r"== 1\. the model", "== 1. the model"),
+    (r"== 2\. keeping up", "== 2. keeping up"),
+    (r"== 3\. the history from the tables", "== 3. the history from the tables"),
+]
+# (figure key, path): the pages dashboards.sh times while the preloaded stream's model is loaded.
+PAGES = [
+    ("overview_1h", "/?range=1h"),
+    ("overview_6h", "/?range=6h"),
+    ("api_1h", "/api/overview?range=1h"),
+    ("metrics", "/metrics"),
+]
+DASHBOARDS = [
+    Expect(
+        "== 1. the model",
+        r"apply: (?P<records>\d+) records \(decode \+ apply\) in (?P<s>\S+) s = (?P<rps>\S+) "
+        r"records/s",
+        {"rps": "d.model.records_per_s"},
+        "apply: N records (decode + apply) in X s = N records/s on one thread; ...",
+    ),
+    Expect(
+        "== 2. keeping up",
+        r"events (?P<events>\d+) records_all_topics (?P<all>\d+) wall_s (?P<wall>\S+) "
+        r"records_per_s (?P<rps>\S+) cpu_s (?P<cpu>\S+) records_per_cpu_s (?P<rpc>\S+) "
+        r"peak_rss_mib (?P<rss>\S+)",
+        {
+            "events": "d.stream.events",
+            "all": "d.stream.records",
+            "wall": "d.stream.wall_s",
+            "rps": "d.stream.records_per_s",
+            "rpc": "d.stream.records_per_cpu_s",
+            "rss": "d.stream.rss_mib",
+        },
+        "events N records_all_topics N wall_s X records_per_s N cpu_s X records_per_cpu_s N "
+        "peak_rss_mib N",
+    ),
+    *(
+        Expect(
+            "== 2. keeping up",
+            rf"GET {re.escape(path)} median (?P<v>\S+) ms",
+            {"v": f"d.page.{key}_ms"},
+            f"GET {path} median X ms",
+        )
+        for key, path in PAGES
+    ),
+    Expect(
+        "== 3. the history from the tables",
+        r"rows_from_tables (?P<rows>\d+) read_s (?P<read>\S+) records_from_kafka (?P<kafka>\S+) "
+        r"start_to_ready_s (?P<ready>\S+) rows_per_s (?P<rps>\S+) cpu_s (?P<cpu>\S+) "
+        r"peak_rss_mib (?P<rss>\S+)",
+        {
+            "rows": "d.tables.rows",
+            "kafka": "d.tables.from_kafka",
+            "ready": "d.tables.ready_s",
+            "rps": "d.tables.rows_per_s",
+            "rss": "d.tables.rss_mib",
+        },
+        "rows_from_tables N read_s X records_from_kafka N start_to_ready_s X rows_per_s N cpu_s X "
+        "peak_rss_mib N",
+    ),
+]
+
+
+def parse_dashboards(
+    lines: list[str], values: Values, missing: list[str], notes: list[str]
+) -> None:
+    apply(lines, DASHBOARDS_MARKERS, DASHBOARDS, values, missing)
+    # The event records alone, read over the same wall time as every topic's records.
+    events, records = values.get("d.stream.events"), values.get("d.stream.records")
+    per_s = values.get("d.stream.records_per_s")
+    if events is not None and records and per_s is not None:
+        values["d.stream.events_per_s"] = per_s * events / records
+    rows = values.get("d.tables.rows")
+    if rows is not None and events is not None and rows < events:
+        notes.append(
+            f"the start read {rows:,.0f} rows from the tables, fewer than the {events:,.0f} "
+            "event records preloaded"
+        )
+    if values.get("d.tables.from_kafka"):
+        notes.append(
+            f"after the start from the tables, {values['d.tables.from_kafka']:,.0f} records were "
+            "still read from Kafka"
+        )
+
+
 # --- figures --------------------------------------------------------------------------------
 
 BARE = "bare call (raw_operation)"
@@ -570,6 +718,10 @@ ROTEL = "Rotel"
 DUCK_FIRST = "DuckDB, first run"
 DUCK_CLI = "DuckDB CLI, fresh process"
 DUCK_BEST = "DuckDB, fastest of runs 2–10"
+DUCK_OPS_BEST = "DuckDB in process, fastest of 5"
+DUCK_OPS_FIRST = "DuckDB in process, first run"
+DUCK_OPS = "DuckDB in process"
+COLLECTOR_ACCEPTED = "collector accepted events/s, full speed"
 
 
 def figures() -> list[Figure]:
@@ -789,6 +941,99 @@ def figures() -> list[Figure]:
             )
     rows.append(Figure("query", "warm library: opening the tables", "ms", "lower", "q.open_ms"))
     rows.append(Figure("query", "warm library: peak RSS", "MiB", "lower", "q.hot.rss_mib"))
+    rows += [
+        Figure(
+            "operations",
+            "open operations: fresh process, best of 5",
+            "ms",
+            "lower",
+            "op.candor.ms",
+            DUCK_OPS_BEST,
+            "op.duckdb.ms",
+        ),
+        Figure(
+            "operations",
+            "open operations: fresh process, best of 5",
+            "ms",
+            "lower",
+            "op.candor.ms",
+            DUCK_OPS_FIRST,
+            "op.duckdb.first_ms",
+        ),
+        Figure(
+            "operations",
+            "peak RSS",
+            "MiB",
+            "lower",
+            "op.candor.rss_mib",
+            DUCK_OPS,
+            "op.duckdb.rss_mib",
+        ),
+        Figure(
+            "operations",
+            "open operations found",
+            "operations",
+            "same",
+            "op.candor.open",
+            DUCK_OPS,
+            "op.duckdb.open",
+        ),
+        Figure(
+            "dashboards",
+            "keeping up: event records/s read (preloaded stream)",
+            "records/s",
+            "higher",
+            "d.stream.events_per_s",
+            COLLECTOR_ACCEPTED,
+            "co.full.events_per_s",
+            "collector",
+        ),
+        Figure(
+            "dashboards",
+            "keeping up: records/s read, all topics (preloaded stream)",
+            "records/s",
+            "higher",
+            "d.stream.records_per_s",
+            COLLECTOR_ACCEPTED,
+            "co.full.events_per_s",
+            "collector",
+        ),
+        Figure(
+            "dashboards",
+            "keeping up: records per CPU-second, all topics",
+            "records/CPU-s",
+            "higher",
+            "d.stream.records_per_cpu_s",
+        ),
+        Figure("dashboards", "keeping up: reading every record", "s", "lower", "d.stream.wall_s"),
+        Figure("dashboards", "keeping up: peak RSS", "MiB", "lower", "d.stream.rss_mib"),
+        *(
+            Figure("dashboards", f"GET {path}, median of 5", "ms", "lower", f"d.page.{key}_ms")
+            for key, path in PAGES
+        ),
+        Figure(
+            "dashboards",
+            "start from the tables: rows/s read",
+            "rows/s",
+            "higher",
+            "d.tables.rows_per_s",
+        ),
+        Figure(
+            "dashboards",
+            "start from the tables: start to history ready",
+            "s",
+            "lower",
+            "d.tables.ready_s",
+        ),
+        Figure("dashboards", "start from the tables: peak RSS", "MiB", "lower", "d.tables.rss_mib"),
+        Figure(
+            "dashboards",
+            "the model alone: records/s decoded and applied, one thread",
+            "records/s",
+            "higher",
+            "d.model.records_per_s",
+        ),
+    ]
     return rows
 
 
@@ -801,7 +1046,23 @@ CAVEATS = {
     "query": "Fresh: a new `candor` process (start and table open included), beside a new DuckDB "
     "CLI process given the table's file list. DuckDB's first run: its first query on a session "
     "whose views already list the files. Warm: the library on an open session.",
+    "operations": "`candor operations` as a new process (start, table open and the adapter "
+    "instances' silences from outcome_counts included; its RSS is the last run's) beside the same "
+    "question in one DuckDB process over operation_events' live files (that process's peak RSS, "
+    "Python and the file listing included). The data is loaded once and kept by the repetitions.",
+    "dashboards": "Keeping up: a fresh `candor-dashboards` reading a stream preloaded into Tansu "
+    "(memory engine), from its start until every event record is read; its peer is the "
+    "collector's accepted events/s at full speed in the same repetition (candor/peer ≥ 1: the "
+    "dashboards read faster than the collector accepts). All topics: the event records and their "
+    "counter points and heartbeats. Pages: while that model is loaded. Start from the tables: the "
+    "same records compacted, then a fresh process until its history is ready. The model alone: "
+    "dashboards/examples/bench.rs, in process.",
 }
+
+
+def better_text(better: str) -> str:
+    """The last column: which way is better, or that the figure should equal its peer's."""
+    return "same as the peer" if better == "same" else f"{better} is better"
 
 
 # --- summary --------------------------------------------------------------------------------
@@ -903,6 +1164,8 @@ def main(results: Path) -> None:
         "collector": parse_collector,
         "compactor": parse_compactor,
         "query": parse_query,
+        "operations": parse_operations,
+        "dashboards": parse_dashboards,
     }
     values: dict[int, Values] = {rep: {} for rep in range(1, reps + 1)}
     texts: dict[int, dict[str, str]] = {rep: {} for rep in range(1, reps + 1)}
@@ -964,7 +1227,11 @@ def main(results: Path) -> None:
         f"{reps} repetitions; sizes: collector {p.get('collector_seconds', '?')} s a run, "
         f"compactor {p.get('compactor_records', '?')} records and a "
         f"{p.get('compactor_stream_seconds', '?')} s stream, query {p.get('query_events', '?')} "
-        f"events, latency {p.get('latency_samples', '?')} samples a mode."
+        f"events, latency {p.get('latency_samples', '?')} samples a mode, operations "
+        f"{p.get('operations_events', '?')} events, dashboards "
+        f"{p.get('dashboards_records', '?')} records over {p.get('dashboards_hours', '?')} h (the "
+        f"model alone: {p.get('dashboards_targets', '?')} targets, "
+        f"{p.get('dashboards_days', '?')} day(s))."
     )
     out.append(
         "Each cell: median (min–max, n/repetitions). Ratio: candor ÷ peer, the median of the "
@@ -985,13 +1252,15 @@ def main(results: Path) -> None:
                 "part": part,
                 "figure": fig.name,
                 "unit": fig.unit,
-                "better": f"{fig.better} is better",
+                "better": better_text(fig.better),
                 "candor": mine,
                 "peer": None,
                 "ratio": None,
             }
             peer_cell = ratio = "—"
-            if fig.peer_key:
+            if fig.peer_key and fig.peer_part and fig.peer_part not in parts:
+                peer_cell = f"{fig.peer}: not run ({fig.peer_part})"
+            elif fig.peer_key:
                 theirs = stats(per_rep(fig.peer_key), reps)
                 ratios = [
                     a / b if a is not None and b else None
@@ -1002,9 +1271,7 @@ def main(results: Path) -> None:
                 entry["ratio"] = ratio_stats
                 peer_cell, ratio = f"{fig.peer}: {cell(theirs)}", ratio_cell(ratio_stats)
             report["figures"].append(entry)
-            rows.append(
-                [fig.name, fig.unit, cell(mine), peer_cell, ratio, f"{fig.better} is better"]
-            )
+            rows.append([fig.name, fig.unit, cell(mine), peer_cell, ratio, better_text(fig.better)])
             for side, s in (("candor", mine), (fig.peer, entry["peer"])):
                 if s is not None and s["n"] < reps:
                     gone = [f"rep{r}" for r, v in enumerate(s["values"], 1) if v is None]

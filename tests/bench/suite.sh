@@ -19,8 +19,9 @@
 # (tests/bench/suite_report.py: report.md, report.json) are kept in
 # ${CANDOR_BENCH_RESULTS:-~/.cache/candor-bench}/<UTC time>/.
 #
-#   bash tests/bench/suite.sh [repetitions]    (default 3; one took about 6–8 minutes on 2 cores
-#                                               before operations and dashboards were added)
+#   bash tests/bench/suite.sh [repetitions]    (default 3; a repetition of collector, compactor,
+#                                               query, operations and dashboards takes 5–6
+#                                               minutes on 2 cores, after the first data loads)
 #
 # Sizes, by environment variable [default]:
 #   CANDOR_BENCH_COLLECTOR_SECONDS [10]          seconds of load per collector run

@@ -157,6 +157,14 @@ fn json_values(array: &dyn Array, options: &FormatOptions<'_>) -> Result<Vec<Val
     }
 }
 
+/// The object `json` writes: the envelope with the rows, the coverage beside it, and the summary.
+#[derive(Serialize)]
+struct JsonAnswer<'a> {
+    coverage: &'a Coverage,
+    envelope: Envelope<&'a Rows>,
+    summary: &'a [String],
+}
+
 /// How to show an answer.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Format {
@@ -338,11 +346,12 @@ impl Report {
     pub fn render_with(&self, format: Format, layout: Layout) -> (String, String) {
         match format {
             Format::Json => {
-                let body = serde_json::json!({
-                    "envelope": self.envelope_with(|| &self.rows),
-                    "coverage": self.coverage,
-                    "summary": self.summary,
-                });
+                let body = JsonAnswer {
+                    coverage: &self.coverage,
+                    envelope: self.envelope_with(|| &self.rows),
+                    summary: &self.summary,
+                };
+                // Written straight from the borrowed rows: no tree of values in between.
                 let text = serde_json::to_string_pretty(&body)
                     .unwrap_or_else(|err| format!("{{\"error\": \"{err}\"}}"));
                 (text + "\n", String::new())

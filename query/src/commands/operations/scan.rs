@@ -4,7 +4,7 @@ use std::time::Duration;
 
 use candor_records::tables::{Table, column};
 use candor_schema::LifecycleState;
-use deltalake::arrow::array::{Array as _, RecordBatch};
+use deltalake::arrow::array::RecordBatch;
 use deltalake::arrow::datatypes::DataType;
 use deltalake::datafusion::logical_expr::cast as cast_expr;
 use deltalake::datafusion::prelude::col;
@@ -15,7 +15,7 @@ use crate::reader::{Reader, table_source};
 use crate::window::micros_of;
 
 use super::super::failure_rates;
-use super::super::{CommandError, GroupBy, ints, read, strings, texts, window_filter};
+use super::super::{CommandError, GroupBy, ints, read, texts, window_filter};
 use super::OperationsQuery;
 use super::figures::adapter_calls;
 use super::lifecycle::{Folded, Operation, OperationEventRow};
@@ -56,7 +56,7 @@ fn fold_batch(batch: &RecordBatch, operations: &mut Folded) -> Result<u64, Comma
     let operation_id = texts(batch, column::OPERATION_ID)?;
     let state = texts(batch, column::LIFECYCLE_STATE)?;
     let time = ints(batch, column::EVENT_TIME)?;
-    let actor = strings(batch, column::ACTOR)?;
+    let actor = texts(batch, column::ACTOR)?;
     let source_system = texts(batch, column::SOURCE_SYSTEM)?;
     let mut unknown = 0u64;
     for row in 0..batch.num_rows() {
@@ -73,7 +73,7 @@ fn fold_batch(batch: &RecordBatch, operations: &mut Folded) -> Result<u64, Comma
             instance: instance.value(row),
             state: lifecycle,
             at: time.value(row),
-            actor: (!actor.is_null(row)).then(|| actor.value(row)),
+            actor: actor.get(row),
             source_system: source_system.value(row),
         });
     }

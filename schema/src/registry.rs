@@ -123,6 +123,7 @@ fn spelled(members: impl IntoIterator<Item = &'static str>) -> String {
         .join(", ")
 }
 
+/// A text attribute.
 fn string(
     name: &'static str,
     requirement: Requirement,
@@ -138,6 +139,7 @@ fn string(
     }
 }
 
+/// An integer attribute, declared as [`string`] declares a text one.
 fn int(
     name: &'static str,
     requirement: Requirement,
@@ -145,11 +147,8 @@ fn int(
     brief: &'static str,
 ) -> Attribute {
     Attribute {
-        name,
         value_type: ValueType::Int,
-        requirement,
-        values: values.into(),
-        brief,
+        ..string(name, requirement, values, brief)
     }
 }
 

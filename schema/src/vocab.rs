@@ -40,7 +40,30 @@ impl UnknownValue {
 }
 
 /// Declares a closed vocabulary: the enum, its wire spellings, parsing, serde and JSON Schema.
+/// `within Parent` declares a subset of the vocabulary `Parent`: each member is the parent's of
+/// the same name and spelling, and `From<Self> for Parent` is written from the list.
 macro_rules! vocabulary {
+    (
+        $(#[$meta:meta])*
+        $name:ident, $what:literal within $parent:ident {
+            $( $(#[doc = $vdoc:literal])* $variant:ident => $wire:literal ),+ $(,)?
+        }
+    ) => {
+        vocabulary! {
+            $(#[$meta])*
+            $name, $what {
+                $( $(#[doc = $vdoc])* $variant => $wire ),+
+            }
+        }
+
+        impl From<$name> for $parent {
+            fn from(member: $name) -> Self {
+                match member {
+                    $($name::$variant => $parent::$variant),+
+                }
+            }
+        }
+    };
     (
         $(#[$meta:meta])*
         $name:ident, $what:literal {
@@ -196,7 +219,7 @@ vocabulary! {
 
 vocabulary! {
     /// Why an attempt made no usable contact: the failure kinds an AccessFailure can carry.
-    AccessFailureKind, "access failure kind" {
+    AccessFailureKind, "access failure kind" within FailureKind {
         /// No status arrived within the attempt's time (or the server answered 408).
         Timeout => "timeout",
         /// The connection could not be made or was reset.
@@ -228,7 +251,7 @@ vocabulary! {
 
 vocabulary! {
     /// How an answer was cut off: the failure kinds a Partial can carry.
-    PartialKind, "partial kind" {
+    PartialKind, "partial kind" within FailureKind {
         /// The answer hit a size cap.
         SizeCap => "size_cap",
         /// The source declared a total larger than what it returned.
@@ -241,39 +264,6 @@ vocabulary! {
         OperationPartial => "operation_partial",
         /// The overall deadline ran out while the answer was arriving.
         Deadline => "deadline",
-    }
-}
-
-impl From<AccessFailureKind> for FailureKind {
-    fn from(kind: AccessFailureKind) -> Self {
-        match kind {
-            AccessFailureKind::Timeout => FailureKind::Timeout,
-            AccessFailureKind::Connect => FailureKind::Connect,
-            AccessFailureKind::ServerError => FailureKind::ServerError,
-            AccessFailureKind::RateLimited => FailureKind::RateLimited,
-            AccessFailureKind::Auth => FailureKind::Auth,
-            AccessFailureKind::ClientError => FailureKind::ClientError,
-            AccessFailureKind::Protocol => FailureKind::Protocol,
-            AccessFailureKind::Deadline => FailureKind::Deadline,
-            AccessFailureKind::Dns => FailureKind::Dns,
-            AccessFailureKind::Tls => FailureKind::Tls,
-            AccessFailureKind::ToolError => FailureKind::ToolError,
-            AccessFailureKind::Cancelled => FailureKind::Cancelled,
-            AccessFailureKind::Unknown => FailureKind::Unknown,
-        }
-    }
-}
-
-impl From<PartialKind> for FailureKind {
-    fn from(kind: PartialKind) -> Self {
-        match kind {
-            PartialKind::SizeCap => FailureKind::SizeCap,
-            PartialKind::DeclaredTotal => FailureKind::DeclaredTotal,
-            PartialKind::TruncationMarker => FailureKind::TruncationMarker,
-            PartialKind::MidStream => FailureKind::MidStream,
-            PartialKind::OperationPartial => FailureKind::OperationPartial,
-            PartialKind::Deadline => FailureKind::Deadline,
-        }
     }
 }
 

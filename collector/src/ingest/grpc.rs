@@ -9,15 +9,9 @@ use std::marker::PhantomData;
 use std::sync::Arc;
 
 use bytes::{Buf as _, BufMut as _, Bytes};
-use opentelemetry_proto::tonic::collector::logs::v1::{
-    ExportLogsPartialSuccess, ExportLogsServiceRequest, ExportLogsServiceResponse,
-};
-use opentelemetry_proto::tonic::collector::metrics::v1::{
-    ExportMetricsPartialSuccess, ExportMetricsServiceRequest, ExportMetricsServiceResponse,
-};
-use opentelemetry_proto::tonic::collector::trace::v1::{
-    ExportTracePartialSuccess, ExportTraceServiceRequest, ExportTraceServiceResponse,
-};
+use opentelemetry_proto::tonic::collector::logs::v1::ExportLogsServiceRequest;
+use opentelemetry_proto::tonic::collector::metrics::v1::ExportMetricsServiceRequest;
+use opentelemetry_proto::tonic::collector::trace::v1::ExportTraceServiceRequest;
 use prost::Message;
 use serde::de::DeserializeOwned;
 use tonic::codec::{
@@ -30,8 +24,9 @@ use tonic::{Request, Response, Status};
 
 use super::auth::BearerAuth;
 use super::decode::{Encoding, decode_request};
+use super::export::ExportRequest;
 use super::extract::Signal;
-use super::service::{Acknowledged, Ingest};
+use super::service::Ingest;
 use crate::error::{ErrorCode, ServiceError};
 
 /// The interceptor that checks the bearer token before the message is read.
@@ -59,15 +54,14 @@ impl tonic::service::Interceptor for AuthInterceptor {
     }
 }
 
-/// One OTLP export service: what it is called and how it handles a message.
+/// One OTLP export service: what it is called and the request it takes.
 pub trait Export: Send + Sync + 'static {
     /// The gRPC service name.
     const NAME: &'static str;
     /// The path of its `Export` method.
     const PATH: &'static str;
-
-    /// Decodes and ingests one message; answers the encoded response.
-    fn handle(ingest: Arc<Ingest>, message: Bytes) -> BoxFuture<Bytes, Status>;
+    /// The request its `Export` method takes.
+    type Request: ExportRequest;
 }
 
 /// `opentelemetry.proto.collector.trace.v1.TraceService`.
@@ -76,82 +70,35 @@ pub struct Traces;
 /// `opentelemetry.proto.collector.metrics.v1.MetricsService`.
 pub struct Metrics;
 
+/// `opentelemetry.proto.collector.logs.v1.LogsService`: the log-based form of `tool.outcome`.
+pub struct Logs;
+
 impl Export for Traces {
     const NAME: &'static str = "opentelemetry.proto.collector.trace.v1.TraceService";
     const PATH: &'static str = "/opentelemetry.proto.collector.trace.v1.TraceService/Export";
-
-    fn handle(ingest: Arc<Ingest>, message: Bytes) -> BoxFuture<Bytes, Status> {
-        Box::pin(async move {
-            let export = async {
-                let request: ExportTraceServiceRequest =
-                    decode(&ingest, Signal::Traces, &message).await?;
-                ingest.export_traces(request).await
-            };
-            let ack = ingest.answered("traces", "grpc", export).await?;
-            let response = ExportTraceServiceResponse {
-                partial_success: Acknowledged::refused(ack).map(|(rejected, message)| {
-                    ExportTracePartialSuccess {
-                        rejected_spans: rejected,
-                        error_message: message,
-                    }
-                }),
-            };
-            Ok(Bytes::from(response.encode_to_vec()))
-        })
-    }
+    type Request = ExportTraceServiceRequest;
 }
 
 impl Export for Metrics {
     const NAME: &'static str = "opentelemetry.proto.collector.metrics.v1.MetricsService";
     const PATH: &'static str = "/opentelemetry.proto.collector.metrics.v1.MetricsService/Export";
-
-    fn handle(ingest: Arc<Ingest>, message: Bytes) -> BoxFuture<Bytes, Status> {
-        Box::pin(async move {
-            let export = async {
-                let request: ExportMetricsServiceRequest =
-                    decode(&ingest, Signal::Metrics, &message).await?;
-                ingest.export_metrics(request).await
-            };
-            let ack = ingest.answered("metrics", "grpc", export).await?;
-            let response = ExportMetricsServiceResponse {
-                partial_success: Acknowledged::refused(ack).map(|(rejected, message)| {
-                    ExportMetricsPartialSuccess {
-                        rejected_data_points: rejected,
-                        error_message: message,
-                    }
-                }),
-            };
-            Ok(Bytes::from(response.encode_to_vec()))
-        })
-    }
+    type Request = ExportMetricsServiceRequest;
 }
-
-/// `opentelemetry.proto.collector.logs.v1.LogsService`: the log-based form of `tool.outcome`.
-pub struct Logs;
 
 impl Export for Logs {
     const NAME: &'static str = "opentelemetry.proto.collector.logs.v1.LogsService";
     const PATH: &'static str = "/opentelemetry.proto.collector.logs.v1.LogsService/Export";
+    type Request = ExportLogsServiceRequest;
+}
 
-    fn handle(ingest: Arc<Ingest>, message: Bytes) -> BoxFuture<Bytes, Status> {
-        Box::pin(async move {
-            let export = async {
-                let request: ExportLogsServiceRequest =
-                    decode(&ingest, Signal::Logs, &message).await?;
-                ingest.export_logs(request).await
-            };
-            let ack = ingest.answered("logs", "grpc", export).await?;
-            let response = ExportLogsServiceResponse {
-                partial_success: Acknowledged::refused(ack).map(|(rejected, message)| {
-                    ExportLogsPartialSuccess {
-                        rejected_log_records: rejected,
-                        error_message: message,
-                    }
-                }),
-            };
-            Ok(Bytes::from(response.encode_to_vec()))
-        })
-    }
+/// Decodes one message of `R`, ingests it and answers the encoded response.
+async fn handle<R: ExportRequest>(ingest: Arc<Ingest>, message: Bytes) -> Result<Bytes, Status> {
+    let export = async {
+        let request: R = decode(&ingest, R::SIGNAL, &message).await?;
+        request.export(&ingest).await
+    };
+    let ack = ingest.answered(R::SIGNAL.as_str(), "grpc", export).await?;
+    Ok(Bytes::from(R::response(ack).encode_to_vec()))
 }
 
 /// Decodes a message off the reactor; one that cannot be decoded is kept in the rejected topic
@@ -305,7 +252,7 @@ impl<E: Export> UnaryService<Bytes> for Handler<E> {
     type Future = BoxFuture<Response<Bytes>, Status>;
 
     fn call(&mut self, request: Request<Bytes>) -> Self::Future {
-        let response = E::handle(self.ingest.clone(), request.into_inner());
+        let response = handle::<E::Request>(self.ingest.clone(), request.into_inner());
         Box::pin(async move { response.await.map(Response::new) })
     }
 }

@@ -11,21 +11,16 @@ use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
 use axum::routing::post;
 use http_body_util::BodyExt as _;
-use opentelemetry_proto::tonic::collector::logs::v1::{
-    ExportLogsPartialSuccess, ExportLogsServiceResponse,
-};
-use opentelemetry_proto::tonic::collector::metrics::v1::{
-    ExportMetricsPartialSuccess, ExportMetricsServiceResponse,
-};
-use opentelemetry_proto::tonic::collector::trace::v1::{
-    ExportTracePartialSuccess, ExportTraceServiceResponse,
-};
+use opentelemetry_proto::tonic::collector::logs::v1::ExportLogsServiceRequest;
+use opentelemetry_proto::tonic::collector::metrics::v1::ExportMetricsServiceRequest;
+use opentelemetry_proto::tonic::collector::trace::v1::ExportTraceServiceRequest;
 use prost::Message;
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 
 use super::auth::BearerAuth;
 use super::decode::{self, Encoding, GunzipError};
+use super::export::ExportRequest;
 use super::extract::Signal;
 use super::service::Ingest;
 use crate::error::{ErrorCode, ServiceError};
@@ -46,9 +41,9 @@ pub fn router(ingest: Arc<Ingest>, auth: BearerAuth, max_request_bytes: usize) -
         max_request_bytes,
     };
     Router::new()
-        .route("/v1/traces", post(traces))
-        .route("/v1/metrics", post(metrics))
-        .route("/v1/logs", post(logs))
+        .route("/v1/traces", post(export::<ExportTraceServiceRequest>))
+        .route("/v1/metrics", post(export::<ExportMetricsServiceRequest>))
+        .route("/v1/logs", post(export::<ExportLogsServiceRequest>))
         .layer(middleware::from_fn_with_state(state.clone(), authenticate))
         // The body is read by the handlers, up to the cap, so that a refusal is counted.
         .layer(DefaultBodyLimit::disable())
@@ -225,82 +220,27 @@ fn error_response(error: ServiceError, encoding: Option<Encoding>) -> Response {
     response
 }
 
-async fn traces(State(state): State<HttpState>, headers: HeaderMap, body: Body) -> Response {
+/// One OTLP/HTTP export of `R`: the body read up to the cap and decoded off the reactor, ingested,
+/// and acknowledged in the request's encoding.
+async fn export<R: ExportRequest>(
+    State(state): State<HttpState>,
+    headers: HeaderMap,
+    body: Body,
+) -> Response {
     let encoding = encoding_of(&headers);
     let export = async {
         let body = read_body(&state, body).await?;
-        let request = read(&state, Signal::Traces, &headers, body).await?;
-        state.ingest.export_traces(request).await
+        let request: R = read(&state, R::SIGNAL, &headers, body).await?;
+        request.export(&state.ingest).await
     };
     match (
         encoding,
-        state.ingest.answered("traces", "http", export).await,
+        state
+            .ingest
+            .answered(R::SIGNAL.as_str(), "http", export)
+            .await,
     ) {
-        (Ok(encoding), Ok(ack)) => encode(
-            encoding,
-            &ExportTraceServiceResponse {
-                partial_success: ack.refused().map(|(rejected, message)| {
-                    ExportTracePartialSuccess {
-                        rejected_spans: rejected,
-                        error_message: message,
-                    }
-                }),
-            },
-        ),
-        (encoding, Err(error)) => error_response(error, encoding.ok()),
-        (Err(error), Ok(_)) => error_response(error, None),
-    }
-}
-
-async fn metrics(State(state): State<HttpState>, headers: HeaderMap, body: Body) -> Response {
-    let encoding = encoding_of(&headers);
-    let export = async {
-        let body = read_body(&state, body).await?;
-        let request = read(&state, Signal::Metrics, &headers, body).await?;
-        state.ingest.export_metrics(request).await
-    };
-    match (
-        encoding,
-        state.ingest.answered("metrics", "http", export).await,
-    ) {
-        (Ok(encoding), Ok(ack)) => encode(
-            encoding,
-            &ExportMetricsServiceResponse {
-                partial_success: ack.refused().map(|(rejected, message)| {
-                    ExportMetricsPartialSuccess {
-                        rejected_data_points: rejected,
-                        error_message: message,
-                    }
-                }),
-            },
-        ),
-        (encoding, Err(error)) => error_response(error, encoding.ok()),
-        (Err(error), Ok(_)) => error_response(error, None),
-    }
-}
-
-async fn logs(State(state): State<HttpState>, headers: HeaderMap, body: Body) -> Response {
-    let encoding = encoding_of(&headers);
-    let export = async {
-        let body = read_body(&state, body).await?;
-        let request = read(&state, Signal::Logs, &headers, body).await?;
-        state.ingest.export_logs(request).await
-    };
-    match (
-        encoding,
-        state.ingest.answered("logs", "http", export).await,
-    ) {
-        (Ok(encoding), Ok(ack)) => encode(
-            encoding,
-            &ExportLogsServiceResponse {
-                partial_success: ack.refused().map(|(rejected, message)| {
-                    ExportLogsPartialSuccess {
-                        rejected_log_records: rejected,
-                        error_message: message,
-                    }
-                }),
-            },
-        ),
+        (Ok(encoding), Ok(ack)) => encode(encoding, &R::response(ack)),
         (encoding, Err(error)) => error_response(error, encoding.ok()),
         (Err(error), Ok(_)) => error_response(error, None),
     }

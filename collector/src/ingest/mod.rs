@@ -10,6 +10,8 @@ pub mod auth;
 pub mod config;
 pub mod decode;
 pub mod event;
+#[cfg(feature = "service")]
+pub mod export;
 pub mod extract;
 #[cfg(feature = "service")]
 pub mod grpc;

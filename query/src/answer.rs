@@ -25,7 +25,9 @@ use candor_schema::{
     AccessFailureKind, Envelope, EnvelopeParts, Extent, Failure, Outcome, OutcomeClass,
     PartialKind, Provenance, Timestamp, Truncation,
 };
-use deltalake::arrow::array::{Array, RecordBatch};
+use deltalake::arrow::array::{
+    Array, BooleanArray, Float64Array, Int64Array, RecordBatch, UInt64Array,
+};
 use deltalake::arrow::compute::cast;
 use deltalake::arrow::datatypes::DataType;
 use deltalake::arrow::error::ArrowError;
@@ -92,15 +94,9 @@ impl Rows {
     }
 }
 
+/// A column's values as JSON: integers, floats and booleans as themselves, anything else as its
+/// display text; null as `null`.
 fn json_values(array: &dyn Array, options: &FormatOptions<'_>) -> Result<Vec<Value>, ArrowError> {
-    let len = array.len();
-    let nulls = |values: Vec<Value>| -> Vec<Value> {
-        values
-            .into_iter()
-            .enumerate()
-            .map(|(i, v)| if array.is_null(i) { Value::Null } else { v })
-            .collect()
-    };
     match array.data_type() {
         DataType::Int8
         | DataType::Int16
@@ -110,51 +106,45 @@ fn json_values(array: &dyn Array, options: &FormatOptions<'_>) -> Result<Vec<Val
         | DataType::UInt16
         | DataType::UInt32 => {
             let ints = cast(array, &DataType::Int64)?;
-            let ints = ints
-                .as_any()
-                .downcast_ref::<deltalake::arrow::array::Int64Array>()
-                .ok_or_else(|| ArrowError::CastError("not an Int64 array".into()))?;
-            Ok(nulls(
-                (0..len).map(|i| Value::from(ints.value(i))).collect(),
-            ))
+            Ok(or_null(typed::<Int64Array>(ints.as_ref())?.iter()))
         }
-        DataType::UInt64 => {
-            let ints = array
-                .as_any()
-                .downcast_ref::<deltalake::arrow::array::UInt64Array>()
-                .ok_or_else(|| ArrowError::CastError("not a UInt64 array".into()))?;
-            Ok(nulls(
-                (0..len).map(|i| Value::from(ints.value(i))).collect(),
-            ))
-        }
+        DataType::UInt64 => Ok(or_null(typed::<UInt64Array>(array)?.iter())),
         DataType::Float16 | DataType::Float32 | DataType::Float64 => {
             let floats = cast(array, &DataType::Float64)?;
-            let floats = floats
-                .as_any()
-                .downcast_ref::<deltalake::arrow::array::Float64Array>()
-                .ok_or_else(|| ArrowError::CastError("not a Float64 array".into()))?;
-            Ok(nulls(
-                (0..len).map(|i| Value::from(floats.value(i))).collect(),
-            ))
+            Ok(or_null(typed::<Float64Array>(floats.as_ref())?.iter()))
         }
-        DataType::Boolean => {
-            let bools = array
-                .as_any()
-                .downcast_ref::<deltalake::arrow::array::BooleanArray>()
-                .ok_or_else(|| ArrowError::CastError("not a Boolean array".into()))?;
-            Ok(nulls(
-                (0..len).map(|i| Value::from(bools.value(i))).collect(),
-            ))
-        }
+        DataType::Boolean => Ok(or_null(typed::<BooleanArray>(array)?.iter())),
         _ => {
             let formatter = ArrayFormatter::try_new(array, options)?;
-            Ok(nulls(
-                (0..len)
-                    .map(|i| Value::from(formatter.value(i).to_string()))
-                    .collect(),
-            ))
+            Ok((0..array.len())
+                .map(|i| {
+                    if array.is_null(i) {
+                        Value::Null
+                    } else {
+                        Value::from(formatter.value(i).to_string())
+                    }
+                })
+                .collect())
         }
     }
+}
+
+/// `array` as the array type `A` its data type promises.
+fn typed<A: Array + 'static>(array: &dyn Array) -> Result<&A, ArrowError> {
+    array
+        .as_any()
+        .downcast_ref::<A>()
+        .ok_or_else(|| ArrowError::CastError(format!("not a {}", std::any::type_name::<A>())))
+}
+
+/// Each value as JSON, a missing one as `null`.
+fn or_null<T>(values: impl Iterator<Item = Option<T>>) -> Vec<Value>
+where
+    Value: From<T>,
+{
+    values
+        .map(|value| value.map_or(Value::Null, Value::from))
+        .collect()
 }
 
 /// The object `json` writes: the envelope with the rows, the coverage beside it, and the summary.

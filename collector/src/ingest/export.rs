@@ -39,77 +39,56 @@ pub trait ExportRequest: Message + Default + DeserializeOwned + Send + 'static {
     fn response(ack: Acknowledged) -> Self::Response;
 }
 
-impl ExportRequest for ExportTraceServiceRequest {
-    const SIGNAL: Signal = Signal::Traces;
+/// Implements [`ExportRequest`] for one signal's request: its [`Signal`], the [`Ingest`] method
+/// that takes it, its response, and the response's partial success with the field that counts
+/// what was refused.
+macro_rules! export_request {
+    ($request:ty, $signal:expr, $export:ident, $response:ident, $partial:ident, $refused:ident) => {
+        impl ExportRequest for $request {
+            const SIGNAL: Signal = $signal;
 
-    type Response = ExportTraceServiceResponse;
+            type Response = $response;
 
-    fn export(
-        self,
-        ingest: &Ingest,
-    ) -> impl Future<Output = Result<Acknowledged, ServiceError>> + Send {
-        ingest.export_traces(self)
-    }
+            fn export(
+                self,
+                ingest: &Ingest,
+            ) -> impl Future<Output = Result<Acknowledged, ServiceError>> + Send {
+                ingest.$export(self)
+            }
 
-    fn response(ack: Acknowledged) -> Self::Response {
-        let refused = ack.refused();
-        ExportTraceServiceResponse {
-            partial_success: refused.map(|(rejected_spans, error_message)| {
-                ExportTracePartialSuccess {
-                    rejected_spans,
-                    error_message,
+            fn response(ack: Acknowledged) -> Self::Response {
+                $response {
+                    partial_success: ack.refused().map(|(refused, error_message)| $partial {
+                        $refused: refused,
+                        error_message,
+                    }),
                 }
-            }),
+            }
         }
-    }
+    };
 }
 
-impl ExportRequest for ExportMetricsServiceRequest {
-    const SIGNAL: Signal = Signal::Metrics;
-
-    type Response = ExportMetricsServiceResponse;
-
-    fn export(
-        self,
-        ingest: &Ingest,
-    ) -> impl Future<Output = Result<Acknowledged, ServiceError>> + Send {
-        ingest.export_metrics(self)
-    }
-
-    fn response(ack: Acknowledged) -> Self::Response {
-        let refused = ack.refused();
-        ExportMetricsServiceResponse {
-            partial_success: refused.map(|(rejected_data_points, error_message)| {
-                ExportMetricsPartialSuccess {
-                    rejected_data_points,
-                    error_message,
-                }
-            }),
-        }
-    }
-}
-
-impl ExportRequest for ExportLogsServiceRequest {
-    const SIGNAL: Signal = Signal::Logs;
-
-    type Response = ExportLogsServiceResponse;
-
-    fn export(
-        self,
-        ingest: &Ingest,
-    ) -> impl Future<Output = Result<Acknowledged, ServiceError>> + Send {
-        ingest.export_logs(self)
-    }
-
-    fn response(ack: Acknowledged) -> Self::Response {
-        let refused = ack.refused();
-        ExportLogsServiceResponse {
-            partial_success: refused.map(|(rejected_log_records, error_message)| {
-                ExportLogsPartialSuccess {
-                    rejected_log_records,
-                    error_message,
-                }
-            }),
-        }
-    }
-}
+export_request!(
+    ExportTraceServiceRequest,
+    Signal::Traces,
+    export_traces,
+    ExportTraceServiceResponse,
+    ExportTracePartialSuccess,
+    rejected_spans
+);
+export_request!(
+    ExportMetricsServiceRequest,
+    Signal::Metrics,
+    export_metrics,
+    ExportMetricsServiceResponse,
+    ExportMetricsPartialSuccess,
+    rejected_data_points
+);
+export_request!(
+    ExportLogsServiceRequest,
+    Signal::Logs,
+    export_logs,
+    ExportLogsServiceResponse,
+    ExportLogsPartialSuccess,
+    rejected_log_records
+);

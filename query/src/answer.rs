@@ -41,6 +41,7 @@ mod columns;
 mod text;
 
 pub use columns::Row;
+use columns::or_null;
 pub use text::sanitize;
 use text::{csv, fitted_table, table};
 
@@ -106,14 +107,20 @@ fn json_values(array: &dyn Array, options: &FormatOptions<'_>) -> Result<Vec<Val
         | DataType::UInt16
         | DataType::UInt32 => {
             let ints = cast(array, &DataType::Int64)?;
-            Ok(or_null(typed::<Int64Array>(ints.as_ref())?.iter()))
+            Ok(typed::<Int64Array>(ints.as_ref())?
+                .iter()
+                .map(or_null)
+                .collect())
         }
-        DataType::UInt64 => Ok(or_null(typed::<UInt64Array>(array)?.iter())),
+        DataType::UInt64 => Ok(typed::<UInt64Array>(array)?.iter().map(or_null).collect()),
         DataType::Float16 | DataType::Float32 | DataType::Float64 => {
             let floats = cast(array, &DataType::Float64)?;
-            Ok(or_null(typed::<Float64Array>(floats.as_ref())?.iter()))
+            Ok(typed::<Float64Array>(floats.as_ref())?
+                .iter()
+                .map(or_null)
+                .collect())
         }
-        DataType::Boolean => Ok(or_null(typed::<BooleanArray>(array)?.iter())),
+        DataType::Boolean => Ok(typed::<BooleanArray>(array)?.iter().map(or_null).collect()),
         _ => {
             let formatter = ArrayFormatter::try_new(array, options)?;
             Ok((0..array.len())
@@ -135,16 +142,6 @@ fn typed<A: Array + 'static>(array: &dyn Array) -> Result<&A, ArrowError> {
         .as_any()
         .downcast_ref::<A>()
         .ok_or_else(|| ArrowError::CastError(format!("not a {}", std::any::type_name::<A>())))
-}
-
-/// Each value as JSON, a missing one as `null`.
-fn or_null<T>(values: impl Iterator<Item = Option<T>>) -> Vec<Value>
-where
-    Value: From<T>,
-{
-    values
-        .map(|value| value.map_or(Value::Null, Value::from))
-        .collect()
 }
 
 /// The object `json` writes: the envelope with the rows, the coverage beside it, and the summary.

@@ -46,7 +46,7 @@ impl Rows {
 }
 
 /// An optional value, `null` when missing.
-fn or_null<T: Into<Value>>(value: Option<T>) -> Value {
+pub(super) fn or_null<T: Into<Value>>(value: Option<T>) -> Value {
     value.map_or(Value::Null, Into::into)
 }
 

@@ -255,6 +255,27 @@ function answered(raw: HttpExchange): HttpResponse | StatusRead {
   return raw;
 }
 
+/**
+ * A status reader of HTTP exchanges: an exchange without a whole answer (a transport error,
+ * returned or thrown, or a cut body) is a failed read, and a whole answer is the protocol's
+ * to read ({@link HttpStatusReader.readAnswer}).
+ */
+export abstract class HttpStatusReader extends StatusReader<HttpExchange> {
+  /** Reads a thrown {@link TransportError} as a returned one; anything else propagates. */
+  override readError(operation: Operation, error: unknown): StatusRead | undefined {
+    return error instanceof TransportError ? this.read(operation, error) : undefined;
+  }
+
+  /** Reads one status request's exchange. */
+  read(operation: Operation, raw: HttpExchange): StatusRead {
+    const response = answered(raw);
+    return "bodyEnd" in response ? this.readAnswer(operation, response) : response;
+  }
+
+  /** Reads one whole answer. */
+  protected abstract readAnswer(operation: Operation, response: HttpResponse): StatusRead;
+}
+
 function jsonBody(response: HttpResponse): JsonNode | Failure {
   try {
     return parseJsonBytes(response.body);
@@ -370,7 +391,7 @@ export interface StatusUrlOptions {
  *   its `ETag` the resource's version;
  * - any other answer, or none: a failed read, classified by section 5.
  */
-export class StatusUrl extends StatusReader<HttpExchange> {
+export class StatusUrl extends HttpStatusReader {
   private readonly statusAt: string;
   private readonly percentAt: string;
   private readonly coveredAt: string;
@@ -399,17 +420,8 @@ export class StatusUrl extends StatusReader<HttpExchange> {
     };
   }
 
-  /** Reads a thrown {@link TransportError} as a returned one; anything else propagates. */
-  override readError(operation: Operation, error: unknown): StatusRead | undefined {
-    return error instanceof TransportError ? this.read(operation, error) : undefined;
-  }
-
-  /** Reads one answer of the status URL. */
-  read(operation: Operation, raw: HttpExchange): StatusRead {
-    const response = answered(raw);
-    if (!("bodyEnd" in response)) {
-      return response;
-    }
+  /** Reads one whole answer of the status URL. */
+  protected readAnswer(operation: Operation, response: HttpResponse): StatusRead {
     const wait = retryAfterMs(response);
     if (response.status === 202) {
       return { status: operationStatus.running(percent(pointer(lenientJson(response.body), this.percentAt))), retryAfterMs: wait };
@@ -486,7 +498,7 @@ function seeOther(response: HttpResponse): OperationStatus | Failure {
  * operation's name as `job_id` evidence, the resource being the response's `name` with its `etag`
  * as the version. `done` with neither is a protocol failure: a completion with nothing to show.
  */
-export class LongRunning extends StatusReader<HttpExchange> {
+export class LongRunning extends HttpStatusReader {
   /**
    * The operation a start answer names: its lifecycle's while it has not ended, else an answer
    * that is an operation resource (an object with a string `name` and a `done` field), also when
@@ -508,17 +520,8 @@ export class LongRunning extends StatusReader<HttpExchange> {
     return typeof name === "string" && "done" in payload ? { id: name } : undefined;
   }
 
-  /** Reads a thrown {@link TransportError} as a returned one; anything else propagates. */
-  override readError(operation: Operation, error: unknown): StatusRead | undefined {
-    return error instanceof TransportError ? this.read(operation, error) : undefined;
-  }
-
-  /** Reads one answer of the operation resource. */
-  read(operation: Operation, raw: HttpExchange): StatusRead {
-    const response = answered(raw);
-    if (!("bodyEnd" in response)) {
-      return response;
-    }
+  /** Reads one whole answer of the operation resource. */
+  protected readAnswer(operation: Operation, response: HttpResponse): StatusRead {
     if (response.status < 200 || response.status > 299) {
       return unreadable(response);
     }

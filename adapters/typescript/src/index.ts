@@ -51,6 +51,7 @@ export { type Clock, SystemClock } from "./clock.js";
 export { debugDuration, NS_PER_MS, NS_PER_SECOND } from "./duration.js";
 export {
   FnStatus,
+  HttpStatusReader,
   isEnded,
   isFailure,
   lifecycleOf,

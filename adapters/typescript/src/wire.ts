@@ -202,14 +202,19 @@ const OUTCOME_FIELDS: Record<OutcomeClass, readonly string[]> = {
   access_failure: ["failure"],
 };
 
-function outcome(node: JsonNode, path: string): Outcome {
+/** The tag of a tagged object: the member of `vocab` that its field `key` names. */
+function tag<T extends string>(node: JsonNode, path: string, key: string, vocab: Vocabulary<T>): T {
   if (!(node instanceof Map)) {
     throw schema(path, `expected an object, got ${kindOf(node)}`);
   }
-  if (!node.has("class")) {
-    throw schema(path, "missing field `class`");
+  if (!node.has(key)) {
+    throw schema(path, `missing field \`${key}\``);
   }
-  const cls = member(OutcomeClass, field(node, "class"), at(path, "class"));
+  return member(vocab, field(node, key), at(path, key));
+}
+
+function outcome(node: JsonNode, path: string): Outcome {
+  const cls = tag(node, path, "class", OutcomeClass);
   const data = object(node, path, ["class", ...OUTCOME_FIELDS[cls]]);
   switch (cls) {
     case "success":
@@ -307,13 +312,7 @@ const LIFECYCLE_FIELDS: Record<LifecycleState, readonly [readonly string[], read
 };
 
 function lifecycle(node: JsonNode, path: string): Lifecycle {
-  if (!(node instanceof Map)) {
-    throw schema(path, `expected an object, got ${kindOf(node)}`);
-  }
-  if (!node.has("state")) {
-    throw schema(path, "missing field `state`");
-  }
-  const state = member(LifecycleState, field(node, "state"), at(path, "state"));
+  const state = tag(node, path, "state", LifecycleState);
   const [required, optionalFields] = LIFECYCLE_FIELDS[state];
   const data = object(node, path, ["state", "operation", ...required], optionalFields);
   const op = operation(field(data, "operation"), at(path, "operation"));

@@ -25,11 +25,11 @@ use candor_schema::{
     AccessFailureKind, Envelope, EnvelopeParts, Extent, Failure, Outcome, OutcomeClass,
     PartialKind, Provenance, Timestamp, Truncation,
 };
-use deltalake::arrow::array::{
-    Array, BooleanArray, Float64Array, Int64Array, RecordBatch, UInt64Array,
-};
+use deltalake::arrow::array::{Array, BooleanArray, PrimitiveArray, RecordBatch};
 use deltalake::arrow::compute::cast;
-use deltalake::arrow::datatypes::DataType;
+use deltalake::arrow::datatypes::{
+    ArrowPrimitiveType, DataType, Float64Type, Int64Type, UInt64Type,
+};
 use deltalake::arrow::error::ArrowError;
 use deltalake::arrow::util::display::{ArrayFormatter, FormatOptions};
 use serde::Serialize;
@@ -105,21 +105,9 @@ fn json_values(array: &dyn Array, options: &FormatOptions<'_>) -> Result<Vec<Val
         | DataType::Int64
         | DataType::UInt8
         | DataType::UInt16
-        | DataType::UInt32 => {
-            let ints = cast(array, &DataType::Int64)?;
-            Ok(typed::<Int64Array>(ints.as_ref())?
-                .iter()
-                .map(or_null)
-                .collect())
-        }
-        DataType::UInt64 => Ok(typed::<UInt64Array>(array)?.iter().map(or_null).collect()),
-        DataType::Float16 | DataType::Float32 | DataType::Float64 => {
-            let floats = cast(array, &DataType::Float64)?;
-            Ok(typed::<Float64Array>(floats.as_ref())?
-                .iter()
-                .map(or_null)
-                .collect())
-        }
+        | DataType::UInt32 => numbers::<Int64Type>(array),
+        DataType::UInt64 => numbers::<UInt64Type>(array),
+        DataType::Float16 | DataType::Float32 | DataType::Float64 => numbers::<Float64Type>(array),
         DataType::Boolean => Ok(typed::<BooleanArray>(array)?.iter().map(or_null).collect()),
         _ => {
             let formatter = ArrayFormatter::try_new(array, options)?;
@@ -134,6 +122,18 @@ fn json_values(array: &dyn Array, options: &FormatOptions<'_>) -> Result<Vec<Val
                 .collect())
         }
     }
+}
+
+/// A numeric column as JSON numbers, cast to `T` first (no copy when it already is `T`).
+fn numbers<T: ArrowPrimitiveType>(array: &dyn Array) -> Result<Vec<Value>, ArrowError>
+where
+    T::Native: Into<Value>,
+{
+    let numbers = cast(array, &T::DATA_TYPE)?;
+    Ok(typed::<PrimitiveArray<T>>(numbers.as_ref())?
+        .iter()
+        .map(or_null)
+        .collect())
 }
 
 /// `array` as the array type `A` its data type promises.

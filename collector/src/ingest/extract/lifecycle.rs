@@ -17,7 +17,7 @@ pub(super) fn lifecycle_event(
     received: &Received<'_>,
     scratch: &mut Vec<u8>,
 ) -> Result<OperationEvent, Refusal> {
-    let (trace, span) = span_ids(event)?;
+    let (trace, span) = span_ids(event.trace_id, event.span_id)?;
     if event.time_unix_nano == 0 {
         return Err(refuse(RejectReason::MissingTime, "the event has no time"));
     }

@@ -78,30 +78,25 @@ pub(super) fn status_message(span: &Span) -> Option<&str> {
         .filter(|message| !message.is_empty())
 }
 
-/// The trace and span ids an event was recorded in, which must be valid (not all zero).
-pub(super) fn span_ids(event: EventInput<'_>) -> Result<([u8; 16], [u8; 8]), Refusal> {
-    let EventInput {
-        trace_id, span_id, ..
-    } = event;
-    let trace: [u8; 16] = match trace_id.try_into() {
-        Ok(id) if id != [0; 16] => id,
-        _ => {
-            return Err(refuse(
-                RejectReason::InvalidTraceId,
-                format!("trace id of {} bytes", trace_id.len()),
-            ));
-        }
-    };
-    let span: [u8; 8] = match span_id.try_into() {
-        Ok(id) if id != [0; 8] => id,
-        _ => {
-            return Err(refuse(
-                RejectReason::InvalidSpanId,
-                format!("span id of {} bytes", span_id.len()),
-            ));
-        }
-    };
-    Ok((trace, span))
+/// The trace and span ids a record is made in, which must be valid: of their length, and not all
+/// zero.
+pub(super) fn span_ids(trace_id: &[u8], span_id: &[u8]) -> Result<([u8; 16], [u8; 8]), Refusal> {
+    Ok((
+        valid_id(trace_id, RejectReason::InvalidTraceId, "trace id")?,
+        valid_id(span_id, RejectReason::InvalidSpanId, "span id")?,
+    ))
+}
+
+/// An id of `N` bytes, not all zero; else refused as `reason`, saying how long it was.
+fn valid_id<const N: usize>(
+    id: &[u8],
+    reason: RejectReason,
+    what: &str,
+) -> Result<[u8; N], Refusal> {
+    match <[u8; N]>::try_from(id) {
+        Ok(valid) if valid != [0; N] => Ok(valid),
+        _ => Err(refuse(reason, format!("{what} of {} bytes", id.len()))),
+    }
 }
 
 pub(super) fn outcome_event<'a>(
@@ -110,7 +105,7 @@ pub(super) fn outcome_event<'a>(
     received: &Received<'a>,
     scratch: &mut Vec<u8>,
 ) -> Result<OutcomeEventRef<'a>, Refusal> {
-    let (trace, span) = span_ids(event)?;
+    let (trace, span) = span_ids(event.trace_id, event.span_id)?;
     if event.time_unix_nano == 0 {
         return Err(refuse(RejectReason::MissingTime, "the event has no time"));
     }

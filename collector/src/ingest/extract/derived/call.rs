@@ -6,6 +6,7 @@ use candor_schema::names;
 use opentelemetry_proto::tonic::trace::v1::Span;
 use sha2::{Digest, Sha256};
 
+use super::super::outcome::span_ids;
 use super::super::{Received, Refusal, RejectReason, Service, refuse};
 use super::read::Facts;
 use super::target::{http_method, http_target};
@@ -27,24 +28,7 @@ pub(super) fn describe<'a>(
     received: &Received<'_>,
 ) -> Result<Call<'a>, Refusal> {
     let span = candidate.span;
-    let trace_id: [u8; 16] = match span.trace_id.as_slice().try_into() {
-        Ok(id) if id != [0; 16] => id,
-        _ => {
-            return Err(refuse(
-                RejectReason::InvalidTraceId,
-                format!("trace id of {} bytes", span.trace_id.len()),
-            ));
-        }
-    };
-    let span_id: [u8; 8] = match span.span_id.as_slice().try_into() {
-        Ok(id) if id != [0; 8] => id,
-        _ => {
-            return Err(refuse(
-                RejectReason::InvalidSpanId,
-                format!("span id of {} bytes", span.span_id.len()),
-            ));
-        }
-    };
+    let (trace_id, span_id) = span_ids(&span.trace_id, &span.span_id)?;
     let time_unix_nano = if span.end_time_unix_nano != 0 {
         span.end_time_unix_nano
     } else {

@@ -1,6 +1,9 @@
 //! The contract's attributes of one event or data point, read once into a slot per key and
 //! checked against the request's limits.
 
+use std::fmt::Display;
+use std::str::FromStr;
+
 use opentelemetry_proto::tonic::common::v1::{KeyValue, any_value};
 
 use super::{Limits, Refusal, RejectReason, bounded, refuse};
@@ -153,6 +156,15 @@ impl<'a> Attributes<'a> {
         self.string(key)?.ok_or_else(|| missing(key))
     }
 
+    /// The required text of `key` as a member of its vocabulary ([`member`]).
+    pub(super) fn required_member<T>(&self, key: Key, reason: RejectReason) -> Result<T, Refusal>
+    where
+        T: FromStr,
+        T::Err: Display,
+    {
+        member(key, self.required_string(key)?, reason)
+    }
+
     #[inline]
     pub(super) fn int(&self, key: Key) -> Result<Option<i64>, Refusal> {
         match self.get(key) {
@@ -182,6 +194,17 @@ impl<'a> Attributes<'a> {
     pub(super) fn required_unsigned<T: TryFrom<i64>>(&self, key: Key) -> Result<T, Refusal> {
         self.unsigned(key)?.ok_or_else(|| missing(key))
     }
+}
+
+/// `text`, the value of `key`, as a member of its vocabulary; else refused as `reason`, naming the
+/// attribute and what it accepts.
+pub(super) fn member<T>(key: Key, text: &str, reason: RejectReason) -> Result<T, Refusal>
+where
+    T: FromStr,
+    T::Err: Display,
+{
+    text.parse()
+        .map_err(|err| refuse(reason, format!("{}: {err}", key.name())))
 }
 
 pub(super) fn missing(key: Key) -> Refusal {

@@ -22,15 +22,8 @@ pub(super) fn lifecycle_event(
         return Err(refuse(RejectReason::MissingTime, "the event has no time"));
     }
     let attributes = Attributes::read(event.attributes, received.limits)?;
-    let state: LifecycleState = attributes
-        .required_string(Key::LifecycleState)?
-        .parse()
-        .map_err(|err| {
-            refuse(
-                RejectReason::UnknownKind,
-                format!("{}: {err}", attr::LIFECYCLE_STATE),
-            )
-        })?;
+    let state: LifecycleState =
+        attributes.required_member(Key::LifecycleState, RejectReason::UnknownKind)?;
     let operation_id = attributes.required_string(Key::OperationId)?;
     if operation_id.is_empty() {
         return Err(refuse(

@@ -14,7 +14,7 @@ use opentelemetry_proto::tonic::trace::v1::{Span, span, status};
 use prost::Message as _;
 use sha2::{Digest, Sha256};
 
-use super::attributes::{Attributes, Key};
+use super::attributes::{Attributes, Key, member};
 use super::{
     EventText, OutcomeEventRef, Received, Refusal, RejectReason, Service, bounded, content_id,
     refuse,
@@ -110,29 +110,13 @@ pub(super) fn outcome_event<'a>(
         return Err(refuse(RejectReason::MissingTime, "the event has no time"));
     }
     let attributes = Attributes::read(event.attributes, received.limits)?;
-    let class_text = attributes.required_string(Key::OutcomeClass)?;
-    let class: OutcomeClass = class_text.parse().map_err(|err| {
-        refuse(
-            RejectReason::UnknownClass,
-            format!("{}: {err}", attr::OUTCOME_CLASS),
-        )
-    })?;
+    let class: OutcomeClass =
+        attributes.required_member(Key::OutcomeClass, RejectReason::UnknownClass)?;
     let kind_text = attributes.required_string(Key::FailureKind)?;
-    let kind: candor_schema::FailureKind = kind_text.parse().map_err(|err| {
-        refuse(
-            RejectReason::UnknownKind,
-            format!("{}: {err}", attr::FAILURE_KIND),
-        )
-    })?;
-    let action: RetryAction = attributes
-        .required_string(Key::RetryAction)?
-        .parse()
-        .map_err(|err| {
-            refuse(
-                RejectReason::UnknownAction,
-                format!("{}: {err}", attr::RETRY_ACTION),
-            )
-        })?;
+    let kind: candor_schema::FailureKind =
+        member(Key::FailureKind, kind_text, RejectReason::UnknownKind)?;
+    let action: RetryAction =
+        attributes.required_member(Key::RetryAction, RejectReason::UnknownAction)?;
     let consistent = match class {
         OutcomeClass::AccessFailure => {
             kind_text.parse::<AccessFailureKind>().is_ok() && action != RetryAction::AcceptPartial
@@ -241,14 +225,7 @@ pub(super) fn evidence<'a>(
 ) -> Result<(Option<EvidenceKind>, Option<&'a str>), Refusal> {
     let kind = attributes
         .string(Key::EvidenceKind)?
-        .map(|kind| {
-            kind.parse::<EvidenceKind>().map_err(|err| {
-                refuse(
-                    RejectReason::UnknownKind,
-                    format!("{}: {err}", attr::EVIDENCE_KIND),
-                )
-            })
-        })
+        .map(|kind| member::<EvidenceKind>(Key::EvidenceKind, kind, RejectReason::UnknownKind))
         .transpose()?;
     let value = attributes.string(Key::EvidenceValue)?;
     if kind.is_some() != value.is_some() {
@@ -349,19 +326,12 @@ fn count_class(attributes: &Attributes<'_>) -> Result<CountClass, Refusal> {
     let class = attributes.string(Key::OutcomeClass)?;
     let state = attributes.string(Key::LifecycleState)?;
     match (class, state) {
-        (Some(class), None) => class.parse().map(CountClass::Outcome).map_err(|err| {
-            refuse(
-                RejectReason::UnknownClass,
-                format!("{}: {err}", attr::OUTCOME_CLASS),
-            )
-        }),
+        (Some(class), None) => {
+            member(Key::OutcomeClass, class, RejectReason::UnknownClass).map(CountClass::Outcome)
+        }
         (None, Some(state)) => {
-            let state: LifecycleState = state.parse().map_err(|err| {
-                refuse(
-                    RejectReason::UnknownKind,
-                    format!("{}: {err}", attr::LIFECYCLE_STATE),
-                )
-            })?;
+            let state: LifecycleState =
+                member(Key::LifecycleState, state, RejectReason::UnknownKind)?;
             if state == LifecycleState::Accepted {
                 Ok(CountClass::Accepted)
             } else {

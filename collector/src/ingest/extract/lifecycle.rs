@@ -5,8 +5,8 @@ use candor_records::proto::{OperationEvent, RECORD_SCHEMA_VERSION};
 use candor_schema::LifecycleState;
 use candor_schema::names::attr;
 
-use super::attributes::{Attributes, Key};
-use super::outcome::{EventInput, event_id, evidence, span_ids};
+use super::attributes::Key;
+use super::outcome::{EventInput, event_id, evidence};
 use super::{Received, Refusal, RejectReason, Service, refuse};
 use crate::ingest::event::hex;
 
@@ -17,11 +17,7 @@ pub(super) fn lifecycle_event(
     received: &Received<'_>,
     scratch: &mut Vec<u8>,
 ) -> Result<OperationEvent, Refusal> {
-    let (trace, span) = span_ids(event.trace_id, event.span_id)?;
-    if event.time_unix_nano == 0 {
-        return Err(refuse(RejectReason::MissingTime, "the event has no time"));
-    }
-    let attributes = Attributes::read(event.attributes, received.limits)?;
+    let (trace, span, attributes) = event.checked(received.limits)?;
     let state: LifecycleState =
         attributes.required_member(Key::LifecycleState, RejectReason::UnknownKind)?;
     let operation_id = attributes.required_string(Key::OperationId)?;

@@ -16,8 +16,8 @@ use sha2::{Digest, Sha256};
 
 use super::attributes::{Attributes, Key, member};
 use super::{
-    EventText, OutcomeEventRef, Received, Refusal, RejectReason, Service, bounded, content_id,
-    refuse,
+    EventText, Limits, OutcomeEventRef, Received, Refusal, RejectReason, Service, bounded,
+    content_id, refuse,
 };
 
 /// A `tool.outcome` or `tool.lifecycle` event as it came: a span event with its span's ids, or a
@@ -69,6 +69,21 @@ impl<'a> EventInput<'a> {
     }
 }
 
+impl<'a> EventInput<'a> {
+    /// What every event must carry before its own attributes are read: valid trace and span ids,
+    /// a time, and attributes within the request's limits.
+    pub(super) fn checked(
+        self,
+        limits: &Limits,
+    ) -> Result<([u8; 16], [u8; 8], Attributes<'a>), Refusal> {
+        let (trace, span) = span_ids(self.trace_id, self.span_id)?;
+        if self.time_unix_nano == 0 {
+            return Err(refuse(RejectReason::MissingTime, "the event has no time"));
+        }
+        Ok((trace, span, Attributes::read(self.attributes, limits)?))
+    }
+}
+
 /// The description of a span's status, when the status is ERROR and has one.
 pub(super) fn status_message(span: &Span) -> Option<&str> {
     span.status
@@ -105,11 +120,7 @@ pub(super) fn outcome_event<'a>(
     received: &Received<'a>,
     scratch: &mut Vec<u8>,
 ) -> Result<OutcomeEventRef<'a>, Refusal> {
-    let (trace, span) = span_ids(event.trace_id, event.span_id)?;
-    if event.time_unix_nano == 0 {
-        return Err(refuse(RejectReason::MissingTime, "the event has no time"));
-    }
-    let attributes = Attributes::read(event.attributes, received.limits)?;
+    let (trace, span, attributes) = event.checked(received.limits)?;
     let class: OutcomeClass =
         attributes.required_member(Key::OutcomeClass, RejectReason::UnknownClass)?;
     let kind_text = attributes.required_string(Key::FailureKind)?;

@@ -47,7 +47,7 @@ use outcome::EventInput;
 pub use points::extract_metrics;
 use redaction::scrub_borrowed;
 pub use redaction::{redact_bytes, redact_count, redact_event, redact_operation};
-use rejections::rejection;
+use rejections::Rejecting as _;
 pub use rejections::{Rejection, Signal, count_by_reason, rejected_count, summarize};
 
 /// Bounds on what one request may carry.
@@ -216,27 +216,26 @@ pub fn extract_traces<'a>(
                  counted, without an event each",
                 derived.stats.events_over_limit, received.limits.max_events_per_request
             );
-            let mut summary = rejection(
-                refuse(RejectReason::TooManyEvents, detail),
-                Signal::Traces,
-                &services[service],
-                span,
-                received.limits,
-                &mut events.out.redacted,
-            );
-            summary.count = derived.stats.events_over_limit;
-            events.out.rejections.push(summary);
+            let refusal = refuse(RejectReason::TooManyEvents, detail);
+            events
+                .out
+                .reject(
+                    refusal,
+                    Signal::Traces,
+                    &services[service],
+                    span,
+                    received.limits,
+                )
+                .count = derived.stats.events_over_limit;
         }
         for (refusal, service, span) in derived.refusals {
-            let rejection = rejection(
+            events.out.reject(
                 refusal,
                 Signal::Traces,
                 &services[service],
                 span,
                 received.limits,
-                &mut events.out.redacted,
             );
-            events.out.rejections.push(rejection);
         }
         if !derived.adapter_call_ids.is_empty() {
             let ids: BTreeMap<SpanKey<'_>, &str> = derived.adapter_call_ids.into_iter().collect();

@@ -7,7 +7,7 @@ use serde::Serialize;
 use super::lifecycle::lifecycle_event;
 use super::outcome::{EventInput, outcome_event};
 use super::redaction::{redact_event, redact_operation};
-use super::rejections::{Signal, rejection};
+use super::rejections::{Rejecting as _, Signal};
 use super::{EventsExtract, Received, Service};
 
 /// Which event of the contract an event is.
@@ -79,14 +79,7 @@ impl<'a, 'r, T: Serialize> EventCollector<'a, 'r, T> {
                 }),
         };
         if let Err(refusal) = checked {
-            self.out.rejections.push(rejection(
-                refusal,
-                self.signal,
-                service,
-                copy,
-                limits,
-                &mut self.out.redacted,
-            ));
+            self.out.reject(refusal, self.signal, service, copy, limits);
         }
     }
 
@@ -97,16 +90,10 @@ impl<'a, 'r, T: Serialize> EventCollector<'a, 'r, T> {
                 "{} tool.outcome or tool.lifecycle event(s) past the limit of {} per request",
                 self.overflowed, limits.max_events_per_request
             );
-            let mut summary = rejection(
-                refuse(RejectReason::TooManyEvents, detail),
-                self.signal,
-                &service,
-                copy,
-                limits,
-                &mut self.out.redacted,
-            );
-            summary.count = self.overflowed;
-            self.out.rejections.push(summary);
+            let refusal = refuse(RejectReason::TooManyEvents, detail);
+            self.out
+                .reject(refusal, self.signal, &service, copy, limits)
+                .count = self.overflowed;
         }
         self.out
     }

@@ -10,7 +10,7 @@ use opentelemetry_proto::tonic::metrics::v1::{
 
 use super::outcome::outcome_count;
 use super::redaction::redact_count;
-use super::rejections::{Signal, rejection};
+use super::rejections::{Rejecting as _, Signal};
 use super::{MetricsExtract, Received, Service, service_of};
 
 /// Extracts the `tool.outcomes` data points of a metrics export request.
@@ -27,14 +27,7 @@ pub fn extract_metrics(
         let export_interval_ms = match export_interval(resource_metrics) {
             Ok(interval) => interval,
             Err((refusal, metric)) => {
-                out.rejections.push(rejection(
-                    refusal,
-                    Signal::Metrics,
-                    &service,
-                    metric,
-                    limits,
-                    &mut out.redacted,
-                ));
+                out.reject(refusal, Signal::Metrics, &service, metric, limits);
                 None
             }
         };
@@ -57,14 +50,8 @@ pub fn extract_metrics(
                             names::OUTCOMES_COUNTER,
                             metric_type(other.as_ref())
                         );
-                        out.rejections.push(rejection(
-                            refuse(RejectReason::WrongMetricType, detail),
-                            Signal::Metrics,
-                            &service,
-                            metric,
-                            limits,
-                            &mut out.redacted,
-                        ));
+                        let refusal = refuse(RejectReason::WrongMetricType, detail);
+                        out.reject(refusal, Signal::Metrics, &service, metric, limits);
                         continue;
                     }
                 };
@@ -95,14 +82,9 @@ pub fn extract_metrics(
                             out.redacted += redact_count(&mut record);
                             out.counts.push(record);
                         }
-                        Err(refusal) => out.rejections.push(rejection(
-                            refusal,
-                            Signal::Metrics,
-                            &service,
-                            point,
-                            limits,
-                            &mut out.redacted,
-                        )),
+                        Err(refusal) => {
+                            out.reject(refusal, Signal::Metrics, &service, point, limits);
+                        }
                     }
                 }
             }
@@ -118,16 +100,8 @@ pub fn extract_metrics(
             limits.max_events_per_request
         );
         let refusal = refuse(RejectReason::TooManyEvents, detail);
-        let mut summary = rejection(
-            refusal,
-            Signal::Metrics,
-            &service,
-            point,
-            limits,
-            &mut out.redacted,
-        );
-        summary.count = overflowed;
-        out.rejections.push(summary);
+        out.reject(refusal, Signal::Metrics, &service, point, limits)
+            .count = overflowed;
     }
     out
 }

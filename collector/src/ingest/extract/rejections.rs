@@ -77,9 +77,42 @@ pub fn rejected_count(rejections: &[Rejection]) -> u64 {
     rejections.iter().map(|r| r.count).sum()
 }
 
+/// An extraction's output that keeps rejections, each with a redacted copy of its input.
+pub(super) trait Rejecting {
+    /// The rejections kept so far, and the count of values a credential was removed from.
+    fn kept(&mut self) -> (&mut Vec<Rejection>, &mut u64);
+
+    /// Keeps the refusal of `input` ([`rejection`]); returns the kept rejection, to amend.
+    fn reject<T: Serialize>(
+        &mut self,
+        refusal: Refusal,
+        signal: Signal,
+        service: &Service<'_>,
+        input: &T,
+        limits: &Limits,
+    ) -> &mut Rejection {
+        let (rejections, redacted) = self.kept();
+        let index = rejections.len();
+        rejections.push(rejection(refusal, signal, service, input, limits, redacted));
+        &mut rejections[index]
+    }
+}
+
+impl Rejecting for super::EventsExtract<'_> {
+    fn kept(&mut self) -> (&mut Vec<Rejection>, &mut u64) {
+        (&mut self.rejections, &mut self.redacted)
+    }
+}
+
+impl Rejecting for super::MetricsExtract {
+    fn kept(&mut self) -> (&mut Vec<Rejection>, &mut u64) {
+        (&mut self.rejections, &mut self.redacted)
+    }
+}
+
 /// The rejection of `input` for `refusal`, from `service`: its detail scrubbed and bounded, its
 /// copy redacted (counted in `redacted`) and cut to `limits.max_rejected_copy_bytes`.
-pub(super) fn rejection<T: Serialize>(
+fn rejection<T: Serialize>(
     refusal: Refusal,
     signal: Signal,
     service: &Service<'_>,

@@ -580,32 +580,28 @@ fn mirror(tool: &str, tool_target: &str, attempt: &Attempt) {
     let kind = attempt.failure_kind.map(|kind| kind.as_str()).unwrap_or("");
     let action = attempt.retry_action.map(|a| a.as_str()).unwrap_or("");
     let status = attempt.status.unwrap_or(0);
+    let number = attempt.number;
+    // The same fields at either level; `$macro` is `tracing::info` or `tracing::warn`.
+    macro_rules! log_attempt {
+        ($macro:ident, $($rest:tt)+) => {
+            tracing::$macro!(
+                target: MIRROR_TARGET,
+                parent: None,
+                tool,
+                tool_target,
+                class,
+                kind,
+                action,
+                attempt = number,
+                status,
+                $($rest)+
+            )
+        };
+    }
     if attempt.retry_action == Some(RetryAction::Retry) {
-        tracing::info!(
-            target: MIRROR_TARGET,
-            parent: None,
-            tool,
-            tool_target,
-            class,
-            kind,
-            action,
-            attempt = attempt.number,
-            status,
-            backoff_ms = attempt.backoff_ms.unwrap_or(0),
-            "tool attempt failed; retrying"
-        );
+        let backoff_ms = attempt.backoff_ms.unwrap_or(0);
+        log_attempt!(info, backoff_ms, "tool attempt failed; retrying");
     } else {
-        tracing::warn!(
-            target: MIRROR_TARGET,
-            parent: None,
-            tool,
-            tool_target,
-            class,
-            kind,
-            action,
-            attempt = attempt.number,
-            status,
-            "tool call ended without a complete answer"
-        );
+        log_attempt!(warn, "tool call ended without a complete answer");
     }
 }

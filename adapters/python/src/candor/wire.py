@@ -255,12 +255,17 @@ _OUTCOME_FIELDS: Final = {
 }
 
 
-def _outcome(value: object, path: str) -> Outcome:
+def _tag(cls: type[V], value: object, path: str, key: str) -> V:
+    """The tag of a tagged object: the member of ``cls`` that its field ``key`` names."""
     if not isinstance(value, dict):
         raise _schema(path, f"expected an object, got {_kind(value)}")
-    if "class" not in value:
-        raise _schema(path, "missing field `class`")
-    cls = _vocab(OutcomeClass, value["class"], _at(path, "class"))
+    if key not in value:
+        raise _schema(path, f"missing field `{key}`")
+    return _vocab(cls, value[key], _at(path, key))
+
+
+def _outcome(value: object, path: str) -> Outcome:
+    cls = _tag(OutcomeClass, value, path, "class")
     data = _object(value, path, ("class", *_OUTCOME_FIELDS[cls]))
     match cls:
         case OutcomeClass.SUCCESS:
@@ -359,11 +364,7 @@ _LIFECYCLE_FIELDS: Final[dict[LifecycleState, tuple[tuple[str, ...], tuple[str, 
 
 
 def _lifecycle(value: object, path: str) -> Lifecycle:
-    if not isinstance(value, dict):
-        raise _schema(path, f"expected an object, got {_kind(value)}")
-    if "state" not in value:
-        raise _schema(path, "missing field `state`")
-    state = _vocab(LifecycleState, value["state"], _at(path, "state"))
+    state = _tag(LifecycleState, value, path, "state")
     required, optional = _LIFECYCLE_FIELDS[state]
     data = _object(value, path, ("state", "operation", *required), optional)
     # A state's own field is required (not nullable) where the state needs it.

@@ -94,6 +94,7 @@ pub(super) trait Rejecting {
         let (rejections, redacted) = self.kept();
         let index = rejections.len();
         rejections.push(rejection(refusal, signal, service, input, limits, redacted));
+        // In bounds: `index` is the rejection just pushed.
         &mut rejections[index]
     }
 }

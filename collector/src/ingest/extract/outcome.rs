@@ -67,9 +67,7 @@ impl<'a> EventInput<'a> {
             status_message: None,
         }
     }
-}
 
-impl<'a> EventInput<'a> {
     /// What every event must carry before its own attributes are read: valid trace and span ids,
     /// a time, and attributes within the request's limits.
     pub(super) fn checked(

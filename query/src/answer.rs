@@ -25,7 +25,7 @@ use candor_schema::{
     AccessFailureKind, Envelope, EnvelopeParts, Extent, Failure, Outcome, OutcomeClass,
     PartialKind, Provenance, Timestamp, Truncation,
 };
-use deltalake::arrow::array::{Array, BooleanArray, PrimitiveArray, RecordBatch};
+use deltalake::arrow::array::{Array, AsArray as _, RecordBatch};
 use deltalake::arrow::compute::cast;
 use deltalake::arrow::datatypes::{
     ArrowPrimitiveType, DataType, Float64Type, Int64Type, UInt64Type,
@@ -108,7 +108,12 @@ fn json_values(array: &dyn Array, options: &FormatOptions<'_>) -> Result<Vec<Val
         | DataType::UInt32 => numbers::<Int64Type>(array),
         DataType::UInt64 => numbers::<UInt64Type>(array),
         DataType::Float16 | DataType::Float32 | DataType::Float64 => numbers::<Float64Type>(array),
-        DataType::Boolean => Ok(typed::<BooleanArray>(array)?.iter().map(or_null).collect()),
+        DataType::Boolean => {
+            let bools = array
+                .as_boolean_opt()
+                .ok_or_else(|| ArrowError::CastError("not a Boolean array".into()))?;
+            Ok(bools.iter().map(or_null).collect())
+        }
         _ => {
             let formatter = ArrayFormatter::try_new(array, options)?;
             Ok((0..array.len())
@@ -130,18 +135,10 @@ where
     T::Native: Into<Value>,
 {
     let numbers = cast(array, &T::DATA_TYPE)?;
-    Ok(typed::<PrimitiveArray<T>>(numbers.as_ref())?
-        .iter()
-        .map(or_null)
-        .collect())
-}
-
-/// `array` as the array type `A` its data type promises.
-fn typed<A: Array + 'static>(array: &dyn Array) -> Result<&A, ArrowError> {
-    array
-        .as_any()
-        .downcast_ref::<A>()
-        .ok_or_else(|| ArrowError::CastError(format!("not a {}", std::any::type_name::<A>())))
+    let numbers = numbers
+        .as_primitive_opt::<T>()
+        .ok_or_else(|| ArrowError::CastError(format!("not a {} array", T::DATA_TYPE)))?;
+    Ok(numbers.iter().map(or_null).collect())
 }
 
 /// The object `json` writes: the envelope with the rows, the coverage beside it, and the summary.
@@ -429,6 +426,55 @@ mod tests {
     use crate::commands::{GroupBy, RatesRow};
     use crate::coverage::{Heartbeat, SourceReport};
     use crate::window::Window;
+
+    #[test]
+    fn sql_columns_become_json_numbers_booleans_texts_and_nulls() {
+        use deltalake::arrow::array::{
+            ArrayRef, BooleanArray, Float32Array, Int32Array, StringArray, UInt64Array,
+        };
+        let batch = RecordBatch::try_from_iter([
+            (
+                "int",
+                Arc::new(Int32Array::from(vec![Some(-3), None])) as ArrayRef,
+            ),
+            (
+                "big",
+                Arc::new(UInt64Array::from(vec![Some(u64::MAX), None])) as ArrayRef,
+            ),
+            (
+                "float",
+                Arc::new(Float32Array::from(vec![Some(0.5), None])) as ArrayRef,
+            ),
+            (
+                "flag",
+                Arc::new(BooleanArray::from(vec![Some(true), None])) as ArrayRef,
+            ),
+            (
+                "text",
+                Arc::new(StringArray::from(vec![Some("a"), None])) as ArrayRef,
+            ),
+        ])
+        .unwrap();
+        let rows = Rows::from_batches(&[batch]).unwrap();
+        assert_eq!(rows.columns, ["int", "big", "float", "flag", "text"]);
+        let values = |row: usize| -> Vec<Value> {
+            rows.columns
+                .iter()
+                .map(|column| rows.rows[row][column].clone())
+                .collect()
+        };
+        assert_eq!(
+            values(0),
+            [
+                Value::from(-3),
+                Value::from(u64::MAX),
+                Value::from(0.5),
+                Value::from(true),
+                Value::from("a"),
+            ]
+        );
+        assert_eq!(values(1), vec![Value::Null; 5]);
+    }
 
     fn report(rows: Rows, sources: Vec<SourceReport>) -> Report {
         Report {
